@@ -1,1 +1,3 @@
-//! placeholder, replaced by the crate's author
+//! quickbus-wire: the D-Bus wire format. No I/O.
+
+pub mod address;

@@ -1,0 +1,1 @@
+//! Match-rule index (owned by the match-rule author).

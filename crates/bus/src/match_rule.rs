@@ -1,0 +1,1 @@
+//! Match rules: parsing and matching (owned by the match-rule author).

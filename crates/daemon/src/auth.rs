@@ -1,0 +1,1 @@
+//! SASL server state machine.

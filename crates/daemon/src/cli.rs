@@ -1,0 +1,1 @@
+//! dbus-daemon compatible command line.

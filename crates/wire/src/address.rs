@@ -1,0 +1,1 @@
+//! D-Bus server addresses: parsing and escaping (pure string handling, no I/O).
