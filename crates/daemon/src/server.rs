@@ -1,0 +1,411 @@
+//! The event loop: edge-triggered epoll (mio) over the listening sockets,
+//! every connection and the signal pipe. On each wake-up it reads what the
+//! sockets have, hands each complete message to the sans-I/O [`Bus`], queues
+//! the resulting deliveries, and flushes every touched connection once.
+
+use std::collections::{BinaryHeap, HashMap};
+use std::cmp::Reverse;
+use std::io;
+use std::os::unix::net::UnixListener as StdListener;
+use std::time::{Duration, Instant};
+
+use mio::net::{UnixListener, UnixStream};
+use mio::{Events, Interest, Poll, Token};
+use quickbus_bus::{Action, Bus, ConnId, Credentials};
+use quickbus_wire::{frame_length, Message};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook_mio::v1_0::Signals;
+use tracing::{debug, info, warn};
+
+use crate::auth::{AuthConfig, AuthProgress, SaslServer};
+use crate::transport::{OutItem, ReadStatus, Transport};
+
+const SIGNALS: Token = Token(0);
+const FIRST_LISTENER: usize = 1;
+/// Connections get tokens from here up; listeners sit below.
+const FIRST_CONNECTION: usize = 1 << 20;
+/// `recvmsg` calls per connection per wake-up before others get a turn.
+const READS_PER_TURN: usize = 32;
+
+/// What the loop needs beyond the bus itself.
+pub struct ServerOptions {
+    pub auth: AuthConfig,
+    pub auth_timeout: Duration,
+    pub max_incomplete_connections: usize,
+    pub max_connections: usize,
+}
+
+enum Phase {
+    Authenticating { sasl: SaslServer },
+    Running { id: ConnId },
+}
+
+struct Conn {
+    transport: Transport,
+    phase: Phase,
+    creds: Credentials,
+}
+
+/// Why the loop stopped.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Exit {
+    Terminated,
+}
+
+pub struct Server {
+    poll: Poll,
+    listeners: Vec<UnixListener>,
+    conns: HashMap<Token, Conn>,
+    tokens: HashMap<ConnId, Token>,
+    next_token: usize,
+    bus: Bus,
+    opts: ServerOptions,
+    signals: Signals,
+    auth_deadlines: BinaryHeap<Reverse<(Instant, Token)>>,
+    incomplete: usize,
+    /// Connections with data possibly left unread after their turn.
+    unfinished_reads: Vec<Token>,
+    /// Connections with queued output to flush at the end of the turn.
+    dirty: Vec<Token>,
+    actions: Vec<Action>,
+}
+
+impl Server {
+    pub fn new(listeners: Vec<StdListener>, bus: Bus, opts: ServerOptions) -> io::Result<Server> {
+        let poll = Poll::new()?;
+        let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+        poll.registry()
+            .register(&mut signals, SIGNALS, Interest::READABLE)?;
+        let mut registered = Vec::with_capacity(listeners.len());
+        for (i, l) in listeners.into_iter().enumerate() {
+            l.set_nonblocking(true)?;
+            let mut l = UnixListener::from_std(l);
+            poll.registry()
+                .register(&mut l, Token(FIRST_LISTENER + i), Interest::READABLE)?;
+            registered.push(l);
+        }
+        Ok(Server {
+            poll,
+            listeners: registered,
+            conns: HashMap::new(),
+            tokens: HashMap::new(),
+            next_token: FIRST_CONNECTION,
+            bus,
+            opts,
+            signals,
+            auth_deadlines: BinaryHeap::new(),
+            incomplete: 0,
+            unfinished_reads: Vec::new(),
+            dirty: Vec::new(),
+            actions: Vec::new(),
+        })
+    }
+
+    pub fn run(&mut self) -> io::Result<Exit> {
+        let mut events = Events::with_capacity(1024);
+        loop {
+            let timeout = self.poll_timeout();
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            let mut ready: Vec<Token> = std::mem::take(&mut self.unfinished_reads);
+            for event in events.iter() {
+                let token = event.token();
+                if token == SIGNALS {
+                    if let Some(exit) = self.handle_signals() {
+                        return Ok(exit);
+                    }
+                } else if token.0 < FIRST_CONNECTION {
+                    self.accept(token.0 - FIRST_LISTENER);
+                } else {
+                    if event.is_writable() && self.conns.contains_key(&token) {
+                        self.dirty.push(token);
+                    }
+                    if event.is_readable() || event.is_read_closed() || event.is_error() {
+                        ready.push(token);
+                    }
+                }
+            }
+            for token in ready {
+                self.read_connection(token);
+            }
+            let now = Instant::now();
+            self.expire_auth(now);
+            self.bus.handle_timeouts(now, &mut self.actions);
+            self.apply_actions();
+            self.flush_dirty();
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Duration> {
+        if !self.unfinished_reads.is_empty() {
+            return Some(Duration::ZERO);
+        }
+        let auth = self.auth_deadlines.peek().map(|Reverse((t, _))| *t);
+        let deadline = match (auth, self.bus.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }?;
+        Some(deadline.saturating_duration_since(Instant::now()))
+    }
+
+    fn handle_signals(&mut self) -> Option<Exit> {
+        for signal in self.signals.pending() {
+            match signal {
+                SIGTERM | SIGINT => {
+                    info!("signal {signal}: shutting down");
+                    return Some(Exit::Terminated);
+                }
+                SIGHUP => info!("SIGHUP: configuration reload is not implemented yet"),
+                _ => {}
+            }
+        }
+        None
+    }
+
+    fn accept(&mut self, index: usize) {
+        loop {
+            let accepted = match self.listeners.get(index) {
+                Some(l) => l.accept(),
+                None => return,
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // EMFILE and friends: the listener stays, we retry later.
+                    warn!("accept failed: {e}");
+                    return;
+                }
+            };
+            self.add_connection(stream);
+        }
+    }
+
+    fn add_connection(&mut self, mut stream: UnixStream) {
+        if self.incomplete >= self.opts.max_incomplete_connections
+            || self.conns.len() >= self.opts.max_connections
+        {
+            warn!(
+                "refusing connection: {} connections, {} authenticating (limits {} / {})",
+                self.conns.len(),
+                self.incomplete,
+                self.opts.max_connections,
+                self.opts.max_incomplete_connections
+            );
+            return;
+        }
+        let creds = match crate::sys::peer_credentials(&stream) {
+            Ok(c) => c,
+            Err(e) => {
+                warn!("refusing connection: no peer credentials: {e}");
+                return;
+            }
+        };
+        let token = Token(self.next_token);
+        self.next_token += 1;
+        if let Err(e) = self.poll.registry().register(
+            &mut stream,
+            token,
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            warn!("refusing connection: cannot register it: {e}");
+            return;
+        }
+        let sasl = SaslServer::new(&self.opts.auth, creds.uid);
+        debug!(uid = creds.uid, pid = ?creds.pid, "new connection");
+        self.conns.insert(
+            token,
+            Conn {
+                transport: Transport::new(stream),
+                phase: Phase::Authenticating { sasl },
+                creds,
+            },
+        );
+        self.incomplete += 1;
+        self.auth_deadlines
+            .push(Reverse((Instant::now() + self.opts.auth_timeout, token)));
+    }
+
+    fn expire_auth(&mut self, now: Instant) {
+        while let Some(Reverse((deadline, token))) = self.auth_deadlines.peek().copied() {
+            if deadline > now {
+                break;
+            }
+            self.auth_deadlines.pop();
+            let still_authenticating = matches!(
+                self.conns.get(&token).map(|c| &c.phase),
+                Some(Phase::Authenticating { .. })
+            );
+            if still_authenticating {
+                self.close(token, "authentication timed out");
+            }
+        }
+    }
+
+    /// Read and process what one connection has, up to its per-turn budget.
+    fn read_connection(&mut self, token: Token) {
+        for _ in 0..READS_PER_TURN {
+            let Some(conn) = self.conns.get_mut(&token) else {
+                return;
+            };
+            let status = match conn.transport.read_once() {
+                Ok(s) => s,
+                Err(e) => {
+                    self.close(token, &format!("read error: {e}"));
+                    return;
+                }
+            };
+            if let Err(reason) = self.process_input(token) {
+                self.close(token, &reason);
+                return;
+            }
+            match status {
+                ReadStatus::Drained => return,
+                ReadStatus::Closed => {
+                    self.close(token, "peer closed the connection");
+                    return;
+                }
+                ReadStatus::Budget => {}
+            }
+        }
+        self.unfinished_reads.push(token);
+    }
+
+    /// Consume whatever complete units (SASL lines, messages) the input has.
+    fn process_input(&mut self, token: Token) -> Result<(), String> {
+        loop {
+            let Some(conn) = self.conns.get_mut(&token) else {
+                return Ok(());
+            };
+            match &mut conn.phase {
+                Phase::Authenticating { sasl } => {
+                    let mut reply = Vec::new();
+                    let progress = sasl
+                        .feed(conn.transport.input(), &mut reply)
+                        .map_err(|e| format!("authentication failed: {e}"))?;
+                    if !reply.is_empty() {
+                        conn.transport.queue(OutItem::raw(reply.into()));
+                        self.dirty.push(token);
+                    }
+                    match progress {
+                        AuthProgress::NeedMore { consumed } => {
+                            conn.transport.consume(consumed);
+                            return Ok(());
+                        }
+                        AuthProgress::Begin { consumed } => {
+                            conn.transport.consume(consumed);
+                            let unix_fds = sasl.unix_fd_negotiated();
+                            let id = self.bus.add_connection(conn.creds.clone(), unix_fds);
+                            conn.phase = Phase::Running { id };
+                            self.tokens.insert(id, token);
+                            self.incomplete -= 1;
+                        }
+                    }
+                }
+                Phase::Running { id } => {
+                    let id = *id;
+                    let input = conn.transport.input();
+                    let total = match frame_length(input) {
+                        Ok(Some(total)) => total,
+                        Ok(None) => return Ok(()),
+                        Err(e) => return Err(format!("invalid message framing: {e}")),
+                    };
+                    if input.len() < total {
+                        conn.transport.reserve_frame(total);
+                        return Ok(());
+                    }
+                    let frame = conn.transport.take_frame(total);
+                    let msg = Message::parse(frame).map_err(|e| format!("invalid message: {e}"))?;
+                    let nfds = msg.unix_fds() as usize;
+                    let fds = conn.transport.take_fds(nfds).ok_or_else(|| {
+                        format!(
+                            "message declares {nfds} fds but {} arrived",
+                            conn.transport.pending_fds()
+                        )
+                    })?;
+                    self.bus
+                        .receive(id, msg, fds, Instant::now(), &mut self.actions);
+                    self.apply_actions();
+                }
+            }
+        }
+    }
+
+    /// Carry out what the bus decided: queue deliveries, drop connections.
+    fn apply_actions(&mut self) {
+        while !self.actions.is_empty() {
+            let actions = std::mem::take(&mut self.actions);
+            for action in actions {
+                match action {
+                    Action::Deliver { to, msg } => {
+                        let Some(&token) = self.tokens.get(&to) else {
+                            continue;
+                        };
+                        if let Some(conn) = self.conns.get_mut(&token) {
+                            conn.transport.queue(OutItem {
+                                header: msg.frame.header,
+                                body: msg.frame.body,
+                                fds: (!msg.fds.is_empty()).then_some(msg.fds),
+                            });
+                            self.dirty.push(token);
+                        }
+                    }
+                    Action::Disconnect { conn, reason } => {
+                        if let Some(&token) = self.tokens.get(&conn) {
+                            self.close(token, &reason);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn flush_dirty(&mut self) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        dirty.sort_unstable();
+        dirty.dedup();
+        for token in dirty {
+            let Some(conn) = self.conns.get_mut(&token) else {
+                continue;
+            };
+            if let Err(e) = conn.transport.flush() {
+                self.close(token, &format!("write error: {e}"));
+            }
+        }
+        self.apply_actions();
+        if !self.dirty.is_empty() {
+            // Closing a connection produced new deliveries: flush them too.
+            self.flush_dirty();
+        }
+    }
+
+    fn close(&mut self, token: Token, reason: &str) {
+        let Some(mut conn) = self.conns.remove(&token) else {
+            return;
+        };
+        let _ = self.poll.registry().deregister(&mut conn.transport.stream);
+        match conn.phase {
+            Phase::Authenticating { .. } => {
+                self.incomplete -= 1;
+                debug!(uid = conn.creds.uid, "connection closed during authentication: {reason}");
+            }
+            Phase::Running { id } => {
+                self.tokens.remove(&id);
+                if reason == "peer closed the connection" {
+                    debug!(uid = conn.creds.uid, "connection {id:?} closed");
+                } else {
+                    warn!(uid = conn.creds.uid, pid = ?conn.creds.pid, "disconnecting {id:?}: {reason}");
+                }
+                // Best effort: anything already queued for it (an error
+                // reply explaining the disconnect) goes out before the close.
+                let _ = conn.transport.flush();
+                self.bus.remove_connection(id, &mut self.actions);
+            }
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! The few operating-system calls that safe wrappers don't cover: adopting
+//! an inherited fd by number, forking into the background, and reading
+//! kernel-provided peer credentials. Every `unsafe` block of the daemon is
+//! here, each with the argument for its soundness.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
+
+use quickbus_bus::Credentials;
+
+/// Take ownership of an fd number our parent handed us (`--print-address=FD`).
+///
+/// Must be called at start-up, before the daemon opens any file or socket
+/// of its own: then nothing else in this process owns `fd`, which is what
+/// `OwnedFd::from_raw_fd` requires. We first check with `fcntl(F_GETFD)`
+/// that the number is open, so a wrong number is a clear error rather than
+/// an fd we would later close under someone's feet.
+pub fn adopt_inherited_fd(fd: RawFd) -> io::Result<File> {
+    if fd < 0 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "negative fd"));
+    }
+    // SAFETY: borrow_raw only needs `fd` to stay open for the borrow; fcntl on
+    // a closed number simply fails with EBADF, which we report.
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    rustix::io::fcntl_getfd(borrowed).map_err(io::Error::from)?;
+    // SAFETY: `fd` is open (checked above) and, per this function's contract,
+    // nothing else in the process owns it; we become its only owner.
+    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// The listening sockets systemd passed us (`LISTEN_PID`, `LISTEN_FDS`:
+/// fds 3, 4, ... for this pid), or None when none were passed. The
+/// variables are removed so children we start don't see them.
+///
+/// Same contract as [`adopt_inherited_fd`]: call at start-up, before the
+/// daemon opens files of its own.
+pub fn take_systemd_listen_fds() -> io::Result<Option<Vec<OwnedFd>>> {
+    const SD_LISTEN_FDS_START: RawFd = 3;
+    let pid = std::env::var("LISTEN_PID").ok();
+    let count = std::env::var("LISTEN_FDS").ok();
+    std::env::remove_var("LISTEN_PID");
+    std::env::remove_var("LISTEN_FDS");
+    std::env::remove_var("LISTEN_FDNAMES");
+    let (Some(pid), Some(count)) = (pid, count) else {
+        return Ok(None);
+    };
+    if pid.trim().parse::<u32>().ok() != Some(std::process::id()) {
+        return Ok(None);
+    }
+    let count: RawFd = count.trim().parse().map_err(|_| {
+        io::Error::new(io::ErrorKind::InvalidInput, format!("bad LISTEN_FDS={count}"))
+    })?;
+    let mut fds = Vec::new();
+    for fd in SD_LISTEN_FDS_START..SD_LISTEN_FDS_START + count {
+        let file = adopt_inherited_fd(fd)?;
+        let fd = OwnedFd::from(file);
+        rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::CLOEXEC)?;
+        fds.push(fd);
+    }
+    Ok(Some(fds))
+}
+
+/// Fork into the background. Returns `Some(child_pid)` in the parent and
+/// `None` in the child (which then calls `setsid`).
+///
+/// Must be called while the process has a single thread (before the event
+/// loop starts; the daemon starts no threads of its own), so the child is a
+/// full copy with no lock held by a vanished thread.
+pub fn fork_daemon() -> io::Result<Option<i32>> {
+    // SAFETY: fork() is sound in a single-threaded process, which the
+    // daemon is at the only call site (start-up, before any thread exists).
+    let pid = unsafe { libc::fork() };
+    match pid {
+        -1 => Err(io::Error::last_os_error()),
+        0 => {
+            let _ = rustix::process::setsid();
+            Ok(None)
+        }
+        child => Ok(Some(child)),
+    }
+}
+
+/// Point stdin, stdout and stderr of a forked daemon at /dev/null, as
+/// dbus-daemon does (unless the user asked to keep its output).
+pub fn detach_stdio() -> io::Result<()> {
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    for target in 0..3 {
+        // SAFETY: 0, 1 and 2 are the standard streams, always reserved for
+        // them in this process; dup2 over them closes whatever they were
+        // and never touches an fd another owner holds.
+        let mut std_fd = unsafe { OwnedFd::from_raw_fd(target) };
+        rustix::io::dup2(null.as_fd(), &mut std_fd)?;
+        std::mem::forget(std_fd); // stays open as the standard stream
+    }
+    Ok(())
+}
+
+/// Credentials of the process at the other end of a connected unix socket,
+/// from the kernel (`SO_PEERCRED`), never from what the peer says.
+pub fn peer_credentials(socket: impl AsFd) -> io::Result<Credentials> {
+    let cred = rustix::net::sockopt::get_socket_peercred(&socket)?;
+    let pid = cred.pid.as_raw_nonzero().get() as u32;
+    let gid = cred.gid.as_raw();
+    let mut groups = supplementary_groups(pid).unwrap_or_default();
+    if !groups.contains(&gid) {
+        groups.insert(0, gid);
+    }
+    Ok(Credentials {
+        uid: cred.uid.as_raw(),
+        gid,
+        pid: Some(pid),
+        groups,
+        security_label: None,
+    })
+}
+
+/// The peer's supplementary groups, from /proc (SO_PEERGROUPS has no safe
+/// wrapper yet).
+fn supplementary_groups(pid: u32) -> Option<Vec<u32>> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("Groups:"))?;
+    Some(
+        line["Groups:".len()..]
+            .split_whitespace()
+            .filter_map(|g| g.parse().ok())
+            .collect(),
+    )
+}
+
+/// 16 random bytes as 32 lowercase hex digits: the bus GUID.
+pub fn random_guid() -> String {
+    let mut bytes = [0u8; 16];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        match rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty())
+        {
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => break, // fall back on time and pid below
+        }
+    }
+    if filled < bytes.len() {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        bytes = (t ^ ((std::process::id() as u128) << 64)).to_le_bytes();
+    }
+    hex(&bytes)
+}
+
+/// The machine id D-Bus peers expect from Peer.GetMachineId: the
+/// system's, or (on a machine without one) a stable id derived from the
+/// boot id, so a session bus still works in a bare container.
+pub fn machine_id() -> String {
+    for path in ["/etc/machine-id", "/var/lib/dbus/machine-id"] {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            let id = text.trim();
+            if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return id.to_ascii_lowercase();
+            }
+        }
+    }
+    if let Ok(boot) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
+        let id: String = boot.trim().chars().filter(|c| *c != '-').collect();
+        if id.len() == 32 {
+            return id;
+        }
+    }
+    random_guid()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guid_is_32_hex_digits_and_random() {
+        let a = random_guid();
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(a, random_guid());
+    }
+
+    #[test]
+    fn machine_id_is_32_hex_digits() {
+        let id = machine_id();
+        assert_eq!(id.len(), 32, "{id}");
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()));
+    }
+
+    #[test]
+    fn peer_credentials_are_our_own_over_a_socketpair() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let creds = peer_credentials(&a).unwrap();
+        assert_eq!(creds.uid, rustix::process::getuid().as_raw());
+        assert_eq!(creds.pid, Some(std::process::id()));
+        assert!(creds.groups.contains(&creds.gid));
+    }
+
+    #[test]
+    fn adopting_a_closed_fd_number_is_an_error() {
+        assert!(adopt_inherited_fd(987_654).is_err());
+        assert!(adopt_inherited_fd(-1).is_err());
+    }
+}

@@ -1,0 +1,341 @@
+//! One connection's byte stream: a read buffer that yields whole frames
+//! without copying them, a queue of fds received with SCM_RIGHTS, and an
+//! outgoing queue flushed with vectored `sendmsg` (fds attached to the first
+//! byte of the message that carries them).
+
+use std::collections::VecDeque;
+use std::io::{IoSlice, IoSliceMut};
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use mio::net::UnixStream;
+use rustix::io::Errno;
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
+
+/// How much we ask the kernel for per `recvmsg`; a frame larger than this is
+/// read with one reservation sized to the frame.
+const READ_CHUNK: usize = 64 * 1024;
+/// Most fds one `recvmsg` can carry (the kernel's SCM_MAX_FD is 253).
+const MAX_FDS_PER_RECV: usize = 253;
+/// Most messages written by one `sendmsg` (two iovecs each; IOV_MAX is 1024).
+const MAX_MESSAGES_PER_WRITE: usize = 256;
+
+/// Something queued for writing: a header and a body sent back to back,
+/// with fds attached to its first byte.
+#[derive(Clone)]
+pub struct OutItem {
+    pub header: Bytes,
+    pub body: Bytes,
+    pub fds: Option<Arc<Vec<OwnedFd>>>,
+}
+
+impl OutItem {
+    pub fn raw(bytes: Bytes) -> OutItem {
+        OutItem {
+            header: bytes,
+            body: Bytes::new(),
+            fds: None,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.header.len() + self.body.len()
+    }
+
+    fn has_fds(&self) -> bool {
+        self.fds.as_ref().is_some_and(|f| !f.is_empty())
+    }
+}
+
+/// Outcome of draining the socket.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ReadStatus {
+    /// The socket has nothing more for now.
+    Drained,
+    /// The read budget ran out with data possibly left: read again later.
+    Budget,
+    /// The peer closed its end.
+    Closed,
+}
+
+pub struct Transport {
+    pub stream: UnixStream,
+    inbuf: BytesMut,
+    in_fds: VecDeque<OwnedFd>,
+    out: VecDeque<OutItem>,
+    /// Bytes of `out.front()` already written.
+    out_offset: usize,
+    out_bytes: usize,
+}
+
+impl Transport {
+    pub fn new(stream: UnixStream) -> Transport {
+        Transport {
+            stream,
+            inbuf: BytesMut::with_capacity(READ_CHUNK),
+            in_fds: VecDeque::new(),
+            out: VecDeque::new(),
+            out_offset: 0,
+            out_bytes: 0,
+        }
+    }
+
+    /// Unconsumed received bytes.
+    pub fn input(&self) -> &[u8] {
+        &self.inbuf
+    }
+
+    /// Drop `n` bytes from the front of the input (SASL lines consumed).
+    pub fn consume(&mut self, n: usize) {
+        let _ = self.inbuf.split_to(n.min(self.inbuf.len()));
+    }
+
+    /// Take the first `n` bytes of input as an immutable frame, no copy.
+    pub fn take_frame(&mut self, n: usize) -> Bytes {
+        self.inbuf.split_to(n).freeze()
+    }
+
+    /// Take `n` fds received so far, in order; None if fewer arrived.
+    pub fn take_fds(&mut self, n: usize) -> Option<Vec<OwnedFd>> {
+        if self.in_fds.len() < n {
+            return None;
+        }
+        Some(self.in_fds.drain(..n).collect())
+    }
+
+    pub fn pending_fds(&self) -> usize {
+        self.in_fds.len()
+    }
+
+    /// Make room so the next read can complete a frame of `total` bytes.
+    pub fn reserve_frame(&mut self, total: usize) {
+        if total > self.inbuf.len() {
+            self.inbuf.reserve(total - self.inbuf.len());
+        }
+    }
+
+    /// One `recvmsg`: appends data to the input buffer and fds to the fd queue.
+    pub fn read_once(&mut self) -> Result<ReadStatus, Errno> {
+        let start = self.inbuf.len();
+        let want = READ_CHUNK.max(self.inbuf.capacity() - start);
+        self.inbuf.resize(start + want, 0);
+        let mut space = [0u8; rustix::cmsg_space!(ScmRights(MAX_FDS_PER_RECV))];
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let result = rustix::net::recvmsg(
+            &self.stream,
+            &mut [IoSliceMut::new(&mut self.inbuf[start..])],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
+        );
+        let got = match result {
+            Ok(r) => r.bytes,
+            Err(e) => {
+                self.inbuf.truncate(start);
+                return match e {
+                    Errno::AGAIN => Ok(ReadStatus::Drained),
+                    Errno::INTR => Ok(ReadStatus::Budget),
+                    e => Err(e),
+                };
+            }
+        };
+        self.inbuf.truncate(start + got);
+        for msg in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(fds) = msg {
+                self.in_fds.extend(fds);
+            }
+        }
+        if got == 0 {
+            return Ok(ReadStatus::Closed);
+        }
+        Ok(ReadStatus::Budget)
+    }
+
+    pub fn queue(&mut self, item: OutItem) {
+        self.out_bytes += item.len();
+        self.out.push_back(item);
+    }
+
+    pub fn queued_bytes(&self) -> usize {
+        self.out_bytes - self.out_offset
+    }
+
+    pub fn has_output(&self) -> bool {
+        !self.out.is_empty()
+    }
+
+    /// Write as much queued output as the socket takes. Ok(true) when the
+    /// queue is empty, Ok(false) when the socket is full.
+    pub fn flush(&mut self) -> Result<bool, Errno> {
+        while !self.out.is_empty() {
+            let written = match self.write_batch() {
+                Ok(n) => n,
+                Err(Errno::AGAIN) => return Ok(false),
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(e),
+            };
+            self.advance(written);
+        }
+        Ok(true)
+    }
+
+    /// One `sendmsg` of the front of the queue. A message carrying fds
+    /// starts a batch of its own so its fds ride on its first byte.
+    fn write_batch(&mut self) -> Result<usize, Errno> {
+        let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(8);
+        let mut fds_to_send = None;
+        for (i, item) in self.out.iter().take(MAX_MESSAGES_PER_WRITE).enumerate() {
+            if i > 0 && item.has_fds() {
+                break;
+            }
+            let skip = if i == 0 { self.out_offset } else { 0 };
+            if i == 0 && skip == 0 && item.has_fds() {
+                fds_to_send = item.fds.clone();
+            }
+            push_from(&mut iov, &item.header, &item.body, skip);
+        }
+        let mut space;
+        let mut control;
+        let fd_refs: Vec<_>;
+        match &fds_to_send {
+            Some(fds) => {
+                fd_refs = fds.iter().map(std::os::fd::AsFd::as_fd).collect();
+                space = vec![0u8; rustix::cmsg_space!(ScmRights(fd_refs.len()))];
+                control = SendAncillaryBuffer::new(&mut space);
+                control.push(SendAncillaryMessage::ScmRights(&fd_refs));
+            }
+            None => {
+                space = Vec::new();
+                control = SendAncillaryBuffer::new(&mut space);
+            }
+        }
+        rustix::net::sendmsg(
+            &self.stream,
+            &iov,
+            &mut control,
+            SendFlags::NOSIGNAL | SendFlags::DONTWAIT,
+        )
+    }
+
+    fn advance(&mut self, mut written: usize) {
+        while written > 0 {
+            let Some(front) = self.out.front() else { break };
+            let left = front.len() - self.out_offset;
+            if written < left {
+                self.out_offset += written;
+                return;
+            }
+            written -= left;
+            self.out_bytes -= front.len();
+            self.out_offset = 0;
+            self.out.pop_front();
+        }
+    }
+}
+
+/// Append the parts of header ++ body after the first `skip` bytes.
+fn push_from<'a>(iov: &mut Vec<IoSlice<'a>>, header: &'a [u8], body: &'a [u8], skip: usize) {
+    if skip < header.len() {
+        iov.push(IoSlice::new(&header[skip..]));
+        if !body.is_empty() {
+            iov.push(IoSlice::new(body));
+        }
+    } else if skip - header.len() < body.len() {
+        iov.push(IoSlice::new(&body[skip - header.len()..]));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixStream as StdStream;
+
+    fn pair() -> (Transport, StdStream) {
+        let (a, b) = StdStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        (Transport::new(UnixStream::from_std(a)), b)
+    }
+
+    #[test]
+    fn queued_items_arrive_whole_and_in_order() {
+        let (mut t, mut peer) = pair();
+        for i in 0..10u8 {
+            t.queue(OutItem {
+                header: Bytes::from(vec![i; 8]),
+                body: Bytes::from(vec![i + 100; 3]),
+                fds: None,
+            });
+        }
+        assert_eq!(t.queued_bytes(), 110);
+        assert!(t.flush().unwrap());
+        assert_eq!(t.queued_bytes(), 0);
+        let mut got = vec![0u8; 110];
+        peer.read_exact(&mut got).unwrap();
+        for i in 0..10u8 {
+            let chunk = &got[i as usize * 11..(i as usize + 1) * 11];
+            assert_eq!(&chunk[..8], &[i; 8]);
+            assert_eq!(&chunk[8..], &[i + 100; 3]);
+        }
+    }
+
+    #[test]
+    fn partial_writes_resume_where_they_stopped() {
+        let (mut t, mut peer) = pair();
+        let big = Bytes::from(vec![7u8; 4 << 20]);
+        t.queue(OutItem {
+            header: Bytes::from_static(b"HEADER!!"),
+            body: big.clone(),
+            fds: None,
+        });
+        // The socket buffer is far smaller than 4 MiB: the first flush stops.
+        assert!(!t.flush().unwrap());
+        let reader = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            peer.read_to_end(&mut all).unwrap();
+            all
+        });
+        loop {
+            match t.flush() {
+                Ok(true) => break,
+                Ok(false) => std::thread::yield_now(),
+                Err(e) => panic!("flush: {e}"),
+            }
+        }
+        drop(t);
+        let all = reader.join().unwrap();
+        assert_eq!(&all[..8], b"HEADER!!");
+        assert_eq!(all.len(), 8 + (4 << 20));
+        assert!(all[8..].iter().all(|&b| b == 7));
+    }
+
+    #[test]
+    fn fds_and_bytes_are_received() {
+        let (mut t, peer) = pair();
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        let mut space = [0u8; rustix::cmsg_space!(ScmRights(1))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        let fds = [r.as_fd()];
+        control.push(SendAncillaryMessage::ScmRights(&fds));
+        rustix::net::sendmsg(&peer, &[IoSlice::new(b"abc")], &mut control, SendFlags::empty())
+            .unwrap();
+        assert_eq!(t.read_once().unwrap(), ReadStatus::Budget);
+        assert_eq!(t.input(), b"abc");
+        assert_eq!(t.pending_fds(), 1);
+        let fd = t.take_fds(1).unwrap().pop().unwrap();
+        rustix::io::write(&w, b"x").unwrap();
+        let mut buf = [0u8; 1];
+        rustix::io::read(&fd, &mut buf).unwrap();
+        assert_eq!(&buf, b"x");
+        assert_eq!(t.read_once().unwrap(), ReadStatus::Drained);
+        drop(peer);
+        assert_eq!(t.read_once().unwrap(), ReadStatus::Closed);
+        let frame = t.take_frame(2);
+        assert_eq!(&frame[..], b"ab");
+        assert_eq!(t.input(), b"c");
+    }
+}
