@@ -26,6 +26,8 @@ const FIRST_LISTENER: usize = 1;
 const FIRST_CONNECTION: usize = 1 << 20;
 /// `recvmsg` calls per connection per wake-up before others get a turn.
 const READS_PER_TURN: usize = 32;
+/// The close reason of a peer that simply went away (not worth a warning).
+const HUNG_UP: &str = "peer closed the connection";
 
 /// What the loop needs beyond the bus itself.
 pub struct ServerOptions {
@@ -267,7 +269,7 @@ impl Server {
             match status {
                 ReadStatus::Drained => return,
                 ReadStatus::Closed => {
-                    self.close(token, "peer closed the connection");
+                    self.close(token, HUNG_UP);
                     return;
                 }
                 ReadStatus::Budget => {}
@@ -396,7 +398,7 @@ impl Server {
             }
             Phase::Running { id } => {
                 self.tokens.remove(&id);
-                if reason == "peer closed the connection" {
+                if reason == HUNG_UP {
                     debug!(uid = conn.creds.uid, "connection {id:?} closed");
                 } else {
                     warn!(uid = conn.creds.uid, pid = ?conn.creds.pid, "disconnecting {id:?}: {reason}");

@@ -1,0 +1,216 @@
+//! From the command line to a running event loop, in dbus-daemon's order:
+//! adopt inherited fds, load the configuration, bind, fork, write the pid
+//! file, print the address and pid, serve.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use quickbus_bus::{Bus, BusOptions};
+use tracing::{error, info};
+
+use crate::auth::AuthConfig;
+use crate::cli::{Options, PrintTarget};
+use crate::config::BusConfig;
+use crate::listen::{self, Listener};
+use crate::server::{Server, ServerOptions};
+
+/// Run the daemon; the returned value is the process exit code.
+pub fn main() -> i32 {
+    let opts = match crate::cli::parse_args(std::env::args_os()) {
+        Ok(opts) => opts,
+        Err(exit) => return exit.print_and_code(),
+    };
+    // Before anything else is opened: the fds the parent handed us.
+    let print_address = match adopt_target(opts.print_address) {
+        Ok(t) => t,
+        Err(e) => return fail(format!("--print-address: {e}")),
+    };
+    let print_pid = match adopt_target(opts.print_pid) {
+        Ok(t) => t,
+        Err(e) => return fail(format!("--print-pid: {e}")),
+    };
+    let systemd_sockets = match listen::from_systemd() {
+        Ok(l) => l,
+        Err(e) => return fail(format!("sockets from systemd: {e}")),
+    };
+    init_logging();
+
+    let config = match crate::config::resolve(&opts) {
+        Ok(c) => c,
+        Err(e) => return fail(format!("Failed to start message bus: {e}")),
+    };
+    match serve(&opts, config, systemd_sockets, print_address, print_pid) {
+        Ok(()) => 0,
+        Err(e) => fail(format!("Failed to start message bus: {e}")),
+    }
+}
+
+fn fail(message: String) -> i32 {
+    error!("{message}");
+    eprintln!("{message}");
+    1
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("QUICKBUS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+/// Where to print: stdout, or an fd we now own.
+enum Output {
+    Stdout,
+    Fd(File),
+}
+
+impl Output {
+    /// One write of the whole line, then close: readers of the pipe wait
+    /// for EOF or a newline, and must never see half an address.
+    fn emit(self, line: &str) -> io::Result<()> {
+        match self {
+            Output::Stdout => {
+                let mut out = io::stdout().lock();
+                out.write_all(line.as_bytes())?;
+                out.flush()
+            }
+            Output::Fd(mut file) => file.write_all(line.as_bytes()),
+        }
+    }
+}
+
+fn adopt_target(target: Option<PrintTarget>) -> io::Result<Option<Output>> {
+    Ok(match target {
+        None => None,
+        Some(PrintTarget::Stdout) => Some(Output::Stdout),
+        Some(PrintTarget::Fd(fd)) => Some(Output::Fd(crate::sys::adopt_inherited_fd(fd)?)),
+    })
+}
+
+fn serve(
+    opts: &Options,
+    config: BusConfig,
+    systemd_sockets: Vec<Listener>,
+    print_address: Option<Output>,
+    print_pid: Option<Output>,
+) -> io::Result<()> {
+    let guid = crate::sys::random_guid();
+    let mut listeners = systemd_sockets;
+    if listeners.is_empty() {
+        let addresses = match &opts.address {
+            Some(a) => vec![a.clone()],
+            None => config.listen.clone(),
+        };
+        if addresses.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no <listen> address in the configuration and no --address",
+            ));
+        }
+        for address in &addresses {
+            listeners.extend(listen::bind_all(address)?);
+        }
+    }
+    let address = format!("{},guid={guid}", listeners[0].address);
+
+    let fork = if opts.nofork { false } else { opts.fork || config.fork };
+    let ready = if fork { Some(daemonize()?) } else { None };
+
+    let pidfile = if opts.nopidfile { None } else { config.pidfile.clone() };
+    let _pidfile_guard = match &pidfile {
+        Some(path) => Some(PidFile::write(path.clone())?),
+        None => None,
+    };
+    if let Some(out) = print_address {
+        out.emit(&format!("{address}\n"))?;
+    }
+    if let Some(out) = print_pid {
+        out.emit(&format!("{}\n", std::process::id()))?;
+    }
+    if let Some(ready) = ready {
+        ready.signal()?;
+    }
+
+    let limits = config.limits.clone();
+    let bus = Bus::new(BusOptions {
+        guid: guid.clone(),
+        machine_id: crate::sys::machine_id(),
+        limits: limits.to_bus_limits(),
+        activatable_names: config.activatable_names(),
+        bus_type: config.bus_type.clone().unwrap_or_else(|| "session".into()),
+    });
+    let server_opts = ServerOptions {
+        auth: AuthConfig::from_config(&config.auth, config.allow_anonymous, guid),
+        auth_timeout: Duration::from_millis(limits.auth_timeout_ms),
+        max_incomplete_connections: limits.max_incomplete_connections as usize,
+        max_connections: limits.max_completed_connections as usize,
+    };
+    let sockets = listeners
+        .iter()
+        .map(|l| l.socket.try_clone())
+        .collect::<io::Result<Vec<_>>>()?;
+    let mut server = Server::new(sockets, bus, server_opts)?;
+    info!("listening on {address}");
+    server.run()?;
+    drop(listeners); // removes socket files we created
+    Ok(())
+}
+
+/// Removes the pid file when the daemon exits.
+struct PidFile(PathBuf);
+
+impl PidFile {
+    fn write(path: PathBuf) -> io::Result<PidFile> {
+        std::fs::write(&path, format!("{}\n", std::process::id())).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot write pid file {}: {e}", path.display()))
+        })?;
+        Ok(PidFile(path))
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The child's promise to tell the waiting parent it is ready.
+struct Ready(File);
+
+impl Ready {
+    /// Release the parent, then let go of the terminal (after the address
+    /// went out, which may have been to stdout).
+    fn signal(mut self) -> io::Result<()> {
+        let _ = self.0.write_all(b"R");
+        if std::env::var_os("DBUS_DEBUG_OUTPUT").is_none() {
+            crate::sys::detach_stdio()?;
+        }
+        Ok(())
+    }
+}
+
+/// Fork: the parent waits until the child says it is ready (address
+/// printed), then exits 0, or 1 if the child died first.
+fn daemonize() -> io::Result<Ready> {
+    let (read_end, write_end) = rustix::pipe::pipe()?;
+    match crate::sys::fork_daemon()? {
+        Some(_child) => {
+            drop(write_end);
+            let mut byte = [0u8; 1];
+            let code = match rustix::io::read(&read_end, &mut byte) {
+                Ok(1) => 0,
+                _ => 1,
+            };
+            std::process::exit(code);
+        }
+        None => {
+            drop(read_end);
+            Ok(Ready(File::from(write_end)))
+        }
+    }
+}
