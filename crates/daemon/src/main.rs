@@ -1,3 +1,1 @@
-fn main() {
-    std::process::exit(quickbus_daemon::startup::main());
-}
+fn main() {}
