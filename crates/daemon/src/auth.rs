@@ -1,1 +1,443 @@
-//! SASL server state machine.
+//! The server side of D-Bus authentication (the SASL profile of the spec's
+//! "Authentication Protocol"), sans-I/O: bytes in, reply lines out.
+//!
+//! Behaviour follows dbus-daemon: the same states (waiting for AUTH, for
+//! DATA, for BEGIN), the same replies to each command in each state, six
+//! rejections before disconnecting, and a 16 KiB bound on buffered input.
+//! Differences, on purpose:
+//! - DBUS_COOKIE_SHA1 is not offered (EXTERNAL covers every local peer).
+//! - ANONYMOUS is only offered when the configuration allows anonymous
+//!   peers, rather than accepted and then disconnected.
+//! - EXTERNAL identities must be numeric uids (the spec allows refusing
+//!   user names, and resolving them would need I/O).
+//! - At most [`MAX_AUTH_LINES`] lines per connection, so a peer that never
+//!   reads cannot make us queue unbounded ERROR replies.
+
+mod command;
+#[cfg(test)]
+mod tests;
+
+use command::Command;
+
+/// Longest line, `\r\n` included, we buffer while waiting for its end
+/// (dbus-daemon's bound on its whole auth input buffer).
+pub const MAX_LINE_LEN: usize = 16 * 1024;
+/// Rejections after which the peer is disconnected (dbus-daemon's value).
+pub const MAX_FAILURES: u32 = 6;
+/// Lines a peer may send before BEGIN. Real clients send fewer than ten.
+pub const MAX_AUTH_LINES: u32 = 1000;
+
+/// A SASL mechanism this server implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mechanism {
+    External,
+    Anonymous,
+}
+
+impl Mechanism {
+    /// Every mechanism, in the order REJECTED lists them (preference order).
+    pub const ALL: [Mechanism; 2] = [Mechanism::External, Mechanism::Anonymous];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::External => "EXTERNAL",
+            Mechanism::Anonymous => "ANONYMOUS",
+        }
+    }
+
+    /// `None` for names we do not implement (DBUS_COOKIE_SHA1 among them).
+    pub fn from_name(name: &str) -> Option<Mechanism> {
+        Mechanism::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// What the daemon's configuration says about authentication.
+#[derive(Clone, Debug)]
+pub struct AuthConfig {
+    /// The mechanisms peers may use. Filled from the `<auth>` elements, or
+    /// with every mechanism we have when there are none; empty offers
+    /// nothing, so nobody can connect.
+    pub mechanisms: Vec<Mechanism>,
+    /// `<allow_anonymous/>`: without it ANONYMOUS is never offered.
+    pub allow_anonymous: bool,
+    /// The server GUID sent with OK (32 hex digits).
+    pub guid: String,
+    /// Whether the transport can carry fds (true for unix sockets).
+    pub unix_fd_supported: bool,
+}
+
+impl AuthConfig {
+    /// Every mechanism, anonymous peers refused, fd passing supported.
+    pub fn new(guid: impl Into<String>) -> AuthConfig {
+        AuthConfig {
+            mechanisms: Mechanism::ALL.to_vec(),
+            allow_anonymous: false,
+            guid: guid.into(),
+            unix_fd_supported: true,
+        }
+    }
+
+    /// Build from the config file's `<auth>` names (none: every mechanism).
+    /// Names we do not implement are dropped, as dbus-daemon drops names it
+    /// does not know; a list of only such names offers nothing, which is
+    /// the restriction that configuration asks for.
+    pub fn from_config(
+        auth: impl IntoIterator<Item = impl AsRef<str>>,
+        allow_anonymous: bool,
+        guid: impl Into<String>,
+    ) -> AuthConfig {
+        let mut names = auth.into_iter().peekable();
+        let mechanisms = if names.peek().is_none() {
+            Mechanism::ALL.to_vec()
+        } else {
+            let mut listed = Vec::new();
+            for m in names.filter_map(|name| Mechanism::from_name(name.as_ref())) {
+                if !listed.contains(&m) {
+                    listed.push(m);
+                }
+            }
+            listed
+        };
+        AuthConfig {
+            mechanisms,
+            allow_anonymous,
+            ..AuthConfig::new(guid)
+        }
+    }
+
+    fn offers(&self, mechanism: Mechanism) -> bool {
+        let listed = self.mechanisms.contains(&mechanism);
+        match mechanism {
+            Mechanism::External => listed,
+            Mechanism::Anonymous => listed && self.allow_anonymous,
+        }
+    }
+}
+
+/// Who the peer proved to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthIdentity {
+    /// EXTERNAL: the uid, always equal to the socket's `SO_PEERCRED` uid.
+    Uid(u32),
+    /// ANONYMOUS: no identity at all.
+    Anonymous,
+}
+
+/// Where a [`SaslServer::feed`] call left the conversation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthProgress {
+    /// `consumed` bytes were used; keep the rest and feed it again with
+    /// whatever arrives next.
+    NeedMore { consumed: usize },
+    /// BEGIN was received: `consumed` bytes ended with its `\r\n` and the
+    /// bytes after them are the D-Bus message stream.
+    Begin { consumed: usize },
+}
+
+/// Why the connection must be dropped. The daemon logs this and closes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("first byte was {0:#04x}, not the credentials nul byte")]
+    MissingNulByte(u8),
+    #[error("authentication line longer than {MAX_LINE_LEN} bytes")]
+    LineTooLong,
+    #[error("rejected {MAX_FAILURES} times")]
+    TooManyFailures,
+    #[error("more than {MAX_AUTH_LINES} authentication lines")]
+    TooManyLines,
+    #[error("BEGIN before authentication succeeded")]
+    BeginBeforeOk,
+}
+
+/// The conversation states of the spec's server state diagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Nothing read yet: the next byte must be the credentials nul.
+    WaitingForNul,
+    WaitingForAuth,
+    /// EXTERNAL came without an initial response; we sent an empty DATA
+    /// challenge and wait for the identity (or an empty DATA: "use my
+    /// socket credentials").
+    WaitingForExternalData,
+    /// OK sent; NEGOTIATE_UNIX_FD or BEGIN may follow.
+    WaitingForBegin,
+    Begun,
+}
+
+/// One connection's side of the conversation.
+#[derive(Debug)]
+pub struct SaslServer {
+    state: State,
+    offer_external: bool,
+    offer_anonymous: bool,
+    unix_fd_supported: bool,
+    guid: String,
+    peer_uid: u32,
+    identity: Option<AuthIdentity>,
+    unix_fd_negotiated: bool,
+    failures: u32,
+    lines: u32,
+}
+
+/// What handling one line led to.
+enum Step {
+    Continue,
+    Begin,
+}
+
+impl SaslServer {
+    /// `peer_uid` comes from the kernel (`SO_PEERCRED`), never from the peer.
+    pub fn new(cfg: &AuthConfig, peer_uid: u32) -> SaslServer {
+        SaslServer {
+            state: State::WaitingForNul,
+            offer_external: cfg.offers(Mechanism::External),
+            offer_anonymous: cfg.offers(Mechanism::Anonymous),
+            unix_fd_supported: cfg.unix_fd_supported,
+            guid: cfg.guid.clone(),
+            peer_uid,
+            identity: None,
+            unix_fd_negotiated: false,
+            failures: 0,
+            lines: 0,
+        }
+    }
+
+    /// Feed the bytes received and not yet consumed (the unconsumed tail of
+    /// the previous call first, then new bytes). Reply lines are appended to
+    /// `out`. Only whole lines are consumed, and nothing after BEGIN's line.
+    /// After `Begin`, further calls consume nothing and return `Begin`.
+    pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<AuthProgress, AuthError> {
+        let mut pos = 0;
+        match self.state {
+            State::Begun => return Ok(AuthProgress::Begin { consumed: 0 }),
+            State::WaitingForNul => match input.first() {
+                None => return Ok(AuthProgress::NeedMore { consumed: 0 }),
+                Some(0) => {
+                    pos = 1;
+                    self.state = State::WaitingForAuth;
+                }
+                Some(&other) => return Err(AuthError::MissingNulByte(other)),
+            },
+            _ => {}
+        }
+        loop {
+            let rest = &input[pos..];
+            let Some(end) = find_line_end(rest) else {
+                if rest.len() > MAX_LINE_LEN {
+                    return Err(AuthError::LineTooLong);
+                }
+                return Ok(AuthProgress::NeedMore { consumed: pos });
+            };
+            if end + 2 > MAX_LINE_LEN {
+                return Err(AuthError::LineTooLong);
+            }
+            self.lines += 1;
+            if self.lines > MAX_AUTH_LINES {
+                return Err(AuthError::TooManyLines);
+            }
+            pos += end + 2;
+            if let Step::Begin = self.handle_line(&rest[..end], out)? {
+                self.state = State::Begun;
+                return Ok(AuthProgress::Begin { consumed: pos });
+            }
+        }
+    }
+
+    /// Whether the peer asked for fd passing and we agreed.
+    pub fn unix_fd_negotiated(&self) -> bool {
+        self.unix_fd_negotiated
+    }
+
+    /// The identity accepted by the last OK, unless the peer cancelled since.
+    pub fn authenticated(&self) -> Option<AuthIdentity> {
+        self.identity
+    }
+
+    fn handle_line(&mut self, line: &[u8], out: &mut Vec<u8>) -> Result<Step, AuthError> {
+        let Ok(command) = command::parse(line) else {
+            send_error(out, "Command contained non-ASCII");
+            return Ok(Step::Continue);
+        };
+        match self.state {
+            State::WaitingForAuth => self.waiting_for_auth(command, out),
+            State::WaitingForExternalData => self.waiting_for_external_data(command, out),
+            State::WaitingForBegin => self.waiting_for_begin(command, out),
+            // feed() never calls us in these states.
+            State::WaitingForNul | State::Begun => Ok(Step::Continue),
+        }
+    }
+
+    fn waiting_for_auth(&mut self, command: Command, out: &mut Vec<u8>) -> Result<Step, AuthError> {
+        match command {
+            Command::Auth {
+                mechanism: None, ..
+            } => self.reject(out)?,
+            Command::Auth {
+                mechanism: Some(name),
+                initial_response,
+            } => match self.offered(name) {
+                Some(mechanism) => self.start(mechanism, initial_response, out)?,
+                None => self.reject(out)?,
+            },
+            Command::Cancel | Command::Data(_) => {
+                send_error(out, "Not currently in an auth conversation")
+            }
+            Command::Begin => return Err(AuthError::BeginBeforeOk),
+            Command::Error => self.reject(out)?,
+            Command::NegotiateUnixFd => send_error(out, "Need to authenticate first"),
+            Command::Unknown => send_error(out, "Unknown command"),
+        }
+        Ok(Step::Continue)
+    }
+
+    fn waiting_for_external_data(
+        &mut self,
+        command: Command,
+        out: &mut Vec<u8>,
+    ) -> Result<Step, AuthError> {
+        match command {
+            Command::Auth { .. } => send_error(out, "Sent AUTH while another AUTH in progress"),
+            Command::Cancel | Command::Error => self.reject(out)?,
+            Command::Data(hex) => match command::decode_hex(hex) {
+                None => send_error(out, "Invalid hex encoding"),
+                // The answer to our empty challenge: "use my credentials".
+                Some(identity) if identity.is_empty() => self.accept_external(self.peer_uid, out),
+                Some(identity) => self.external_identity(&identity, out)?,
+            },
+            Command::Begin => return Err(AuthError::BeginBeforeOk),
+            Command::NegotiateUnixFd => send_error(out, "Need to authenticate first"),
+            Command::Unknown => send_error(out, "Unknown command"),
+        }
+        Ok(Step::Continue)
+    }
+
+    fn waiting_for_begin(
+        &mut self,
+        command: Command,
+        out: &mut Vec<u8>,
+    ) -> Result<Step, AuthError> {
+        match command {
+            Command::Begin => return Ok(Step::Begin),
+            Command::NegotiateUnixFd if self.unix_fd_supported => {
+                self.unix_fd_negotiated = true;
+                out.extend_from_slice(b"AGREE_UNIX_FD\r\n");
+            }
+            Command::NegotiateUnixFd => send_error(
+                out,
+                "Unix FD passing not supported, not authenticated or otherwise not possible",
+            ),
+            Command::Auth { .. } => send_error(out, "Sent AUTH while expecting BEGIN"),
+            Command::Data(_) => send_error(out, "Sent DATA while expecting BEGIN"),
+            // Back to square one: the OK no longer holds.
+            Command::Cancel | Command::Error => self.reject(out)?,
+            Command::Unknown => send_error(out, "Unknown command"),
+        }
+        Ok(Step::Continue)
+    }
+
+    /// The mechanism the peer named, if we offer it.
+    fn offered(&self, name: &str) -> Option<Mechanism> {
+        Mechanism::from_name(name).filter(|&m| self.offers(m))
+    }
+
+    fn offers(&self, mechanism: Mechanism) -> bool {
+        match mechanism {
+            Mechanism::External => self.offer_external,
+            Mechanism::Anonymous => self.offer_anonymous,
+        }
+    }
+
+    /// Run `mechanism` on the AUTH command's initial response.
+    fn start(
+        &mut self,
+        mechanism: Mechanism,
+        initial_response: &str,
+        out: &mut Vec<u8>,
+    ) -> Result<(), AuthError> {
+        let Some(response) = command::decode_hex(initial_response) else {
+            send_error(out, "Invalid hex encoding");
+            return Ok(());
+        };
+        match mechanism {
+            Mechanism::External if response.is_empty() => {
+                // No identity given: ask for one with an empty challenge.
+                out.extend_from_slice(b"DATA\r\n");
+                self.state = State::WaitingForExternalData;
+                Ok(())
+            }
+            Mechanism::External => self.external_identity(&response, out),
+            // The optional "trace" text must be UTF-8; it means nothing.
+            Mechanism::Anonymous if std::str::from_utf8(&response).is_err() => self.reject(out),
+            Mechanism::Anonymous => {
+                self.accept(AuthIdentity::Anonymous, out);
+                Ok(())
+            }
+        }
+    }
+
+    /// EXTERNAL with an authorization identity: it must name the very uid
+    /// the kernel reported for the socket.
+    fn external_identity(&mut self, identity: &[u8], out: &mut Vec<u8>) -> Result<(), AuthError> {
+        match parse_uid(identity) {
+            Some(uid) if uid == self.peer_uid => {
+                self.accept_external(uid, out);
+                Ok(())
+            }
+            _ => self.reject(out),
+        }
+    }
+
+    fn accept_external(&mut self, uid: u32, out: &mut Vec<u8>) {
+        self.accept(AuthIdentity::Uid(uid), out);
+    }
+
+    fn accept(&mut self, identity: AuthIdentity, out: &mut Vec<u8>) {
+        self.identity = Some(identity);
+        self.state = State::WaitingForBegin;
+        out.extend_from_slice(b"OK ");
+        out.extend_from_slice(self.guid.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+
+    /// Send REJECTED with our mechanisms and go back to waiting for AUTH;
+    /// the MAX_FAILURES-th rejection ends the connection.
+    fn reject(&mut self, out: &mut Vec<u8>) -> Result<(), AuthError> {
+        out.extend_from_slice(b"REJECTED");
+        for mechanism in Mechanism::ALL {
+            if self.offers(mechanism) {
+                out.push(b' ');
+                out.extend_from_slice(mechanism.name().as_bytes());
+            }
+        }
+        out.extend_from_slice(b"\r\n");
+        self.identity = None;
+        self.state = State::WaitingForAuth;
+        self.failures += 1;
+        if self.failures >= MAX_FAILURES {
+            return Err(AuthError::TooManyFailures);
+        }
+        Ok(())
+    }
+}
+
+/// Position of the first `\r\n` in `bytes`.
+fn find_line_end(bytes: &[u8]) -> Option<usize> {
+    bytes.windows(2).position(|pair| pair == b"\r\n")
+}
+
+/// An authorization identity that is a numeric uid: ASCII digits only.
+/// `u32::MAX` is `(uid_t) -1`, which names no user.
+fn parse_uid(identity: &[u8]) -> Option<u32> {
+    if identity.is_empty() || !identity.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let uid: u32 = std::str::from_utf8(identity).ok()?.parse().ok()?;
+    (uid != u32::MAX).then_some(uid)
+}
+
+/// dbus-daemon quotes its error explanations.
+fn send_error(out: &mut Vec<u8>, explanation: &str) {
+    out.extend_from_slice(b"ERROR \"");
+    out.extend_from_slice(explanation.as_bytes());
+    out.extend_from_slice(b"\"\r\n");
+}

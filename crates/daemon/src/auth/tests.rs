@@ -1,0 +1,741 @@
+use super::*;
+
+const GUID: &str = "0123456789abcdef0123456789abcdef";
+const UID: u32 = 1000;
+/// hex("1000")
+const UID_HEX: &str = "31303030";
+const OK: &str = "OK 0123456789abcdef0123456789abcdef\r\n";
+const REJECTED_EXTERNAL: &str = "REJECTED EXTERNAL\r\n";
+
+fn config() -> AuthConfig {
+    AuthConfig::new(GUID)
+}
+
+fn anonymous_config() -> AuthConfig {
+    AuthConfig {
+        allow_anonymous: true,
+        ..config()
+    }
+}
+
+/// A server that already got its credentials nul byte.
+fn started(cfg: &AuthConfig) -> SaslServer {
+    let mut server = SaslServer::new(cfg, UID);
+    let mut out = Vec::new();
+    assert_eq!(
+        server.feed(b"\0", &mut out),
+        Ok(AuthProgress::NeedMore { consumed: 1 })
+    );
+    assert!(out.is_empty());
+    server
+}
+
+/// Feed `input` (whole lines) and return the replies; all must be consumed.
+fn exchange(server: &mut SaslServer, input: &str) -> String {
+    let mut out = Vec::new();
+    let progress = server.feed(input.as_bytes(), &mut out).unwrap();
+    assert_eq!(
+        progress,
+        AuthProgress::NeedMore {
+            consumed: input.len()
+        }
+    );
+    String::from_utf8(out).unwrap()
+}
+
+/// Feed `input` and expect the connection to be dropped for `error`.
+fn expect_error(server: &mut SaslServer, input: &str, error: AuthError) {
+    let mut out = Vec::new();
+    assert_eq!(server.feed(input.as_bytes(), &mut out), Err(error));
+}
+
+/// What the server says to a whole stream, and how it ends, when the
+/// stream arrives in the given pieces: like the daemon, keep what was not
+/// consumed and feed it again in front of the next piece.
+fn run_in_pieces(
+    cfg: &AuthConfig,
+    pieces: &[&[u8]],
+) -> (Vec<u8>, Result<AuthProgress, AuthError>, usize, SaslServer) {
+    let mut server = SaslServer::new(cfg, UID);
+    let mut buffer = Vec::new();
+    let mut out = Vec::new();
+    let mut total_consumed = 0;
+    let mut last = Ok(AuthProgress::NeedMore { consumed: 0 });
+    for piece in pieces {
+        buffer.extend_from_slice(piece);
+        last = server.feed(&buffer, &mut out);
+        match last {
+            Ok(AuthProgress::NeedMore { consumed }) => {
+                buffer.drain(..consumed);
+                total_consumed += consumed;
+            }
+            Ok(AuthProgress::Begin { consumed }) => {
+                total_consumed += consumed;
+                break;
+            }
+            Err(_) => break,
+        }
+    }
+    (out, last, total_consumed, server)
+}
+
+fn pipelined_auth() -> String {
+    format!("\0AUTH EXTERNAL {UID_HEX}\r\nNEGOTIATE_UNIX_FD\r\nBEGIN\r\n")
+}
+
+/// The start of a Hello method call: what follows BEGIN in real clients.
+const FIRST_MESSAGE: &[u8] = b"l\x01\x00\x01\x00\x00\x00\x00\x01\x00\x00\x00m\x00\x00\x00";
+
+#[test]
+fn pipelined_auth_begin_and_message_consumes_exactly_the_auth_lines() {
+    let auth = pipelined_auth();
+    let mut input = auth.clone().into_bytes();
+    input.extend_from_slice(FIRST_MESSAGE);
+    let mut server = SaslServer::new(&config(), UID);
+    let mut out = Vec::new();
+    let progress = server.feed(&input, &mut out).unwrap();
+    assert_eq!(
+        progress,
+        AuthProgress::Begin {
+            consumed: auth.len()
+        }
+    );
+    assert_eq!(&input[auth.len()..], FIRST_MESSAGE);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        format!("{OK}AGREE_UNIX_FD\r\n")
+    );
+    assert!(server.unix_fd_negotiated());
+    assert_eq!(server.authenticated(), Some(AuthIdentity::Uid(UID)));
+}
+
+#[test]
+fn message_bytes_that_look_like_commands_are_not_consumed() {
+    let auth = pipelined_auth();
+    let input = format!("{auth}BEGIN\r\nAUTH\r\n");
+    let mut server = SaslServer::new(&config(), UID);
+    let mut out = Vec::new();
+    assert_eq!(
+        server.feed(input.as_bytes(), &mut out),
+        Ok(AuthProgress::Begin {
+            consumed: auth.len()
+        })
+    );
+}
+
+#[test]
+fn byte_at_a_time_gives_the_same_replies_and_consumption() {
+    let auth = pipelined_auth();
+    let mut input = auth.clone().into_bytes();
+    input.extend_from_slice(FIRST_MESSAGE);
+    let pieces: Vec<&[u8]> = input.chunks(1).collect();
+    let (out, last, consumed, server) = run_in_pieces(&config(), &pieces);
+    assert_eq!(
+        last,
+        Ok(AuthProgress::Begin {
+            consumed: 2 + "BEGIN".len()
+        })
+    );
+    assert_eq!(consumed, auth.len());
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        format!("{OK}AGREE_UNIX_FD\r\n")
+    );
+    assert!(server.unix_fd_negotiated());
+}
+
+#[test]
+fn every_two_piece_split_gives_the_same_result() {
+    let auth = pipelined_auth();
+    let mut input = auth.clone().into_bytes();
+    input.extend_from_slice(FIRST_MESSAGE);
+    for split in 0..=input.len() {
+        let (head, tail) = input.split_at(split);
+        let (out, last, consumed, _) = run_in_pieces(&config(), &[head, tail]);
+        assert!(
+            matches!(last, Ok(AuthProgress::Begin { .. })),
+            "split {split}: {last:?}"
+        );
+        assert_eq!(consumed, auth.len(), "split {split}");
+        assert_eq!(out, format!("{OK}AGREE_UNIX_FD\r\n").as_bytes());
+    }
+}
+
+#[test]
+fn a_partial_line_is_left_unconsumed() {
+    let mut server = SaslServer::new(&config(), UID);
+    let mut out = Vec::new();
+    assert_eq!(
+        server.feed(b"\0AUTH EXTERNAL 3130\r", &mut out),
+        Ok(AuthProgress::NeedMore { consumed: 1 })
+    );
+    assert!(out.is_empty());
+    assert_eq!(exchange(&mut server, "AUTH EXTERNAL 31303030\r\n"), OK);
+}
+
+#[test]
+fn feeding_after_begin_consumes_nothing() {
+    let mut server = SaslServer::new(&config(), UID);
+    let mut out = Vec::new();
+    server.feed(pipelined_auth().as_bytes(), &mut out).unwrap();
+    out.clear();
+    assert_eq!(
+        server.feed(b"BEGIN\r\n", &mut out),
+        Ok(AuthProgress::Begin { consumed: 0 })
+    );
+    assert!(out.is_empty());
+}
+
+#[test]
+fn external_without_fd_negotiation() {
+    let mut server = started(&config());
+    let line = format!("AUTH EXTERNAL {UID_HEX}\r\n");
+    assert_eq!(exchange(&mut server, &line), OK);
+    assert!(!server.unix_fd_negotiated());
+    let mut out = Vec::new();
+    assert_eq!(
+        server.feed(b"BEGIN\r\n", &mut out),
+        Ok(AuthProgress::Begin { consumed: 7 })
+    );
+    assert!(out.is_empty(), "BEGIN gets no reply");
+    assert_eq!(server.authenticated(), Some(AuthIdentity::Uid(UID)));
+}
+
+#[test]
+fn external_with_the_wrong_uid_is_rejected_then_can_retry() {
+    let mut server = started(&config());
+    // hex("0"): root, but the socket says 1000.
+    assert_eq!(
+        exchange(&mut server, "AUTH EXTERNAL 30\r\n"),
+        REJECTED_EXTERNAL
+    );
+    assert_eq!(server.authenticated(), None);
+    let line = format!("AUTH EXTERNAL {UID_HEX}\r\n");
+    assert_eq!(exchange(&mut server, &line), OK);
+}
+
+#[test]
+fn external_refuses_identities_that_are_not_plain_decimal_uids() {
+    // "root", "+1000", " 1000", "1000 ", "", "4294967295", "99999999999"
+    for hex in [
+        "726f6f74",
+        "2b31303030",
+        "2031303030",
+        "3130303020",
+        "34323934393637323935",
+        "3939393939393939393939",
+    ] {
+        let mut server = SaslServer::new(&config(), UID);
+        let line = format!("\0AUTH EXTERNAL {hex}\r\n");
+        assert_eq!(exchange(&mut server, &line), REJECTED_EXTERNAL, "{hex}");
+    }
+}
+
+#[test]
+fn external_accepts_uid_zero_for_root_peers() {
+    let mut server = SaslServer::new(&config(), 0);
+    assert_eq!(exchange(&mut server, "\0AUTH EXTERNAL 30\r\n"), OK);
+    assert_eq!(server.authenticated(), Some(AuthIdentity::Uid(0)));
+}
+
+#[test]
+fn tabs_separate_words_too() {
+    let mut server = started(&config());
+    let line = format!("AUTH\tEXTERNAL \t{UID_HEX}\r\n");
+    assert_eq!(exchange(&mut server, &line), OK);
+}
+
+#[test]
+fn upper_case_hex_is_accepted() {
+    let mut server = started(&anonymous_config());
+    // "\u{e9}" in UTF-8: valid only if both digits pairs decode right.
+    assert_eq!(exchange(&mut server, "AUTH ANONYMOUS C3A9\r\n"), OK);
+}
+
+#[test]
+fn external_without_initial_response_then_empty_data_uses_socket_uid() {
+    let mut server = started(&config());
+    assert_eq!(exchange(&mut server, "AUTH EXTERNAL\r\n"), "DATA\r\n");
+    assert_eq!(server.authenticated(), None);
+    assert_eq!(exchange(&mut server, "DATA\r\n"), OK);
+    assert_eq!(server.authenticated(), Some(AuthIdentity::Uid(UID)));
+}
+
+#[test]
+fn external_without_initial_response_then_data_with_uid() {
+    let mut server = started(&config());
+    assert_eq!(exchange(&mut server, "AUTH EXTERNAL\r\n"), "DATA\r\n");
+    let line = format!("DATA {UID_HEX}\r\n");
+    assert_eq!(exchange(&mut server, &line), OK);
+    assert_eq!(server.authenticated(), Some(AuthIdentity::Uid(UID)));
+}
+
+#[test]
+fn external_data_with_the_wrong_uid_is_rejected() {
+    let mut server = started(&config());
+    assert_eq!(exchange(&mut server, "AUTH EXTERNAL\r\n"), "DATA\r\n");
+    assert_eq!(exchange(&mut server, "DATA 30\r\n"), REJECTED_EXTERNAL);
+    // Back to waiting for AUTH: DATA is now out of place.
+    assert_eq!(
+        exchange(&mut server, "DATA\r\n"),
+        "ERROR \"Not currently in an auth conversation\"\r\n"
+    );
+}
+
+#[test]
+fn while_waiting_for_data() {
+    let mut server = started(&config());
+    assert_eq!(exchange(&mut server, "AUTH EXTERNAL\r\n"), "DATA\r\n");
+    assert_eq!(
+        exchange(&mut server, "AUTH EXTERNAL\r\n"),
+        "ERROR \"Sent AUTH while another AUTH in progress\"\r\n"
+    );
+    assert_eq!(
+        exchange(&mut server, "NEGOTIATE_UNIX_FD\r\n"),
+        "ERROR \"Need to authenticate first\"\r\n"
+    );
+    assert_eq!(
+        exchange(&mut server, "DATA 3\r\n"),
+        "ERROR \"Invalid hex encoding\"\r\n"
+    );
+    assert_eq!(
+        exchange(&mut server, "WHAT\r\n"),
+        "ERROR \"Unknown command\"\r\n"
+    );
+    // Still waiting for the data after all those errors.
+    assert_eq!(exchange(&mut server, "DATA\r\n"), OK);
+}
+
+#[test]
+fn cancel_while_waiting_for_data_rejects() {
+    let mut server = started(&config());
+    assert_eq!(exchange(&mut server, "AUTH EXTERNAL\r\n"), "DATA\r\n");
+    assert_eq!(exchange(&mut server, "CANCEL\r\n"), REJECTED_EXTERNAL);
+    assert_eq!(
+        exchange(&mut server, "AUTH EXTERNAL 30\r\n"),
+        REJECTED_EXTERNAL
+    );
+}
+
+#[test]
+fn error_while_waiting_for_data_rejects() {
+    let mut server = started(&config());
+    assert_eq!(exchange(&mut server, "AUTH EXTERNAL\r\n"), "DATA\r\n");
+    assert_eq!(
+        exchange(&mut server, "ERROR \"no idea\"\r\n"),
+        REJECTED_EXTERNAL
+    );
+}
+
+#[test]
+fn cancel_while_waiting_for_auth_is_an_error() {
+    let mut server = started(&config());
+    assert_eq!(
+        exchange(&mut server, "CANCEL\r\n"),
+        "ERROR \"Not currently in an auth conversation\"\r\n"
+    );
+}
+
+#[test]
+fn cancel_after_ok_revokes_the_authentication() {
+    let mut server = started(&config());
+    let line = format!("AUTH EXTERNAL {UID_HEX}\r\n");
+    assert_eq!(exchange(&mut server, &line), OK);
+    assert_eq!(exchange(&mut server, "CANCEL\r\n"), REJECTED_EXTERNAL);
+    assert_eq!(server.authenticated(), None);
+    expect_error(&mut server, "BEGIN\r\n", AuthError::BeginBeforeOk);
+}
+
+#[test]
+fn error_after_ok_revokes_the_authentication() {
+    let mut server = started(&config());
+    let line = format!("AUTH EXTERNAL {UID_HEX}\r\n");
+    assert_eq!(exchange(&mut server, &line), OK);
+    assert_eq!(exchange(&mut server, "ERROR\r\n"), REJECTED_EXTERNAL);
+    assert_eq!(server.authenticated(), None);
+}
+
+#[test]
+fn while_waiting_for_begin() {
+    let mut server = started(&config());
+    let line = format!("AUTH EXTERNAL {UID_HEX}\r\n");
+    assert_eq!(exchange(&mut server, &line), OK);
+    assert_eq!(
+        exchange(&mut server, &line),
+        "ERROR \"Sent AUTH while expecting BEGIN\"\r\n"
+    );
+    assert_eq!(
+        exchange(&mut server, "DATA\r\n"),
+        "ERROR \"Sent DATA while expecting BEGIN\"\r\n"
+    );
+    assert_eq!(
+        exchange(&mut server, "OK\r\n"),
+        "ERROR \"Unknown command\"\r\n"
+    );
+    assert_eq!(server.authenticated(), Some(AuthIdentity::Uid(UID)));
+}
+
+#[test]
+fn auth_without_mechanism_lists_mechanisms() {
+    let mut server = started(&config());
+    assert_eq!(exchange(&mut server, "AUTH\r\n"), REJECTED_EXTERNAL);
+    let mut server = started(&anonymous_config());
+    assert_eq!(
+        exchange(&mut server, "AUTH\r\n"),
+        "REJECTED EXTERNAL ANONYMOUS\r\n"
+    );
+}
+
+#[test]
+fn anonymous_allowed() {
+    let mut server = started(&anonymous_config());
+    assert_eq!(exchange(&mut server, "AUTH ANONYMOUS\r\n"), OK);
+    assert_eq!(server.authenticated(), Some(AuthIdentity::Anonymous));
+    let mut out = Vec::new();
+    assert_eq!(
+        server.feed(b"BEGIN\r\n", &mut out),
+        Ok(AuthProgress::Begin { consumed: 7 })
+    );
+}
+
+#[test]
+fn anonymous_with_a_trace_string() {
+    let mut server = started(&anonymous_config());
+    // hex("libdbus 1.14")
+    assert_eq!(
+        exchange(&mut server, "AUTH ANONYMOUS 6c69626462757320312e3134\r\n"),
+        OK
+    );
+    assert_eq!(server.authenticated(), Some(AuthIdentity::Anonymous));
+}
+
+#[test]
+fn anonymous_with_a_trace_that_is_not_utf8_is_rejected() {
+    let mut server = started(&anonymous_config());
+    assert_eq!(
+        exchange(&mut server, "AUTH ANONYMOUS ff\r\n"),
+        "REJECTED EXTERNAL ANONYMOUS\r\n"
+    );
+    assert_eq!(server.authenticated(), None);
+}
+
+#[test]
+fn anonymous_refused_without_allow_anonymous() {
+    let mut server = started(&config());
+    assert_eq!(
+        exchange(&mut server, "AUTH ANONYMOUS\r\n"),
+        REJECTED_EXTERNAL
+    );
+    assert_eq!(server.authenticated(), None);
+}
+
+#[test]
+fn anonymous_refused_when_auth_elements_leave_it_out() {
+    let cfg = AuthConfig::from_config(["EXTERNAL"], true, GUID);
+    let mut server = started(&cfg);
+    assert_eq!(
+        exchange(&mut server, "AUTH ANONYMOUS\r\n"),
+        REJECTED_EXTERNAL
+    );
+}
+
+#[test]
+fn external_refused_when_auth_elements_leave_it_out() {
+    let cfg = AuthConfig::from_config(["ANONYMOUS"], true, GUID);
+    let mut server = started(&cfg);
+    let line = format!("AUTH EXTERNAL {UID_HEX}\r\n");
+    assert_eq!(exchange(&mut server, &line), "REJECTED ANONYMOUS\r\n");
+    assert_eq!(exchange(&mut server, "AUTH ANONYMOUS\r\n"), OK);
+}
+
+#[test]
+fn from_config_reads_auth_element_names() {
+    let all = AuthConfig::from_config(Vec::<String>::new(), false, GUID);
+    assert_eq!(all.mechanisms, Mechanism::ALL.to_vec());
+    assert!(!all.allow_anonymous);
+    assert!(all.unix_fd_supported);
+    assert_eq!(all.guid, GUID);
+
+    let names = vec![
+        "DBUS_COOKIE_SHA1".to_string(),
+        "EXTERNAL".into(),
+        "EXTERNAL".into(),
+    ];
+    let listed = AuthConfig::from_config(&names, true, GUID);
+    assert_eq!(listed.mechanisms, vec![Mechanism::External]);
+    assert!(listed.allow_anonymous);
+}
+
+#[test]
+fn auth_elements_naming_only_unsupported_mechanisms_offer_nothing() {
+    let cfg = AuthConfig::from_config(["DBUS_COOKIE_SHA1"], true, GUID);
+    assert!(cfg.mechanisms.is_empty());
+    let mut server = started(&cfg);
+    let line = format!("AUTH EXTERNAL {UID_HEX}\r\n");
+    assert_eq!(exchange(&mut server, &line), "REJECTED\r\n");
+}
+
+#[test]
+fn unknown_and_unsupported_mechanisms_are_rejected() {
+    let mut server = started(&anonymous_config());
+    for line in [
+        "AUTH DBUS_COOKIE_SHA1 75736572\r\n",
+        "AUTH KERBEROS_V4\r\n",
+        "AUTH external 31303030\r\n",
+    ] {
+        assert_eq!(
+            exchange(&mut server, line),
+            "REJECTED EXTERNAL ANONYMOUS\r\n",
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn bad_hex_in_initial_response_is_an_error_not_a_rejection() {
+    let mut server = started(&config());
+    for _ in 0..MAX_FAILURES + 1 {
+        assert_eq!(
+            exchange(&mut server, "AUTH EXTERNAL 31zz\r\n"),
+            "ERROR \"Invalid hex encoding\"\r\n"
+        );
+    }
+    let line = format!("AUTH EXTERNAL {UID_HEX}\r\n");
+    assert_eq!(exchange(&mut server, &line), OK);
+}
+
+#[test]
+fn garbage_and_unknown_commands_get_errors_and_are_not_fatal() {
+    let mut server = started(&config());
+    for line in [
+        "FOOBAR\r\n",
+        "\r\n",
+        "auth EXTERNAL\r\n",
+        "EXTENSION_X 1\r\n",
+        "REJECTED\r\n",
+        "AGREE_UNIX_FD\r\n",
+    ] {
+        assert_eq!(
+            exchange(&mut server, line),
+            "ERROR \"Unknown command\"\r\n",
+            "{line:?}"
+        );
+    }
+    assert_eq!(
+        exchange(&mut server, "AUTH \u{e9}\r\n"),
+        "ERROR \"Command contained non-ASCII\"\r\n"
+    );
+    assert_eq!(
+        exchange(&mut server, "AUTH\0EXTERNAL\r\n"),
+        "ERROR \"Command contained non-ASCII\"\r\n"
+    );
+    let line = format!("AUTH EXTERNAL {UID_HEX}\r\n");
+    assert_eq!(exchange(&mut server, &line), OK);
+}
+
+#[test]
+fn error_from_the_client_while_waiting_for_auth_rejects() {
+    let mut server = started(&config());
+    assert_eq!(exchange(&mut server, "ERROR\r\n"), REJECTED_EXTERNAL);
+}
+
+#[test]
+fn missing_nul_byte_is_fatal() {
+    let mut server = SaslServer::new(&config(), UID);
+    expect_error(
+        &mut server,
+        "AUTH EXTERNAL 31303030\r\n",
+        AuthError::MissingNulByte(b'A'),
+    );
+}
+
+#[test]
+fn nothing_fed_waits_for_the_nul_byte() {
+    let mut server = SaslServer::new(&config(), UID);
+    let mut out = Vec::new();
+    assert_eq!(
+        server.feed(b"", &mut out),
+        Ok(AuthProgress::NeedMore { consumed: 0 })
+    );
+    assert_eq!(
+        server.feed(b"\0", &mut out),
+        Ok(AuthProgress::NeedMore { consumed: 1 })
+    );
+    // A second nul is not the credentials byte: it is a bad line.
+    assert_eq!(
+        exchange(&mut server, "\0\r\n"),
+        "ERROR \"Command contained non-ASCII\"\r\n"
+    );
+}
+
+#[test]
+fn overlong_unterminated_line_is_fatal() {
+    let mut server = started(&config());
+    let mut out = Vec::new();
+    let just_fits = vec![b'A'; MAX_LINE_LEN];
+    assert_eq!(
+        server.feed(&just_fits, &mut out),
+        Ok(AuthProgress::NeedMore { consumed: 0 })
+    );
+    let too_long = vec![b'A'; MAX_LINE_LEN + 1];
+    assert_eq!(
+        server.feed(&too_long, &mut out),
+        Err(AuthError::LineTooLong)
+    );
+}
+
+#[test]
+fn overlong_terminated_line_is_fatal() {
+    let mut server = started(&config());
+    let line = format!("{}\r\n", "A".repeat(MAX_LINE_LEN - 1));
+    expect_error(&mut server, &line, AuthError::LineTooLong);
+}
+
+#[test]
+fn longest_allowed_line_is_handled() {
+    let mut server = started(&config());
+    let line = format!("{}\r\n", "A".repeat(MAX_LINE_LEN - 2));
+    assert_eq!(
+        exchange(&mut server, &line),
+        "ERROR \"Unknown command\"\r\n"
+    );
+}
+
+#[test]
+fn long_message_after_begin_is_not_a_long_line() {
+    let mut input = pipelined_auth().into_bytes();
+    let auth_len = input.len();
+    input.extend_from_slice(&vec![b'x'; 4 * MAX_LINE_LEN]);
+    let mut server = SaslServer::new(&config(), UID);
+    let mut out = Vec::new();
+    assert_eq!(
+        server.feed(&input, &mut out),
+        Ok(AuthProgress::Begin { consumed: auth_len })
+    );
+}
+
+#[test]
+fn negotiate_unix_fd_agreed_when_supported() {
+    let mut server = started(&config());
+    let line = format!("AUTH EXTERNAL {UID_HEX}\r\n");
+    assert_eq!(exchange(&mut server, &line), OK);
+    assert_eq!(
+        exchange(&mut server, "NEGOTIATE_UNIX_FD\r\n"),
+        "AGREE_UNIX_FD\r\n"
+    );
+    assert!(server.unix_fd_negotiated());
+}
+
+#[test]
+fn negotiate_unix_fd_refused_when_not_supported() {
+    let cfg = AuthConfig {
+        unix_fd_supported: false,
+        ..config()
+    };
+    let mut server = started(&cfg);
+    let input = format!("AUTH EXTERNAL {UID_HEX}\r\nNEGOTIATE_UNIX_FD\r\n");
+    let out = exchange(&mut server, &input);
+    assert!(out.starts_with(OK), "{out}");
+    assert!(out[OK.len()..].starts_with("ERROR "), "{out}");
+    assert!(!server.unix_fd_negotiated());
+    let mut out = Vec::new();
+    assert_eq!(
+        server.feed(b"BEGIN\r\n", &mut out),
+        Ok(AuthProgress::Begin { consumed: 7 })
+    );
+    assert!(!server.unix_fd_negotiated());
+}
+
+#[test]
+fn negotiate_unix_fd_before_auth_is_an_error() {
+    let mut server = started(&config());
+    assert_eq!(
+        exchange(&mut server, "NEGOTIATE_UNIX_FD\r\n"),
+        "ERROR \"Need to authenticate first\"\r\n"
+    );
+    assert!(!server.unix_fd_negotiated());
+}
+
+#[test]
+fn begin_before_auth_is_fatal() {
+    let mut server = started(&config());
+    expect_error(&mut server, "BEGIN\r\n", AuthError::BeginBeforeOk);
+}
+
+#[test]
+fn begin_while_waiting_for_data_is_fatal() {
+    let mut server = started(&config());
+    assert_eq!(exchange(&mut server, "AUTH EXTERNAL\r\n"), "DATA\r\n");
+    expect_error(&mut server, "BEGIN\r\n", AuthError::BeginBeforeOk);
+}
+
+#[test]
+fn begin_after_rejection_is_fatal() {
+    let mut server = SaslServer::new(&config(), UID);
+    expect_error(
+        &mut server,
+        "\0AUTH EXTERNAL 30\r\nBEGIN\r\n",
+        AuthError::BeginBeforeOk,
+    );
+}
+
+#[test]
+fn the_sixth_rejection_is_fatal() {
+    let mut server = started(&config());
+    for _ in 1..MAX_FAILURES {
+        assert_eq!(exchange(&mut server, "AUTH\r\n"), REJECTED_EXTERNAL);
+    }
+    expect_error(
+        &mut server,
+        "AUTH EXTERNAL 30\r\n",
+        AuthError::TooManyFailures,
+    );
+}
+
+#[test]
+fn every_kind_of_rejection_counts_towards_the_limit() {
+    let mut server = started(&anonymous_config());
+    let rejections = [
+        "AUTH\r\n",
+        "AUTH EXTERNAL 30\r\n",
+        "AUTH FOO\r\n",
+        "ERROR\r\n",
+        "AUTH ANONYMOUS ff\r\n",
+    ];
+    for line in rejections {
+        assert!(
+            exchange(&mut server, line).starts_with("REJECTED"),
+            "{line}"
+        );
+    }
+    assert_eq!(MAX_FAILURES as usize, rejections.len() + 1);
+    let line = format!("AUTH EXTERNAL {UID_HEX}\r\n");
+    assert_eq!(exchange(&mut server, &line), OK);
+    expect_error(&mut server, "CANCEL\r\n", AuthError::TooManyFailures);
+}
+
+#[test]
+fn too_many_lines_are_fatal() {
+    let mut server = started(&config());
+    let lines = "X\r\n".repeat(MAX_AUTH_LINES as usize);
+    let out = exchange(&mut server, &lines);
+    assert_eq!(out.matches("ERROR").count(), MAX_AUTH_LINES as usize);
+    expect_error(&mut server, "X\r\n", AuthError::TooManyLines);
+}
+
+#[test]
+fn errors_say_why() {
+    assert_eq!(
+        AuthError::MissingNulByte(b'A').to_string(),
+        "first byte was 0x41, not the credentials nul byte"
+    );
+    assert_eq!(AuthError::TooManyFailures.to_string(), "rejected 6 times");
+}
+
+#[test]
+fn mechanism_names_round_trip() {
+    for m in Mechanism::ALL {
+        assert_eq!(Mechanism::from_name(m.name()), Some(m));
+    }
+    assert_eq!(Mechanism::from_name("DBUS_COOKIE_SHA1"), None);
+}
