@@ -1,1 +1,22 @@
-//! placeholder, replaced by the crate's author
+//! quickbus-client: a small blocking D-Bus client built on quickbus-wire.
+//!
+//! ```no_run
+//! use quickbus_client::Connection;
+//! let mut bus = Connection::session()?;
+//! println!("I am {}, the bus is {}", bus.unique_name(), bus.get_id()?);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod address;
+mod connection;
+mod error;
+mod handshake;
+pub mod test_bus;
+mod transport;
+
+pub use connection::{
+    bus_call, error_of, system_bus_address, Connection, Received, BUS_INTERFACE, BUS_NAME,
+    BUS_PATH, DEFAULT_SYSTEM_BUS_ADDRESS,
+};
+pub use error::{CallError, DBusError, Error};
+pub use quickbus_wire::{Message, MessageBuilder, MessageType, Value};

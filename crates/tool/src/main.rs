@@ -1,1 +1,323 @@
-fn main() {}
+//! `quickbus`: talk to a D-Bus message bus from the command line.
+
+mod args;
+mod list;
+mod print;
+mod signature;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::builder::BoolishValueParser;
+use clap::{Parser, Subcommand};
+use quickbus_client::{CallError, Connection, MessageBuilder};
+use quickbus_wire::flags;
+
+#[derive(Parser, Debug)]
+#[command(name = "quickbus", version, about = "Talk to a D-Bus message bus")]
+struct Cli {
+    /// Bus address (default: $DBUS_SESSION_BUS_ADDRESS)
+    #[arg(long, global = true, value_name = "ADDRESS", conflicts_with = "system")]
+    address: Option<String>,
+    /// Use the system bus ($DBUS_SYSTEM_BUS_ADDRESS or /run/dbus/system_bus_socket)
+    #[arg(long, global = true)]
+    system: bool,
+    /// Seconds to wait for the bus or a reply
+    #[arg(long, global = true, value_name = "SECS", default_value_t = 25.0)]
+    timeout: f64,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Call a method and print the reply: DEST PATH INTERFACE.MEMBER [SIGNATURE [ARG...]]
+    Call {
+        destination: String,
+        path: String,
+        /// Interface and method joined by a dot, e.g. org.freedesktop.DBus.GetId
+        method: String,
+        /// busctl syntax: a signature, then the values (arrays as count then items,
+        /// variants as signature then value, structs inline)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+        /// Do not print the reply
+        #[arg(short, long)]
+        quiet: bool,
+        /// Wait for the reply (no: send and exit at once)
+        #[arg(long, value_name = "BOOL", default_value = "yes", value_parser = BoolishValueParser::new())]
+        expect_reply: bool,
+        /// Let the bus start the destination service if needed
+        #[arg(long, value_name = "BOOL", default_value = "yes", value_parser = BoolishValueParser::new())]
+        auto_start: bool,
+    },
+    /// Emit a signal: PATH INTERFACE.MEMBER [SIGNATURE [ARG...]]
+    Emit {
+        path: String,
+        /// Interface and signal name joined by a dot
+        signal: String,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+        /// Send the signal to this name only (unicast)
+        #[arg(long, value_name = "NAME")]
+        destination: Option<String>,
+    },
+    /// List the names on the bus with their owners
+    List {
+        /// Only unique names (:1.N)
+        #[arg(long, conflicts_with = "acquired")]
+        unique: bool,
+        /// Only well-known names
+        #[arg(long)]
+        acquired: bool,
+    },
+}
+
+/// Why the tool failed, printed on stderr.
+#[derive(Debug)]
+pub struct Failure(String);
+
+impl From<CallError> for Failure {
+    fn from(e: CallError) -> Failure {
+        Failure(match e {
+            CallError::Remote(e) => format!("Call failed: {}: {}", e.name, e.message),
+            CallError::Connection(e) => format!("Call failed: {e}"),
+        })
+    }
+}
+
+impl From<quickbus_client::Error> for Failure {
+    fn from(e: quickbus_client::Error) -> Failure {
+        Failure(e.to_string())
+    }
+}
+
+impl From<quickbus_wire::Error> for Failure {
+    fn from(e: quickbus_wire::Error) -> Failure {
+        Failure(e.to_string())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(message)) => {
+            eprintln!("{message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    let timeout = timeout_of(cli.timeout)?;
+    // Check the arguments before touching the bus.
+    let prepared = prepare(&cli.command)?;
+    let address = match (&cli.address, cli.system) {
+        (Some(address), _) => address.clone(),
+        (None, true) => quickbus_client::system_bus_address(),
+        (None, false) => std::env::var("DBUS_SESSION_BUS_ADDRESS").map_err(|_| {
+            Failure("DBUS_SESSION_BUS_ADDRESS is not set; use --address or --system".into())
+        })?,
+    };
+    let mut bus = Connection::connect_with_timeout(&address, timeout)?;
+    match (&cli.command, prepared) {
+        (
+            Command::Call {
+                quiet,
+                expect_reply,
+                ..
+            },
+            Some(message),
+        ) => {
+            if !expect_reply {
+                bus.send(
+                    message.flags(flags::NO_REPLY_EXPECTED | message_flags(&cli.command)),
+                    &[],
+                )?;
+                return Ok(());
+            }
+            let reply = bus.call(message.flags(message_flags(&cli.command)))?;
+            if !quiet {
+                let text = print::format_body(reply.signature(), &reply.body_values()?);
+                if !text.is_empty() {
+                    println!("{text}");
+                }
+            }
+            Ok(())
+        }
+        (Command::Emit { .. }, Some(message)) => {
+            bus.send(message, &[])?;
+            // A round trip to the bus: it has routed our signal before it
+            // answers, so nothing is lost when we disconnect right away.
+            bus.get_id()?;
+            Ok(())
+        }
+        (Command::List { unique, acquired }, None) => {
+            let filter = match (unique, acquired) {
+                (true, _) => list::Filter::Unique,
+                (_, true) => list::Filter::Acquired,
+                _ => list::Filter::All,
+            };
+            let rows = list::collect(&mut bus, filter)?;
+            print!("{}", list::format_table(&rows));
+            Ok(())
+        }
+        _ => unreachable!("prepare() matches the command"),
+    }
+}
+
+fn message_flags(command: &Command) -> u8 {
+    match command {
+        Command::Call {
+            auto_start: false, ..
+        } => flags::NO_AUTO_START,
+        _ => 0,
+    }
+}
+
+fn timeout_of(secs: f64) -> Result<Duration, Failure> {
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(Failure(format!(
+            "invalid --timeout {secs}: must be a positive number of seconds"
+        )));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// The message a call or emit will send, with its arguments checked.
+fn prepare(command: &Command) -> Result<Option<MessageBuilder>, Failure> {
+    use quickbus_wire::names;
+    let message = match command {
+        Command::Call {
+            destination,
+            path,
+            method,
+            args,
+            ..
+        } => {
+            if !names::is_valid_bus_name(destination) {
+                return Err(Failure(format!("Invalid service name: {destination}")));
+            }
+            let (interface, member) = split_member(method)?;
+            check_path(path)?;
+            MessageBuilder::method_call(path, member)
+                .interface(interface)
+                .destination(destination)
+                .body(args::parse_args(args).map_err(Failure)?)
+        }
+        Command::Emit {
+            path,
+            signal,
+            args,
+            destination,
+        } => {
+            let (interface, member) = split_member(signal)?;
+            check_path(path)?;
+            let mut message = MessageBuilder::signal(path, interface, member)
+                .body(args::parse_args(args).map_err(Failure)?);
+            if let Some(destination) = destination {
+                if !names::is_valid_bus_name(destination) {
+                    return Err(Failure(format!("Invalid service name: {destination}")));
+                }
+                message = message.destination(destination);
+            }
+            message
+        }
+        Command::List { .. } => return Ok(None),
+    };
+    Ok(Some(message))
+}
+
+fn check_path(path: &str) -> Result<(), Failure> {
+    if quickbus_wire::names::is_valid_object_path(path) {
+        Ok(())
+    } else {
+        Err(Failure(format!("Invalid object path: {path}")))
+    }
+}
+
+/// `org.example.Iface.Member` -> (`org.example.Iface`, `Member`).
+fn split_member(joined: &str) -> Result<(&str, &str), Failure> {
+    use quickbus_wire::names;
+    let (interface, member) = joined
+        .rsplit_once('.')
+        .ok_or_else(|| Failure(format!("{joined:?} is not INTERFACE.MEMBER")))?;
+    if !names::is_valid_interface(interface) {
+        return Err(Failure(format!("Invalid interface name: {interface}")));
+    }
+    if !names::is_valid_member(member) {
+        return Err(Failure(format!("Invalid member name: {member}")));
+    }
+    Ok((interface, member))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn interface_and_member_are_split_at_the_last_dot() {
+        assert_eq!(
+            split_member("org.freedesktop.DBus.GetNameOwner").unwrap(),
+            ("org.freedesktop.DBus", "GetNameOwner")
+        );
+        assert!(split_member("GetId").is_err());
+        assert!(split_member("org.freedesktop.DBus.").is_err());
+        assert!(split_member("nodots.Member").is_err());
+    }
+
+    #[test]
+    fn call_arguments_may_start_with_a_dash() {
+        let cli = Cli::try_parse_from([
+            "quickbus",
+            "--address",
+            "unix:path=/x",
+            "call",
+            "a.b",
+            "/",
+            "a.b.C",
+            "i",
+            "-5",
+        ])
+        .unwrap();
+        match cli.command {
+            Command::Call { args, .. } => assert_eq!(args, ["i", "-5"]),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn address_and_system_conflict() {
+        assert!(Cli::try_parse_from(["quickbus", "--system", "--address", "x", "list"]).is_err());
+    }
+
+    #[test]
+    fn bad_names_fail_before_connecting() {
+        let cli = Cli::try_parse_from([
+            "quickbus",
+            "--address",
+            "unix:path=/nonexistent",
+            "call",
+            "a.b",
+            "not a path",
+            "a.b.C",
+        ])
+        .unwrap();
+        let Failure(message) = run(cli).unwrap_err();
+        assert!(message.contains("Invalid object path"), "{message}");
+    }
+
+    #[test]
+    fn bad_timeouts_are_rejected() {
+        assert!(timeout_of(0.0).is_err());
+        assert!(timeout_of(f64::NAN).is_err());
+        assert_eq!(timeout_of(1.5).unwrap(), Duration::from_millis(1500));
+    }
+}

@@ -1,0 +1,235 @@
+//! The client's byte stream: one read buffer that yields whole frames
+//! without copying them, the fds that arrived with them, and vectored
+//! writes with fds attached to the first byte.
+
+use std::collections::VecDeque;
+use std::io::{IoSlice, IoSliceMut};
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+
+use bytes::{Bytes, BytesMut};
+use rustix::io::Errno;
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
+
+use crate::error::Error;
+
+/// How much we ask the kernel for per `recvmsg`.
+const READ_CHUNK: usize = 64 * 1024;
+/// Most fds one `recvmsg` can carry (the kernel's SCM_MAX_FD is 253).
+const MAX_FDS_PER_RECV: usize = 253;
+/// Longest SASL line we accept from a server before giving up on it.
+const MAX_LINE: usize = 16 * 1024;
+
+pub(crate) struct Transport {
+    pub(crate) stream: UnixStream,
+    inbuf: BytesMut,
+    in_fds: VecDeque<OwnedFd>,
+}
+
+impl Transport {
+    pub(crate) fn new(stream: UnixStream) -> Transport {
+        Transport {
+            stream,
+            inbuf: BytesMut::with_capacity(READ_CHUNK),
+            in_fds: VecDeque::new(),
+        }
+    }
+
+    /// One blocking `recvmsg`: appends whatever the socket has (up to the
+    /// free space, at least READ_CHUNK) to the input buffer and the fds to
+    /// the fd queue. Fails with Timeout when the read time-out expires and
+    /// Closed at end of stream.
+    fn read_more(&mut self, at_least: usize) -> Result<(), Error> {
+        let start = self.inbuf.len();
+        self.inbuf.reserve(at_least.max(READ_CHUNK));
+        let want = self.inbuf.capacity() - start;
+        self.inbuf.resize(start + want, 0);
+        let mut space = [0u8; rustix::cmsg_space!(ScmRights(MAX_FDS_PER_RECV))];
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let result = loop {
+            match rustix::net::recvmsg(
+                &self.stream,
+                &mut [IoSliceMut::new(&mut self.inbuf[start..])],
+                &mut control,
+                RecvFlags::CMSG_CLOEXEC,
+            ) {
+                Err(Errno::INTR) => continue,
+                other => break other,
+            }
+        };
+        let got = match result {
+            Ok(r) => r.bytes,
+            Err(e) => {
+                self.inbuf.truncate(start);
+                return Err(e.into());
+            }
+        };
+        self.inbuf.truncate(start + got);
+        for msg in control.drain() {
+            if let RecvAncillaryMessage::ScmRights(fds) = msg {
+                self.in_fds.extend(fds);
+            }
+        }
+        if got == 0 {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    /// The next complete frame from the input, reading as needed.
+    pub(crate) fn read_frame(&mut self) -> Result<Bytes, Error> {
+        loop {
+            if let Some(total) = quickbus_wire::frame_length(&self.inbuf)? {
+                if self.inbuf.len() >= total {
+                    return Ok(self.inbuf.split_to(total).freeze());
+                }
+                let missing = total - self.inbuf.len();
+                self.read_more(missing)?;
+            } else {
+                self.read_more(0)?;
+            }
+        }
+    }
+
+    /// The first `n` fds received and not yet taken.
+    pub(crate) fn take_fds(&mut self, n: usize) -> Result<Vec<OwnedFd>, Error> {
+        if self.in_fds.len() < n {
+            return Err(Error::Protocol(format!(
+                "message announces {n} unix fds but only {} arrived",
+                self.in_fds.len()
+            )));
+        }
+        Ok(self.in_fds.drain(..n).collect())
+    }
+
+    /// One `\r\n`-terminated line (without the terminator), for SASL.
+    pub(crate) fn read_line(&mut self) -> Result<String, Error> {
+        loop {
+            if let Some(end) = self.inbuf.windows(2).position(|w| w == b"\r\n") {
+                let line = self.inbuf.split_to(end + 2);
+                let text = std::str::from_utf8(&line[..end])
+                    .map_err(|_| Error::Auth("server sent a non-UTF-8 line".into()))?;
+                return Ok(text.to_owned());
+            }
+            if self.inbuf.len() > MAX_LINE {
+                return Err(Error::Auth("server sent an overlong line".into()));
+            }
+            self.read_more(0)?;
+        }
+    }
+
+    /// Write all of `parts` back to back with one `sendmsg` per call to the
+    /// kernel (more only if the socket buffer fills), `fds` attached to the
+    /// first byte.
+    pub(crate) fn write_all(
+        &mut self,
+        parts: &[&[u8]],
+        fds: &[BorrowedFd<'_>],
+    ) -> Result<(), Error> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let mut written = 0;
+        let mut fds = fds;
+        let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(parts.len());
+        while written < total || !fds.is_empty() {
+            iov.clear();
+            let mut skip = written;
+            for part in parts {
+                if skip >= part.len() {
+                    skip -= part.len();
+                    continue;
+                }
+                iov.push(IoSlice::new(&part[skip..]));
+                skip = 0;
+            }
+            let mut space = vec![0u8; rustix::cmsg_space!(ScmRights(fds.len()))];
+            let mut control = SendAncillaryBuffer::new(&mut space);
+            if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
+                return Err(Error::Protocol(format!("cannot attach {} fds", fds.len())));
+            }
+            match rustix::net::sendmsg(&self.stream, &iov, &mut control, SendFlags::NOSIGNAL) {
+                Ok(n) => {
+                    written += n;
+                    fds = &[];
+                }
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsFd;
+
+    fn pair() -> (Transport, UnixStream) {
+        let (a, b) = UnixStream::pair().unwrap();
+        (Transport::new(a), b)
+    }
+
+    #[test]
+    fn lines_are_split_and_the_rest_stays_buffered() {
+        let (mut t, mut peer) = pair();
+        peer.write_all(b"OK 1234\r\nAGREE_UNIX_FD\r\nl").unwrap();
+        assert_eq!(t.read_line().unwrap(), "OK 1234");
+        assert_eq!(t.read_line().unwrap(), "AGREE_UNIX_FD");
+        assert_eq!(&t.inbuf[..], b"l");
+    }
+
+    #[test]
+    fn end_of_stream_is_closed() {
+        let (mut t, peer) = pair();
+        drop(peer);
+        assert!(matches!(t.read_line(), Err(Error::Closed)));
+    }
+
+    #[test]
+    fn read_timeout_is_reported() {
+        let (mut t, _peer) = pair();
+        t.stream
+            .set_read_timeout(Some(std::time::Duration::from_millis(10)))
+            .unwrap();
+        assert!(matches!(t.read_line(), Err(Error::Timeout)));
+    }
+
+    #[test]
+    fn vectored_write_with_fds_arrives_whole() {
+        let (mut sender, peer) = pair();
+        let mut receiver = Transport::new(peer);
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        sender
+            .write_all(&[b"ab", b"", b"cd\r\n"], &[r.as_fd()])
+            .unwrap();
+        assert_eq!(receiver.read_line().unwrap(), "abcd");
+        let fd = receiver.take_fds(1).unwrap().pop().unwrap();
+        assert!(receiver.take_fds(1).is_err());
+        rustix::io::write(&w, b"x").unwrap();
+        let mut buf = [0u8; 1];
+        rustix::io::read(&fd, &mut buf).unwrap();
+        assert_eq!(&buf, b"x");
+    }
+
+    #[test]
+    fn large_writes_complete() {
+        let (mut sender, peer) = pair();
+        let big = vec![5u8; 1 << 20];
+        let reader = std::thread::spawn(move || {
+            let mut t = Transport::new(peer);
+            let mut n = 0;
+            while n < (1 << 20) {
+                t.read_more(0).unwrap();
+                n += t.inbuf.len();
+                t.inbuf.clear();
+            }
+            n
+        });
+        sender.write_all(&[&big], &[]).unwrap();
+        assert_eq!(reader.join().unwrap(), 1 << 20);
+    }
+}

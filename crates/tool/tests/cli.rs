@@ -1,0 +1,241 @@
+//! The `quickbus` binary against a real bus daemon (QUICKBUS_TEST_DAEMON,
+//! default the workspace's quickbus-daemon).
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use quickbus_client::test_bus::TestBus;
+use quickbus_client::Connection;
+
+/// Run `quickbus --address ADDR ARGS...`, killed if it outlives the limit.
+fn quickbus(bus: &TestBus, args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quickbus"))
+        .arg("--address")
+        .arg(bus.address())
+        .arg("--timeout")
+        .arg("20")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start quickbus");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if child.try_wait().expect("wait for quickbus").is_some() {
+            return child.wait_with_output().expect("collect output");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("collect output");
+            panic!("quickbus {args:?} did not finish: {output:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+#[test]
+fn call_prints_the_reply_like_busctl() {
+    let bus = TestBus::start();
+    let out = quickbus(
+        &bus,
+        &[
+            "call",
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus.GetNameOwner",
+            "s",
+            "org.freedesktop.DBus",
+        ],
+    );
+    assert_eq!(stdout(&out), "s \"org.freedesktop.DBus\"\n");
+
+    let out = quickbus(
+        &bus,
+        &[
+            "call",
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus.NameHasOwner",
+            "s",
+            "org.example.Nobody",
+        ],
+    );
+    assert_eq!(stdout(&out), "b false\n");
+}
+
+#[test]
+fn call_sees_names_owned_by_others() {
+    let bus = TestBus::start();
+    let mut owner = bus.connect();
+    assert_eq!(owner.request_name("org.example.Owned", 0).unwrap(), 1);
+    let out = quickbus(
+        &bus,
+        &[
+            "call",
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus.GetNameOwner",
+            "s",
+            "org.example.Owned",
+        ],
+    );
+    assert_eq!(stdout(&out), format!("s \"{}\"\n", owner.unique_name()));
+    let out = quickbus(
+        &bus,
+        &[
+            "call",
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus.ListQueuedOwners",
+            "s",
+            "org.example.Owned",
+        ],
+    );
+    assert_eq!(stdout(&out), format!("as 1 \"{}\"\n", owner.unique_name()));
+}
+
+#[test]
+fn error_replies_go_to_stderr_with_exit_code_1() {
+    let bus = TestBus::start();
+    let out = quickbus(
+        &bus,
+        &[
+            "call",
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus.GetNameOwner",
+            "s",
+            "org.example.Nobody",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("org.freedesktop.DBus.Error.NameHasNoOwner"),
+        "{err}"
+    );
+}
+
+#[test]
+fn argument_mistakes_exit_1_without_a_bus() {
+    let bus = TestBus::start();
+    let out = quickbus(
+        &bus,
+        &[
+            "call",
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus.GetNameOwner",
+            "s",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("too few"));
+}
+
+#[test]
+fn emit_reaches_a_listener_with_its_arguments() {
+    let bus = TestBus::start();
+    let mut listener = bus.connect();
+    listener
+        .add_match("type='signal',interface='org.example.Tool'")
+        .unwrap();
+    let out = quickbus(
+        &bus,
+        &[
+            "emit",
+            "/org/example",
+            "org.example.Tool.Changed",
+            "a{sv}",
+            "2",
+            "One",
+            "s",
+            "Eins",
+            "Two",
+            "u",
+            "2",
+        ],
+    );
+    stdout(&out);
+    let message = receive_signal(&mut listener, "Changed");
+    assert_eq!(message.path(), Some("/org/example"));
+    assert_eq!(message.signature(), "a{sv}");
+    assert_eq!(message.destination(), None);
+}
+
+#[test]
+fn emit_with_destination_is_unicast() {
+    let bus = TestBus::start();
+    let mut target = bus.connect();
+    let destination = target.unique_name().to_owned();
+    let out = quickbus(
+        &bus,
+        &[
+            "emit",
+            "--destination",
+            &destination,
+            "/x",
+            "org.example.Tool.Direct",
+            "i",
+            "-7",
+        ],
+    );
+    stdout(&out);
+    let message = receive_signal(&mut target, "Direct");
+    assert_eq!(message.destination(), Some(destination.as_str()));
+    assert_eq!(
+        message.body_values().unwrap(),
+        vec![quickbus_client::Value::Int32(-7)]
+    );
+}
+
+fn receive_signal(conn: &mut Connection, member: &str) -> quickbus_client::Message {
+    for _ in 0..100 {
+        let (message, _) = conn.receive().expect("a signal");
+        if message.member() == Some(member) {
+            return message;
+        }
+    }
+    panic!("no {member} signal");
+}
+
+#[test]
+fn list_shows_names_with_owner_pid_and_uid() {
+    let bus = TestBus::start();
+    let mut owner = bus.connect();
+    assert_eq!(owner.request_name("org.example.Listed", 0).unwrap(), 1);
+    let out = stdout(&quickbus(&bus, &["list"]));
+    let mut lines = out.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "PID", "PROCESS", "UID", "CONNECTION"]);
+    let row = lines
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|cols| cols[0] == "org.example.Listed")
+        .unwrap_or_else(|| panic!("name missing from:\n{out}"));
+    assert_eq!(row[1], std::process::id().to_string());
+    assert_eq!(row[3], rustix::process::getuid().as_raw().to_string());
+    assert_eq!(row[4], owner.unique_name());
+    assert!(out.contains("org.freedesktop.DBus"), "{out}");
+    assert!(out.contains(owner.unique_name()), "{out}");
+
+    let unique_only = stdout(&quickbus(&bus, &["list", "--unique"]));
+    assert!(!unique_only.contains("org.example.Listed"), "{unique_only}");
+    assert!(unique_only.contains(owner.unique_name()), "{unique_only}");
+    let acquired = stdout(&quickbus(&bus, &["list", "--acquired"]));
+    assert!(acquired.contains("org.example.Listed"), "{acquired}");
+    assert!(
+        !acquired.contains(&format!("\n{} ", owner.unique_name())),
+        "{acquired}"
+    );
+}
