@@ -121,35 +121,33 @@ impl Transport {
         }
     }
 
-    /// Write all of `parts` back to back with one `sendmsg` per call to the
-    /// kernel (more only if the socket buffer fills), `fds` attached to the
-    /// first byte.
+    /// Write all of `parts` back to back with one `sendmsg` (more only if
+    /// the socket buffer fills), `fds` attached to the first byte. No heap
+    /// allocation for up to MAX_PARTS parts.
     pub(crate) fn write_all(
         &mut self,
         parts: &[&[u8]],
         fds: &[BorrowedFd<'_>],
     ) -> Result<(), Error> {
+        if fds.len() > MAX_FDS_PER_RECV {
+            return Err(Error::Protocol(format!(
+                "cannot pass {} fds in one message (at most {MAX_FDS_PER_RECV})",
+                fds.len()
+            )));
+        }
         let total: usize = parts.iter().map(|p| p.len()).sum();
         let mut written = 0;
         let mut fds = fds;
-        let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(parts.len());
+        let mut space = [0u8; rustix::cmsg_space!(ScmRights(MAX_FDS_PER_RECV))];
         while written < total || !fds.is_empty() {
-            iov.clear();
-            let mut skip = written;
-            for part in parts {
-                if skip >= part.len() {
-                    skip -= part.len();
-                    continue;
-                }
-                iov.push(IoSlice::new(&part[skip..]));
-                skip = 0;
-            }
-            let mut space = vec![0u8; rustix::cmsg_space!(ScmRights(fds.len()))];
+            let mut on_stack = [IoSlice::new(&[]); MAX_PARTS];
+            let mut on_heap = Vec::new();
+            let iov = remaining_slices(parts, written, &mut on_stack, &mut on_heap);
             let mut control = SendAncillaryBuffer::new(&mut space);
             if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
                 return Err(Error::Protocol(format!("cannot attach {} fds", fds.len())));
             }
-            match rustix::net::sendmsg(&self.stream, &iov, &mut control, SendFlags::NOSIGNAL) {
+            match rustix::net::sendmsg(&self.stream, iov, &mut control, SendFlags::NOSIGNAL) {
                 Ok(n) => {
                     written += n;
                     fds = &[];
@@ -159,6 +157,41 @@ impl Transport {
             }
         }
         Ok(())
+    }
+}
+
+/// Most parts written without allocating an iovec array.
+const MAX_PARTS: usize = 16;
+
+/// The iovecs for what is left of `parts` after `skip` bytes.
+fn remaining_slices<'a, 'b>(
+    parts: &[&'a [u8]],
+    mut skip: usize,
+    on_stack: &'b mut [IoSlice<'a>; MAX_PARTS],
+    on_heap: &'b mut Vec<IoSlice<'a>>,
+) -> &'b [IoSlice<'a>] {
+    let mut count = 0;
+    for part in parts {
+        if skip >= part.len() {
+            skip -= part.len();
+            continue;
+        }
+        let slice = IoSlice::new(&part[skip..]);
+        skip = 0;
+        if on_heap.is_empty() && count < MAX_PARTS {
+            on_stack[count] = slice;
+            count += 1;
+        } else {
+            if on_heap.is_empty() {
+                on_heap.extend_from_slice(&on_stack[..count]);
+            }
+            on_heap.push(slice);
+        }
+    }
+    if on_heap.is_empty() {
+        &on_stack[..count]
+    } else {
+        on_heap
     }
 }
 
@@ -213,6 +246,36 @@ mod tests {
         let mut buf = [0u8; 1];
         rustix::io::read(&fd, &mut buf).unwrap();
         assert_eq!(&buf, b"x");
+    }
+
+    #[test]
+    fn remaining_slices_skip_written_bytes_and_spill_to_the_heap() {
+        let parts: Vec<&[u8]> = vec![b"ab", b"", b"cde"];
+        let mut stack = [IoSlice::new(&[]); MAX_PARTS];
+        let mut heap = Vec::new();
+        let got: Vec<Vec<u8>> = remaining_slices(&parts, 3, &mut stack, &mut heap)
+            .iter()
+            .map(|s| s.to_vec())
+            .collect();
+        assert_eq!(got, vec![b"de".to_vec()]);
+        let many: Vec<&[u8]> = vec![b"x"; MAX_PARTS + 3];
+        let mut stack = [IoSlice::new(&[]); MAX_PARTS];
+        let mut heap = Vec::new();
+        assert_eq!(
+            remaining_slices(&many, 1, &mut stack, &mut heap).len(),
+            MAX_PARTS + 2
+        );
+    }
+
+    #[test]
+    fn many_parts_are_written_in_order() {
+        let (mut sender, peer) = pair();
+        let mut receiver = Transport::new(peer);
+        let words: Vec<String> = (0..40).map(|i| format!("{i},")).collect();
+        let mut parts: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+        parts.push(b"\r\n");
+        sender.write_all(&parts, &[]).unwrap();
+        assert_eq!(receiver.read_line().unwrap(), words.concat());
     }
 
     #[test]
