@@ -1,0 +1,460 @@
+//! The client side of D-Bus authentication, sans-I/O: the bytes to send for
+//! EXTERNAL with our uid, and a parser of the server's replies that says
+//! when the message stream starts, with the server's GUID and whether fd
+//! passing was agreed.
+//!
+//! Two ways to talk:
+//! - pipelined: everything (`\0AUTH EXTERNAL <hex uid>`, `NEGOTIATE_UNIX_FD`,
+//!   `BEGIN`) is sent at once, then the replies are read; one round trip,
+//!   as sd-bus does. Any server that follows the spec copes with it.
+//! - step by step: each command waits for the previous reply, as libdbus
+//!   does.
+//!
+//! ```
+//! use quickbus_client::sasl::{Mode, SaslClient, Progress};
+//! let mut to_send = Vec::new();
+//! let mut sasl = SaslClient::start(1000, Mode::Pipelined, true, &mut to_send);
+//! assert_eq!(to_send, b"\0AUTH EXTERNAL 31303030\r\nNEGOTIATE_UNIX_FD\r\nBEGIN\r\n");
+//! let reply = b"OK 0123456789abcdef0123456789abcdef\r\nAGREE_UNIX_FD\r\n";
+//! let Progress::Done { consumed, outcome } = sasl.feed(reply, &mut to_send)? else {
+//!     unreachable!()
+//! };
+//! assert_eq!(consumed, reply.len());
+//! assert!(outcome.unix_fd);
+//! # Ok::<(), quickbus_client::sasl::SaslError>(())
+//! ```
+
+/// Longest server line we wait for, `\r\n` included.
+pub const MAX_LINE_LEN: usize = 16 * 1024;
+
+/// The uid of this process, for [`SaslClient::start`].
+pub fn current_uid() -> u32 {
+    rustix::process::getuid().as_raw()
+}
+
+/// The whole pipelined EXTERNAL exchange from the client's side.
+pub fn pipelined_external(uid: u32, negotiate_unix_fd: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    SaslClient::start(uid, Mode::Pipelined, negotiate_unix_fd, &mut out);
+    out
+}
+
+/// How commands are sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// All commands up front, replies read afterwards.
+    Pipelined,
+    /// Each command after the reply to the previous one.
+    StepByStep,
+}
+
+/// What a successful exchange established.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Authenticated {
+    /// The server's GUID from its OK line (hex).
+    pub guid: String,
+    /// Whether the server agreed to fd passing.
+    pub unix_fd: bool,
+}
+
+/// Where a [`SaslClient::feed`] call left the exchange.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// `consumed` bytes were used; keep the rest for the next call.
+    NeedMore { consumed: usize },
+    /// Authentication is over: the bytes after `consumed` are messages.
+    Done {
+        consumed: usize,
+        outcome: Authenticated,
+    },
+}
+
+/// Why authentication failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SaslError {
+    #[error("server rejected EXTERNAL authentication (it offers: {0:?})")]
+    Rejected(String),
+    #[error("server answered AUTH with an error: {0:?}")]
+    ServerError(String),
+    #[error("unexpected reply from server: {0:?}")]
+    UnexpectedReply(String),
+    #[error("server sent an invalid GUID: {0:?}")]
+    BadGuid(String),
+    #[error("server sent a line longer than {MAX_LINE_LEN} bytes")]
+    LineTooLong,
+    #[error("server sent a line that is not ASCII")]
+    NotAscii,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum State {
+    WaitingForOk,
+    WaitingForAgreeUnixFd { guid: String },
+    Done(Authenticated),
+}
+
+/// The client side of one exchange, for the EXTERNAL mechanism.
+#[derive(Debug)]
+pub struct SaslClient {
+    mode: Mode,
+    negotiate_unix_fd: bool,
+    state: State,
+}
+
+impl SaslClient {
+    /// Begin authenticating as `uid`: the bytes to send now are appended to
+    /// `out` (starting with the credentials nul byte).
+    pub fn start(uid: u32, mode: Mode, negotiate_unix_fd: bool, out: &mut Vec<u8>) -> SaslClient {
+        out.extend_from_slice(b"\0AUTH EXTERNAL ");
+        // The authorization identity is the uid in ASCII decimal, hex-encoded.
+        for digit in uid.to_string().bytes() {
+            out.extend_from_slice(format!("{digit:02x}").as_bytes());
+        }
+        out.extend_from_slice(b"\r\n");
+        if mode == Mode::Pipelined {
+            if negotiate_unix_fd {
+                out.extend_from_slice(b"NEGOTIATE_UNIX_FD\r\n");
+            }
+            out.extend_from_slice(b"BEGIN\r\n");
+        }
+        SaslClient {
+            mode,
+            negotiate_unix_fd,
+            state: State::WaitingForOk,
+        }
+    }
+
+    /// Feed the bytes received and not yet consumed (the unconsumed tail of
+    /// the previous call first). Commands to send next (step-by-step mode
+    /// only) are appended to `out`. Nothing after the last reply line is
+    /// consumed: the server may send its first message right behind it.
+    pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<Progress, SaslError> {
+        let mut pos = 0;
+        loop {
+            if let State::Done(outcome) = &self.state {
+                return Ok(Progress::Done {
+                    consumed: pos,
+                    outcome: outcome.clone(),
+                });
+            }
+            let rest = &input[pos..];
+            let Some(end) = rest.windows(2).position(|pair| pair == b"\r\n") else {
+                if rest.len() > MAX_LINE_LEN {
+                    return Err(SaslError::LineTooLong);
+                }
+                return Ok(Progress::NeedMore { consumed: pos });
+            };
+            if end + 2 > MAX_LINE_LEN {
+                return Err(SaslError::LineTooLong);
+            }
+            let line = &rest[..end];
+            if !line.is_ascii() || line.contains(&0) {
+                return Err(SaslError::NotAscii);
+            }
+            // ASCII was just checked, so this is lossless.
+            let line = String::from_utf8_lossy(line);
+            self.handle_line(&line, out)?;
+            pos += end + 2;
+        }
+    }
+
+    fn handle_line(&mut self, line: &str, out: &mut Vec<u8>) -> Result<(), SaslError> {
+        let (command, args) = line.split_once(' ').unwrap_or((line, ""));
+        match (&self.state, command) {
+            (State::WaitingForOk, "OK") => {
+                let guid = args.trim_matches(|c| c == ' ' || c == '\t');
+                if !is_guid(guid) {
+                    return Err(SaslError::BadGuid(guid.to_owned()));
+                }
+                let guid = guid.to_owned();
+                if self.negotiate_unix_fd {
+                    if self.mode == Mode::StepByStep {
+                        out.extend_from_slice(b"NEGOTIATE_UNIX_FD\r\n");
+                    }
+                    self.state = State::WaitingForAgreeUnixFd { guid };
+                } else {
+                    self.finish(guid, false, out);
+                }
+                Ok(())
+            }
+            (State::WaitingForOk, "REJECTED") => Err(SaslError::Rejected(args.to_owned())),
+            (State::WaitingForOk, "ERROR") => Err(SaslError::ServerError(args.to_owned())),
+            (State::WaitingForAgreeUnixFd { guid }, "AGREE_UNIX_FD") => {
+                let guid = guid.clone();
+                self.finish(guid, true, out);
+                Ok(())
+            }
+            // The server cannot or will not pass fds; we go on without.
+            (State::WaitingForAgreeUnixFd { guid }, "ERROR") => {
+                let guid = guid.clone();
+                self.finish(guid, false, out);
+                Ok(())
+            }
+            _ => Err(SaslError::UnexpectedReply(line.to_owned())),
+        }
+    }
+
+    fn finish(&mut self, guid: String, unix_fd: bool, out: &mut Vec<u8>) {
+        if self.mode == Mode::StepByStep {
+            out.extend_from_slice(b"BEGIN\r\n");
+        }
+        self.state = State::Done(Authenticated { guid, unix_fd });
+    }
+}
+
+/// What libdbus accepts as a GUID: non-empty hex that decodes to bytes.
+fn is_guid(text: &str) -> bool {
+    let whole_bytes = text.as_bytes().chunks_exact(2).remainder().is_empty();
+    !text.is_empty() && whole_bytes && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GUID: &str = "0123456789abcdef0123456789abcdef";
+    /// The server's OK line, as quickbus-daemon and dbus-daemon send it.
+    const OK: &[u8] = b"OK 0123456789abcdef0123456789abcdef\r\n";
+    /// The start of a message the server may send right after the replies.
+    const MESSAGE: &[u8] = b"l\x02\x01\x01\x0b\x00\x00\x00\x01\x00\x00\x00=\x00\x00\x00";
+
+    fn concat(parts: &[&[u8]]) -> Vec<u8> {
+        parts.concat()
+    }
+
+    fn done(guid: &str, unix_fd: bool, consumed: usize) -> Progress {
+        Progress::Done {
+            consumed,
+            outcome: Authenticated {
+                guid: guid.into(),
+                unix_fd,
+            },
+        }
+    }
+
+    #[test]
+    fn pipelined_bytes_with_fds() {
+        assert_eq!(
+            pipelined_external(1000, true),
+            b"\0AUTH EXTERNAL 31303030\r\nNEGOTIATE_UNIX_FD\r\nBEGIN\r\n"
+        );
+    }
+
+    #[test]
+    fn pipelined_bytes_without_fds() {
+        assert_eq!(
+            pipelined_external(0, false),
+            b"\0AUTH EXTERNAL 30\r\nBEGIN\r\n"
+        );
+    }
+
+    #[test]
+    fn step_by_step_sends_only_auth_first() {
+        let mut out = Vec::new();
+        SaslClient::start(4294967294, Mode::StepByStep, true, &mut out);
+        assert_eq!(out, b"\0AUTH EXTERNAL 34323934393637323934\r\n");
+    }
+
+    #[test]
+    fn current_uid_is_the_process_uid() {
+        assert_eq!(current_uid(), rustix::process::getuid().as_raw());
+    }
+
+    #[test]
+    fn pipelined_replies_with_fds_agreed_stop_before_the_message() {
+        let mut out = Vec::new();
+        let mut sasl = SaslClient::start(1000, Mode::Pipelined, true, &mut out);
+        out.clear();
+        let input = concat(&[OK, b"AGREE_UNIX_FD\r\n", MESSAGE]);
+        let progress = sasl.feed(&input, &mut out).unwrap();
+        assert_eq!(progress, done(GUID, true, input.len() - MESSAGE.len()));
+        assert!(out.is_empty(), "pipelined mode sends nothing more");
+    }
+
+    #[test]
+    fn pipelined_replies_with_fds_refused() {
+        let mut out = Vec::new();
+        let mut sasl = SaslClient::start(1000, Mode::Pipelined, true, &mut out);
+        let input = concat(&[OK, b"ERROR \"Unix FD passing not supported\"\r\n"]);
+        let progress = sasl.feed(&input, &mut out).unwrap();
+        assert_eq!(progress, done(GUID, false, input.len()));
+    }
+
+    #[test]
+    fn pipelined_without_fds_is_done_after_ok() {
+        let mut out = Vec::new();
+        let mut sasl = SaslClient::start(1000, Mode::Pipelined, false, &mut out);
+        let input = concat(&[OK, MESSAGE]);
+        let progress = sasl.feed(&input, &mut out).unwrap();
+        assert_eq!(progress, done(GUID, false, OK.len()));
+    }
+
+    #[test]
+    fn replies_byte_at_a_time() {
+        let mut out = Vec::new();
+        let mut sasl = SaslClient::start(1000, Mode::Pipelined, true, &mut out);
+        let input = concat(&[OK, b"AGREE_UNIX_FD\r\n", MESSAGE]);
+        let mut buffer = Vec::new();
+        let mut total = 0;
+        let mut outcome = None;
+        for &byte in &input {
+            buffer.push(byte);
+            match sasl.feed(&buffer, &mut out).unwrap() {
+                Progress::NeedMore { consumed } => {
+                    buffer.drain(..consumed);
+                    total += consumed;
+                }
+                Progress::Done {
+                    consumed,
+                    outcome: o,
+                } => {
+                    total += consumed;
+                    outcome = Some(o);
+                    break;
+                }
+            }
+        }
+        assert_eq!(total, input.len() - MESSAGE.len());
+        assert_eq!(
+            outcome,
+            Some(Authenticated {
+                guid: GUID.into(),
+                unix_fd: true
+            })
+        );
+    }
+
+    #[test]
+    fn step_by_step_with_fds() {
+        let mut out = Vec::new();
+        let mut sasl = SaslClient::start(1000, Mode::StepByStep, true, &mut out);
+        out.clear();
+        assert_eq!(
+            sasl.feed(OK, &mut out),
+            Ok(Progress::NeedMore { consumed: OK.len() })
+        );
+        assert_eq!(out, b"NEGOTIATE_UNIX_FD\r\n");
+        out.clear();
+        assert_eq!(
+            sasl.feed(b"AGREE_UNIX_FD\r\n", &mut out),
+            Ok(done(GUID, true, 15))
+        );
+        assert_eq!(out, b"BEGIN\r\n");
+    }
+
+    #[test]
+    fn step_by_step_with_fds_refused() {
+        let mut out = Vec::new();
+        let mut sasl = SaslClient::start(1000, Mode::StepByStep, true, &mut out);
+        out.clear();
+        sasl.feed(OK, &mut out).unwrap();
+        out.clear();
+        assert_eq!(sasl.feed(b"ERROR\r\n", &mut out), Ok(done(GUID, false, 7)));
+        assert_eq!(out, b"BEGIN\r\n");
+    }
+
+    #[test]
+    fn step_by_step_without_fds() {
+        let mut out = Vec::new();
+        let mut sasl = SaslClient::start(1000, Mode::StepByStep, false, &mut out);
+        out.clear();
+        assert_eq!(sasl.feed(OK, &mut out), Ok(done(GUID, false, OK.len())));
+        assert_eq!(out, b"BEGIN\r\n");
+    }
+
+    #[test]
+    fn feeding_after_done_consumes_nothing() {
+        let mut out = Vec::new();
+        let mut sasl = SaslClient::start(1000, Mode::Pipelined, false, &mut out);
+        sasl.feed(OK, &mut out).unwrap();
+        assert_eq!(sasl.feed(OK, &mut out), Ok(done(GUID, false, 0)));
+    }
+
+    #[test]
+    fn rejection_reports_the_offered_mechanisms() {
+        let mut out = Vec::new();
+        let mut sasl = SaslClient::start(1000, Mode::Pipelined, true, &mut out);
+        assert_eq!(
+            sasl.feed(b"REJECTED EXTERNAL ANONYMOUS\r\n", &mut out),
+            Err(SaslError::Rejected("EXTERNAL ANONYMOUS".into()))
+        );
+    }
+
+    #[test]
+    fn error_to_auth_is_a_failure() {
+        let mut out = Vec::new();
+        let mut sasl = SaslClient::start(1000, Mode::StepByStep, true, &mut out);
+        assert_eq!(
+            sasl.feed(b"ERROR \"Unknown command\"\r\n", &mut out),
+            Err(SaslError::ServerError("\"Unknown command\"".into()))
+        );
+    }
+
+    #[test]
+    fn unexpected_replies_are_failures() {
+        for input in [
+            &b"DATA\r\n"[..],
+            b"AGREE_UNIX_FD\r\n",
+            b"BEGIN\r\n",
+            b"\r\n",
+        ] {
+            let mut out = Vec::new();
+            let mut sasl = SaslClient::start(1000, Mode::Pipelined, true, &mut out);
+            assert!(
+                matches!(
+                    sasl.feed(input, &mut out),
+                    Err(SaslError::UnexpectedReply(_))
+                ),
+                "{input:?}"
+            );
+        }
+        let mut out = Vec::new();
+        let mut sasl = SaslClient::start(1000, Mode::Pipelined, true, &mut out);
+        let input = concat(&[OK, OK]);
+        assert!(matches!(
+            sasl.feed(&input, &mut out),
+            Err(SaslError::UnexpectedReply(_))
+        ));
+    }
+
+    #[test]
+    fn bad_guids_are_refused() {
+        for line in [&b"OK\r\n"[..], b"OK \r\n", b"OK xyz0\r\n", b"OK 123\r\n"] {
+            let mut out = Vec::new();
+            let mut sasl = SaslClient::start(1000, Mode::Pipelined, false, &mut out);
+            assert!(
+                matches!(sasl.feed(line, &mut out), Err(SaslError::BadGuid(_))),
+                "{line:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn non_ascii_and_overlong_lines_are_refused() {
+        let mut out = Vec::new();
+        let mut sasl = SaslClient::start(1000, Mode::Pipelined, false, &mut out);
+        assert_eq!(
+            sasl.feed(b"OK \xff\r\n", &mut out),
+            Err(SaslError::NotAscii)
+        );
+        let mut sasl = SaslClient::start(1000, Mode::Pipelined, false, &mut out);
+        let long = vec![b'O'; MAX_LINE_LEN + 1];
+        assert_eq!(sasl.feed(&long, &mut out), Err(SaslError::LineTooLong));
+        let mut terminated = vec![b'O'; MAX_LINE_LEN - 1];
+        terminated.extend_from_slice(b"\r\n");
+        assert_eq!(
+            sasl.feed(&terminated, &mut out),
+            Err(SaslError::LineTooLong)
+        );
+    }
+
+    #[test]
+    fn a_partial_line_is_left_unconsumed() {
+        let mut out = Vec::new();
+        let mut sasl = SaslClient::start(1000, Mode::Pipelined, false, &mut out);
+        assert_eq!(
+            sasl.feed(&OK[..10], &mut out),
+            Ok(Progress::NeedMore { consumed: 0 })
+        );
+    }
+}
