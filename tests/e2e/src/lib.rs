@@ -1,1 +1,29 @@
-//! End-to-end test support.
+//! End-to-end test support: start a bus daemon with a throw-away
+//! configuration, run real D-Bus clients (dbus-send, busctl, gdbus,
+//! dbus-python) against it, and never hang.
+//!
+//! The daemon under test is `$QUICKBUS_TEST_DAEMON` when set (for example
+//! `/usr/bin/dbus-daemon`, the reference), else the workspace's built
+//! `quickbus-daemon` (build it first: `cargo build -p quickbus-daemon`).
+//!
+//! Every wait is bounded by [`TIMEOUT`]; time is only ever used to give up,
+//! never as the thing a test asserts.
+
+mod daemon;
+mod locate;
+mod peer;
+mod process;
+
+use std::time::Duration;
+
+pub use daemon::{write_config, Bus, Listen};
+pub use locate::{daemon_path, python_path, python_script, TempDir};
+pub use peer::{flags, json_string_list, Peer};
+pub use process::{run_bounded, Background, Finished};
+
+/// The longest any single wait (a command, a line, an exit) may take before
+/// the test fails. Generous: the machines are small and shared.
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How often bounded waits look again at what they wait for.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(10);

@@ -1,0 +1,222 @@
+//! The bus daemon under test, started with a throw-away configuration and
+//! stopped with SIGTERM, which must end it cleanly (exit status 0).
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread;
+
+use rustix::io::{fcntl_setfd, FdFlags};
+use rustix::pipe::{pipe_with, PipeFlags};
+use rustix::process::{kill_process, Pid, Signal};
+
+use crate::locate::{daemon_path, TempDir};
+use crate::process::{describe, run_bounded, spawn_lock, wait_bounded, Background, Finished};
+use crate::{Peer, TIMEOUT};
+
+/// How the test bus listens.
+#[derive(Clone, Copy, Debug)]
+pub enum Listen {
+    /// `unix:path=<tmpdir>/bus`
+    UnixPath,
+    /// `unix:tmpdir=<tmpdir>` (the daemon picks the socket name)
+    UnixTmpdir,
+}
+
+/// Writes `<dir>/bus.conf`: a session bus listening as `listen` says, with
+/// EXTERNAL authentication and a policy that allows everything.
+pub fn write_config(dir: &Path, listen: Listen) -> PathBuf {
+    let listen = match listen {
+        Listen::UnixPath => format!("unix:path={}", dir.join("bus").display()),
+        Listen::UnixTmpdir => format!("unix:tmpdir={}", dir.display()),
+    };
+    let config = format!(
+        r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>{listen}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*"/>
+    <allow receive_sender="*"/>
+  </policy>
+</busconfig>
+"#
+    );
+    let path = dir.join("bus.conf");
+    std::fs::write(&path, config).unwrap_or_else(|err| panic!("writing {}: {err}", path.display()));
+    path
+}
+
+/// A running bus daemon. Dropping it sends SIGTERM and checks that the
+/// daemon exits with status 0.
+pub struct Bus {
+    child: Child,
+    address: String,
+    dir: TempDir,
+    stopped: bool,
+}
+
+impl Bus {
+    /// A bus listening on `unix:path=` in a fresh directory.
+    pub fn start() -> Bus {
+        Bus::start_with(Listen::UnixPath)
+    }
+
+    /// Starts the daemon with `--config-file=<fresh config> --nofork
+    /// --print-address=<pipe fd>` and reads its address from the pipe.
+    pub fn start_with(listen: Listen) -> Bus {
+        let dir = TempDir::new();
+        let config = write_config(dir.path(), listen);
+        let (read_end, write_end) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");
+        let mut cmd = Command::new(daemon_path());
+        cmd.arg(format!("--config-file={}", config.display()))
+            .arg("--nofork")
+            .arg(format!("--print-address={}", write_end.as_raw_fd()))
+            .stdin(Stdio::null())
+            .stdout(File::create(dir.path().join("daemon.stdout")).expect("stdout log"))
+            .stderr(File::create(dir.path().join("daemon.stderr")).expect("stderr log"));
+        let name = describe(&cmd);
+        let child = {
+            let _guard = spawn_lock();
+            fcntl_setfd(&write_end, FdFlags::empty()).expect("make the pipe inheritable");
+            let child = cmd
+                .spawn()
+                .unwrap_or_else(|err| panic!("cannot start {name}: {err}"));
+            drop(write_end); // only the daemon holds it now: EOF if it dies
+            child
+        };
+        let mut bus = Bus {
+            child,
+            address: String::new(),
+            dir,
+            stopped: false,
+        };
+        bus.address = bus.read_address(File::from(read_end), &name);
+        bus
+    }
+
+    fn read_address(&self, pipe: File, name: &str) -> String {
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(pipe).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx.recv_timeout(TIMEOUT).unwrap_or_default();
+        let address = line.trim_end_matches('\n').to_owned();
+        assert!(
+            line.ends_with('\n') && !address.is_empty(),
+            "{name} printed no address line (got {line:?}); stderr: {}",
+            self.log()
+        );
+        assert_guid_suffix(&address);
+        address
+    }
+
+    /// The address the daemon printed, `...,guid=<32 hex digits>`.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// The GUID at the end of the bus address (the server GUID; dbus-daemon's
+    /// `GetId` returns a different, bus-wide id).
+    pub fn guid(&self) -> &str {
+        &self.address[self.address.len() - 32..]
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// This bus's scratch directory (removed when the bus drops).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// What the daemon wrote to stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("daemon.stderr")).unwrap_or_default()
+    }
+
+    /// A command for `program` that talks to this bus as its session bus.
+    pub fn client(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.env("DBUS_SESSION_BUS_ADDRESS", &self.address)
+            .env_remove("DBUS_STARTER_ADDRESS")
+            .env_remove("DBUS_STARTER_BUS_TYPE")
+            .env("XDG_RUNTIME_DIR", self.dir.path())
+            .env("SYSTEMD_PAGER", "")
+            .env("PAGER", "cat");
+        cmd
+    }
+
+    /// Runs a client to completion (bounded) against this bus.
+    pub fn run(&self, program: &str, args: &[&str]) -> Finished {
+        run_bounded(self.client(program).args(args))
+    }
+
+    /// Starts a client in the background against this bus.
+    pub fn spawn(&self, program: &str, args: &[&str]) -> Background {
+        Background::spawn(self.client(program).args(args))
+    }
+
+    /// Starts a scriptable dbus-python peer on this bus (see python/peer.py).
+    pub fn peer(&self) -> Peer {
+        Peer::start(self)
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the daemon to exit.
+    pub fn stop(mut self) -> ExitStatus {
+        self.terminate()
+    }
+
+    fn terminate(&mut self) -> ExitStatus {
+        self.stopped = true;
+        let pid = Pid::from_child(&self.child);
+        let _ = kill_process(pid, Signal::Term);
+        match wait_bounded(&mut self.child) {
+            Some(status) => status,
+            None => panic!(
+                "daemon ignored SIGTERM for {TIMEOUT:?}; killed it. stderr: {}",
+                self.log()
+            ),
+        }
+    }
+}
+
+impl Drop for Bus {
+    fn drop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        if thread::panicking() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            eprintln!("daemon stderr:\n{}", self.log());
+            return;
+        }
+        let status = self.terminate();
+        assert!(
+            status.success(),
+            "daemon exited with {status} on SIGTERM (expected 0); stderr: {}",
+            self.log()
+        );
+    }
+}
+
+/// Asserts that a bus address ends in `,guid=` and 32 hex digits.
+pub fn assert_guid_suffix(address: &str) {
+    let guid = address.rsplit_once(",guid=").map(|(_, guid)| guid);
+    assert!(
+        guid.is_some_and(|g| g.len() == 32 && g.bytes().all(|b| b.is_ascii_hexdigit())),
+        "address {address:?} does not end in ,guid=<32 hex digits>"
+    );
+}

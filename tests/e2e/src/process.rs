@@ -1,0 +1,255 @@
+//! Child processes that can never hang a test: every wait is bounded, and a
+//! child still running when its handle drops is killed.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::{POLL_INTERVAL, TIMEOUT};
+
+/// Held while a child is spawned with an inheritable (non-CLOEXEC) fd, so
+/// that no child spawned concurrently by another test inherits it too.
+static SPAWN_LOCK: Mutex<()> = Mutex::new(());
+
+pub(crate) fn spawn_lock() -> MutexGuard<'static, ()> {
+    SPAWN_LOCK
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub(crate) fn describe(cmd: &Command) -> String {
+    let mut text = cmd.get_program().to_string_lossy().into_owned();
+    for arg in cmd.get_args() {
+        text.push(' ');
+        text.push_str(&arg.to_string_lossy());
+    }
+    text
+}
+
+/// What a finished command did.
+#[derive(Debug)]
+pub struct Finished {
+    pub command: String,
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Finished {
+    /// Panics, showing everything, unless the command exited with status 0.
+    pub fn success(self) -> Finished {
+        assert!(self.status.success(), "expected success: {self:#?}");
+        self
+    }
+
+    /// Panics, showing everything, if the command exited with status 0.
+    pub fn failure(self) -> Finished {
+        assert!(
+            !self.status.success() && self.status.code().is_some(),
+            "expected a non-zero exit: {self:#?}"
+        );
+        self
+    }
+}
+
+/// Runs `cmd` to completion with stdin closed, capturing its output. Panics
+/// if it runs longer than [`TIMEOUT`] (after killing it).
+pub fn run_bounded(cmd: &mut Command) -> Finished {
+    let command = describe(cmd);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = {
+        let _guard = spawn_lock();
+        cmd.spawn()
+            .unwrap_or_else(|err| panic!("cannot run {command}: {err}"))
+    };
+    let stdout = read_all_in_background(child.stdout.take().expect("piped stdout"));
+    let stderr = read_all_in_background(child.stderr.take().expect("piped stderr"));
+    let status = wait_bounded(&mut child);
+    // A grandchild may still hold the pipes open; don't wait for it forever.
+    let stdout = stdout.recv_timeout(TIMEOUT).unwrap_or_default();
+    let stderr = stderr.recv_timeout(TIMEOUT).unwrap_or_default();
+    match status {
+        Some(status) => Finished {
+            command,
+            status,
+            stdout,
+            stderr,
+        },
+        None => panic!(
+            "{command} did not finish within {TIMEOUT:?}; killed it.\nstdout: {stdout}\nstderr: {stderr}"
+        ),
+    }
+}
+
+fn read_all_in_background(mut source: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = source.read_to_end(&mut bytes);
+        let _ = tx.send(String::from_utf8_lossy(&bytes).into_owned());
+    });
+    rx
+}
+
+/// Waits for `child` to exit, at most [`TIMEOUT`]; on time-out kills it and
+/// returns None.
+pub(crate) fn wait_bounded(child: &mut Child) -> Option<ExitStatus> {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => thread::sleep(POLL_INTERVAL),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}
+
+/// A client running in the background whose stdout is read line by line.
+/// Killed (SIGKILL) when dropped.
+pub struct Background {
+    name: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Background {
+    /// Spawns `cmd` with piped stdin and stdout; stderr is collected for
+    /// failure messages.
+    pub fn spawn(cmd: &mut Command) -> Background {
+        let name = describe(cmd);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = {
+            let _guard = spawn_lock();
+            cmd.spawn()
+                .unwrap_or_else(|err| panic!("cannot start {name}: {err}"))
+        };
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&stderr);
+        let mut source = child.stderr.take().expect("piped stderr");
+        thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n @ 1..) = source.read(&mut chunk) {
+                let text = String::from_utf8_lossy(&chunk[..n]).into_owned();
+                sink.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push_str(&text);
+            }
+        });
+        Background {
+            name,
+            child,
+            stdin,
+            lines,
+            stderr,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The child's stdin (None after [`Background::close_stdin`]).
+    pub fn stdin(&mut self) -> Option<&mut ChildStdin> {
+        self.stdin.as_mut()
+    }
+
+    /// Closes the child's stdin, telling it that no more input comes.
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// What the child wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The next stdout line within `wait`, or None if there is none yet.
+    /// Panics if stdout has closed.
+    pub fn try_read_line(&mut self, wait: Duration) -> Option<String> {
+        match self.lines.recv_timeout(wait) {
+            Ok(line) => Some(line),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => {
+                panic!("{} closed its stdout; stderr: {}", self.name, self.stderr())
+            }
+        }
+    }
+
+    /// The next stdout line; panics after [`TIMEOUT`] without one.
+    pub fn read_line(&mut self) -> String {
+        match self.try_read_line(TIMEOUT) {
+            Some(line) => line,
+            None => panic!(
+                "{} wrote no line within {TIMEOUT:?}; stderr: {}",
+                self.name,
+                self.stderr()
+            ),
+        }
+    }
+
+    /// Reads lines until one satisfies `wanted` and returns it; panics after
+    /// [`TIMEOUT`], listing the lines skipped.
+    pub fn wait_for_line(&mut self, mut wanted: impl FnMut(&str) -> bool) -> String {
+        let deadline = Instant::now() + TIMEOUT;
+        let mut skipped = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.try_read_line(left) {
+                Some(line) if wanted(&line) => return line,
+                Some(line) => skipped.push(line),
+                None => panic!(
+                    "{}: no wanted line within {TIMEOUT:?}; got {skipped:#?}; stderr: {}",
+                    self.name,
+                    self.stderr()
+                ),
+            }
+        }
+    }
+
+    /// Waits (bounded) for the child to exit after its stdin was closed or it
+    /// was told to quit.
+    pub fn wait(&mut self) -> ExitStatus {
+        self.close_stdin();
+        wait_bounded(&mut self.child)
+            .unwrap_or_else(|| panic!("{} did not exit within {TIMEOUT:?}", self.name))
+    }
+
+    /// Kills the child (SIGKILL) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
