@@ -3,7 +3,7 @@
 //!
 //! Behaviour follows dbus-daemon: the same states (waiting for AUTH, for
 //! DATA, for BEGIN), the same replies to each command in each state, six
-//! rejections before disconnecting, and a 16 KiB bound on buffered input.
+//! rejections before disconnecting, and 16 KiB at most buffered for a line.
 //! Differences, on purpose:
 //! - DBUS_COOKIE_SHA1 is not offered (EXTERNAL covers every local peer).
 //! - ANONYMOUS is only offered when the configuration allows anonymous
@@ -19,8 +19,8 @@ mod tests;
 
 use command::Command;
 
-/// Longest line, `\r\n` included, we buffer while waiting for its end
-/// (dbus-daemon's bound on its whole auth input buffer).
+/// Longest line, `\r\n` included (dbus-daemon's bound on its whole auth
+/// input buffer).
 pub const MAX_LINE_LEN: usize = 16 * 1024;
 /// Rejections after which the peer is disconnected (dbus-daemon's value).
 pub const MAX_FAILURES: u32 = 6;
@@ -222,15 +222,14 @@ impl SaslServer {
         }
         loop {
             let rest = &input[pos..];
-            let Some(end) = find_line_end(rest) else {
-                if rest.len() > MAX_LINE_LEN {
+            // A line that fits ends within the first MAX_LINE_LEN bytes, so
+            // looking further (into a big pipelined message, say) is useless.
+            let Some(end) = find_line_end(&rest[..rest.len().min(MAX_LINE_LEN)]) else {
+                if rest.len() >= MAX_LINE_LEN {
                     return Err(AuthError::LineTooLong);
                 }
                 return Ok(AuthProgress::NeedMore { consumed: pos });
             };
-            if end + 2 > MAX_LINE_LEN {
-                return Err(AuthError::LineTooLong);
-            }
             self.lines += 1;
             if self.lines > MAX_AUTH_LINES {
                 return Err(AuthError::TooManyLines);

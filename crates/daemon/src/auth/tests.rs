@@ -572,16 +572,31 @@ fn nothing_fed_waits_for_the_nul_byte() {
 fn overlong_unterminated_line_is_fatal() {
     let mut server = started(&config());
     let mut out = Vec::new();
-    let just_fits = vec![b'A'; MAX_LINE_LEN];
-    assert_eq!(
-        server.feed(&just_fits, &mut out),
-        Ok(AuthProgress::NeedMore { consumed: 0 })
-    );
-    let too_long = vec![b'A'; MAX_LINE_LEN + 1];
+    let too_long = vec![b'A'; MAX_LINE_LEN];
     assert_eq!(
         server.feed(&too_long, &mut out),
         Err(AuthError::LineTooLong)
     );
+}
+
+#[test]
+fn a_line_that_can_still_fit_is_awaited() {
+    let mut server = started(&config());
+    let mut out = Vec::new();
+    let mut line = vec![b'A'; MAX_LINE_LEN - 2];
+    line.push(b'\r');
+    assert_eq!(
+        server.feed(&line, &mut out),
+        Ok(AuthProgress::NeedMore { consumed: 0 })
+    );
+    line.push(b'\n');
+    assert_eq!(
+        server.feed(&line, &mut out),
+        Ok(AuthProgress::NeedMore {
+            consumed: MAX_LINE_LEN
+        })
+    );
+    assert_eq!(out, b"ERROR \"Unknown command\"\r\n");
 }
 
 #[test]
