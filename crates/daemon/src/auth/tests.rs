@@ -754,3 +754,92 @@ fn mechanism_names_round_trip() {
     }
     assert_eq!(Mechanism::from_name("DBUS_COOKIE_SHA1"), None);
 }
+
+/// xorshift64: deterministic pseudo-random numbers without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// A random conversation built from pieces that reach every state.
+fn random_stream(rng: &mut Rng) -> Vec<u8> {
+    const PIECES: &[&[u8]] = &[
+        b"AUTH EXTERNAL 31303030\r\n",
+        b"AUTH EXTERNAL 30\r\n",
+        b"AUTH EXTERNAL\r\n",
+        b"AUTH ANONYMOUS\r\n",
+        b"AUTH ANONYMOUS ff\r\n",
+        b"AUTH\r\n",
+        b"DATA\r\n",
+        b"DATA 31303030\r\n",
+        b"DATA 3x\r\n",
+        b"CANCEL\r\n",
+        b"ERROR\r\n",
+        b"NEGOTIATE_UNIX_FD\r\n",
+        b"BEGIN\r\n",
+        b"FOO\r\n",
+        b"\r\n",
+        b"\r",
+        b"\n",
+        b"\0",
+        b"\xff",
+        b"l\x01\x00\x01",
+    ];
+    let mut stream = vec![0];
+    for _ in 0..rng.below(12) {
+        stream.extend_from_slice(PIECES[rng.below(PIECES.len())]);
+    }
+    stream
+}
+
+/// Run `stream` through a server in the given pieces; return the replies
+/// and the outcome with the total consumed for Begin.
+fn outcome_in_pieces(stream: &[u8], cuts: &[usize]) -> (Vec<u8>, Result<Option<usize>, AuthError>) {
+    let cfg = anonymous_config();
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    for &cut in cuts {
+        pieces.push(&stream[start..cut]);
+        start = cut;
+    }
+    pieces.push(&stream[start..]);
+    let (out, last, consumed, _) = run_in_pieces(&cfg, &pieces);
+    let outcome = match last {
+        Ok(AuthProgress::Begin { .. }) => Ok(Some(consumed)),
+        Ok(AuthProgress::NeedMore { .. }) => Ok(None),
+        Err(e) => Err(e),
+    };
+    (out, outcome)
+}
+
+#[test]
+fn how_input_is_split_never_changes_the_conversation() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let (mut begun, mut failed) = (0, 0);
+    for _ in 0..2000 {
+        let stream = random_stream(&mut rng);
+        let whole = outcome_in_pieces(&stream, &[]);
+        let mut cuts: Vec<usize> = (0..rng.below(6))
+            .map(|_| rng.below(stream.len() + 1))
+            .collect();
+        cuts.sort_unstable();
+        let split = outcome_in_pieces(&stream, &cuts);
+        assert_eq!(whole, split, "stream {stream:?} cut at {cuts:?}");
+        match whole.1 {
+            Ok(Some(consumed)) => {
+                assert!(stream[..consumed].ends_with(b"BEGIN\r\n"));
+                begun += 1;
+            }
+            Err(_) => failed += 1,
+            Ok(None) => {}
+        }
+    }
+    // The streams do reach both ends of the conversation.
+    assert!(begun > 20 && failed > 20, "{begun} begun, {failed} failed");
+}
