@@ -11,6 +11,7 @@ mod address;
 mod connection;
 mod error;
 mod handshake;
+pub mod sasl;
 pub mod test_bus;
 mod transport;
 
