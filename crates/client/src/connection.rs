@@ -70,7 +70,7 @@ impl Connection {
             transport,
             unique_name: String::new(),
             server_guid: outcome.guid,
-            unix_fds: outcome.unix_fds,
+            unix_fds: outcome.unix_fd,
             last_serial: 0,
             pending: VecDeque::new(),
         };

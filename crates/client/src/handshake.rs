@@ -1,42 +1,32 @@
-//! Driving the SASL exchange over the socket: EXTERNAL with our uid,
-//! NEGOTIATE_UNIX_FD, BEGIN.
+//! Driving the SASL exchange (crate::sasl) over the socket: EXTERNAL with
+//! our uid, NEGOTIATE_UNIX_FD and BEGIN pipelined in one write, then the
+//! server's replies read until the message stream starts.
 
 use crate::error::Error;
+use crate::sasl::{self, Authenticated, Mode, Progress, SaslClient};
 use crate::transport::Transport;
 
-pub(crate) struct Outcome {
-    pub guid: String,
-    pub unix_fds: bool,
-}
-
-pub(crate) fn authenticate(transport: &mut Transport) -> Result<Outcome, Error> {
-    let uid = rustix::process::getuid().as_raw();
-    let hex_uid: String = uid
-        .to_string()
-        .bytes()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    // The protocol starts with one nul byte (it can carry credentials on
-    // some systems; Linux uses SO_PEERCRED instead).
-    let hello = format!("\0AUTH EXTERNAL {hex_uid}\r\n");
-    transport.write_all(&[hello.as_bytes()], &[])?;
-    let line = transport.read_line()?;
-    let guid = match line.strip_prefix("OK ") {
-        Some(guid) => guid.trim().to_owned(),
-        None => {
-            return Err(Error::Auth(format!(
-                "server answered {line:?} to AUTH EXTERNAL"
-            )))
+pub(crate) fn authenticate(transport: &mut Transport) -> Result<Authenticated, Error> {
+    let mut to_send = Vec::new();
+    let mut client = SaslClient::start(sasl::current_uid(), Mode::Pipelined, true, &mut to_send);
+    loop {
+        if !to_send.is_empty() {
+            transport.write_all(&[&to_send], &[])?;
+            to_send.clear();
         }
-    };
-    transport.write_all(&[b"NEGOTIATE_UNIX_FD\r\n"], &[])?;
-    let line = transport.read_line()?;
-    let unix_fds = line == "AGREE_UNIX_FD";
-    if !unix_fds && !line.starts_with("ERROR") {
-        return Err(Error::Auth(format!(
-            "server answered {line:?} to NEGOTIATE_UNIX_FD"
-        )));
+        let progress = client
+            .feed(transport.input(), &mut to_send)
+            .map_err(|e| Error::Auth(e.to_string()))?;
+        match progress {
+            Progress::Done { consumed, outcome } => {
+                // Whatever follows is the start of the message stream.
+                transport.consume(consumed);
+                return Ok(outcome);
+            }
+            Progress::NeedMore { consumed } => {
+                transport.consume(consumed);
+                transport.read_more(0)?;
+            }
+        }
     }
-    transport.write_all(&[b"BEGIN\r\n"], &[])?;
-    Ok(Outcome { guid, unix_fds })
 }

@@ -20,8 +20,6 @@ use crate::error::Error;
 const READ_CHUNK: usize = 64 * 1024;
 /// Most fds one `recvmsg` can carry (the kernel's SCM_MAX_FD is 253).
 const MAX_FDS_PER_RECV: usize = 253;
-/// Longest SASL line we accept from a server before giving up on it.
-const MAX_LINE: usize = 16 * 1024;
 
 pub(crate) struct Transport {
     pub(crate) stream: UnixStream,
@@ -42,7 +40,7 @@ impl Transport {
     /// free space, at least READ_CHUNK) to the input buffer and the fds to
     /// the fd queue. Fails with Timeout when the read time-out expires and
     /// Closed at end of stream.
-    fn read_more(&mut self, at_least: usize) -> Result<(), Error> {
+    pub(crate) fn read_more(&mut self, at_least: usize) -> Result<(), Error> {
         let start = self.inbuf.len();
         self.inbuf.reserve(at_least.max(READ_CHUNK));
         let want = self.inbuf.capacity() - start;
@@ -105,20 +103,14 @@ impl Transport {
         Ok(self.in_fds.drain(..n).collect())
     }
 
-    /// One `\r\n`-terminated line (without the terminator), for SASL.
-    pub(crate) fn read_line(&mut self) -> Result<String, Error> {
-        loop {
-            if let Some(end) = self.inbuf.windows(2).position(|w| w == b"\r\n") {
-                let line = self.inbuf.split_to(end + 2);
-                let text = std::str::from_utf8(&line[..end])
-                    .map_err(|_| Error::Auth("server sent a non-UTF-8 line".into()))?;
-                return Ok(text.to_owned());
-            }
-            if self.inbuf.len() > MAX_LINE {
-                return Err(Error::Auth("server sent an overlong line".into()));
-            }
-            self.read_more(0)?;
-        }
+    /// Received bytes not yet consumed (for the SASL exchange).
+    pub(crate) fn input(&self) -> &[u8] {
+        &self.inbuf
+    }
+
+    /// Drop the first `n` received bytes.
+    pub(crate) fn consume(&mut self, n: usize) {
+        let _ = self.inbuf.split_to(n.min(self.inbuf.len()));
     }
 
     /// Write all of `parts` back to back with one `sendmsg` (more only if
@@ -206,20 +198,31 @@ mod tests {
         (Transport::new(a), b)
     }
 
+    /// Read until `n` bytes are buffered, then take them.
+    fn take(t: &mut Transport, n: usize) -> Vec<u8> {
+        while t.input().len() < n {
+            t.read_more(0).unwrap();
+        }
+        let bytes = t.input()[..n].to_vec();
+        t.consume(n);
+        bytes
+    }
+
     #[test]
-    fn lines_are_split_and_the_rest_stays_buffered() {
+    fn consumed_input_is_gone_and_the_rest_stays_buffered() {
         let (mut t, mut peer) = pair();
-        peer.write_all(b"OK 1234\r\nAGREE_UNIX_FD\r\nl").unwrap();
-        assert_eq!(t.read_line().unwrap(), "OK 1234");
-        assert_eq!(t.read_line().unwrap(), "AGREE_UNIX_FD");
-        assert_eq!(&t.inbuf[..], b"l");
+        peer.write_all(b"OK 1234\r\nl").unwrap();
+        assert_eq!(take(&mut t, 9), b"OK 1234\r\n");
+        assert_eq!(t.input(), b"l");
+        t.consume(5);
+        assert_eq!(t.input(), b"");
     }
 
     #[test]
     fn end_of_stream_is_closed() {
         let (mut t, peer) = pair();
         drop(peer);
-        assert!(matches!(t.read_line(), Err(Error::Closed)));
+        assert!(matches!(t.read_more(0), Err(Error::Closed)));
     }
 
     #[test]
@@ -228,7 +231,7 @@ mod tests {
         t.stream
             .set_read_timeout(Some(std::time::Duration::from_millis(10)))
             .unwrap();
-        assert!(matches!(t.read_line(), Err(Error::Timeout)));
+        assert!(matches!(t.read_more(0), Err(Error::Timeout)));
     }
 
     #[test]
@@ -239,7 +242,7 @@ mod tests {
         sender
             .write_all(&[b"ab", b"", b"cd\r\n"], &[r.as_fd()])
             .unwrap();
-        assert_eq!(receiver.read_line().unwrap(), "abcd");
+        assert_eq!(take(&mut receiver, 6), b"abcd\r\n");
         let fd = receiver.take_fds(1).unwrap().pop().unwrap();
         assert!(receiver.take_fds(1).is_err());
         rustix::io::write(&w, b"x").unwrap();
@@ -272,10 +275,10 @@ mod tests {
         let (mut sender, peer) = pair();
         let mut receiver = Transport::new(peer);
         let words: Vec<String> = (0..40).map(|i| format!("{i},")).collect();
-        let mut parts: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
-        parts.push(b"\r\n");
+        let parts: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
         sender.write_all(&parts, &[]).unwrap();
-        assert_eq!(receiver.read_line().unwrap(), words.concat());
+        let all = words.concat();
+        assert_eq!(take(&mut receiver, all.len()), all.as_bytes());
     }
 
     #[test]
