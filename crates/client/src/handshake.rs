@@ -30,3 +30,57 @@ pub(crate) fn authenticate(transport: &mut Transport) -> Result<Authenticated, E
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+
+    /// A fake server that checks what the client sends and answers with
+    /// `replies`, delivered in small pieces to exercise partial reads.
+    fn run_against(replies: &'static [u8]) -> (Result<Authenticated, Error>, Transport) {
+        let (client, mut server) = UnixStream::pair().unwrap();
+        let server = std::thread::spawn(move || {
+            let expected = sasl::pipelined_external(sasl::current_uid(), true);
+            let mut got = vec![0u8; expected.len()];
+            server.read_exact(&mut got).unwrap();
+            assert_eq!(got, expected);
+            for piece in replies.chunks(5) {
+                server.write_all(piece).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            server
+        });
+        let mut transport = Transport::new(client);
+        let result = authenticate(&mut transport);
+        let _server = server.join().unwrap();
+        (result, transport)
+    }
+
+    #[test]
+    fn bytes_after_the_last_reply_stay_for_the_message_stream() {
+        let (result, transport) =
+            run_against(b"OK 0123456789abcdef0123456789abcdef\r\nAGREE_UNIX_FD\r\nl\x02");
+        let outcome = result.unwrap();
+        assert_eq!(outcome.guid, "0123456789abcdef0123456789abcdef");
+        assert!(outcome.unix_fd);
+        // "\r\nl\x02" is one write, so it arrives in one read.
+        assert_eq!(transport.input(), b"l\x02");
+    }
+
+    #[test]
+    fn refused_fd_passing_is_not_an_error() {
+        let (result, _) = run_against(b"OK 00ff\r\nERROR\r\n");
+        assert!(!result.unwrap().unix_fd);
+    }
+
+    #[test]
+    fn rejection_is_an_auth_error() {
+        let (result, _) = run_against(b"REJECTED ANONYMOUS\r\n");
+        match result {
+            Err(Error::Auth(reason)) => assert!(reason.contains("ANONYMOUS"), "{reason}"),
+            other => panic!("{:?}", other.map(|o| o.guid)),
+        }
+    }
+}
