@@ -2,9 +2,9 @@
 //! then send and receive messages.
 
 use std::collections::VecDeque;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use quickbus_wire::{Message, MessageBuilder, MessageType, Value};
@@ -29,6 +29,8 @@ pub struct Connection {
     server_guid: String,
     unix_fds: bool,
     last_serial: u32,
+    /// Longest wait for a reply (each read is bounded by it too).
+    timeout: Option<Duration>,
     /// Messages read while waiting for a reply, handed out by receive().
     pending: VecDeque<Received>,
 }
@@ -64,6 +66,7 @@ impl Connection {
 
     /// Authenticate over an already connected stream and say Hello.
     pub fn from_stream(stream: UnixStream) -> Result<Connection, Error> {
+        let timeout = stream.read_timeout()?;
         let mut transport = Transport::new(stream);
         let outcome = crate::handshake::authenticate(&mut transport)?;
         let mut conn = Connection {
@@ -72,6 +75,7 @@ impl Connection {
             server_guid: outcome.guid,
             unix_fds: outcome.unix_fd,
             last_serial: 0,
+            timeout,
             pending: VecDeque::new(),
         };
         let reply = conn.call(bus_call("Hello")).map_err(|e| match e {
@@ -100,11 +104,12 @@ impl Connection {
         self.unix_fds
     }
 
-    /// Time-out for every blocking read (None waits forever): receive() and
-    /// call() fail with Error::Timeout once it expires.
+    /// Time-out for every blocking read and write, and for the whole wait
+    /// of call() (None waits forever): they fail with Error::Timeout.
     pub fn set_timeout(&mut self, timeout: Option<Duration>) -> Result<(), Error> {
         self.transport.stream.set_read_timeout(timeout)?;
         self.transport.stream.set_write_timeout(timeout)?;
+        self.timeout = timeout;
         Ok(())
     }
 
@@ -188,7 +193,13 @@ impl Connection {
 
     /// Wait for the reply to the call sent with `serial`.
     pub fn wait_reply(&mut self, serial: u32) -> Result<Received, CallError> {
+        // Each read is bounded by the socket time-out; this bounds the sum,
+        // so a peer that keeps sending other messages cannot keep us here.
+        let deadline = self.timeout.map(|t| Instant::now() + t);
         loop {
+            if deadline.is_some_and(|d| Instant::now() > d) {
+                return Err(Error::Timeout.into());
+            }
             let (message, fds) = self.read_message()?;
             let is_reply = matches!(
                 message.msg_type(),
@@ -242,6 +253,13 @@ impl Connection {
     pub fn get_name_owner(&mut self, name: &str) -> Result<String, CallError> {
         let reply = self.call(bus_call("GetNameOwner").body(vec![Value::String(name.into())]))?;
         expect_string(&reply)
+    }
+}
+
+impl AsFd for Connection {
+    /// The socket, e.g. to poll it before receive().
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.transport.stream.as_fd()
     }
 }
 

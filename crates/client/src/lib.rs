@@ -3,7 +3,8 @@
 //! ```no_run
 //! use quickbus_client::Connection;
 //! let mut bus = Connection::session()?;
-//! println!("I am {}, the bus is {}", bus.unique_name(), bus.get_id()?);
+//! let id = bus.get_id()?;
+//! println!("I am {}, the bus is {id}", bus.unique_name());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
