@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::builder::BoolishValueParser;
-use clap::{Parser, Subcommand};
+use clap::{ArgAction, Parser, Subcommand};
 use quickbus_client::{CallError, Connection, MessageBuilder};
 use quickbus_wire::flags;
 
@@ -45,10 +45,12 @@ enum Command {
         #[arg(short, long)]
         quiet: bool,
         /// Wait for the reply (no: send and exit at once)
-        #[arg(long, value_name = "BOOL", default_value = "yes", value_parser = BoolishValueParser::new())]
+        #[arg(long, value_name = "BOOL", default_value = "yes", action = ArgAction::Set,
+              value_parser = BoolishValueParser::new())]
         expect_reply: bool,
         /// Let the bus start the destination service if needed
-        #[arg(long, value_name = "BOOL", default_value = "yes", value_parser = BoolishValueParser::new())]
+        #[arg(long, value_name = "BOOL", default_value = "yes", action = ArgAction::Set,
+              value_parser = BoolishValueParser::new())]
         auto_start: bool,
     },
     /// Emit a signal: PATH INTERFACE.MEMBER [SIGNATURE [ARG...]]
@@ -291,6 +293,32 @@ mod tests {
             Command::Call { args, .. } => assert_eq!(args, ["i", "-5"]),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn boolean_options_take_busctl_values() {
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["quickbus", "call"];
+            argv.extend_from_slice(extra);
+            argv.extend_from_slice(&["a.b", "/", "a.b.C"]);
+            match Cli::try_parse_from(argv).unwrap().command {
+                Command::Call {
+                    expect_reply,
+                    auto_start,
+                    ..
+                } => (expect_reply, auto_start),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(parse(&[]), (true, true));
+        assert_eq!(
+            parse(&["--expect-reply=no", "--auto-start=false"]),
+            (false, false)
+        );
+        assert_eq!(
+            parse(&["--expect-reply", "yes", "--auto-start=0"]),
+            (true, false)
+        );
     }
 
     #[test]

@@ -239,3 +239,54 @@ fn list_shows_names_with_owner_pid_and_uid() {
         "{acquired}"
     );
 }
+
+#[test]
+fn quiet_call_prints_nothing() {
+    let bus = TestBus::start();
+    let out = quickbus(
+        &bus,
+        &[
+            "call",
+            "--quiet",
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus.GetId",
+        ],
+    );
+    assert_eq!(stdout(&out), "");
+}
+
+#[test]
+fn call_without_expecting_a_reply_returns_at_once() {
+    let bus = TestBus::start();
+    let mut silent = bus.connect();
+    silent.request_name("org.example.Silent", 0).unwrap();
+    let out = quickbus(
+        &bus,
+        &[
+            "call",
+            "--expect-reply=no",
+            "org.example.Silent",
+            "/",
+            "org.example.Silent.Poke",
+            "u",
+            "5",
+        ],
+    );
+    assert_eq!(stdout(&out), "");
+    for _ in 0..100 {
+        let (message, _) = silent.receive().expect("the call");
+        if message.member() == Some("Poke") {
+            assert_eq!(
+                message.flags() & quickbus_wire::flags::NO_REPLY_EXPECTED,
+                quickbus_wire::flags::NO_REPLY_EXPECTED
+            );
+            assert_eq!(
+                message.body_values().unwrap(),
+                vec![quickbus_client::Value::Uint32(5)]
+            );
+            return;
+        }
+    }
+    panic!("the call never arrived");
+}
