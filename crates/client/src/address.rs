@@ -3,13 +3,16 @@
 
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixStream};
+use std::path::PathBuf;
+
+use quickbus_wire::address::{parse_addresses, AddressError, UnixAddress};
 
 use crate::error::Error;
 
 /// Where one address entry points, for the transports we support.
 #[derive(Debug, PartialEq, Eq)]
 enum Target {
-    Path(String),
+    Path(PathBuf),
     Abstract(Vec<u8>),
 }
 
@@ -30,7 +33,10 @@ pub(crate) fn connect_any(address: &str) -> Result<UnixStream, Error> {
 
 fn connect(target: &Target) -> Result<UnixStream, Error> {
     let (shown, result) = match target {
-        Target::Path(path) => (format!("unix:path={path}"), UnixStream::connect(path)),
+        Target::Path(path) => (
+            format!("unix:path={}", path.display()),
+            UnixStream::connect(path),
+        ),
         Target::Abstract(name) => (
             format!("unix:abstract={}", String::from_utf8_lossy(name)),
             SocketAddr::from_abstract_name(name).and_then(|a| UnixStream::connect_addr(&a)),
@@ -42,21 +48,24 @@ fn connect(target: &Target) -> Result<UnixStream, Error> {
     })
 }
 
-/// The supported entries of an address list, in order.
+/// The connectable unix entries of an address list, in order. Entries of
+/// other transports and listen-only unix entries (tmpdir=, dir=,
+/// runtime=) are skipped; a malformed entry is an error.
 fn targets(address: &str) -> Result<Vec<Target>, Error> {
-    let entries = quickbus_wire::address::parse_addresses(address).map_err(|e| Error::Address {
+    let invalid = |e: AddressError| Error::Address {
         address: address.to_owned(),
         reason: e.to_string(),
-    })?;
+    };
+    let entries = parse_addresses(address).map_err(invalid)?;
     let mut targets = Vec::new();
     for entry in &entries {
         if entry.transport() != "unix" {
             continue;
         }
-        if let Some(path) = entry.get("path") {
-            targets.push(Target::Path(path.to_owned()));
-        } else if let Some(name) = entry.get("abstract") {
-            targets.push(Target::Abstract(name.as_bytes().to_vec()));
+        match UnixAddress::try_from(entry).map_err(invalid)? {
+            UnixAddress::Path(path) => targets.push(Target::Path(path)),
+            UnixAddress::Abstract(name) => targets.push(Target::Abstract(name)),
+            UnixAddress::Tmpdir(_) | UnixAddress::Dir(_) | UnixAddress::Runtime => {}
         }
     }
     Ok(targets)
@@ -77,6 +86,22 @@ mod tests {
                 Target::Path("/run/b c".into())
             ]
         );
+    }
+
+    #[test]
+    fn listen_only_entries_are_skipped_and_bad_unix_entries_refused() {
+        assert_eq!(
+            targets("unix:tmpdir=/tmp;unix:runtime=yes").unwrap(),
+            vec![]
+        );
+        assert!(matches!(
+            targets("unix:path=/a,abstract=b"),
+            Err(Error::Address { .. })
+        ));
+        assert!(matches!(
+            targets("unix:guid=00"),
+            Err(Error::Address { .. })
+        ));
     }
 
     #[test]
