@@ -16,8 +16,12 @@ use rustix::net::{
 
 use crate::error::Error;
 
-/// How much we ask the kernel for per `recvmsg`.
-const READ_CHUNK: usize = 64 * 1024;
+/// Bounds of how much we ask the kernel for per `recvmsg`. The window
+/// adapts to the traffic: the space is zeroed before each read (safe Rust
+/// cannot read into uninitialised memory), so a small window keeps a
+/// ping-pong of small messages cheap while a full window grows for bulk.
+const MIN_READ: usize = 4 * 1024;
+const MAX_READ: usize = 256 * 1024;
 /// Most fds one `recvmsg` can carry (the kernel's SCM_MAX_FD is 253).
 const MAX_FDS_PER_RECV: usize = 253;
 
@@ -25,25 +29,27 @@ pub(crate) struct Transport {
     pub(crate) stream: UnixStream,
     inbuf: BytesMut,
     in_fds: VecDeque<OwnedFd>,
+    /// Current read window, between MIN_READ and MAX_READ.
+    read_size: usize,
 }
 
 impl Transport {
     pub(crate) fn new(stream: UnixStream) -> Transport {
         Transport {
             stream,
-            inbuf: BytesMut::with_capacity(READ_CHUNK),
+            inbuf: BytesMut::with_capacity(MAX_READ),
             in_fds: VecDeque::new(),
+            read_size: MIN_READ,
         }
     }
 
     /// One blocking `recvmsg`: appends whatever the socket has (up to the
-    /// free space, at least READ_CHUNK) to the input buffer and the fds to
-    /// the fd queue. Fails with Timeout when the read time-out expires and
+    /// read window, at least `at_least` bytes of room) to the input buffer
+    /// and the fds to the fd queue. Fails with Timeout when the read time-out expires and
     /// Closed at end of stream.
     pub(crate) fn read_more(&mut self, at_least: usize) -> Result<(), Error> {
         let start = self.inbuf.len();
-        self.inbuf.reserve(at_least.max(READ_CHUNK));
-        let want = self.inbuf.capacity() - start;
+        let want = at_least.max(self.read_size);
         self.inbuf.resize(start + want, 0);
         let mut space = [0u8; rustix::cmsg_space!(ScmRights(MAX_FDS_PER_RECV))];
         let mut control = RecvAncillaryBuffer::new(&mut space);
@@ -66,6 +72,7 @@ impl Transport {
             }
         };
         self.inbuf.truncate(start + got);
+        self.read_size = next_read_size(self.read_size, want, got);
         for msg in control.drain() {
             if let RecvAncillaryMessage::ScmRights(fds) = msg {
                 self.in_fds.extend(fds);
@@ -149,6 +156,17 @@ impl Transport {
             }
         }
         Ok(())
+    }
+}
+
+/// Grow the window when a read filled it, shrink it when reads use little.
+fn next_read_size(current: usize, asked: usize, got: usize) -> usize {
+    if got >= asked {
+        (current * 2).min(MAX_READ)
+    } else if got < current / 4 {
+        (current / 2).max(MIN_READ)
+    } else {
+        current
     }
 }
 
@@ -268,6 +286,15 @@ mod tests {
             remaining_slices(&many, 1, &mut stack, &mut heap).len(),
             MAX_PARTS + 2
         );
+    }
+
+    #[test]
+    fn the_read_window_follows_the_traffic() {
+        assert_eq!(next_read_size(MIN_READ, MIN_READ, MIN_READ), 2 * MIN_READ);
+        assert_eq!(next_read_size(MAX_READ, MAX_READ, MAX_READ), MAX_READ);
+        assert_eq!(next_read_size(64 * 1024, 64 * 1024, 100), 32 * 1024);
+        assert_eq!(next_read_size(MIN_READ, MIN_READ, 1), MIN_READ);
+        assert_eq!(next_read_size(64 * 1024, 64 * 1024, 20 * 1024), 64 * 1024);
     }
 
     #[test]

@@ -214,3 +214,50 @@ fn a_call_nobody_answers_times_out() {
     let (message, _) = receive_from_peer(&mut silent);
     assert_eq!(message.member(), Some("NeverAnswered"));
 }
+
+#[test]
+fn a_large_message_arrives_whole() {
+    let bus = TestBus::start();
+    let mut receiver = bus.connect();
+    let mut sender = bus.connect();
+    let payload: Vec<Value> = (0..1_000_000u32).map(|i| Value::Byte(i as u8)).collect();
+    let call = MessageBuilder::method_call("/big", "Take")
+        .interface("org.example.Big")
+        .destination(receiver.unique_name())
+        .flags(quickbus_wire::flags::NO_REPLY_EXPECTED)
+        .body(vec![Value::Array {
+            elem_sig: "y".into(),
+            items: payload.clone(),
+        }]);
+    sender.send(call, &[]).unwrap();
+    let (message, _) = receive_from_peer(&mut receiver);
+    assert_eq!(message.member(), Some("Take"));
+    match message.body_values().unwrap().pop() {
+        Some(Value::Array { items, .. }) => assert!(items == payload),
+        other => panic!("unexpected body {other:?}"),
+    }
+}
+
+#[test]
+fn a_burst_sent_as_one_batch_arrives_complete_and_in_order() {
+    let bus = TestBus::start();
+    let mut listener = bus.connect();
+    let mut emitter = bus.connect();
+    let destination = listener.unique_name().to_owned();
+    let batch: Vec<bytes::Bytes> = (0..1000u32)
+        .map(|i| {
+            MessageBuilder::signal("/burst", "org.example.Burst", "Item")
+                .destination(&destination)
+                .body(vec![Value::Uint32(i)])
+                .build(emitter.next_serial())
+                .unwrap()
+        })
+        .collect();
+    emitter.send_batch(&batch).unwrap();
+    let mut next = 0u32;
+    while next < 1000 {
+        let (message, _) = receive_from_peer(&mut listener);
+        assert_eq!(message.body_values().unwrap(), vec![Value::Uint32(next)]);
+        next += 1;
+    }
+}
