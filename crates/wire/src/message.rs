@@ -1,0 +1,444 @@
+//! A validated message: the raw bytes plus offsets of its header fields.
+//! `parse` is the one validation; accessors only slice.
+
+use bytes::Bytes;
+
+use crate::header::{self, Field};
+use crate::read::Reader;
+use crate::signature::CompleteTypes;
+use crate::write::Writer;
+use crate::{framing, names, Endian, Error, ErrorKind, MessageType, Value};
+
+/// Where a validated UTF-8 string lies in `Message::raw`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    len: u32,
+}
+
+impl Span {
+    fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..self.start as usize + self.len as usize
+    }
+}
+
+/// A complete, fully validated D-Bus message.
+#[derive(Clone, Debug)]
+pub struct Message {
+    raw: Bytes,
+    endian: Endian,
+    msg_type: MessageType,
+    flags: u8,
+    serial: u32,
+    body_start: u32,
+    path: Option<Span>,
+    interface: Option<Span>,
+    member: Option<Span>,
+    error_name: Option<Span>,
+    destination: Option<Span>,
+    sender: Option<Span>,
+    signature: Option<Span>,
+    reply_serial: Option<u32>,
+    unix_fds: Option<u32>,
+}
+
+/// A message split for sending: the stamped header and the shared body.
+/// `header ++ body` is a valid message and `header.len() % 8 == 0`.
+#[derive(Clone, Debug)]
+pub struct Frame {
+    pub header: Bytes,
+    pub body: Bytes,
+}
+
+/// What kind of string argument a match rule sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StrKind {
+    String,
+    ObjectPath,
+    Signature,
+}
+
+/// A top-level string-like argument of a message body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StrArg<'a> {
+    pub kind: StrKind,
+    pub value: &'a str,
+}
+
+impl Message {
+    /// Validate `raw` (exactly one message) fully: fixed header, every
+    /// header field, and the body against its signature.
+    pub fn parse(raw: Bytes) -> Result<Message, Error> {
+        let data: &[u8] = &raw;
+        let total = framing::frame_length(data)?.ok_or_else(Error::truncated)?;
+        if data.len() < total {
+            return Err(Error::truncated());
+        }
+        if data.len() > total {
+            return Err(Error::header("bytes after the end of the message"));
+        }
+        let endian = Endian::from_byte(data[0])?;
+        let msg_type = MessageType::from_byte(data[1])?;
+        let flags = data[2];
+        let mut fixed = Reader::new(data, 4, endian, 0);
+        let body_len = fixed.u32()? as usize;
+        let serial = fixed.u32()?;
+        if serial == 0 {
+            return Err(Error::header("serial is 0"));
+        }
+        let fields_len = fixed.u32()? as usize;
+        let fields_end = framing::MIN_HEADER_LEN + fields_len;
+        let body_start = fields_end.next_multiple_of(8);
+        let fields_data = data.get(..fields_end).ok_or_else(Error::truncated)?;
+        let mut message = Message {
+            raw: Bytes::new(),
+            endian,
+            msg_type,
+            flags,
+            serial,
+            body_start: body_start as u32,
+            path: None,
+            interface: None,
+            member: None,
+            error_name: None,
+            destination: None,
+            sender: None,
+            signature: None,
+            reply_serial: None,
+            unix_fds: None,
+        };
+        message.parse_fields(Reader::new(fields_data, 16, endian, u32::MAX))?;
+        let padding = data
+            .get(fields_end..body_start)
+            .ok_or_else(Error::truncated)?;
+        if padding.iter().any(|&b| b != 0) {
+            return Err(Error::header("non-zero padding after the header"));
+        }
+        message.check_required_fields()?;
+        let body = data.get(body_start..).ok_or_else(Error::truncated)?;
+        if body.len() != body_len {
+            return Err(Error::truncated());
+        }
+        let signature = match message.signature {
+            Some(span) => data.get(span.range()).ok_or_else(Error::truncated)?,
+            None => &[],
+        };
+        validate_body(body, signature, endian, message.unix_fds())?;
+        message.raw = raw;
+        Ok(message)
+    }
+
+    fn parse_fields(&mut self, mut r: Reader<'_>) -> Result<(), Error> {
+        while !r.at_end() {
+            r.align(8)?;
+            let code = r.u8()?;
+            let (sig, _) = r.signature()?;
+            let field = Field::from_code(code)?;
+            let Some(field) = field else {
+                // Unknown field: the spec says to ignore it, but its value
+                // must still be well formed.
+                crate::signature::validate_single(sig)?;
+                r.value(sig, 3, None)?;
+                continue;
+            };
+            if sig != field.signature() {
+                return Err(Error::header(format!(
+                    "header field {field:?} has the wrong type"
+                )));
+            }
+            let duplicate = match field {
+                Field::Path => set_span(&mut self.path, path_field(&mut r)?),
+                Field::Interface => set_span(&mut self.interface, interface_field(&mut r)?),
+                Field::Member => set_span(
+                    &mut self.member,
+                    checked_string(&mut r, names::is_valid_member)?,
+                ),
+                Field::ErrorName => set_span(
+                    &mut self.error_name,
+                    checked_string(&mut r, names::is_valid_error_name)?,
+                ),
+                Field::Destination => set_span(
+                    &mut self.destination,
+                    checked_string(&mut r, names::is_valid_bus_name)?,
+                ),
+                Field::Sender => set_span(
+                    &mut self.sender,
+                    checked_string(&mut r, names::is_valid_bus_name)?,
+                ),
+                Field::Signature => {
+                    let (sig, start) = r.signature()?;
+                    set_span(&mut self.signature, span(start, sig.len()))
+                }
+                Field::ReplySerial => {
+                    let v = r.u32()?;
+                    if v == 0 {
+                        return Err(Error::header("reply serial is 0"));
+                    }
+                    self.reply_serial.replace(v).is_some()
+                }
+                Field::UnixFds => self.unix_fds.replace(r.u32()?).is_some(),
+            };
+            if duplicate {
+                return Err(Error::header(format!(
+                    "header field {field:?} appears twice"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_required_fields(&self) -> Result<(), Error> {
+        let missing = |what: &'static str| Err(Error::header(what));
+        match self.msg_type {
+            MessageType::MethodCall => {
+                if self.path.is_none() {
+                    return missing("method call without PATH");
+                }
+                if self.member.is_none() {
+                    return missing("method call without MEMBER");
+                }
+            }
+            MessageType::MethodReturn => {
+                if self.reply_serial.is_none() {
+                    return missing("method return without REPLY_SERIAL");
+                }
+            }
+            MessageType::Error => {
+                if self.error_name.is_none() {
+                    return missing("error without ERROR_NAME");
+                }
+                if self.reply_serial.is_none() {
+                    return missing("error without REPLY_SERIAL");
+                }
+            }
+            MessageType::Signal => {
+                if self.path.is_none() {
+                    return missing("signal without PATH");
+                }
+                if self.interface.is_none() {
+                    return missing("signal without INTERFACE");
+                }
+                if self.member.is_none() {
+                    return missing("signal without MEMBER");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn endian(&self) -> Endian {
+        self.endian
+    }
+    pub fn msg_type(&self) -> MessageType {
+        self.msg_type
+    }
+    pub fn flags(&self) -> u8 {
+        self.flags
+    }
+    pub fn serial(&self) -> u32 {
+        self.serial
+    }
+    pub fn path(&self) -> Option<&str> {
+        self.str_at(self.path)
+    }
+    pub fn interface(&self) -> Option<&str> {
+        self.str_at(self.interface)
+    }
+    pub fn member(&self) -> Option<&str> {
+        self.str_at(self.member)
+    }
+    pub fn error_name(&self) -> Option<&str> {
+        self.str_at(self.error_name)
+    }
+    pub fn destination(&self) -> Option<&str> {
+        self.str_at(self.destination)
+    }
+    pub fn sender(&self) -> Option<&str> {
+        self.str_at(self.sender)
+    }
+    /// The body signature, "" when the SIGNATURE field is absent.
+    pub fn signature(&self) -> &str {
+        self.str_at(self.signature).unwrap_or("")
+    }
+    pub fn reply_serial(&self) -> Option<u32> {
+        self.reply_serial
+    }
+    /// Number of fds the message says it carries, 0 when absent.
+    pub fn unix_fds(&self) -> u32 {
+        self.unix_fds.unwrap_or(0)
+    }
+    pub fn body(&self) -> &[u8] {
+        self.raw.get(self.body_start as usize..).unwrap_or_default()
+    }
+    pub fn raw(&self) -> &Bytes {
+        &self.raw
+    }
+
+    fn str_at(&self, span: Option<Span>) -> Option<&str> {
+        let bytes = self.raw.get(span?.range())?;
+        // SAFETY: every Span stored in a Message is created by `parse` from
+        // a `&str` that `std::str::from_utf8` (or signature validation, which
+        // admits only ASCII type codes) accepted at exactly this range of
+        // exactly these bytes; `raw` is an immutable `Bytes` that is never
+        // replaced after the spans are recorded, so the bytes are still UTF-8.
+        Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+    }
+
+    /// Decode the whole body into values.
+    pub fn body_values(&self) -> Result<Vec<Value>, Error> {
+        let mut out = Vec::new();
+        let mut r = Reader::new(self.body(), 0, self.endian, self.unix_fds());
+        for t in CompleteTypes::new(self.signature().as_bytes()) {
+            r.value(t?, 0, Some(&mut out))?;
+        }
+        Ok(out)
+    }
+
+    /// Top-level args 0..max as match rules see them: `Some` for `s`, `o`
+    /// and `g` arguments, `None` for others. Shorter than `max` when the
+    /// body has fewer arguments.
+    pub fn string_args(&self, max: usize) -> Vec<Option<StrArg<'_>>> {
+        let mut out = Vec::new();
+        let mut r = Reader::new(self.body(), 0, self.endian, u32::MAX);
+        for t in CompleteTypes::new(self.signature().as_bytes()).take(max) {
+            let Ok(t) = t else { break };
+            let arg = match t.first() {
+                Some(b's') => r.string().ok().map(|(value, _)| StrArg {
+                    kind: StrKind::String,
+                    value,
+                }),
+                Some(b'o') => r.string().ok().map(|(value, _)| StrArg {
+                    kind: StrKind::ObjectPath,
+                    value,
+                }),
+                Some(b'g') => r.signature().ok().and_then(|(sig, _)| {
+                    Some(StrArg {
+                        kind: StrKind::Signature,
+                        value: std::str::from_utf8(sig).ok()?,
+                    })
+                }),
+                _ => {
+                    if r.skip(t).is_err() {
+                        break;
+                    }
+                    None
+                }
+            };
+            out.push(arg);
+        }
+        out
+    }
+
+    /// The message with its header rewritten: SENDER = `sender` (the old one
+    /// and any unknown field dropped), body shared with `self` (no copy).
+    /// `sender` must be a valid bus name for the result to be valid.
+    pub fn stamp(&self, sender: &str) -> Frame {
+        debug_assert!(names::is_valid_bus_name(sender));
+        let mut w =
+            Writer::with_capacity(self.endian, self.body_start as usize + sender.len() + 16);
+        w.u8(self.endian.to_byte());
+        w.u8(self.msg_type as u8);
+        w.u8(self.flags);
+        w.u8(1);
+        w.u32(self.body().len() as u32);
+        w.u32(self.serial);
+        let array = w.begin_array(8);
+        let text_fields = [
+            (Field::Path, self.path()),
+            (Field::Interface, self.interface()),
+            (Field::Member, self.member()),
+            (Field::ErrorName, self.error_name()),
+            (Field::Destination, self.destination()),
+            (Field::Sender, Some(sender)),
+        ];
+        for (field, value) in text_fields {
+            if let Some(value) = value {
+                header::write_string_field(&mut w, field, value);
+            }
+        }
+        if let Some(serial) = self.reply_serial {
+            header::write_u32_field(&mut w, Field::ReplySerial, serial);
+        }
+        if self.signature.is_some() {
+            header::write_signature_field(&mut w, self.signature());
+        }
+        if let Some(fds) = self.unix_fds {
+            header::write_u32_field(&mut w, Field::UnixFds, fds);
+        }
+        // The header field array is far below its 64 MiB limit here: the
+        // original one was, and only a bus name (<= 255 bytes) is added.
+        let _ = w.end_array(array);
+        w.align(8);
+        Frame {
+            header: Bytes::from(w.buf),
+            body: self.raw.slice(self.body_start as usize..),
+        }
+    }
+}
+
+fn span(start: usize, len: usize) -> Span {
+    Span {
+        start: start as u32,
+        len: len as u32,
+    }
+}
+
+/// Record a field; true if it was already there.
+fn set_span(slot: &mut Option<Span>, value: Span) -> bool {
+    slot.replace(value).is_some()
+}
+
+fn checked_string(r: &mut Reader<'_>, valid: fn(&str) -> bool) -> Result<Span, Error> {
+    let (s, start) = r.string()?;
+    if !valid(s) {
+        return Err(Error::new(
+            ErrorKind::Header,
+            format!("invalid name {s:?} in header"),
+        ));
+    }
+    Ok(span(start, s.len()))
+}
+
+fn path_field(r: &mut Reader<'_>) -> Result<Span, Error> {
+    let (path, start) = r.object_path()?;
+    if path == header::LOCAL_PATH {
+        return Err(Error::header(
+            "the path /org/freedesktop/DBus/Local is reserved",
+        ));
+    }
+    Ok(span(start, path.len()))
+}
+
+fn interface_field(r: &mut Reader<'_>) -> Result<Span, Error> {
+    let (interface, start) = r.string()?;
+    if !names::is_valid_interface(interface) {
+        return Err(Error::header(format!(
+            "invalid interface {interface:?} in header"
+        )));
+    }
+    if interface == header::LOCAL_INTERFACE {
+        return Err(Error::header(
+            "the interface org.freedesktop.DBus.Local is reserved",
+        ));
+    }
+    Ok(span(start, interface.len()))
+}
+
+fn validate_body(
+    body: &[u8],
+    signature: &[u8],
+    endian: Endian,
+    unix_fds: u32,
+) -> Result<(), Error> {
+    let mut r = Reader::new(body, 0, endian, unix_fds);
+    for t in CompleteTypes::new(signature) {
+        r.value(t?, 0, None)?;
+    }
+    if !r.at_end() {
+        return Err(Error::body(format!(
+            "body is longer than its signature: {} bytes left",
+            body.len() - r.pos()
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,213 @@
+//! Tests of parse, accessors, body_values, string_args and stamp through
+//! messages made by the builder (and raw bytes for malformed input).
+
+use bytes::Bytes;
+
+use crate::{
+    flags, Endian, ErrorKind, Message, MessageBuilder, MessageType, StrArg, StrKind, Value,
+};
+
+const BOTH: [Endian; 2] = [Endian::Little, Endian::Big];
+
+fn every_type() -> Vec<Value> {
+    vec![
+        Value::Byte(0xfe),
+        Value::Bool(true),
+        Value::Int16(-2),
+        Value::Uint16(0xfffe),
+        Value::Int32(-3),
+        Value::Uint32(0xdead_beef),
+        Value::Int64(-4),
+        Value::Uint64(u64::MAX - 1),
+        Value::Double(-1.25),
+        Value::String("héllo".into()),
+        Value::ObjectPath("/org/example/Obj".into()),
+        Value::Signature("a{sv}".into()),
+        Value::UnixFd(1),
+        Value::Array {
+            elem_sig: "{sv}".into(),
+            items: vec![
+                Value::DictEntry(
+                    Box::new(Value::String("one".into())),
+                    Box::new(Value::Variant(Box::new(Value::Uint32(1)))),
+                ),
+                Value::DictEntry(
+                    Box::new(Value::String("two".into())),
+                    Box::new(Value::Variant(Box::new(Value::Struct(vec![
+                        Value::Byte(2),
+                        Value::Int64(2),
+                    ])))),
+                ),
+            ],
+        },
+        Value::Array {
+            elem_sig: "x".into(),
+            items: vec![],
+        },
+        Value::Struct(vec![
+            Value::Byte(1),
+            Value::Variant(Box::new(Value::Byte(2))),
+        ]),
+        Value::Variant(Box::new(Value::Array {
+            elem_sig: "ay".into(),
+            items: vec![Value::Array {
+                elem_sig: "y".into(),
+                items: vec![Value::Byte(1), Value::Byte(2), Value::Byte(3)],
+            }],
+        })),
+    ]
+}
+
+#[test]
+fn method_call_round_trip_in_both_byte_orders() {
+    for endian in BOTH {
+        let raw = MessageBuilder::method_call("/org/example", "Frob")
+            .interface("org.example.Iface")
+            .destination("org.example.Service")
+            .sender(":1.7")
+            .flags(flags::NO_AUTO_START)
+            .unix_fds(2)
+            .endian(endian)
+            .body(every_type())
+            .build(42)
+            .unwrap();
+        let m = Message::parse(raw.clone()).unwrap();
+        assert_eq!(m.endian(), endian);
+        assert_eq!(m.msg_type(), MessageType::MethodCall);
+        assert_eq!(m.flags(), flags::NO_AUTO_START);
+        assert_eq!(m.serial(), 42);
+        assert_eq!(m.path(), Some("/org/example"));
+        assert_eq!(m.interface(), Some("org.example.Iface"));
+        assert_eq!(m.member(), Some("Frob"));
+        assert_eq!(m.error_name(), None);
+        assert_eq!(m.destination(), Some("org.example.Service"));
+        assert_eq!(m.sender(), Some(":1.7"));
+        assert_eq!(m.signature(), "ybnqiuxtdsogha{sv}ax(yv)v");
+        assert_eq!(m.reply_serial(), None);
+        assert_eq!(m.unix_fds(), 2);
+        assert_eq!(m.raw(), &raw);
+        assert_eq!(m.body_values().unwrap(), every_type());
+    }
+}
+
+#[test]
+fn other_message_types() {
+    for endian in BOTH {
+        let ret = MessageBuilder::method_return(5)
+            .endian(endian)
+            .build(6)
+            .unwrap();
+        let m = Message::parse(ret).unwrap();
+        assert_eq!(m.msg_type(), MessageType::MethodReturn);
+        assert_eq!(m.reply_serial(), Some(5));
+        assert_eq!(m.signature(), "");
+        assert!(m.body().is_empty());
+        assert_eq!(m.body_values().unwrap(), vec![]);
+
+        let err = MessageBuilder::error(5, "org.example.Error.Failed")
+            .body(vec![Value::String("why".into())])
+            .endian(endian)
+            .build(7)
+            .unwrap();
+        let m = Message::parse(err).unwrap();
+        assert_eq!(m.msg_type(), MessageType::Error);
+        assert_eq!(m.error_name(), Some("org.example.Error.Failed"));
+        assert_eq!(m.reply_serial(), Some(5));
+
+        let sig = MessageBuilder::signal("/a", "org.example.I", "Changed")
+            .endian(endian)
+            .build(8)
+            .unwrap();
+        let m = Message::parse(sig).unwrap();
+        assert_eq!(m.msg_type(), MessageType::Signal);
+        assert_eq!(m.interface(), Some("org.example.I"));
+    }
+}
+
+#[test]
+fn string_args_sees_s_o_g() {
+    let raw = MessageBuilder::signal("/a", "org.example.I", "Changed")
+        .body(vec![
+            Value::String("zero".into()),
+            Value::Array {
+                elem_sig: "s".into(),
+                items: vec![Value::String("skipped".into())],
+            },
+            Value::ObjectPath("/two".into()),
+            Value::Struct(vec![Value::Byte(1), Value::String("x".into())]),
+            Value::Variant(Box::new(Value::String("v".into()))),
+            Value::Signature("ai".into()),
+            Value::String("six".into()),
+        ])
+        .build(1)
+        .unwrap();
+    let m = Message::parse(raw).unwrap();
+    let args = m.string_args(6);
+    assert_eq!(
+        args,
+        vec![
+            Some(StrArg {
+                kind: StrKind::String,
+                value: "zero"
+            }),
+            None,
+            Some(StrArg {
+                kind: StrKind::ObjectPath,
+                value: "/two"
+            }),
+            None,
+            None,
+            Some(StrArg {
+                kind: StrKind::Signature,
+                value: "ai"
+            }),
+        ]
+    );
+    assert_eq!(m.string_args(64).len(), 7);
+    assert!(m.string_args(0).is_empty());
+}
+
+#[test]
+fn stamp_replaces_sender_and_shares_body() {
+    for endian in BOTH {
+        let raw = MessageBuilder::method_call("/org/example", "Frob")
+            .interface("org.example.Iface")
+            .destination("org.example.Service")
+            .sender(":1.999999")
+            .unix_fds(2)
+            .endian(endian)
+            .header_field(42, Value::String("future".into()))
+            .body(every_type())
+            .build(42)
+            .unwrap();
+        let m = Message::parse(raw).unwrap();
+        let frame = m.stamp(":1.5");
+        assert_eq!(frame.header.len() % 8, 0);
+        assert_eq!(frame.body.as_ptr(), m.body().as_ptr(), "body is not copied");
+        let mut joined = frame.header.to_vec();
+        joined.extend_from_slice(&frame.body);
+        let s = Message::parse(Bytes::from(joined)).unwrap();
+        assert_eq!(s.sender(), Some(":1.5"));
+        assert_eq!(s.endian(), endian);
+        assert_eq!(s.serial(), 42);
+        assert_eq!(s.path(), m.path());
+        assert_eq!(s.interface(), m.interface());
+        assert_eq!(s.member(), m.member());
+        assert_eq!(s.destination(), m.destination());
+        assert_eq!(s.signature(), m.signature());
+        assert_eq!(s.unix_fds(), 2);
+        assert_eq!(s.body(), m.body());
+    }
+}
+
+#[test]
+fn unknown_message_type_is_recognisable() {
+    let mut raw = MessageBuilder::method_return(1).build(1).unwrap().to_vec();
+    raw[1] = 5;
+    let err = Message::parse(Bytes::from(raw.clone())).unwrap_err();
+    assert!(err.is_unknown_message_type());
+    assert_eq!(err.kind(), ErrorKind::UnknownMessageType(5));
+    raw[1] = 0;
+    let err = Message::parse(Bytes::from(raw)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Header);
+}

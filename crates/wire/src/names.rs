@@ -1,0 +1,208 @@
+//! Validators for the names the D-Bus specification defines: bus names,
+//! interfaces, members, error names, object paths and signatures.
+
+use crate::Error;
+
+/// Longest bus, interface, member or error name.
+pub const MAX_NAME_LEN: usize = 255;
+
+fn is_name_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// Dot-separated elements, at least two, each non-empty, made of
+/// `[A-Za-z0-9_]` (plus `-` when `dash` is set), not starting with a digit
+/// unless `digit_first` is set.
+fn dotted(name: &str, dash: bool, digit_first: bool) -> bool {
+    if name.is_empty() || name.len() > MAX_NAME_LEN {
+        return false;
+    }
+    let mut elements = 0;
+    for element in name.split('.') {
+        let bytes = element.as_bytes();
+        let Some(&first) = bytes.first() else {
+            return false;
+        };
+        if first.is_ascii_digit() && !digit_first {
+            return false;
+        }
+        if !bytes
+            .iter()
+            .all(|&c| is_name_char(c) || (dash && c == b'-'))
+        {
+            return false;
+        }
+        elements += 1;
+    }
+    elements >= 2
+}
+
+/// A unique (`:1.42`) or well-known (`org.example.Service`) bus name.
+pub fn is_valid_bus_name(name: &str) -> bool {
+    is_valid_unique_name(name) || is_valid_well_known_name(name)
+}
+
+/// A unique connection name: `:` then dotted elements that may start with a digit.
+pub fn is_valid_unique_name(name: &str) -> bool {
+    name.len() <= MAX_NAME_LEN
+        && name
+            .strip_prefix(':')
+            .is_some_and(|rest| dotted(rest, true, true))
+}
+
+/// A well-known bus name such as `org.example.Service`.
+pub fn is_valid_well_known_name(name: &str) -> bool {
+    !name.starts_with(':') && dotted(name, true, false)
+}
+
+/// An interface name such as `org.freedesktop.DBus`.
+pub fn is_valid_interface(name: &str) -> bool {
+    dotted(name, false, false)
+}
+
+/// An error name; same rules as interface names.
+pub fn is_valid_error_name(name: &str) -> bool {
+    is_valid_interface(name)
+}
+
+/// A member (method or signal) name: one element, no dots.
+pub fn is_valid_member(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    match bytes.first() {
+        None => false,
+        Some(first) if first.is_ascii_digit() => false,
+        Some(_) => bytes.len() <= MAX_NAME_LEN && bytes.iter().all(|&c| is_name_char(c)),
+    }
+}
+
+/// An object path: `/`, or `/`-separated non-empty `[A-Za-z0-9_]` elements.
+pub fn is_valid_object_path(path: &str) -> bool {
+    if path == "/" {
+        return true;
+    }
+    match path.strip_prefix('/') {
+        None => false,
+        Some(rest) => rest
+            .split('/')
+            .all(|e| !e.is_empty() && e.bytes().all(is_name_char)),
+    }
+}
+
+/// A type signature: zero or more complete types, at most 255 bytes and
+/// within the nesting limits.
+pub fn validate_signature(signature: &str) -> Result<(), Error> {
+    crate::signature::validate(signature.as_bytes())
+}
+
+/// [`validate_signature`] as a bool.
+pub fn is_valid_signature(signature: &str) -> bool {
+    validate_signature(signature).is_ok()
+}
+
+/// Exactly one complete type (what a variant may hold).
+pub fn is_valid_single_signature(signature: &str) -> bool {
+    crate::signature::validate_single(signature.as_bytes()).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bus_names() {
+        for good in [
+            ":1.0",
+            ":1.42",
+            ":a.b-c",
+            "org.freedesktop.DBus",
+            "a.b",
+            "a-b.c_d",
+            "_a._b",
+            "org.example.x1",
+        ] {
+            assert!(is_valid_bus_name(good), "{good}");
+        }
+        for bad in [
+            "",
+            ":",
+            ":1",
+            ":1.",
+            ":.1",
+            "org",
+            "org.",
+            ".org.x",
+            "org..x",
+            "1org.x",
+            "org.1x",
+            "org.ex ample",
+            "org.é.x",
+            "org/x.y",
+        ] {
+            assert!(!is_valid_bus_name(bad), "{bad}");
+        }
+        let long = format!("a.{}", "b".repeat(253));
+        assert_eq!(long.len(), 255);
+        assert!(is_valid_bus_name(&long));
+        assert!(!is_valid_bus_name(&format!("{long}c")));
+        let long_unique = format!(":1.{}", "2".repeat(252));
+        assert!(is_valid_unique_name(&long_unique));
+        assert!(!is_valid_unique_name(&format!("{long_unique}3")));
+    }
+
+    #[test]
+    fn unique_versus_well_known() {
+        assert!(is_valid_unique_name(":1.5"));
+        assert!(!is_valid_unique_name("org.x"));
+        assert!(is_valid_well_known_name("org.x"));
+        assert!(!is_valid_well_known_name(":1.5"));
+    }
+
+    #[test]
+    fn interfaces_and_errors() {
+        for good in ["org.freedesktop.DBus", "a.b", "a_1.b_2", "_.x"] {
+            assert!(is_valid_interface(good), "{good}");
+            assert!(is_valid_error_name(good), "{good}");
+        }
+        for bad in [
+            "", "org", "org.", "org..x", "org.1x", "org.a-b", ":1.2", "a.b c",
+        ] {
+            assert!(!is_valid_interface(bad), "{bad}");
+            assert!(!is_valid_error_name(bad), "{bad}");
+        }
+        let long = format!("a.{}", "b".repeat(254));
+        assert!(!is_valid_interface(&long));
+        assert!(is_valid_interface(&long[..255]));
+    }
+
+    #[test]
+    fn members() {
+        for good in ["Hello", "a", "_x", "Get_1"] {
+            assert!(is_valid_member(good), "{good}");
+        }
+        for bad in ["", "1a", "a.b", "a-b", "a b", "é"] {
+            assert!(!is_valid_member(bad), "{bad}");
+        }
+        assert!(is_valid_member(&"m".repeat(255)));
+        assert!(!is_valid_member(&"m".repeat(256)));
+    }
+
+    #[test]
+    fn object_paths() {
+        for good in ["/", "/a", "/org/freedesktop/DBus", "/a_1/B2/_"] {
+            assert!(is_valid_object_path(good), "{good}");
+        }
+        for bad in ["", "a", "//", "/a/", "/a//b", "/a-b", "/a.b", "/é"] {
+            assert!(!is_valid_object_path(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn signatures() {
+        assert!(is_valid_signature(""));
+        assert!(is_valid_signature("a{sv}as(ii)v"));
+        assert!(!is_valid_signature("a{vs}"));
+        assert!(is_valid_single_signature("a{sv}"));
+        assert!(!is_valid_single_signature("ss"));
+        assert!(!is_valid_single_signature(""));
+    }
+}
