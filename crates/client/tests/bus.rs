@@ -205,7 +205,7 @@ fn a_call_nobody_answers_times_out() {
     let call = MessageBuilder::method_call("/", "NeverAnswered")
         .interface("org.example.Silent")
         .destination(silent.unique_name());
-    let err = caller.call(call).err().expect("no reply can come");
+    let err = caller.call(call).expect_err("no reply can come");
     assert!(
         matches!(err, CallError::Connection(Error::Timeout)),
         "{err}"
