@@ -7,7 +7,8 @@ command. Every signal delivered to the connection is printed as an event line:
 
     signal <interface>.<member> path=<path> sender=<sender> dest=<dest|-> args=<json>
 
-Commands (JSON arguments are converted by dbus-python using the signature):
+Commands (JSON arguments are converted by dbus-python using the signature,
+`-` is the empty signature):
 
     bus METHOD SIG JSON_ARGS            call org.freedesktop.DBus: `bus METHOD <json reply>`
     call DEST PATH IFACE METHOD SIG JSON_ARGS      `call <json reply>`
@@ -42,8 +43,28 @@ def out(*words):
     print(" ".join(str(w) for w in words), flush=True)
 
 
+def plain(value):
+    """dbus-python values as plain Python (dbus.Boolean is an int subclass)."""
+    if isinstance(value, dbus.Boolean):
+        return bool(value)
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, (str, float)) or value is None:
+        return value
+    return str(value)
+
+
 def to_json(value):
-    return json.dumps(value, default=str)
+    return json.dumps(plain(value))
+
+
+def signature(word):
+    """`-` stands for the empty signature on the command line."""
+    return "" if word == "-" else word
 
 
 class FailedError(dbus.DBusException):
@@ -108,14 +129,16 @@ class Peer:
         op = words[0]
         try:
             if op == "bus":
-                method, sig, args = words[1], words[2], json.loads(" ".join(words[3:]))
+                method, sig, args = words[1], signature(words[2]), json.loads(" ".join(words[3:]))
                 out("bus", method, to_json(self.call(*BUS, method, sig, args)))
             elif op == "call":
-                dest, path, iface, method, sig = words[1:6]
+                dest, path, iface, method = words[1:5]
+                sig = signature(words[5])
                 args = json.loads(" ".join(words[6:]))
                 out("call", to_json(self.call(dest, path, iface, method, sig, args)))
             elif op == "call_noreply":
-                dest, path, iface, method, sig = words[1:6]
+                dest, path, iface, method = words[1:5]
+                sig = signature(words[5])
                 args = json.loads(" ".join(words[6:]))
                 msg = dbus.lowlevel.MethodCallMessage(dest, path, iface, method)
                 msg.set_no_reply(True)
@@ -152,6 +175,8 @@ class Peer:
                 out("error", "peer.UnknownCommand", op)
         except dbus.DBusException as err:
             out("error", err.get_dbus_name(), err.get_dbus_message())
+        except Exception as err:  # a bad command must not leave the test waiting
+            out("error", "peer.Exception", repr(err))
         return False
 
 

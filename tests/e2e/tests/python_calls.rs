@@ -1,0 +1,164 @@
+//! dbus-python peers: method calls and replies between peers, one-way
+//! calls, error replies, unicast signals, fd passing, credentials.
+
+use quickbus_e2e::{Bus, Peer};
+
+const SERVICE: &str = "com.example.Service";
+const OBJECT: &str = "/com/example/Test";
+
+/// A peer owning [`SERVICE`] and serving com.example.Test at [`OBJECT`].
+fn service(bus: &Bus) -> Peer {
+    let mut service = bus.peer();
+    service.serve(OBJECT);
+    assert_eq!(service.request_name(SERVICE, 0), 1);
+    service
+}
+
+#[test]
+fn a_method_call_round_trips_by_well_known_and_unique_name() {
+    let bus = Bus::start();
+    let mut service = service(&bus);
+    let mut caller = bus.peer();
+    let reply = caller.command(&format!(
+        r#"call {SERVICE} {OBJECT} com.example.Test Echo s ["hello"]"#
+    ));
+    assert_eq!(reply, r#"call "hello""#);
+    service.wait_event(|e| e == r#"called Echo ["hello"] no_reply=False"#);
+    let reply = caller.command(&format!(
+        r#"call {} {OBJECT} com.example.Test Echo s ["again"]"#,
+        service.unique_name()
+    ));
+    assert_eq!(reply, r#"call "again""#);
+}
+
+#[test]
+fn no_reply_expected_reaches_the_service_with_the_flag_set() {
+    let bus = Bus::start();
+    let mut service = service(&bus);
+    let mut caller = bus.peer();
+    let reply = caller.command(&format!(
+        r#"call_noreply {SERVICE} {OBJECT} com.example.Test Record s ["one-way"]"#
+    ));
+    assert_eq!(reply, "call_noreply sent");
+    service.wait_event(|e| e == r#"called Record ["one-way"] no_reply=True"#);
+    // The caller's connection still works and nothing else came back.
+    assert_eq!(caller.command("ping"), "pong");
+}
+
+#[test]
+fn an_error_reply_reaches_the_caller() {
+    let bus = Bus::start();
+    let _service = service(&bus);
+    let mut caller = bus.peer();
+    let reply = caller.command(&format!(
+        r#"call {SERVICE} {OBJECT} com.example.Test Fail - []"#
+    ));
+    assert_eq!(reply, "error com.example.Error.Failed failed on purpose");
+}
+
+#[test]
+fn a_call_to_a_name_nobody_owns_is_service_unknown() {
+    let bus = Bus::start();
+    let mut caller = bus.peer();
+    let reply = caller.command(&format!(
+        r#"call com.example.Nobody {OBJECT} com.example.Test Echo s ["x"]"#
+    ));
+    assert!(
+        reply.starts_with("error org.freedesktop.DBus.Error.ServiceUnknown "),
+        "{reply}"
+    );
+}
+
+#[test]
+fn a_unicast_signal_reaches_its_destination_only() {
+    let bus = Bus::start();
+    let mut target = bus.peer();
+    let mut bystander = bus.peer();
+    let mut sender = bus.peer();
+    bystander.add_match("type='signal',interface='com.example.Unicast'");
+    sender.emit(&format!(
+        r#"{{"path": "/u", "iface": "com.example.Unicast", "member": "Ping", "dest": "{}", "args": [["s", "for you"]]}}"#,
+        target.unique_name()
+    ));
+    // The target has no match rule: addressed signals need none.
+    let event = target.wait_event(|e| e.starts_with("signal com.example.Unicast.Ping "));
+    let expected = format!(
+        r#"signal com.example.Unicast.Ping path=/u sender={} dest={} args=["for you"]"#,
+        sender.unique_name(),
+        target.unique_name()
+    );
+    assert_eq!(event, expected);
+    // A later broadcast from the same sender: once the bystander has it, it
+    // would have had the unicast too.
+    sender.emit(r#"{"path": "/u", "iface": "com.example.Unicast", "member": "Done"}"#);
+    bystander.wait_event(|e| e.starts_with("signal com.example.Unicast.Done "));
+    assert!(
+        !bystander
+            .events()
+            .iter()
+            .any(|e| e.contains("Unicast.Ping")),
+        "{:#?}",
+        bystander.events()
+    );
+}
+
+#[test]
+fn a_unix_fd_passes_through_the_bus() {
+    let bus = Bus::start();
+    let mut service = service(&bus);
+    let mut caller = bus.peer();
+    let reply = caller.command(&format!("sendfd {SERVICE} {OBJECT} bytes through a pipe"));
+    assert_eq!(reply, r#"sendfd "bytes through a pipe""#);
+    service.wait_event(|e| e == r#"called ReadFd ["bytes through a pipe"] no_reply=False"#);
+}
+
+#[test]
+fn get_connection_credentials_of_self_and_of_another_peer() {
+    let bus = Bus::start();
+    let mut me = bus.peer();
+    let other = bus.peer();
+    let uid = rustix::process::getuid().as_raw();
+    for (name, pid) in [
+        (me.unique_name().to_owned(), me.pid()),
+        (other.unique_name().to_owned(), other.pid()),
+    ] {
+        let creds = me.bus("GetConnectionCredentials", "s", &format!(r#"["{name}"]"#));
+        assert!(
+            creds.contains(&format!(r#""UnixUserID": {uid}"#)),
+            "{creds}"
+        );
+        assert!(creds.contains(&format!(r#""ProcessID": {pid}"#)), "{creds}");
+    }
+    let reply = me.bus_call("GetConnectionCredentials", "s", r#"["com.example.Nobody"]"#);
+    assert!(
+        reply.starts_with("error org.freedesktop.DBus.Error.NameHasNoOwner "),
+        "{reply}"
+    );
+}
+
+#[test]
+fn get_connection_unix_user_and_process_id_of_own_name() {
+    let bus = Bus::start();
+    let mut me = bus.peer();
+    let own = format!(r#"["{}"]"#, me.unique_name());
+    let uid = rustix::process::getuid().as_raw();
+    assert_eq!(me.bus("GetConnectionUnixUser", "s", &own), uid.to_string());
+    let pid = me.pid();
+    assert_eq!(
+        me.bus("GetConnectionUnixProcessID", "s", &own),
+        pid.to_string()
+    );
+}
+
+#[test]
+fn name_has_owner_follows_ownership() {
+    let bus = Bus::start();
+    let mut owner = bus.peer();
+    let mut asker = bus.peer();
+    let query = format!(r#"["{SERVICE}"]"#);
+    assert_eq!(asker.bus("NameHasOwner", "s", &query), "false");
+    assert_eq!(owner.request_name(SERVICE, 0), 1);
+    assert_eq!(asker.bus("NameHasOwner", "s", &query), "true");
+    assert_eq!(owner.release_name(SERVICE), 1);
+    assert_eq!(asker.bus("NameHasOwner", "s", &query), "false");
+}
