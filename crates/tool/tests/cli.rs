@@ -9,12 +9,20 @@ use quickbus_client::Connection;
 
 /// Run `quickbus --address ADDR ARGS...`, killed if it outlives the limit.
 fn quickbus(bus: &TestBus, args: &[&str]) -> Output {
+    let mut argv = vec!["--address", bus.address()];
+    argv.extend_from_slice(args);
+    run(&argv, &[])
+}
+
+/// Run `quickbus --timeout 20 ARGS...` with only `env` as bus variables.
+fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_quickbus"))
-        .arg("--address")
-        .arg(bus.address())
         .arg("--timeout")
         .arg("20")
         .args(args)
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .env_remove("DBUS_SYSTEM_BUS_ADDRESS")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -289,4 +297,26 @@ fn call_without_expecting_a_reply_returns_at_once() {
         }
     }
     panic!("the call never arrived");
+}
+
+#[test]
+fn the_bus_comes_from_the_environment_by_default() {
+    let bus = TestBus::start();
+    let get_id = [
+        "call",
+        "org.freedesktop.DBus",
+        "/org/freedesktop/DBus",
+        "org.freedesktop.DBus.GetId",
+    ];
+    let mut reference = bus.connect();
+    let expected = format!("s \"{}\"\n", reference.get_id().unwrap());
+    let session = run(&get_id, &[("DBUS_SESSION_BUS_ADDRESS", bus.address())]);
+    assert_eq!(stdout(&session), expected);
+    let mut system_args = vec!["--system"];
+    system_args.extend_from_slice(&get_id);
+    let system = run(&system_args, &[("DBUS_SYSTEM_BUS_ADDRESS", bus.address())]);
+    assert_eq!(stdout(&system), expected);
+    let nowhere = run(&get_id, &[]);
+    assert_eq!(nowhere.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&nowhere.stderr).contains("DBUS_SESSION_BUS_ADDRESS"));
 }
