@@ -113,7 +113,8 @@ impl Connection {
         Ok(())
     }
 
-    /// The serial the next send() will use, reserved now. Serials skip 0.
+    /// A fresh serial for a message the caller builds itself (send_raw,
+    /// send_batch); send() takes its own. Serials skip 0 when they wrap.
     pub fn next_serial(&mut self) -> u32 {
         self.last_serial = self.last_serial.wrapping_add(1);
         if self.last_serial == 0 {
