@@ -180,6 +180,16 @@ impl Bus {
 
     fn terminate(&mut self) -> ExitStatus {
         self.stopped = true;
+        // A daemon may print its address before installing its SIGTERM
+        // handler (dbus-daemon does); one round trip proves its main loop
+        // runs. The outcome is not the point, only the wait.
+        let _ = run_bounded(self.client("dbus-send").args([
+            "--session",
+            "--print-reply",
+            "--dest=org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus.Peer.Ping",
+        ]));
         let pid = Pid::from_child(&self.child);
         let _ = kill_process(pid, Signal::Term);
         match wait_bounded(&mut self.child) {
