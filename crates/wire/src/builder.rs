@@ -226,3 +226,162 @@ impl MessageBuilder {
         Ok(w.buf)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    fn call() -> MessageBuilder {
+        MessageBuilder::method_call("/a", "M")
+    }
+
+    fn body_error(values: Vec<Value>) -> ErrorKind {
+        call().body(values).build(1).unwrap_err().kind()
+    }
+
+    #[test]
+    fn invalid_names_are_errors() {
+        let cases = [
+            MessageBuilder::method_call("a", "M"),
+            MessageBuilder::method_call("/a", "a.b"),
+            call().interface("nodot"),
+            call().destination("a..b"),
+            call().sender("1.x"),
+            MessageBuilder::error(1, "bad"),
+            MessageBuilder::signal("/a", "x", "S"),
+            MessageBuilder::method_call("/org/freedesktop/DBus/Local", "M"),
+            call().interface("org.freedesktop.DBus.Local"),
+        ];
+        for builder in cases {
+            assert_eq!(
+                builder.build(1).unwrap_err().kind(),
+                ErrorKind::Name,
+                "{builder:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn serial_zero_is_an_error() {
+        assert!(call().build(0).is_err());
+        assert!(call().build(1).is_ok());
+    }
+
+    #[test]
+    fn invalid_values_are_errors() {
+        assert_eq!(
+            body_error(vec![Value::String("a\0b".into())]),
+            ErrorKind::Value
+        );
+        assert_eq!(
+            body_error(vec![Value::ObjectPath("a".into())]),
+            ErrorKind::Value
+        );
+        assert_eq!(
+            body_error(vec![Value::Signature("a".into())]),
+            ErrorKind::Signature
+        );
+        assert_eq!(
+            body_error(vec![Value::Struct(vec![])]),
+            ErrorKind::Signature
+        );
+        let mismatched = Value::Array {
+            elem_sig: "u".into(),
+            items: vec![Value::Uint32(1), Value::Int32(2)],
+        };
+        assert_eq!(body_error(vec![mismatched]), ErrorKind::Value);
+        let struct_key = Value::Array {
+            elem_sig: "{(y)y}".into(),
+            items: vec![],
+        };
+        assert_eq!(body_error(vec![struct_key]), ErrorKind::Signature);
+        let bare_entry = Value::DictEntry(Box::new(Value::Byte(1)), Box::new(Value::Byte(2)));
+        assert_eq!(body_error(vec![bare_entry]), ErrorKind::Signature);
+        let entry_in_variant = Value::Variant(Box::new(Value::DictEntry(
+            Box::new(Value::Byte(1)),
+            Box::new(Value::Byte(2)),
+        )));
+        assert_eq!(body_error(vec![entry_in_variant]), ErrorKind::Signature);
+        // An fd index needs a UNIX_FDS field above it.
+        assert_eq!(body_error(vec![Value::UnixFd(0)]), ErrorKind::Body);
+        assert!(call()
+            .unix_fds(1)
+            .body(vec![Value::UnixFd(0)])
+            .build(1)
+            .is_ok());
+    }
+
+    #[test]
+    fn too_deep_values_are_errors() {
+        let mut value = Value::Byte(1);
+        for _ in 0..65 {
+            value = Value::Variant(Box::new(value));
+        }
+        assert_eq!(body_error(vec![value]), ErrorKind::TooLarge);
+    }
+
+    #[test]
+    fn too_long_signature_is_an_error() {
+        assert!(call().body(vec![Value::Byte(1); 255]).build(1).is_ok());
+        assert!(call().body(vec![Value::Byte(1); 256]).build(1).is_err());
+    }
+
+    #[test]
+    fn unknown_header_fields() {
+        let raw = call()
+            .header_field(10, Value::String("x".into()))
+            .header_field(
+                255,
+                Value::Array {
+                    elem_sig: "y".into(),
+                    items: vec![Value::Byte(3)],
+                },
+            )
+            .build(1)
+            .unwrap();
+        let m = Message::parse(raw).unwrap();
+        assert_eq!(m.member(), Some("M"));
+        assert!(call()
+            .header_field(3, Value::String("M".into()))
+            .build(1)
+            .is_err());
+        assert!(call().header_field(0, Value::Byte(0)).build(1).is_err());
+    }
+
+    #[test]
+    fn big_endian_layout() {
+        let raw = MessageBuilder::method_return(0x0102_0304)
+            .endian(Endian::Big)
+            .body(vec![Value::Uint32(0x0a0b_0c0d)])
+            .build(0x1122_3344)
+            .unwrap();
+        assert_eq!(
+            &raw[..12],
+            &[b'B', 2, 0, 1, 0, 0, 0, 4, 0x11, 0x22, 0x33, 0x44]
+        );
+        assert_eq!(&raw[raw.len() - 4..], &[0x0a, 0x0b, 0x0c, 0x0d]);
+        let raw = MessageBuilder::method_return(1)
+            .body(vec![Value::Uint32(0x0a0b_0c0d)])
+            .build(0x1122_3344)
+            .unwrap();
+        assert_eq!(
+            &raw[..12],
+            &[b'l', 2, 0, 1, 4, 0, 0, 0, 0x44, 0x33, 0x22, 0x11]
+        );
+        assert_eq!(&raw[raw.len() - 4..], &[0x0d, 0x0c, 0x0b, 0x0a]);
+    }
+
+    #[test]
+    fn hello_call_is_framed() {
+        let raw = MessageBuilder::method_call("/org/freedesktop/DBus", "Hello")
+            .interface("org.freedesktop.DBus")
+            .destination("org.freedesktop.DBus")
+            .build(1)
+            .unwrap();
+        assert_eq!(&raw[..4], b"l\x01\x00\x01");
+        assert_eq!(&raw[4..8], &[0, 0, 0, 0], "no body");
+        assert_eq!(raw.len() % 8, 0);
+        assert_eq!(crate::frame_length(&raw).unwrap(), Some(raw.len()));
+    }
+}

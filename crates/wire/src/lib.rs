@@ -106,3 +106,5 @@ pub mod flags {
 }
 #[cfg(test)]
 mod message_tests;
+#[cfg(test)]
+mod parse_tests;
