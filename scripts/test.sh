@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The one test command (README, CI): installs the Debian packages whose
+# clients the end-to-end tests drive (when missing), builds the workspace,
+# checks formatting and lints, and runs every test. The end-to-end tests use
+# the quickbus-daemon this build produced, or $QUICKBUS_TEST_DAEMON when set
+# (e.g. QUICKBUS_TEST_DAEMON=/usr/bin/dbus-daemon to check the tests
+# themselves against the reference). Exits non-zero on the first failure.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+# dbus-send, dbus-run-session, dbus-daemon (reference), busctl, gdbus,
+# dbus-python with GLib, and libdbus/sd-bus headers and tests for later work.
+packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev)
+
+install_packages() {
+    if ! command -v dpkg-query >/dev/null; then
+        echo "not a Debian system: install ${packages[*]} (or equivalents) yourself" >&2
+        return
+    fi
+    local missing=() package
+    for package in "${packages[@]}"; do
+        if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed'; then
+            missing+=("$package")
+        fi
+    done
+    if ((${#missing[@]} == 0)); then
+        return
+    fi
+    step "installing ${missing[*]}"
+    local sudo=()
+    if [[ $(id -u) -ne 0 ]]; then
+        sudo=(sudo)
+    fi
+    "${sudo[@]}" apt-get update
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+install_rust_components() {
+    local component
+    for component in rustfmt clippy; do
+        if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1 && command -v rustup >/dev/null; then
+            step "adding the $component component"
+            rustup component add "$component"
+        fi
+    done
+}
+
+install_packages
+install_rust_components
+
+step "cargo build --workspace"
+cargo build --workspace
+
+step "cargo fmt --all -- --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo test --workspace"
+cargo test --workspace
+
+step "all checks passed"
