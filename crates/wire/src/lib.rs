@@ -108,3 +108,5 @@ pub mod flags {
 mod message_tests;
 #[cfg(test)]
 mod parse_tests;
+#[cfg(test)]
+mod proptests;
