@@ -230,3 +230,35 @@ pub fn assert_guid_suffix(address: &str) {
         "address {address:?} does not end in ,guid=<32 hex digits>"
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guid_suffix_must_be_32_hex_digits_at_the_end() {
+        assert_guid_suffix("unix:path=/tmp/x,guid=0123456789abcdef0123456789abcdef");
+        for bad in [
+            "unix:path=/tmp/x",
+            "unix:path=/tmp/x,guid=0123456789abcdef0123456789abcde",
+            "unix:path=/tmp/x,guid=0123456789abcdef0123456789abcdeg",
+            "unix:path=/tmp/x,guid=0123456789abcdef0123456789abcdef,x=y",
+        ] {
+            let outcome = std::panic::catch_unwind(|| assert_guid_suffix(bad));
+            assert!(outcome.is_err(), "accepted {bad}");
+        }
+    }
+
+    #[test]
+    fn config_listens_where_asked_and_allows_everything() {
+        let dir = TempDir::new();
+        let text = std::fs::read_to_string(write_config(dir.path(), Listen::UnixPath)).unwrap();
+        let listen = format!("<listen>unix:path={}/bus</listen>", dir.path().display());
+        assert!(text.contains(&listen), "{text}");
+        assert!(text.contains("<auth>EXTERNAL</auth>"), "{text}");
+        assert!(text.contains("<type>session</type>"), "{text}");
+        let text = std::fs::read_to_string(write_config(dir.path(), Listen::UnixTmpdir)).unwrap();
+        let listen = format!("<listen>unix:tmpdir={}</listen>", dir.path().display());
+        assert!(text.contains(&listen), "{text}");
+    }
+}

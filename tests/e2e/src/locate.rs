@@ -97,3 +97,32 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.path);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_dirs_are_distinct_and_removed_on_drop() {
+        let first = TempDir::new();
+        let second = TempDir::new();
+        assert_ne!(first.path(), second.path());
+        let path = first.path().to_owned();
+        assert!(path.is_dir());
+        std::fs::write(path.join("file"), "x").unwrap();
+        drop(first);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn the_daemon_is_looked_for_next_to_the_test_binary_first() {
+        let exe = std::env::current_exe().unwrap();
+        let profile_dir = exe.parent().and_then(Path::parent).unwrap();
+        assert_eq!(daemon_candidates()[0], profile_dir.join(DAEMON_NAME));
+    }
+
+    #[test]
+    fn the_peer_script_exists() {
+        assert!(python_script("peer.py").is_file());
+    }
+}

@@ -179,3 +179,23 @@ pub fn json_string_list(items: &[&str]) -> String {
         .collect();
     format!("[{}]", quoted.join(", "))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_string_list_escapes_quotes_and_backslashes() {
+        assert_eq!(json_string_list(&[]), "[]");
+        assert_eq!(json_string_list(&["a", "b"]), r#"["a", "b"]"#);
+        assert_eq!(json_string_list(&[r#"x"y\z"#]), r#"["x\"y\\z"]"#);
+    }
+
+    #[test]
+    fn events_are_signals_and_calls() {
+        assert!(is_event("signal a.b path=/ sender=:1.1 dest=- args=[]"));
+        assert!(is_event("called Echo [\"x\"] no_reply=False"));
+        assert!(!is_event("bus GetId \"abc\""));
+        assert!(!is_event("error org.x.Y message"));
+    }
+}

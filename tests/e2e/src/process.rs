@@ -253,3 +253,42 @@ impl Drop for Background {
         self.kill();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_bounded_captures_output_and_status() {
+        let done = run_bounded(Command::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]));
+        assert_eq!(done.stdout, "out\n");
+        assert_eq!(done.stderr, "err\n");
+        assert_eq!(done.status.code(), Some(3));
+        let done = done.failure();
+        let outcome = std::panic::catch_unwind(move || done.success());
+        assert!(outcome.is_err(), "a failed command passed as success");
+    }
+
+    #[test]
+    fn background_reads_lines_and_sees_the_end() {
+        let mut child = Background::spawn(Command::new("sh").args(["-c", "read x; echo got $x"]));
+        use std::io::Write;
+        writeln!(child.stdin().unwrap(), "hello").unwrap();
+        assert_eq!(child.read_line(), "got hello");
+        assert!(child.wait().success());
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            child.try_read_line(Duration::from_secs(5))
+        }));
+        assert!(
+            outcome.is_err(),
+            "a closed stdout must not look like silence"
+        );
+    }
+
+    #[test]
+    fn wait_for_line_skips_unwanted_lines() {
+        let mut child = Background::spawn(Command::new("printf").arg("a\\nb\\nc\\n"));
+        assert_eq!(child.wait_for_line(|line| line == "b"), "b");
+        assert_eq!(child.read_line(), "c");
+    }
+}
