@@ -14,6 +14,7 @@ Commands (JSON arguments are converted by dbus-python using the signature,
     call DEST PATH IFACE METHOD SIG JSON_ARGS      `call <json reply>`
     call_noreply DEST PATH IFACE METHOD SIG JSON_ARGS  send with NO_REPLY_EXPECTED: `call_noreply sent`
     emit JSON                           {"path","iface","member","dest"?,"args":[[sig, value],...]}
+    emit_numbered COUNT JSON            COUNT signals {"path","iface","member"} carrying 0..COUNT-1
     serve PATH                          export the com.example.Test object: `serve ok`
     sendfd DEST PATH TEXT               write TEXT into a pipe, pass its read end to
                                         com.example.Test.ReadFd: `sendfd <json reply>`
@@ -157,6 +158,14 @@ class Peer:
                 self.conn.send_message(msg)
                 self.conn.flush()
                 out("emit", "sent")
+            elif op == "emit_numbered":
+                count, spec = int(words[1]), json.loads(" ".join(words[2:]))
+                for number in range(count):
+                    msg = dbus.lowlevel.SignalMessage(spec["path"], spec["iface"], spec["member"])
+                    msg.append(dbus.UInt32(number), signature="u")
+                    self.conn.send_message(msg)
+                self.conn.flush()
+                out("emit_numbered", "sent", count)
             elif op == "serve":
                 self.objects.append(TestObject(self.conn, words[1]))
                 out("serve", "ok")

@@ -176,3 +176,51 @@ fn connection_unix_user_of_an_unknown_name_is_name_has_no_owner() {
         "{out:#?}"
     );
 }
+
+#[test]
+fn a_method_call_reaches_a_python_service_and_returns() {
+    let bus = Bus::start();
+    let mut service = bus.peer();
+    service.serve("/com/example/Test");
+    assert_eq!(service.request_name("com.example.Service", 0), 1);
+    let out = bus
+        .run(
+            "dbus-send",
+            &[
+                "--session",
+                "--print-reply",
+                "--dest=com.example.Service",
+                "/com/example/Test",
+                "com.example.Test.Echo",
+                "string:from dbus-send",
+            ],
+        )
+        .success();
+    assert!(
+        out.stdout.contains(r#"string "from dbus-send""#),
+        "{out:#?}"
+    );
+}
+
+#[test]
+fn a_signal_reaches_a_python_receiver_with_a_match_rule() {
+    let bus = Bus::start();
+    let mut receiver = bus.peer();
+    receiver.add_match("type='signal',interface='com.example.Sent',arg0='yes'");
+    for arg in ["no", "yes"] {
+        bus.run(
+            "dbus-send",
+            &[
+                "--session",
+                "--type=signal",
+                "/com/example/Sent",
+                "com.example.Sent.Signal",
+                &format!("string:{arg}"),
+            ],
+        )
+        .success();
+    }
+    let event = receiver.wait_event(|e| e.starts_with("signal com.example.Sent.Signal "));
+    assert!(event.ends_with(r#"args=["yes"]"#), "{event}");
+    assert!(event.contains(" path=/com/example/Sent "), "{event}");
+}

@@ -162,3 +162,39 @@ fn name_has_owner_follows_ownership() {
     assert_eq!(owner.release_name(SERVICE), 1);
     assert_eq!(asker.bus("NameHasOwner", "s", &query), "false");
 }
+
+#[test]
+fn a_one_megabyte_argument_round_trips() {
+    let bus = Bus::start();
+    let _service = service(&bus);
+    let mut caller = bus.peer();
+    let big = "q".repeat(1 << 20);
+    let reply = caller.command(&format!(
+        r#"call {SERVICE} {OBJECT} com.example.Test Echo s ["{big}"]"#
+    ));
+    assert!(
+        reply == format!(r#"call "{big}""#),
+        "reply of {} bytes differs",
+        reply.len()
+    );
+}
+
+#[test]
+fn a_burst_of_signals_arrives_complete_and_in_order() {
+    const COUNT: usize = 2000;
+    let bus = Bus::start();
+    let mut receiver = bus.peer();
+    receiver.add_match("type='signal',interface='com.example.Burst'");
+    let mut sender = bus.peer();
+    let reply = sender.command(&format!(
+        r#"emit_numbered {COUNT} {{"path": "/burst", "iface": "com.example.Burst", "member": "N"}}"#
+    ));
+    assert_eq!(reply, format!("emit_numbered sent {COUNT}"));
+    for number in 0..COUNT {
+        let event = receiver.wait_event(|e| e.starts_with("signal com.example.Burst.N "));
+        assert!(
+            event.ends_with(&format!(" args=[{number}]")),
+            "signal {number}: {event}"
+        );
+    }
+}
