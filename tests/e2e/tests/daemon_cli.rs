@@ -113,3 +113,54 @@ fn a_unix_path_socket_is_created_where_the_config_says() {
         socket.display()
     );
 }
+
+#[test]
+fn print_pid_and_address_go_to_stdout_address_first() {
+    let dir = TempDir::new();
+    let config = write_config(dir.path(), Listen::UnixPath);
+    let mut daemon = Background::spawn(
+        Command::new(daemon_path())
+            .arg(format!("--config-file={}", config.display()))
+            .arg("--nofork")
+            .arg("--print-pid")
+            .arg("--print-address"),
+    );
+    quickbus_e2e::assert_guid_suffix(&daemon.read_line());
+    assert_eq!(daemon.read_line(), daemon.pid().to_string());
+}
+
+#[test]
+fn address_flag_overrides_the_configured_listen_address() {
+    let dir = TempDir::new();
+    let config = write_config(dir.path(), Listen::UnixPath);
+    let socket = dir.path().join("from-command-line");
+    let mut daemon = Background::spawn(
+        Command::new(daemon_path())
+            .arg(format!("--config-file={}", config.display()))
+            .arg("--nofork")
+            .arg(format!("--address=unix:path={}", socket.display()))
+            .arg("--print-address"),
+    );
+    let address = daemon.read_line();
+    let expected_start = format!("unix:path={},", socket.display());
+    assert!(address.starts_with(&expected_start), "{address}");
+    let mut ping = Command::new("dbus-send");
+    ping.env("DBUS_SESSION_BUS_ADDRESS", &address).args([
+        "--session",
+        "--print-reply",
+        "--dest=org.freedesktop.DBus",
+        "/org/freedesktop/DBus",
+        "org.freedesktop.DBus.Peer.Ping",
+    ]);
+    run_bounded(&mut ping).success();
+}
+
+#[test]
+fn introspect_flag_prints_the_driver_interface_and_exits() {
+    let out = run_bounded(Command::new(daemon_path()).arg("--introspect")).success();
+    assert!(
+        out.stdout
+            .contains(r#"<interface name="org.freedesktop.DBus">"#),
+        "{out:#?}"
+    );
+}
