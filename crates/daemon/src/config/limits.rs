@@ -1,0 +1,233 @@
+//! `<limit name="...">N</limit>`: dbus-daemon's resource limits, with its
+//! defaults, its names and its range checks.
+
+/// Every limit dbus-daemon 1.14 knows. Timeouts are in milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    pub max_incoming_bytes: u64,
+    pub max_incoming_unix_fds: u64,
+    pub max_outgoing_bytes: u64,
+    pub max_outgoing_unix_fds: u64,
+    pub max_message_size: u64,
+    pub max_message_unix_fds: u64,
+    pub service_start_timeout_ms: u64,
+    pub auth_timeout_ms: u64,
+    pub pending_fd_timeout_ms: u64,
+    /// None: replies are waited for forever (dbus-daemon's default).
+    pub reply_timeout_ms: Option<u64>,
+    pub max_completed_connections: u64,
+    pub max_incomplete_connections: u64,
+    pub max_connections_per_user: u64,
+    pub max_pending_service_starts: u64,
+    pub max_names_per_connection: u64,
+    pub max_match_rules_per_connection: u64,
+    pub max_replies_per_connection: u64,
+    pub max_containers: u64,
+    pub max_containers_per_user: u64,
+    pub max_container_metadata_bytes: u64,
+    pub max_connections_per_container: u64,
+}
+
+/// Descriptors one message may carry by default (dbus-daemon's
+/// DBUS_DEFAULT_MESSAGE_UNIX_FDS on Linux).
+const DEFAULT_MESSAGE_UNIX_FDS: u64 = 16;
+const MIB: u64 = 1024 * 1024;
+
+/// dbus-daemon's built-in values, used for every limit a file leaves out.
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_incoming_bytes: 127 * MIB,
+            max_incoming_unix_fds: DEFAULT_MESSAGE_UNIX_FDS * 4,
+            max_outgoing_bytes: 127 * MIB,
+            max_outgoing_unix_fds: DEFAULT_MESSAGE_UNIX_FDS * 4,
+            max_message_size: 32 * MIB,
+            max_message_unix_fds: DEFAULT_MESSAGE_UNIX_FDS,
+            service_start_timeout_ms: 25_000,
+            auth_timeout_ms: 30_000,
+            pending_fd_timeout_ms: 150_000,
+            reply_timeout_ms: None,
+            max_completed_connections: 2048,
+            max_incomplete_connections: 64,
+            max_connections_per_user: 256,
+            max_pending_service_starts: 512,
+            max_names_per_connection: 512,
+            max_match_rules_per_connection: 512,
+            max_replies_per_connection: 128,
+            max_containers: 512,
+            max_containers_per_user: 16,
+            max_container_metadata_bytes: 4096,
+            max_connections_per_container: 8,
+        }
+    }
+}
+
+/// How large a limit's value may be: dbus-daemon stores some in an `int`,
+/// the byte and fd counts in a `long`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Width {
+    Int,
+    Long,
+}
+
+impl Limits {
+    /// Set limit `name` from the element's text. Errors are dbus-daemon's.
+    pub fn set(&mut self, name: &str, text: &str) -> Result<(), String> {
+        let Some((slot, width)) = self.slot(name) else {
+            return Err(format!("there is no limit called \"{name}\""));
+        };
+        let value = parse_integer(text).ok_or_else(|| {
+            format!(
+                "<limit name=\"{name}\"> element has invalid value (could not parse as integer)"
+            )
+        })?;
+        if value < 0 {
+            return Err(format!("<limit name=\"{name}\"> must be a positive number"));
+        }
+        if width == Width::Int && value > i128::from(i32::MAX) {
+            return Err(format!("<limit name=\"{name}\"> value is too large"));
+        }
+        // The parse bounded the value to i64, so it fits in u64.
+        let value = u64::try_from(value)
+            .map_err(|_| format!("<limit name=\"{name}\"> value is too large"))?;
+        match slot {
+            Slot::Plain(field) => *field = value,
+            Slot::Optional(field) => *field = Some(value),
+        }
+        Ok(())
+    }
+
+    fn slot(&mut self, name: &str) -> Option<(Slot<'_>, Width)> {
+        use Width::{Int, Long};
+        let plain = |field, width| Some((Slot::Plain(field), width));
+        match name {
+            "max_incoming_bytes" => plain(&mut self.max_incoming_bytes, Long),
+            "max_incoming_unix_fds" => plain(&mut self.max_incoming_unix_fds, Long),
+            "max_outgoing_bytes" => plain(&mut self.max_outgoing_bytes, Long),
+            "max_outgoing_unix_fds" => plain(&mut self.max_outgoing_unix_fds, Long),
+            "max_message_size" => plain(&mut self.max_message_size, Long),
+            "max_message_unix_fds" => plain(&mut self.max_message_unix_fds, Long),
+            "service_start_timeout" => plain(&mut self.service_start_timeout_ms, Int),
+            "auth_timeout" => plain(&mut self.auth_timeout_ms, Int),
+            "pending_fd_timeout" => plain(&mut self.pending_fd_timeout_ms, Int),
+            "reply_timeout" => Some((Slot::Optional(&mut self.reply_timeout_ms), Int)),
+            "max_completed_connections" => plain(&mut self.max_completed_connections, Int),
+            "max_incomplete_connections" => plain(&mut self.max_incomplete_connections, Int),
+            "max_connections_per_user" => plain(&mut self.max_connections_per_user, Int),
+            "max_pending_service_starts" => plain(&mut self.max_pending_service_starts, Int),
+            "max_names_per_connection" => plain(&mut self.max_names_per_connection, Int),
+            "max_match_rules_per_connection" => {
+                plain(&mut self.max_match_rules_per_connection, Int)
+            }
+            "max_replies_per_connection" => plain(&mut self.max_replies_per_connection, Int),
+            "max_containers" => plain(&mut self.max_containers, Int),
+            "max_containers_per_user" => plain(&mut self.max_containers_per_user, Int),
+            "max_container_metadata_bytes" => plain(&mut self.max_container_metadata_bytes, Int),
+            "max_connections_per_container" => plain(&mut self.max_connections_per_container, Int),
+            _ => None,
+        }
+    }
+}
+
+enum Slot<'a> {
+    Plain(&'a mut u64),
+    Optional(&'a mut Option<u64>),
+}
+
+/// A decimal integer with an optional sign that fits in a C `long`
+/// (64 bits here). Stricter than dbus-daemon, which stops at the first
+/// non-digit: "10 seconds" is refused rather than read as 10.
+fn parse_integer(text: &str) -> Option<i128> {
+    let value: i64 = text.trim().parse().ok()?;
+    Some(i128::from(value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_dbus_daemon_limit_name_is_known() {
+        let names = [
+            "max_incoming_bytes",
+            "max_incoming_unix_fds",
+            "max_outgoing_bytes",
+            "max_outgoing_unix_fds",
+            "max_message_size",
+            "max_message_unix_fds",
+            "service_start_timeout",
+            "auth_timeout",
+            "pending_fd_timeout",
+            "reply_timeout",
+            "max_completed_connections",
+            "max_incomplete_connections",
+            "max_connections_per_user",
+            "max_pending_service_starts",
+            "max_names_per_connection",
+            "max_match_rules_per_connection",
+            "max_replies_per_connection",
+            "max_containers",
+            "max_containers_per_user",
+            "max_container_metadata_bytes",
+            "max_connections_per_container",
+        ];
+        let mut limits = Limits::default();
+        for (i, name) in names.iter().enumerate() {
+            limits.set(name, &(1000 + i).to_string()).unwrap();
+        }
+        // Each name reached its own field.
+        assert_eq!(limits.max_incoming_bytes, 1000);
+        assert_eq!(limits.service_start_timeout_ms, 1006);
+        assert_eq!(limits.auth_timeout_ms, 1007);
+        assert_eq!(limits.reply_timeout_ms, Some(1009));
+        assert_eq!(limits.max_completed_connections, 1010);
+        assert_eq!(limits.max_incomplete_connections, 1011);
+        assert_eq!(limits.max_names_per_connection, 1014);
+        assert_eq!(limits.max_connections_per_container, 1020);
+    }
+
+    #[test]
+    fn defaults_are_dbus_daemons() {
+        let limits = Limits::default();
+        assert_eq!(limits.max_message_size, 32 * 1024 * 1024);
+        assert_eq!(limits.auth_timeout_ms, 30_000);
+        assert_eq!(limits.max_incomplete_connections, 64);
+        assert_eq!(limits.max_completed_connections, 2048);
+        assert_eq!(limits.max_match_rules_per_connection, 512);
+        assert_eq!(limits.reply_timeout_ms, None);
+    }
+
+    #[test]
+    fn values_are_checked_as_dbus_daemon_does() {
+        let mut limits = Limits::default();
+        assert_eq!(
+            limits.set("max_bees", "5"),
+            Err("there is no limit called \"max_bees\"".into())
+        );
+        assert_eq!(
+            limits.set("auth_timeout", "bees"),
+            Err(
+                "<limit name=\"auth_timeout\"> element has invalid value (could not parse as integer)"
+                    .into()
+            )
+        );
+        assert_eq!(
+            limits.set("auth_timeout", "-1"),
+            Err("<limit name=\"auth_timeout\"> must be a positive number".into())
+        );
+        assert_eq!(
+            limits.set("max_names_per_connection", "3123123123"),
+            Err("<limit name=\"max_names_per_connection\"> value is too large".into())
+        );
+        // Byte counts are C longs: large values are fine, past i64 is not.
+        limits.set("max_incoming_bytes", "3123123123").unwrap();
+        assert_eq!(limits.max_incoming_bytes, 3_123_123_123);
+        assert!(limits
+            .set("max_incoming_bytes", "99999999999999999999")
+            .is_err());
+        // Surrounding blanks and a sign are accepted.
+        limits.set("auth_timeout", " +42 ").unwrap();
+        assert_eq!(limits.auth_timeout_ms, 42);
+        assert!(limits.set("auth_timeout", "10 seconds").is_err());
+    }
+}
