@@ -105,6 +105,8 @@ pub mod flags {
     pub const ALLOW_INTERACTIVE_AUTHORIZATION: u8 = 0x4;
 }
 #[cfg(test)]
+mod fuzz_regressions;
+#[cfg(test)]
 mod message_tests;
 #[cfg(test)]
 mod parse_tests;

@@ -132,15 +132,15 @@ impl Message {
         while !r.at_end() {
             r.align(8)?;
             let code = r.u8()?;
-            let (sig, _) = r.signature()?;
-            let field = Field::from_code(code)?;
-            let Some(field) = field else {
+            let (sig, _) = r.signature_bytes()?;
+            let Some(field) = Field::from_code(code)? else {
                 // Unknown field: the spec says to ignore it, but its value
                 // must still be well formed.
                 crate::signature::validate_single(sig)?;
                 r.value(sig, 3, None)?;
                 continue;
             };
+            // Comparing with the one expected type also validates `sig`.
             if sig != field.signature() {
                 return Err(Error::header(format!(
                     "header field {field:?} has the wrong type"

@@ -135,6 +135,14 @@ impl<'a> Reader<'a> {
 
     /// A signature (`g`): u8 length, bytes, NUL; validated.
     pub(crate) fn signature(&mut self) -> Result<(&'a [u8], usize), Error> {
+        let (sig, start) = self.signature_bytes()?;
+        signature::validate(sig)?;
+        Ok((sig, start))
+    }
+
+    /// The bytes of a signature, not yet validated (the caller checks
+    /// them, e.g. as exactly one complete type).
+    pub(crate) fn signature_bytes(&mut self) -> Result<(&'a [u8], usize), Error> {
         let len = self.u8()? as usize;
         let start = self.pos;
         let with_nul = self.take(len + 1)?;
@@ -142,7 +150,6 @@ impl<'a> Reader<'a> {
         if last != 0 {
             return Err(Error::body("signature not NUL terminated"));
         }
-        signature::validate(sig)?;
         Ok((sig, start))
     }
 
@@ -324,9 +331,9 @@ impl<'a> Reader<'a> {
     }
 
     fn variant(&mut self, depth: u32, out: Option<&mut Vec<Value>>) -> Result<(), Error> {
-        let (inner, _) = self.signature()?;
+        let (inner, _) = self.signature_bytes()?;
         signature::validate_single(inner)
-            .map_err(|_| Error::body("variant signature is not one complete type"))?;
+            .map_err(|_| Error::body("variant signature is not one valid complete type"))?;
         match out {
             None => self.value(inner, depth, None),
             Some(out) => {

@@ -2,7 +2,7 @@
 //! checked against their signature.
 
 use crate::signature::{self, CompleteTypes, MAX_TOTAL_DEPTH};
-use crate::{names, Endian, Error, Value, MAX_ARRAY_LEN};
+use crate::{names, Endian, Error, Value, MAX_ARRAY_LEN, MAX_MESSAGE_SIZE};
 
 /// An output buffer whose offset 0 is 8-aligned in the final message.
 pub(crate) struct Writer {
@@ -111,12 +111,14 @@ impl Writer {
             (b'd', Value::Double(v)) => self.u64(v.to_bits()),
             (b'h', Value::UnixFd(v)) => self.u32(*v),
             (b's', Value::String(s)) => {
+                check_string_len(s)?;
                 if s.contains('\0') {
                     return Err(Error::value("string contains a NUL byte"));
                 }
                 self.string(s);
             }
             (b'o', Value::ObjectPath(p)) => {
+                check_string_len(p)?;
                 if !names::is_valid_object_path(p) {
                     return Err(Error::value(format!("invalid object path {p:?}")));
                 }
@@ -178,6 +180,14 @@ impl Writer {
         }
         Ok(())
     }
+}
+
+/// Keeps the u32 length prefix from wrapping around.
+fn check_string_len(s: &str) -> Result<(), Error> {
+    if s.len() > MAX_MESSAGE_SIZE {
+        return Err(Error::too_large("string longer than a message may be"));
+    }
+    Ok(())
 }
 
 fn enter(depth: u32) -> Result<u32, Error> {
