@@ -44,6 +44,20 @@ fn blob(size: usize) -> MessageBuilder {
         }])
 }
 
+/// The worst shape for a validator that re-splits signatures per element.
+fn nested_structs(count: usize) -> MessageBuilder {
+    let mut value = Value::Byte(1);
+    let mut sig = "y".to_string();
+    for _ in 0..32 {
+        value = Value::Struct(vec![value]);
+        sig = format!("({sig})");
+    }
+    MessageBuilder::method_return(1).body(vec![Value::Array {
+        elem_sig: sig,
+        items: vec![value; count],
+    }])
+}
+
 fn measure(name: &str, bytes: usize, iterations: u32, mut f: impl FnMut()) {
     let start = Instant::now();
     for _ in 0..iterations {
@@ -64,6 +78,7 @@ fn main() {
                 items: (0..1000).map(|i| Value::String(format!("s{i}"))).collect(),
             }])
         }),
+        ("10000 structs nested 32 deep", nested_structs(10_000)),
     ] {
         let raw = builder.build(1).unwrap();
         let n = 200_000 / (1 + raw.len() as u32 / 512);

@@ -5,7 +5,7 @@ use bytes::Bytes;
 
 use crate::header::{self, Field};
 use crate::read::Reader;
-use crate::signature::CompleteTypes;
+use crate::signature::{Parsed, MAX_SIGNATURE_LEN};
 use crate::write::Writer;
 use crate::{framing, names, Endian, Error, ErrorKind, MessageType, Value};
 
@@ -136,8 +136,9 @@ impl Message {
             let Some(field) = Field::from_code(code)? else {
                 // Unknown field: the spec says to ignore it, but its value
                 // must still be well formed.
-                crate::signature::validate_single(sig)?;
-                r.value(sig, 3, None)?;
+                let mut table = [0; MAX_SIGNATURE_LEN];
+                let sig = Parsed::single(sig, &mut table)?;
+                r.value(&sig, 0, 3, None)?;
                 continue;
             };
             // Comparing with the one expected type also validates `sig`.
@@ -287,10 +288,10 @@ impl Message {
     /// Decode the whole body into values.
     pub fn body_values(&self) -> Result<Vec<Value>, Error> {
         let mut out = Vec::new();
-        let mut r = Reader::new(self.body(), 0, self.endian, self.unix_fds());
-        for t in CompleteTypes::new(self.signature().as_bytes()) {
-            r.value(t?, 0, Some(&mut out))?;
-        }
+        let mut table = [0; MAX_SIGNATURE_LEN];
+        let sig = Parsed::new(self.signature().as_bytes(), &mut table)?;
+        Reader::new(self.body(), 0, self.endian, self.unix_fds())
+            .values_to_end(&sig, Some(&mut out))?;
         Ok(out)
     }
 
@@ -299,32 +300,41 @@ impl Message {
     /// body has fewer arguments.
     pub fn string_args(&self, max: usize) -> Vec<Option<StrArg<'_>>> {
         let mut out = Vec::new();
+        let mut table = [0; MAX_SIGNATURE_LEN];
+        let Ok(sig) = Parsed::new(self.signature().as_bytes(), &mut table) else {
+            return out;
+        };
         let mut r = Reader::new(self.body(), 0, self.endian, u32::MAX);
-        for t in CompleteTypes::new(self.signature().as_bytes()).take(max) {
-            let Ok(t) = t else { break };
-            let arg = match t.first() {
-                Some(b's') => r.string().ok().map(|(value, _)| StrArg {
+        let mut at = 0;
+        while at < sig.len() && out.len() < max {
+            let arg = match sig.code(at) {
+                b's' => r.string().ok().map(|(value, _)| StrArg {
                     kind: StrKind::String,
                     value,
                 }),
-                Some(b'o') => r.string().ok().map(|(value, _)| StrArg {
+                b'o' => r.string().ok().map(|(value, _)| StrArg {
                     kind: StrKind::ObjectPath,
                     value,
                 }),
-                Some(b'g') => r.signature().ok().and_then(|(sig, _)| {
+                b'g' => r.signature_bytes().ok().and_then(|(sig, _)| {
                     Some(StrArg {
                         kind: StrKind::Signature,
                         value: std::str::from_utf8(sig).ok()?,
                     })
                 }),
                 _ => {
-                    if r.skip(t).is_err() {
+                    if r.skip(&sig, at).is_err() {
                         break;
                     }
                     None
                 }
             };
             out.push(arg);
+            let next = sig.end(at);
+            if next <= at {
+                break;
+            }
+            at = next;
         }
         out
     }
@@ -430,15 +440,7 @@ fn validate_body(
     endian: Endian,
     unix_fds: u32,
 ) -> Result<(), Error> {
-    let mut r = Reader::new(body, 0, endian, unix_fds);
-    for t in CompleteTypes::new(signature) {
-        r.value(t?, 0, None)?;
-    }
-    if !r.at_end() {
-        return Err(Error::body(format!(
-            "body is longer than its signature: {} bytes left",
-            body.len() - r.pos()
-        )));
-    }
-    Ok(())
+    let mut table = [0; MAX_SIGNATURE_LEN];
+    let sig = Parsed::new(signature, &mut table)?;
+    Reader::new(body, 0, endian, unix_fds).values_to_end(&sig, None)
 }

@@ -1,7 +1,7 @@
 //! Reading the wire format: aligned primitives and the one-pass walker that
 //! validates a value against its signature and, when asked, decodes it.
 
-use crate::signature::{self, CompleteTypes, MAX_TOTAL_DEPTH};
+use crate::signature::{self, Parsed, MAX_SIGNATURE_LEN, MAX_TOTAL_DEPTH};
 use crate::{Endian, Error, Value, MAX_ARRAY_LEN};
 
 /// A cursor over message bytes. Offsets are relative to `data`, whose start
@@ -25,10 +25,6 @@ impl<'a> Reader<'a> {
             endian,
             unix_fds,
         }
-    }
-
-    pub(crate) fn pos(&self) -> usize {
-        self.pos
     }
 
     pub(crate) fn at_end(&self) -> bool {
@@ -153,18 +149,17 @@ impl<'a> Reader<'a> {
         Ok((sig, start))
     }
 
-    /// Validate (and, when `out` is given, decode) one value of the complete
-    /// type `sig`. `depth` counts the containers around it.
+    /// Validate (and, when `out` is given, decode) one value of the
+    /// complete type starting at `at` in `sig`. `depth` counts the
+    /// containers around it.
     pub(crate) fn value(
         &mut self,
-        sig: &[u8],
+        sig: &Parsed<'_>,
+        at: usize,
         depth: u32,
         out: Option<&mut Vec<Value>>,
     ) -> Result<(), Error> {
-        let Some(&code) = sig.first() else {
-            return Err(Error::signature("empty type"));
-        };
-        let decoded = match code {
+        let decoded = match sig.code(at) {
             b'y' => Value::Byte(self.u8()?),
             b'b' => Value::Bool(self.bool()?),
             b'n' => Value::Int16(self.u16()? as i16),
@@ -196,9 +191,9 @@ impl<'a> Reader<'a> {
                 }
                 return Ok(());
             }
-            b'a' => return self.array(sig, enter(depth)?, out),
-            b'(' => return self.structure(sig, enter(depth)?, out),
-            b'{' => return self.dict_entry(sig, enter(depth)?, out),
+            b'a' => return self.array(sig, at, enter(depth)?, out),
+            b'(' => return self.structure(sig, at, enter(depth)?, out),
+            b'{' => return self.dict_entry(sig, at, enter(depth)?, out),
             b'v' => return self.variant(enter(depth)?, out),
             _ => return Err(Error::signature("unknown type code")),
         };
@@ -208,11 +203,15 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    fn array(&mut self, sig: &[u8], depth: u32, out: Option<&mut Vec<Value>>) -> Result<(), Error> {
-        let elem = sig.get(1..).unwrap_or_default();
-        let elem_code = *elem
-            .first()
-            .ok_or_else(|| Error::signature("array without element type"))?;
+    fn array(
+        &mut self,
+        sig: &Parsed<'_>,
+        at: usize,
+        depth: u32,
+        out: Option<&mut Vec<Value>>,
+    ) -> Result<(), Error> {
+        let elem = at + 1;
+        let elem_code = sig.code(elem);
         let len = self.u32()? as usize;
         if len > MAX_ARRAY_LEN {
             return Err(Error::too_large("array longer than 64 MiB"));
@@ -226,7 +225,7 @@ impl<'a> Reader<'a> {
             None => {
                 // Fast path: an array of plain fixed-size values needs only
                 // its length checked.
-                if let (Some(size), 1) = (signature::plain_fixed_size(elem_code), elem.len()) {
+                if let Some(size) = signature::plain_fixed_size(elem_code) {
                     if !len.is_multiple_of(size) {
                         return Err(Error::body(
                             "array length not a multiple of its element size",
@@ -235,13 +234,13 @@ impl<'a> Reader<'a> {
                     self.pos = end;
                     return Ok(());
                 }
-                self.elements(elem, end, depth, None)
+                self.elements(sig, elem, end, depth, None)
             }
             Some(out) => {
                 let mut items = Vec::new();
-                self.elements(elem, end, depth, Some(&mut items))?;
+                self.elements(sig, elem, end, depth, Some(&mut items))?;
                 out.push(Value::Array {
-                    elem_sig: sig_string(elem)?,
+                    elem_sig: sig_string(sig.type_at(elem))?,
                     items,
                 });
                 Ok(())
@@ -252,43 +251,56 @@ impl<'a> Reader<'a> {
     /// Array elements up to exactly `end`.
     fn elements(
         &mut self,
-        elem: &[u8],
+        sig: &Parsed<'_>,
+        elem: usize,
         end: usize,
         depth: u32,
         mut out: Option<&mut Vec<Value>>,
     ) -> Result<(), Error> {
         let outer_limit = std::mem::replace(&mut self.limit, end);
-        let result = (|| {
-            // Every D-Bus value takes at least one byte, so this ends.
-            while self.pos < end {
-                self.value(elem, depth, out.as_deref_mut())?;
-            }
-            Ok(())
-        })();
+        let mut result = Ok(());
+        // Every D-Bus value takes at least one byte, so this ends.
+        while self.pos < end && result.is_ok() {
+            result = self.value(sig, elem, depth, out.as_deref_mut());
+        }
         self.limit = outer_limit;
         result
     }
 
+    /// The fields of the struct at `at`, in order.
+    fn fields<'s>(sig: Parsed<'s>, at: usize) -> impl Iterator<Item = usize> + 's {
+        let close = sig.end(at).saturating_sub(1);
+        let mut next = at + 1;
+        std::iter::from_fn(move || {
+            let field = next;
+            let field_end = sig.end(field);
+            // A well-formed table always moves forward; stop otherwise.
+            if field >= close || field_end <= field {
+                return None;
+            }
+            next = field_end;
+            Some(field)
+        })
+    }
+
     fn structure(
         &mut self,
-        sig: &[u8],
+        sig: &Parsed<'_>,
+        at: usize,
         depth: u32,
         out: Option<&mut Vec<Value>>,
     ) -> Result<(), Error> {
         self.align(8)?;
-        let inner = sig
-            .get(1..sig.len().saturating_sub(1))
-            .ok_or_else(|| Error::signature("bad struct signature"))?;
         match out {
             None => {
-                for field in CompleteTypes::new(inner) {
-                    self.value(field?, depth, None)?;
+                for field in Self::fields(*sig, at) {
+                    self.value(sig, field, depth, None)?;
                 }
             }
             Some(out) => {
                 let mut fields = Vec::new();
-                for field in CompleteTypes::new(inner) {
-                    self.value(field?, depth, Some(&mut fields))?;
+                for field in Self::fields(*sig, at) {
+                    self.value(sig, field, depth, Some(&mut fields))?;
                 }
                 out.push(Value::Struct(fields));
             }
@@ -298,25 +310,22 @@ impl<'a> Reader<'a> {
 
     fn dict_entry(
         &mut self,
-        sig: &[u8],
+        sig: &Parsed<'_>,
+        at: usize,
         depth: u32,
         out: Option<&mut Vec<Value>>,
     ) -> Result<(), Error> {
         self.align(8)?;
-        let inner = sig
-            .get(1..sig.len().saturating_sub(1))
-            .ok_or_else(|| Error::signature("bad dict entry signature"))?;
-        let key_len = signature::first_len(inner)?;
-        let (key_sig, value_sig) = inner.split_at(key_len);
+        let (key, value) = (at + 1, at + 2);
         match out {
             None => {
-                self.value(key_sig, depth, None)?;
-                self.value(value_sig, depth, None)
+                self.value(sig, key, depth, None)?;
+                self.value(sig, value, depth, None)
             }
             Some(out) => {
                 let mut pair = Vec::with_capacity(2);
-                self.value(key_sig, depth, Some(&mut pair))?;
-                self.value(value_sig, depth, Some(&mut pair))?;
+                self.value(sig, key, depth, Some(&mut pair))?;
+                self.value(sig, value, depth, Some(&mut pair))?;
                 let value = pair.pop();
                 let key = pair.pop();
                 match (key, value) {
@@ -331,14 +340,15 @@ impl<'a> Reader<'a> {
     }
 
     fn variant(&mut self, depth: u32, out: Option<&mut Vec<Value>>) -> Result<(), Error> {
-        let (inner, _) = self.signature_bytes()?;
-        signature::validate_single(inner)
+        let (bytes, _) = self.signature_bytes()?;
+        let mut table = [0; MAX_SIGNATURE_LEN];
+        let inner = Parsed::single(bytes, &mut table)
             .map_err(|_| Error::body("variant signature is not one valid complete type"))?;
         match out {
-            None => self.value(inner, depth, None),
+            None => self.value(&inner, 0, depth, None),
             Some(out) => {
                 let mut one = Vec::with_capacity(1);
-                self.value(inner, depth, Some(&mut one))?;
+                self.value(&inner, 0, depth, Some(&mut one))?;
                 let value = one.pop().ok_or_else(|| Error::body("empty variant"))?;
                 out.push(Value::Variant(Box::new(value)));
                 Ok(())
@@ -346,56 +356,76 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Step over one value of a type already validated at this position,
-    /// without checking it again (arrays are jumped over by their length).
-    pub(crate) fn skip(&mut self, sig: &[u8]) -> Result<(), Error> {
-        let Some(&code) = sig.first() else {
-            return Err(Error::signature("empty type"));
-        };
-        match code {
-            b'y' => self.align_unchecked(1, 1),
-            b'n' | b'q' => self.align_unchecked(2, 2),
-            b'b' | b'i' | b'u' | b'h' => self.align_unchecked(4, 4),
-            b'x' | b't' | b'd' => self.align_unchecked(8, 8),
+    /// Validate every value of the signature `sig`, then require the data
+    /// to end exactly there.
+    pub(crate) fn values_to_end(
+        &mut self,
+        sig: &Parsed<'_>,
+        mut out: Option<&mut Vec<Value>>,
+    ) -> Result<(), Error> {
+        let mut at = 0;
+        while at < sig.len() {
+            self.value(sig, at, 0, out.as_deref_mut())?;
+            let next = sig.end(at);
+            if next <= at {
+                return Err(Error::signature("malformed signature table"));
+            }
+            at = next;
+        }
+        if !self.at_end() {
+            return Err(Error::body(format!(
+                "body is longer than its signature: {} bytes left",
+                self.limit - self.pos
+            )));
+        }
+        Ok(())
+    }
+
+    /// Step over one value of the type at `at`, already validated at this
+    /// position, without checking it again (arrays are jumped over by their
+    /// length).
+    pub(crate) fn skip(&mut self, sig: &Parsed<'_>, at: usize) -> Result<(), Error> {
+        match sig.code(at) {
+            b'y' => self.skip_fixed(1),
+            b'n' | b'q' => self.skip_fixed(2),
+            b'b' | b'i' | b'u' | b'h' => self.skip_fixed(4),
+            b'x' | b't' | b'd' => self.skip_fixed(8),
             b's' | b'o' => {
                 let len = self.u32()? as usize;
                 self.take(len.checked_add(1).ok_or_else(Error::truncated)?)
                     .map(|_| ())
             }
-            b'g' => {
-                let len = self.u8()? as usize;
-                self.take(len + 1).map(|_| ())
-            }
+            b'g' => self.signature_bytes().map(|_| ()),
             b'a' => {
-                let elem_code = *sig.get(1).ok_or_else(|| Error::signature("bad array"))?;
                 let len = self.u32()? as usize;
-                self.align_unchecked(signature::alignment(elem_code), 0)?;
+                self.skip_padding(signature::alignment(sig.code(at + 1)))?;
                 self.take(len).map(|_| ())
             }
             b'(' | b'{' => {
-                self.align_unchecked(8, 0)?;
-                let inner = sig
-                    .get(1..sig.len().saturating_sub(1))
-                    .ok_or_else(|| Error::signature("bad container"))?;
-                for field in CompleteTypes::new(inner) {
-                    self.skip(field?)?;
+                self.skip_padding(8)?;
+                for field in Self::fields(*sig, at) {
+                    self.skip(sig, field)?;
                 }
                 Ok(())
             }
             b'v' => {
-                let len = self.u8()? as usize;
-                let with_nul = self.take(len + 1)?;
-                let inner = with_nul.get(..len).ok_or_else(Error::truncated)?;
-                self.skip(inner)
+                let (bytes, _) = self.signature_bytes()?;
+                let mut table = [0; MAX_SIGNATURE_LEN];
+                let inner = Parsed::single(bytes, &mut table)?;
+                self.skip(&inner, 0)
             }
             _ => Err(Error::signature("unknown type code")),
         }
     }
 
-    fn align_unchecked(&mut self, align: usize, then_take: usize) -> Result<(), Error> {
+    fn skip_padding(&mut self, align: usize) -> Result<(), Error> {
         let next = self.pos.next_multiple_of(align);
-        self.take(next - self.pos)?;
-        self.take(then_take).map(|_| ())
+        self.take(next - self.pos).map(|_| ())
+    }
+
+    fn skip_fixed(&mut self, size: usize) -> Result<(), Error> {
+        self.skip_padding(size)?;
+        self.take(size).map(|_| ())
     }
 }
 

@@ -42,35 +42,109 @@ pub(crate) fn plain_fixed_size(code: u8) -> Option<usize> {
     }
 }
 
+/// Room for one end offset per signature byte.
+pub(crate) type EndTable = [u8; MAX_SIGNATURE_LEN];
+
+/// A validated signature with, for each position where a complete type
+/// starts, the offset where it ends: walking a type is then O(1) per step
+/// however deeply it nests, which keeps validation linear in the data.
+#[derive(Clone, Copy)]
+pub(crate) struct Parsed<'s> {
+    bytes: &'s [u8],
+    ends: &'s [u8],
+}
+
+/// End table of every one-byte signature.
+const ONE: &[u8] = &[1];
+
+impl<'s> Parsed<'s> {
+    /// Zero or more complete types, validated; `table` holds the ends.
+    pub(crate) fn new(sig: &'s [u8], table: &'s mut EndTable) -> Result<Parsed<'s>, Error> {
+        if sig.len() == 1 && (is_basic(sig[0]) || sig[0] == b'v') {
+            return Ok(Parsed {
+                bytes: sig,
+                ends: ONE,
+            });
+        }
+        if sig.len() > MAX_SIGNATURE_LEN {
+            return Err(Error::signature("signature longer than 255 bytes"));
+        }
+        let mut pos = 0;
+        while pos < sig.len() {
+            pos = parse_complete(sig, pos, 0, 0, table)?;
+        }
+        Ok(Parsed {
+            bytes: sig,
+            ends: &table[..],
+        })
+    }
+
+    /// Exactly one complete type, validated.
+    pub(crate) fn single(sig: &'s [u8], table: &'s mut EndTable) -> Result<Parsed<'s>, Error> {
+        if sig.is_empty() {
+            return Err(Error::signature("empty signature where one type is needed"));
+        }
+        let parsed = Parsed::new(sig, table)?;
+        if parsed.end(0) != sig.len() {
+            return Err(Error::signature("more than one complete type"));
+        }
+        Ok(parsed)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Type code at `at` (0 past the end).
+    pub(crate) fn code(&self, at: usize) -> u8 {
+        self.bytes.get(at).copied().unwrap_or(0)
+    }
+
+    /// End of the complete type starting at `at` (0 if none starts there).
+    pub(crate) fn end(&self, at: usize) -> usize {
+        self.ends.get(at).copied().unwrap_or(0) as usize
+    }
+
+    /// The complete type starting at `at`, as bytes.
+    pub(crate) fn type_at(&self, at: usize) -> &'s [u8] {
+        self.bytes.get(at..self.end(at)).unwrap_or_default()
+    }
+}
+
 /// Zero or more complete types within every limit.
 pub(crate) fn validate(sig: &[u8]) -> Result<(), Error> {
-    if sig.len() > MAX_SIGNATURE_LEN {
-        return Err(Error::signature("signature longer than 255 bytes"));
-    }
-    let mut pos = 0;
-    while pos < sig.len() {
-        pos = parse_complete(sig, pos, 0, 0)?;
-    }
-    Ok(())
+    Parsed::new(sig, &mut [0; MAX_SIGNATURE_LEN]).map(|_| ())
 }
 
 /// Exactly one complete type within every limit.
 pub(crate) fn validate_single(sig: &[u8]) -> Result<(), Error> {
-    if sig.len() > MAX_SIGNATURE_LEN {
-        return Err(Error::signature("signature longer than 255 bytes"));
-    }
-    if sig.is_empty() {
-        return Err(Error::signature("empty signature where one type is needed"));
-    }
-    if parse_complete(sig, 0, 0, 0)? != sig.len() {
-        return Err(Error::signature("more than one complete type"));
-    }
-    Ok(())
+    Parsed::single(sig, &mut [0; MAX_SIGNATURE_LEN]).map(|_| ())
 }
 
-/// End of the complete type starting at `pos`, checking it fully.
-/// Recursion is bounded by the depth limits (64 levels).
-fn parse_complete(sig: &[u8], pos: usize, arrays: u32, structs: u32) -> Result<usize, Error> {
+/// End of the complete type starting at `pos`, checking it fully and
+/// recording it in `ends`. Recursion is bounded by the depth limits.
+fn parse_complete(
+    sig: &[u8],
+    pos: usize,
+    arrays: u32,
+    structs: u32,
+    ends: &mut EndTable,
+) -> Result<usize, Error> {
+    let end = parse_complete_inner(sig, pos, arrays, structs, ends)?;
+    if let Some(slot) = ends.get_mut(pos) {
+        // Signatures are at most 255 bytes, so `end` fits.
+        *slot = end as u8;
+    }
+    Ok(end)
+}
+
+fn parse_complete_inner(
+    sig: &[u8],
+    pos: usize,
+    arrays: u32,
+    structs: u32,
+    ends: &mut EndTable,
+) -> Result<usize, Error> {
     let Some(&code) = sig.get(pos) else {
         return Err(Error::signature("incomplete type in signature"));
     };
@@ -83,9 +157,13 @@ fn parse_complete(sig: &[u8], pos: usize, arrays: u32, structs: u32) -> Result<u
                 return Err(Error::signature("more than 32 nested arrays"));
             }
             if sig.get(pos + 1) == Some(&b'{') {
-                parse_dict_entry(sig, pos + 1, arrays + 1, structs)
+                let end = parse_dict_entry(sig, pos + 1, arrays + 1, structs, ends)?;
+                if let Some(slot) = ends.get_mut(pos + 1) {
+                    *slot = end as u8;
+                }
+                Ok(end)
             } else {
-                parse_complete(sig, pos + 1, arrays + 1, structs)
+                parse_complete(sig, pos + 1, arrays + 1, structs, ends)
             }
         }
         b'(' => {
@@ -100,7 +178,7 @@ fn parse_complete(sig: &[u8], pos: usize, arrays: u32, structs: u32) -> Result<u
                 match sig.get(p) {
                     Some(b')') => return Ok(p + 1),
                     None => return Err(Error::signature("unclosed struct")),
-                    Some(_) => p = parse_complete(sig, p, arrays, structs + 1)?,
+                    Some(_) => p = parse_complete(sig, p, arrays, structs + 1, ends)?,
                 }
             }
         }
@@ -111,7 +189,13 @@ fn parse_complete(sig: &[u8], pos: usize, arrays: u32, structs: u32) -> Result<u
 }
 
 /// `{` at `pos`: a basic key, one complete value type, `}`.
-fn parse_dict_entry(sig: &[u8], pos: usize, arrays: u32, structs: u32) -> Result<usize, Error> {
+fn parse_dict_entry(
+    sig: &[u8],
+    pos: usize,
+    arrays: u32,
+    structs: u32,
+    ends: &mut EndTable,
+) -> Result<usize, Error> {
     if structs >= MAX_STRUCT_DEPTH {
         return Err(Error::signature("more than 32 nested structs"));
     }
@@ -120,65 +204,12 @@ fn parse_dict_entry(sig: &[u8], pos: usize, arrays: u32, structs: u32) -> Result
         Some(b'}') => return Err(Error::signature("empty dict entry")),
         _ => return Err(Error::signature("dict entry key must be a basic type")),
     }
-    let end = parse_complete(sig, pos + 2, arrays, structs + 1)?;
+    parse_complete(sig, pos + 1, arrays, structs + 1, ends)?;
+    let end = parse_complete(sig, pos + 2, arrays, structs + 1, ends)?;
     if sig.get(end) != Some(&b'}') {
         return Err(Error::signature("dict entry must have exactly two types"));
     }
     Ok(end + 1)
-}
-
-/// Length of the first complete type of an already validated signature.
-/// Never panics; a malformed input gives an error instead.
-pub(crate) fn first_len(sig: &[u8]) -> Result<usize, Error> {
-    let mut depth = 0usize;
-    for (i, &c) in sig.iter().enumerate() {
-        match c {
-            b'a' => continue,
-            b'(' | b'{' => depth += 1,
-            b')' | b'}' => {
-                depth = depth
-                    .checked_sub(1)
-                    .ok_or_else(|| Error::signature("unbalanced signature"))?;
-            }
-            _ => {}
-        }
-        if depth == 0 {
-            return Ok(i + 1);
-        }
-    }
-    Err(Error::signature("incomplete type in signature"))
-}
-
-/// Iterator over the complete types of an already validated signature.
-pub(crate) struct CompleteTypes<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> CompleteTypes<'a> {
-    pub(crate) fn new(sig: &'a [u8]) -> CompleteTypes<'a> {
-        CompleteTypes { rest: sig }
-    }
-}
-
-impl<'a> Iterator for CompleteTypes<'a> {
-    type Item = Result<&'a [u8], Error>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.rest.is_empty() {
-            return None;
-        }
-        match first_len(self.rest) {
-            Ok(len) => {
-                let (first, rest) = self.rest.split_at(len);
-                self.rest = rest;
-                Some(Ok(first))
-            }
-            Err(e) => {
-                self.rest = &[];
-                Some(Err(e))
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -259,12 +290,18 @@ mod tests {
     }
 
     #[test]
-    fn splits_complete_types() {
-        let types: Vec<&[u8]> = CompleteTypes::new(b"ia{sv}(yv)aas")
-            .map(|t| t.unwrap())
-            .collect();
-        assert_eq!(types, [&b"i"[..], b"a{sv}", b"(yv)", b"aas"]);
-        assert!(first_len(b"a").is_err());
-        assert!(first_len(b")").is_err());
+    fn end_table() {
+        let mut table = [0; MAX_SIGNATURE_LEN];
+        let sig = Parsed::new(b"a{sv}(i(yy))v", &mut table).unwrap();
+        let ends: Vec<usize> = (0..sig.len()).map(|at| sig.end(at)).collect();
+        // Positions inside a type that no complete type starts at (`}`,
+        // `)`) keep 0.
+        assert_eq!(ends, [5, 5, 3, 4, 0, 12, 7, 11, 9, 10, 0, 0, 13]);
+        assert_eq!(sig.type_at(5), b"(i(yy))");
+        assert_eq!(sig.type_at(1), b"{sv}");
+        let mut table = [0; MAX_SIGNATURE_LEN];
+        assert!(Parsed::single(b"ii", &mut table).is_err());
+        let mut table = [0; MAX_SIGNATURE_LEN];
+        assert_eq!(Parsed::single(b"s", &mut table).unwrap().end(0), 1);
     }
 }

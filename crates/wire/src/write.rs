@@ -1,7 +1,7 @@
 //! Writing the wire format: aligned primitives and marshalling of [`Value`]s
 //! checked against their signature.
 
-use crate::signature::{self, CompleteTypes, MAX_TOTAL_DEPTH};
+use crate::signature::{self, Parsed, MAX_SIGNATURE_LEN, MAX_TOTAL_DEPTH};
 use crate::{names, Endian, Error, Value, MAX_ARRAY_LEN, MAX_MESSAGE_SIZE};
 
 /// An output buffer whose offset 0 is 8-aligned in the final message.
@@ -98,8 +98,20 @@ impl Writer {
 
     /// Marshal `value`, which must have the complete type `sig`.
     pub(crate) fn value(&mut self, sig: &[u8], value: &Value, depth: u32) -> Result<(), Error> {
-        let code = *sig.first().ok_or_else(|| Error::value("empty signature"))?;
-        match (code, value) {
+        let mut table = [0; MAX_SIGNATURE_LEN];
+        let sig = Parsed::single(sig, &mut table)?;
+        self.value_at(&sig, 0, value, depth)
+    }
+
+    /// Marshal `value`, which must have the complete type at `at` in `sig`.
+    fn value_at(
+        &mut self,
+        sig: &Parsed<'_>,
+        at: usize,
+        value: &Value,
+        depth: u32,
+    ) -> Result<(), Error> {
+        match (sig.code(at), value) {
             (b'y', Value::Byte(v)) => self.u8(*v),
             (b'b', Value::Bool(v)) => self.u32(u32::from(*v)),
             (b'n', Value::Int16(v)) => self.u16(*v as u16),
@@ -130,49 +142,54 @@ impl Writer {
             }
             (b'a', Value::Array { elem_sig, items }) => {
                 let depth = enter(depth)?;
-                let elem = sig.get(1..).unwrap_or_default();
-                if elem != elem_sig.as_bytes() {
+                let elem = at + 1;
+                if sig.type_at(elem) != elem_sig.as_bytes() {
                     return Err(Error::value(
                         "array element signature does not match its type",
                     ));
                 }
-                let elem_code = *elem
-                    .first()
-                    .ok_or_else(|| Error::value("array without element type"))?;
-                let array = self.begin_array(signature::alignment(elem_code));
-                for item in items {
-                    self.value(elem, item, depth)?;
+                let array = self.begin_array(signature::alignment(sig.code(elem)));
+                if elem_sig == "y" {
+                    // Byte arrays are the common bulk payload: no dispatch.
+                    self.buf.reserve(items.len());
+                    for item in items {
+                        let Value::Byte(b) = item else {
+                            return Err(Error::value("value does not match its signature"));
+                        };
+                        self.buf.push(*b);
+                    }
+                } else {
+                    for item in items {
+                        self.value_at(sig, elem, item, depth)?;
+                    }
                 }
                 self.end_array(array)?;
             }
             (b'(', Value::Struct(fields)) => {
                 let depth = enter(depth)?;
                 self.align(8);
-                let inner = sig.get(1..sig.len().saturating_sub(1)).unwrap_or_default();
-                let mut types = CompleteTypes::new(inner);
+                let close = sig.end(at).saturating_sub(1);
+                let mut field_at = at + 1;
                 for field in fields {
-                    let field_sig = types
-                        .next()
-                        .ok_or_else(|| Error::value("struct has more fields than its type"))??;
-                    self.value(field_sig, field, depth)?;
+                    if field_at >= close {
+                        return Err(Error::value("struct has more fields than its type"));
+                    }
+                    self.value_at(sig, field_at, field, depth)?;
+                    field_at = sig.end(field_at).max(field_at + 1);
                 }
-                if types.next().is_some() {
+                if field_at < close {
                     return Err(Error::value("struct has fewer fields than its type"));
                 }
             }
             (b'{', Value::DictEntry(key, val)) => {
                 let depth = enter(depth)?;
                 self.align(8);
-                let inner = sig.get(1..sig.len().saturating_sub(1)).unwrap_or_default();
-                let key_len = signature::first_len(inner)?;
-                let (key_sig, val_sig) = inner.split_at(key_len);
-                self.value(key_sig, key, depth)?;
-                self.value(val_sig, val, depth)?;
+                self.value_at(sig, at + 1, key, depth)?;
+                self.value_at(sig, at + 2, val, depth)?;
             }
             (b'v', Value::Variant(inner)) => {
                 let depth = enter(depth)?;
                 let inner_sig = inner.signature();
-                signature::validate_single(inner_sig.as_bytes())?;
                 self.signature(inner_sig.as_bytes());
                 self.value(inner_sig.as_bytes(), inner, depth)?;
             }
