@@ -285,7 +285,9 @@ impl Message {
         Some(unsafe { std::str::from_utf8_unchecked(bytes) })
     }
 
-    /// Decode the whole body into values.
+    /// Decode the whole body into values. This allocates per value (a
+    /// 64 MiB `ay` becomes 64 Mi `Value`s): on untrusted messages check
+    /// `signature()` first and decode only the bodies you expect.
     pub fn body_values(&self) -> Result<Vec<Value>, Error> {
         let mut out = Vec::new();
         let mut table = [0; MAX_SIGNATURE_LEN];
@@ -341,7 +343,10 @@ impl Message {
 
     /// The message with its header rewritten: SENDER = `sender` (the old one
     /// and any unknown field dropped), body shared with `self` (no copy).
-    /// `sender` must be a valid bus name for the result to be valid.
+    /// `sender` must be a valid bus name for the result to be valid. The
+    /// header can grow by up to ~270 bytes, so a message right at
+    /// MAX_MESSAGE_SIZE may exceed it once stamped: check the total if that
+    /// matters.
     pub fn stamp(&self, sender: &str) -> Frame {
         debug_assert!(names::is_valid_bus_name(sender));
         let mut w =
