@@ -277,11 +277,14 @@ impl Message {
 
     fn str_at(&self, span: Option<Span>) -> Option<&str> {
         let bytes = self.raw.get(span?.range())?;
-        // SAFETY: every Span stored in a Message is created by `parse` from
-        // a `&str` that `std::str::from_utf8` (or signature validation, which
-        // admits only ASCII type codes) accepted at exactly this range of
-        // exactly these bytes; `raw` is an immutable `Bytes` that is never
-        // replaced after the spans are recorded, so the bytes are still UTF-8.
+        debug_assert!(std::str::from_utf8(bytes).is_ok());
+        // SAFETY: spans are private and only `parse` creates them, each from
+        // a `&str` that `std::str::from_utf8` accepted (or from a signature,
+        // which validation restricts to ASCII type codes) at exactly this
+        // range of the bytes being parsed. `parse` then stores those very
+        // `Bytes` in `raw` (moving or cloning a `Bytes` keeps its contents)
+        // and nothing ever mutates or replaces `raw` afterwards, so the range
+        // is still valid UTF-8. Skipping the re-check keeps accessors free.
         Some(unsafe { std::str::from_utf8_unchecked(bytes) })
     }
 
