@@ -3,6 +3,84 @@
 //! Input: authenticated peers' validated messages and connection events.
 //! Output: [`Action`]s (deliveries and disconnects). No sockets in here, so
 //! every routing and policy rule is testable in microseconds.
+//!
+//! One module per noun: [`registry`] (names and their queues), [`replies`]
+//! (calls waiting for a reply), [`driver`] (the `org.freedesktop.DBus`
+//! object), [`bus`] (connections and routing), [`limits`].
 
+pub mod bus;
+pub mod driver;
+pub mod errors;
+mod introspect;
+pub mod limits;
 pub mod match_index;
 pub mod match_rule;
+pub mod registry;
+pub mod replies;
+mod subscriptions;
+
+#[cfg(test)]
+mod tests;
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+pub use bus::Bus;
+pub use limits::Limits;
+pub use quickbus_wire::Frame;
+
+/// The bus's name for itself, also the sender of every message it makes.
+pub const BUS_NAME: &str = "org.freedesktop.DBus";
+/// The driver's canonical object path.
+pub const BUS_PATH: &str = "/org/freedesktop/DBus";
+/// The driver's main interface.
+pub const BUS_INTERFACE: &str = "org.freedesktop.DBus";
+
+/// A connection, as the daemon and the bus both know it. Never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u64);
+
+/// What the kernel says about a peer (never what the peer says).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Credentials {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: Option<u32>,
+    /// Primary and supplementary groups.
+    pub groups: Vec<u32>,
+    /// The LSM label (`SO_PEERSEC`), without a trailing NUL.
+    pub security_label: Option<Vec<u8>>,
+}
+
+/// One message ready to go out: the stamped header and shared body, and the
+/// fds that travel with it. Cloning is cheap (reference counts only), so
+/// every receiver of a broadcast gets a clone of the same `OutMessage`.
+#[derive(Clone, Debug)]
+pub struct OutMessage {
+    pub frame: Frame,
+    pub fds: Arc<Vec<OwnedFd>>,
+}
+
+/// What the daemon must do after the bus handled an event.
+#[derive(Debug)]
+pub enum Action {
+    /// Queue `msg` on connection `to`'s socket.
+    Deliver { to: ConnId, msg: OutMessage },
+    /// Close connection `conn`, logging `reason`. The daemon then calls
+    /// [`Bus::remove_connection`].
+    Disconnect { conn: ConnId, reason: String },
+}
+
+/// How the bus is set up.
+#[derive(Clone, Debug, Default)]
+pub struct BusOptions {
+    /// The server GUID (`GetId`, the SASL `OK` line).
+    pub guid: String,
+    /// This machine's id (`org.freedesktop.DBus.Peer.GetMachineId`).
+    pub machine_id: String,
+    pub limits: Limits,
+    /// Names a `.service` file can start (`ListActivatableNames`).
+    pub activatable_names: Vec<String>,
+    /// "session", "system", or whatever the configuration says.
+    pub bus_type: String,
+}

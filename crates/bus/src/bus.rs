@@ -1,0 +1,482 @@
+//! Connections and routing: where each message goes, and who is told when
+//! it cannot go anywhere.
+
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use quickbus_wire::{flags, Message, MessageBuilder, MessageType, Value};
+
+use crate::errors::{self, BusError};
+use crate::registry::{NameEvent, NameRegistry};
+use crate::replies::PendingReplies;
+use crate::subscriptions::Subscriptions;
+use crate::{Action, BusOptions, ConnId, Credentials, Frame, OutMessage, BUS_INTERFACE, BUS_NAME, BUS_PATH};
+
+/// One authenticated peer.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    /// Set by Hello; before that only Hello is accepted.
+    pub unique: Option<String>,
+    pub creds: Credentials,
+    /// The peer negotiated fd passing.
+    pub unix_fds: bool,
+}
+
+/// The broker. Feed it events; it appends the resulting [`Action`]s.
+pub struct Bus {
+    pub(crate) opts: BusOptions,
+    pub(crate) conns: HashMap<ConnId, Connection>,
+    next_conn: u64,
+    /// N of the next unique name ":1.N"; never reused.
+    pub(crate) next_unique: u64,
+    serial: u32,
+    pub(crate) registry: NameRegistry,
+    pub(crate) replies: PendingReplies,
+    pub(crate) subs: Subscriptions,
+    /// The bus process's own uid and pid (GetConnectionUnixUser on
+    /// org.freedesktop.DBus, and the privileged-caller check).
+    pub(crate) own_uid: Option<u32>,
+    pub(crate) own_pid: u32,
+    pub(crate) activation_env: HashMap<String, String>,
+    pub(crate) reload_requested: bool,
+    empty_fds: Arc<Vec<OwnedFd>>,
+}
+
+fn expects_reply(msg: &Message) -> bool {
+    msg.msg_type() == MessageType::MethodCall && msg.flags() & flags::NO_REPLY_EXPECTED == 0
+}
+
+fn is_hello(msg: &Message) -> bool {
+    msg.msg_type() == MessageType::MethodCall
+        && msg.destination() == Some(BUS_NAME)
+        && msg.member() == Some("Hello")
+        && matches!(msg.interface(), None | Some(BUS_INTERFACE))
+}
+
+/// Split a message we built into header and body without copying.
+fn frame_of(msg: &Message) -> Frame {
+    let raw = msg.raw();
+    let body_start = raw.len() - msg.body().len();
+    Frame {
+        header: raw.slice(..body_start),
+        body: raw.slice(body_start..),
+    }
+}
+
+impl Bus {
+    pub fn new(opts: BusOptions) -> Bus {
+        Bus {
+            opts,
+            conns: HashMap::new(),
+            next_conn: 1,
+            next_unique: 0,
+            serial: 0,
+            registry: NameRegistry::new(),
+            replies: PendingReplies::new(),
+            subs: Subscriptions::new(),
+            own_uid: own_uid(),
+            own_pid: std::process::id(),
+            activation_env: HashMap::new(),
+            reload_requested: false,
+            empty_fds: Arc::new(Vec::new()),
+        }
+    }
+
+    /// Override the bus process's own uid and pid (tests, or a daemon that
+    /// knows better).
+    pub fn set_own_credentials(&mut self, uid: u32, pid: u32) {
+        self.own_uid = Some(uid);
+        self.own_pid = pid;
+    }
+
+    /// True once after a peer called ReloadConfig: the daemon should reload
+    /// its configuration.
+    pub fn take_reload_request(&mut self) -> bool {
+        std::mem::take(&mut self.reload_requested)
+    }
+
+    /// The environment UpdateActivationEnvironment set, for activated
+    /// services.
+    pub fn activation_environment(&self) -> &HashMap<String, String> {
+        &self.activation_env
+    }
+
+    /// Replace the list of activatable names (after a reload).
+    pub fn set_activatable_names(&mut self, names: Vec<String>) {
+        self.opts.activatable_names = names;
+    }
+
+    pub fn options(&self) -> &BusOptions {
+        &self.opts
+    }
+
+    /// The unique name of `id`, once it said Hello.
+    pub fn unique_name(&self, id: ConnId) -> Option<&str> {
+        self.conns.get(&id)?.unique.as_deref()
+    }
+
+    /// Number of connections (with or without Hello).
+    pub fn connection_count(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// A peer finished authenticating. `unix_fds`: it negotiated fd passing.
+    pub fn add_connection(&mut self, creds: Credentials, unix_fds: bool) -> ConnId {
+        let id = ConnId(self.next_conn);
+        self.next_conn += 1;
+        self.conns.insert(
+            id,
+            Connection {
+                unique: None,
+                creds,
+                unix_fds,
+            },
+        );
+        id
+    }
+
+    /// The peer is gone (hung up, or the daemon dropped it): its match
+    /// rules go first (so it hears nothing more), then its names (queues
+    /// move on and NameOwnerChanged goes out), then callers waiting on it
+    /// get NoReply.
+    pub fn remove_connection(&mut self, id: ConnId, out: &mut Vec<Action>) {
+        if !self.conns.contains_key(&id) {
+            return;
+        }
+        self.subs.remove_connection(id);
+        let mut events = Vec::new();
+        self.registry.remove_connection(id, &mut events);
+        // Signals name the departed connection, so it stays known until
+        // they are built; deliver() never sends to it (Lost is pointless).
+        self.emit(&events, Some(id), out);
+        for (caller, serial) in self.replies.remove_connection(id) {
+            let err = BusError::new(
+                errors::NO_REPLY,
+                "Message recipient disconnected from message bus without replying",
+            );
+            self.send_no_reply(caller, serial, err, out);
+        }
+        self.conns.remove(&id);
+    }
+
+    /// Route one validated message from `from`. `fds` are the descriptors
+    /// that arrived with it.
+    pub fn receive(
+        &mut self,
+        from: ConnId,
+        msg: Message,
+        fds: Vec<OwnedFd>,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(conn) = self.conns.get(&from) else {
+            return;
+        };
+        if conn.unique.is_none() {
+            if is_hello(&msg) {
+                self.driver_call(from, &msg, out);
+            } else {
+                out.push(Action::Disconnect {
+                    conn: from,
+                    reason: "Client tried to send a message other than Hello without being registered"
+                        .into(),
+                });
+            }
+            return;
+        }
+        match msg.destination() {
+            Some(BUS_NAME) => {
+                if msg.msg_type() == MessageType::MethodCall {
+                    self.driver_call(from, &msg, out);
+                }
+                // The bus makes no calls: replies and signals to it are
+                // dropped, as dbus-daemon does.
+            }
+            Some(dest) => {
+                let dest = dest.to_owned();
+                self.unicast(from, &msg, fds, &dest, now, out)
+            }
+            None => self.broadcast(from, &msg, fds, out),
+        }
+    }
+
+    fn unicast(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        fds: Vec<OwnedFd>,
+        dest: &str,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        let target = self.registry.owner(dest);
+        match msg.msg_type() {
+            MessageType::MethodReturn | MessageType::Error => {
+                // Only answers to calls we forwarded pass.
+                let (Some(target), Some(reply_serial)) = (target, msg.reply_serial()) else {
+                    return;
+                };
+                if !self.replies.take_reply(from, target, reply_serial) {
+                    tracing::debug!(?from, dest, "dropping unexpected reply");
+                    return;
+                }
+                if !fds.is_empty() && !self.accepts_fds(target) {
+                    return;
+                }
+                let out_msg = self.stamped(from, msg, fds);
+                self.deliver(target, &out_msg, out);
+            }
+            MessageType::MethodCall | MessageType::Signal => {
+                let Some(target) = target else {
+                    if expects_reply(msg) {
+                        let err = if msg.flags() & flags::NO_AUTO_START != 0 {
+                            BusError::new(
+                                errors::NAME_HAS_NO_OWNER,
+                                format!("Name \"{dest}\" does not exist"),
+                            )
+                        } else {
+                            BusError::new(
+                                errors::SERVICE_UNKNOWN,
+                                format!("The name {dest} was not provided by any .service files"),
+                            )
+                        };
+                        self.error_reply(from, msg, err, out);
+                    }
+                    return;
+                };
+                if msg.unix_fds() > 0 && !self.accepts_fds(target) {
+                    if expects_reply(msg) {
+                        let err = BusError::new(
+                            errors::NOT_SUPPORTED,
+                            "Tried to send message with Unix file descriptorsto a client that doesn't support that.",
+                        );
+                        self.error_reply(from, msg, err, out);
+                    }
+                    return;
+                }
+                if expects_reply(msg) {
+                    let limit = self.opts.limits.max_replies_per_connection;
+                    if self.replies.waiting(from) >= limit {
+                        let err = BusError::new(
+                            errors::LIMITS_EXCEEDED,
+                            "The maximum number of pending replies per connection has been reached",
+                        );
+                        self.error_reply(from, msg, err, out);
+                        return;
+                    }
+                    let deadline = self.opts.limits.reply_timeout.map(|t| now + t);
+                    self.replies.expect(from, msg.serial(), target, deadline);
+                }
+                let out_msg = self.stamped(from, msg, fds);
+                self.deliver(target, &out_msg, out);
+                self.eavesdroppers(from, msg, Some(target), &out_msg, out);
+            }
+        }
+    }
+
+    fn broadcast(&mut self, from: ConnId, msg: &Message, fds: Vec<OwnedFd>, out: &mut Vec<Action>) {
+        let out_msg = self.stamped(from, msg, fds);
+        let mut recipients = Vec::new();
+        self.subs
+            .recipients(msg, Some(from), None, &self.registry, &mut recipients);
+        let has_fds = msg.unix_fds() > 0;
+        for to in recipients {
+            if has_fds && !self.accepts_fds(to) {
+                continue;
+            }
+            self.deliver(to, &out_msg, out);
+        }
+    }
+
+    /// Copies of a unicast message for connections whose eavesdropping
+    /// rules match it.
+    fn eavesdroppers(
+        &self,
+        from: ConnId,
+        msg: &Message,
+        target: Option<ConnId>,
+        out_msg: &OutMessage,
+        out: &mut Vec<Action>,
+    ) {
+        let mut recipients = Vec::new();
+        self.subs
+            .recipients(msg, Some(from), target, &self.registry, &mut recipients);
+        for to in recipients {
+            if Some(to) != target && (msg.unix_fds() == 0 || self.accepts_fds(to)) {
+                self.deliver(to, out_msg, out);
+            }
+        }
+    }
+
+    fn accepts_fds(&self, id: ConnId) -> bool {
+        self.conns.get(&id).is_some_and(|c| c.unix_fds)
+    }
+
+    /// The message as receivers see it: SENDER set to the sender's unique
+    /// name, body shared.
+    fn stamped(&self, from: ConnId, msg: &Message, fds: Vec<OwnedFd>) -> OutMessage {
+        let sender = self.unique_name(from).unwrap_or(BUS_NAME);
+        OutMessage {
+            frame: msg.stamp(sender),
+            fds: if fds.is_empty() {
+                self.empty_fds.clone()
+            } else {
+                Arc::new(fds)
+            },
+        }
+    }
+
+    pub(crate) fn deliver(&self, to: ConnId, msg: &OutMessage, out: &mut Vec<Action>) {
+        out.push(Action::Deliver {
+            to,
+            msg: msg.clone(),
+        });
+    }
+
+    fn next_serial(&mut self) -> u32 {
+        self.serial = self.serial.wrapping_add(1);
+        if self.serial == 0 {
+            self.serial = 1;
+        }
+        self.serial
+    }
+
+    /// Build a message from the bus. Only fails on a bug (the bus builds
+    /// only well-formed messages); then it logs and returns None.
+    pub(crate) fn build(&mut self, builder: MessageBuilder) -> Option<(OutMessage, Message)> {
+        let serial = self.next_serial();
+        let built: Result<Bytes, _> = builder.sender(BUS_NAME).build(serial);
+        let parsed = built.and_then(Message::parse);
+        match parsed {
+            Ok(msg) => Some((
+                OutMessage {
+                    frame: frame_of(&msg),
+                    fds: self.empty_fds.clone(),
+                },
+                msg,
+            )),
+            Err(e) => {
+                tracing::error!("bus failed to build a message: {e}");
+                None
+            }
+        }
+    }
+
+    /// Send a bus message to one connection, with its unique name as
+    /// destination.
+    fn send_to(&mut self, to: ConnId, builder: MessageBuilder, out: &mut Vec<Action>) {
+        let builder = match self.unique_name(to) {
+            Some(name) => builder.destination(name.to_owned()),
+            None => builder,
+        };
+        if let Some((msg, _)) = self.build(builder) {
+            self.deliver(to, &msg, out);
+        }
+    }
+
+    /// Method return from the driver, unless the caller asked for none.
+    pub(crate) fn reply(&mut self, to: ConnId, call: &Message, body: Vec<Value>, out: &mut Vec<Action>) {
+        if call.flags() & flags::NO_REPLY_EXPECTED != 0 {
+            return;
+        }
+        self.send_to(to, MessageBuilder::method_return(call.serial()).body(body), out);
+    }
+
+    /// Error reply from the bus, unless the caller asked for no reply.
+    pub(crate) fn error_reply(&mut self, to: ConnId, call: &Message, err: BusError, out: &mut Vec<Action>) {
+        if !expects_reply(call) {
+            return;
+        }
+        self.send_error(to, call.serial(), err, out);
+    }
+
+    fn send_error(&mut self, to: ConnId, reply_serial: u32, err: BusError, out: &mut Vec<Action>) {
+        let builder = MessageBuilder::error(reply_serial, err.name).body(vec![Value::String(err.message)]);
+        self.send_to(to, builder, out);
+    }
+
+    /// NoReply on behalf of a callee that will never answer. Flagged
+    /// NO_REPLY_EXPECTED like dbus-daemon's.
+    fn send_no_reply(&mut self, caller: ConnId, serial: u32, err: BusError, out: &mut Vec<Action>) {
+        if !self.conns.contains_key(&caller) {
+            return;
+        }
+        let builder = MessageBuilder::error(serial, err.name)
+            .flags(flags::NO_REPLY_EXPECTED)
+            .body(vec![Value::String(err.message)]);
+        self.send_to(caller, builder, out);
+    }
+
+    /// Announce name changes in order. `gone`: a departing connection that
+    /// must not receive anything.
+    pub(crate) fn emit(&mut self, events: &[NameEvent], gone: Option<ConnId>, out: &mut Vec<Action>) {
+        for event in events {
+            match event {
+                NameEvent::OwnerChanged { name, old, new } => {
+                    let unique = |id: &Option<ConnId>| {
+                        id.and_then(|id| self.unique_name(id))
+                            .unwrap_or("")
+                            .to_owned()
+                    };
+                    let body = vec![
+                        Value::String(name.clone()),
+                        Value::String(unique(old)),
+                        Value::String(unique(new)),
+                    ];
+                    let builder = MessageBuilder::signal(BUS_PATH, BUS_INTERFACE, "NameOwnerChanged").body(body);
+                    let Some((out_msg, msg)) = self.build(builder) else {
+                        continue;
+                    };
+                    let mut recipients = Vec::new();
+                    self.subs
+                        .recipients(&msg, None, None, &self.registry, &mut recipients);
+                    for to in recipients {
+                        if Some(to) != gone {
+                            self.deliver(to, &out_msg, out);
+                        }
+                    }
+                }
+                NameEvent::Lost { conn, name } | NameEvent::Acquired { conn, name } => {
+                    if Some(*conn) == gone {
+                        continue;
+                    }
+                    let member = if matches!(event, NameEvent::Lost { .. }) {
+                        "NameLost"
+                    } else {
+                        "NameAcquired"
+                    };
+                    let builder = MessageBuilder::signal(BUS_PATH, BUS_INTERFACE, member)
+                        .body(vec![Value::String(name.clone())]);
+                    self.send_to(*conn, builder, out);
+                }
+            }
+        }
+    }
+
+    /// When the bus next needs [`Bus::handle_timeouts`].
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.replies.next_deadline()
+    }
+
+    /// Answer with NoReply every call whose reply time-out has passed.
+    pub fn handle_timeouts(&mut self, now: Instant, out: &mut Vec<Action>) {
+        for (caller, serial) in self.replies.expire(now) {
+            let err = BusError::new(
+                errors::NO_REPLY,
+                "Message did not receive a reply (timeout by message bus)",
+            );
+            self.send_no_reply(caller, serial, err, out);
+        }
+    }
+}
+
+
+/// The uid this process runs as. Read once at start-up from the owner of
+/// /proc/self (std has no getuid); None if /proc is unavailable.
+fn own_uid() -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").ok().map(|m| m.uid())
+}

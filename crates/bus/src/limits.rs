@@ -1,0 +1,38 @@
+//! Resource bounds, with dbus-daemon's session-bus defaults.
+
+use std::time::Duration;
+
+/// What one connection may make the bus hold. The defaults are those of
+/// dbus-daemon's `session.conf`; the daemon overrides them from its
+/// configuration file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Names a connection may own or be queued for, its unique name
+    /// included (`max_names_per_connection`).
+    pub max_names_per_connection: usize,
+    /// `max_match_rules_per_connection`.
+    pub max_match_rules_per_connection: usize,
+    /// Method calls a connection may have waiting for a reply
+    /// (`max_replies_per_connection`).
+    pub max_replies_per_connection: usize,
+    /// How long the bus waits for a reply before it answers the caller with
+    /// `NoReply` itself; `None` is dbus-daemon's default: never.
+    pub reply_timeout: Option<Duration>,
+    /// Largest message, in bytes (`max_message_size`).
+    pub max_message_size: usize,
+    /// Most fds in one message (`max_message_unix_fds`).
+    pub max_message_unix_fds: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_names_per_connection: 50_000,
+            max_match_rules_per_connection: 50_000,
+            max_replies_per_connection: 50_000,
+            reply_timeout: None,
+            max_message_size: 1_000_000_000,
+            max_message_unix_fds: 4096,
+        }
+    }
+}

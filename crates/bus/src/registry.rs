@@ -1,0 +1,346 @@
+//! The name registry: who owns each bus name and who waits in its queue.
+//!
+//! Follows dbus-daemon's `services.c` step by step, so that replies and the
+//! order of NameLost / NameOwnerChanged / NameAcquired are the same. The
+//! registry does not build messages: it appends [`NameEvent`]s in the order
+//! the bus must send the signals.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::ConnId;
+
+/// `RequestName` flags.
+pub const ALLOW_REPLACEMENT: u32 = 0x1;
+pub const REPLACE_EXISTING: u32 = 0x2;
+pub const DO_NOT_QUEUE: u32 = 0x4;
+
+/// `RequestName` replies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum RequestReply {
+    PrimaryOwner = 1,
+    InQueue = 2,
+    Exists = 3,
+    AlreadyOwner = 4,
+}
+
+/// `ReleaseName` replies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum ReleaseReply {
+    Released = 1,
+    NonExistent = 2,
+    NotOwner = 3,
+}
+
+/// A change the bus must announce, in announcement order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NameEvent {
+    /// Broadcast NameOwnerChanged.
+    OwnerChanged {
+        name: String,
+        old: Option<ConnId>,
+        new: Option<ConnId>,
+    },
+    /// NameLost to `conn`.
+    Lost { conn: ConnId, name: String },
+    /// NameAcquired to `conn`.
+    Acquired { conn: ConnId, name: String },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Owner {
+    conn: ConnId,
+    allow_replacement: bool,
+    do_not_queue: bool,
+}
+
+impl Owner {
+    fn new(conn: ConnId, flags: u32) -> Owner {
+        let mut owner = Owner {
+            conn,
+            allow_replacement: false,
+            do_not_queue: false,
+        };
+        owner.set_flags(flags);
+        owner
+    }
+
+    fn set_flags(&mut self, flags: u32) {
+        self.allow_replacement = flags & ALLOW_REPLACEMENT != 0;
+        self.do_not_queue = flags & DO_NOT_QUEUE != 0;
+    }
+}
+
+/// Primary owner first, then the queue. Never empty while in the registry.
+#[derive(Debug, Default)]
+struct NameQueue {
+    owners: VecDeque<Owner>,
+}
+
+impl NameQueue {
+    fn position(&self, conn: ConnId) -> Option<usize> {
+        self.owners.iter().position(|o| o.conn == conn)
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct NameRegistry {
+    names: HashMap<String, NameQueue>,
+    /// Per connection: every name it owns or waits for, with the order in
+    /// which it joined (disconnect releases the newest first, so the unique
+    /// name goes last, as in dbus-daemon).
+    held: HashMap<ConnId, HashMap<String, u64>>,
+    next_seq: u64,
+}
+
+impl NameRegistry {
+    pub fn new() -> NameRegistry {
+        NameRegistry::default()
+    }
+
+    /// The primary owner of `name`.
+    pub fn owner(&self, name: &str) -> Option<ConnId> {
+        self.names
+            .get(name)
+            .and_then(|q| q.owners.front())
+            .map(|o| o.conn)
+    }
+
+    pub fn has_owner(&self, name: &str) -> bool {
+        self.names.contains_key(name)
+    }
+
+    /// Primary owner then queued connections, or None if nobody owns `name`.
+    pub fn queued_owners(&self, name: &str) -> Option<Vec<ConnId>> {
+        self.names
+            .get(name)
+            .map(|q| q.owners.iter().map(|o| o.conn).collect())
+    }
+
+    /// Every owned name (unique names included), in no particular order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.names.keys().map(String::as_str)
+    }
+
+    /// How many names `conn` owns or is queued for.
+    pub fn count(&self, conn: ConnId) -> usize {
+        self.held.get(&conn).map_or(0, HashMap::len)
+    }
+
+    /// Whether `conn` owns or waits for `name`.
+    pub fn holds(&self, conn: ConnId, name: &str) -> bool {
+        self.held
+            .get(&conn)
+            .is_some_and(|names| names.contains_key(name))
+    }
+
+    fn track(&mut self, conn: ConnId, name: &str) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.held
+            .entry(conn)
+            .or_default()
+            .entry(name.to_owned())
+            .or_insert(seq);
+    }
+
+    fn untrack(&mut self, conn: ConnId, name: &str) {
+        if let Some(names) = self.held.get_mut(&conn) {
+            names.remove(name);
+            if names.is_empty() {
+                self.held.remove(&conn);
+            }
+        }
+    }
+
+    /// Register `conn`'s unique name (Hello). The caller checked the name is
+    /// free.
+    pub fn add_unique(&mut self, conn: ConnId, unique: &str, events: &mut Vec<NameEvent>) {
+        self.create(conn, unique, 0, events);
+    }
+
+    /// A new name, `conn` its primary owner: NameOwnerChanged, then
+    /// NameAcquired (dbus-daemon's `bus_registry_ensure`).
+    fn create(&mut self, conn: ConnId, name: &str, flags: u32, events: &mut Vec<NameEvent>) {
+        events.push(NameEvent::OwnerChanged {
+            name: name.to_owned(),
+            old: None,
+            new: Some(conn),
+        });
+        events.push(NameEvent::Acquired {
+            conn,
+            name: name.to_owned(),
+        });
+        let mut queue = NameQueue::default();
+        queue.owners.push_back(Owner::new(conn, flags));
+        self.names.insert(name.to_owned(), queue);
+        self.track(conn, name);
+    }
+
+    /// RequestName, once the driver validated the name and the limits.
+    pub fn request(
+        &mut self,
+        conn: ConnId,
+        name: &str,
+        flags: u32,
+        events: &mut Vec<NameEvent>,
+    ) -> RequestReply {
+        let Some(queue) = self.names.get_mut(name) else {
+            self.create(conn, name, flags, events);
+            return RequestReply::PrimaryOwner;
+        };
+        let primary = queue.owners[0];
+        let do_not_queue = flags & DO_NOT_QUEUE != 0;
+        let replace = flags & REPLACE_EXISTING != 0;
+        if primary.conn == conn {
+            queue.owners[0].set_flags(flags);
+            RequestReply::AlreadyOwner
+        } else if do_not_queue && (!primary.allow_replacement || !replace) {
+            // It may not wait, so it leaves the queue if it was in it.
+            if let Some(pos) = queue.position(conn) {
+                queue.owners.remove(pos);
+                self.untrack(conn, name);
+            }
+            RequestReply::Exists
+        } else if !do_not_queue && (!replace || !primary.allow_replacement) {
+            self.enqueue(conn, name, flags);
+            RequestReply::InQueue
+        } else {
+            // Put the newcomer right behind the owner, then take the owner
+            // out of the way: that sends the signals in dbus-daemon's order.
+            self.enqueue(conn, name, flags);
+            if primary.do_not_queue {
+                self.remove_owner(primary.conn, name, events);
+            } else {
+                self.swap_owner(name, events);
+            }
+            RequestReply::PrimaryOwner
+        }
+    }
+
+    /// dbus-daemon's `bus_service_add_owner` on a name that has an owner.
+    fn enqueue(&mut self, conn: ConnId, name: &str, flags: u32) {
+        let Some(queue) = self.names.get_mut(name) else {
+            return;
+        };
+        let replace = flags & REPLACE_EXISTING != 0;
+        match queue.position(conn) {
+            Some(pos) => {
+                let mut owner = queue.owners.remove(pos).unwrap_or(Owner::new(conn, flags));
+                owner.set_flags(flags);
+                if replace {
+                    queue.owners.insert(1, owner);
+                } else {
+                    queue.owners.insert(pos, owner);
+                }
+            }
+            None => {
+                let owner = Owner::new(conn, flags);
+                if replace {
+                    queue.owners.insert(1, owner);
+                } else {
+                    queue.owners.push_back(owner);
+                }
+                self.track(conn, name);
+            }
+        }
+    }
+
+    /// The primary owner steps back to second place; the second becomes
+    /// primary. NameLost, NameOwnerChanged, NameAcquired.
+    fn swap_owner(&mut self, name: &str, events: &mut Vec<NameEvent>) {
+        let Some(queue) = self.names.get_mut(name) else {
+            return;
+        };
+        if queue.owners.len() < 2 {
+            return;
+        }
+        let old = queue.owners[0].conn;
+        let new = queue.owners[1].conn;
+        queue.owners.swap(0, 1);
+        events.push(NameEvent::Lost {
+            conn: old,
+            name: name.to_owned(),
+        });
+        events.push(NameEvent::OwnerChanged {
+            name: name.to_owned(),
+            old: Some(old),
+            new: Some(new),
+        });
+        events.push(NameEvent::Acquired {
+            conn: new,
+            name: name.to_owned(),
+        });
+    }
+
+    /// `conn` stops owning or waiting for `name`; the next in the queue, if
+    /// any, becomes primary owner.
+    fn remove_owner(&mut self, conn: ConnId, name: &str, events: &mut Vec<NameEvent>) {
+        let Some(queue) = self.names.get_mut(name) else {
+            return;
+        };
+        let Some(pos) = queue.position(conn) else {
+            return;
+        };
+        queue.owners.remove(pos);
+        if pos == 0 {
+            events.push(NameEvent::Lost {
+                conn,
+                name: name.to_owned(),
+            });
+            let new = queue.owners.front().map(|o| o.conn);
+            events.push(NameEvent::OwnerChanged {
+                name: name.to_owned(),
+                old: Some(conn),
+                new,
+            });
+            match new {
+                Some(new) => events.push(NameEvent::Acquired {
+                    conn: new,
+                    name: name.to_owned(),
+                }),
+                None => {
+                    self.names.remove(name);
+                }
+            }
+        }
+        self.untrack(conn, name);
+    }
+
+    /// ReleaseName, once the driver validated the name.
+    pub fn release(
+        &mut self,
+        conn: ConnId,
+        name: &str,
+        events: &mut Vec<NameEvent>,
+    ) -> ReleaseReply {
+        match self.names.get(name) {
+            None => ReleaseReply::NonExistent,
+            Some(queue) if queue.position(conn).is_none() => ReleaseReply::NotOwner,
+            Some(_) => {
+                self.remove_owner(conn, name, events);
+                ReleaseReply::Released
+            }
+        }
+    }
+
+    /// Drop everything `conn` owns or waits for, newest first (its unique
+    /// name, the oldest, last).
+    pub fn remove_connection(&mut self, conn: ConnId, events: &mut Vec<NameEvent>) {
+        let Some(held) = self.held.remove(&conn) else {
+            return;
+        };
+        let mut names: Vec<(u64, String)> = held.into_iter().map(|(n, s)| (s, n)).collect();
+        names.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        for (_, name) in names {
+            // Re-track so remove_owner's bookkeeping stays consistent.
+            self.held.entry(conn).or_default().insert(name.clone(), 0);
+            self.remove_owner(conn, &name, events);
+        }
+        self.held.remove(&conn);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,202 @@
+//! Method calls waiting for a reply.
+//!
+//! The bus forwards a method return or an error only if it answers a call
+//! it forwarded (dbus-daemon drops the others), and it answers the caller
+//! itself with `NoReply` when the callee disconnects or the reply time-out
+//! passes. Every lookup is by hash or by ordered deadline: no scan over all
+//! pending calls.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::time::Instant;
+
+use crate::ConnId;
+
+/// A call is named by who made it and its serial there.
+pub type CallKey = (ConnId, u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pending {
+    callee: ConnId,
+    deadline: Option<Instant>,
+}
+
+#[derive(Debug, Default)]
+pub struct PendingReplies {
+    calls: HashMap<CallKey, Pending>,
+    by_caller: HashMap<ConnId, HashSet<u32>>,
+    by_callee: HashMap<ConnId, HashSet<CallKey>>,
+    deadlines: BTreeSet<(Instant, CallKey)>,
+}
+
+impl PendingReplies {
+    pub fn new() -> PendingReplies {
+        PendingReplies::default()
+    }
+
+    /// How many replies `caller` waits for.
+    pub fn waiting(&self, caller: ConnId) -> usize {
+        self.by_caller.get(&caller).map_or(0, HashSet::len)
+    }
+
+    pub fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty()
+    }
+
+    /// Remember that `callee` owes `caller` a reply to `serial`. A caller
+    /// that reuses a serial still pending replaces the old call.
+    pub fn expect(&mut self, caller: ConnId, serial: u32, callee: ConnId, deadline: Option<Instant>) {
+        let key = (caller, serial);
+        self.forget(key);
+        self.calls.insert(key, Pending { callee, deadline });
+        self.by_caller.entry(caller).or_default().insert(serial);
+        self.by_callee.entry(callee).or_default().insert(key);
+        if let Some(at) = deadline {
+            self.deadlines.insert((at, key));
+        }
+    }
+
+    /// A reply from `from` to `caller`'s call `serial` arrived: true if it
+    /// was expected (and it is no longer pending).
+    pub fn take_reply(&mut self, from: ConnId, caller: ConnId, serial: u32) -> bool {
+        match self.calls.get(&(caller, serial)) {
+            Some(p) if p.callee == from => {
+                self.forget((caller, serial));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn forget(&mut self, key: CallKey) -> Option<Pending> {
+        let pending = self.calls.remove(&key)?;
+        if let Some(serials) = self.by_caller.get_mut(&key.0) {
+            serials.remove(&key.1);
+            if serials.is_empty() {
+                self.by_caller.remove(&key.0);
+            }
+        }
+        if let Some(keys) = self.by_callee.get_mut(&pending.callee) {
+            keys.remove(&key);
+            if keys.is_empty() {
+                self.by_callee.remove(&pending.callee);
+            }
+        }
+        if let Some(at) = pending.deadline {
+            self.deadlines.remove(&(at, key));
+        }
+        Some(pending)
+    }
+
+    /// `conn` is gone: forget the calls it made, and return the calls it
+    /// owed a reply to (their callers get `NoReply`), oldest serial first.
+    pub fn remove_connection(&mut self, conn: ConnId) -> Vec<CallKey> {
+        if let Some(serials) = self.by_caller.remove(&conn) {
+            for serial in serials {
+                // Re-insert so forget() finds a consistent state.
+                self.by_caller.entry(conn).or_default().insert(serial);
+                self.forget((conn, serial));
+            }
+        }
+        let mut owed: Vec<CallKey> = self
+            .by_callee
+            .remove(&conn)
+            .map(|keys| keys.into_iter().collect())
+            .unwrap_or_default();
+        owed.sort_unstable();
+        for &key in &owed {
+            self.by_callee.entry(conn).or_default().insert(key);
+            self.forget(key);
+        }
+        owed
+    }
+
+    /// The earliest reply deadline.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.first().map(|(at, _)| *at)
+    }
+
+    /// Calls whose deadline is `now` or earlier, no longer pending.
+    pub fn expire(&mut self, now: Instant) -> Vec<CallKey> {
+        let mut expired = Vec::new();
+        while let Some(&(at, key)) = self.deadlines.first() {
+            if at > now {
+                break;
+            }
+            self.forget(key);
+            expired.push(key);
+        }
+        expired
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const A: ConnId = ConnId(1);
+    const B: ConnId = ConnId(2);
+    const C: ConnId = ConnId(3);
+
+    #[test]
+    fn reply_only_from_the_callee_and_only_once() {
+        let mut p = PendingReplies::new();
+        p.expect(A, 7, B, None);
+        assert!(!p.take_reply(C, A, 7), "third party cannot answer");
+        assert!(!p.take_reply(B, A, 8), "wrong serial");
+        assert!(p.take_reply(B, A, 7));
+        assert!(!p.take_reply(B, A, 7), "second reply is unexpected");
+        assert!(p.is_empty());
+        assert_eq!(p.waiting(A), 0);
+    }
+
+    #[test]
+    fn callee_disconnect_returns_owed_calls() {
+        let mut p = PendingReplies::new();
+        p.expect(A, 2, B, None);
+        p.expect(A, 1, B, None);
+        p.expect(C, 5, B, None);
+        p.expect(B, 9, C, None);
+        assert_eq!(p.remove_connection(B), vec![(A, 1), (A, 2), (C, 5)]);
+        assert_eq!(p.len(), 0, "B's own call is forgotten too");
+        assert_eq!(p.waiting(A), 0);
+    }
+
+    #[test]
+    fn caller_disconnect_forgets_its_calls() {
+        let mut p = PendingReplies::new();
+        p.expect(A, 1, B, None);
+        assert!(p.remove_connection(A).is_empty());
+        assert!(!p.take_reply(B, A, 1));
+    }
+
+    #[test]
+    fn deadlines_expire_in_order() {
+        let t0 = Instant::now();
+        let mut p = PendingReplies::new();
+        p.expect(A, 1, B, Some(t0 + Duration::from_secs(2)));
+        p.expect(A, 2, B, Some(t0 + Duration::from_secs(1)));
+        p.expect(A, 3, B, None);
+        assert_eq!(p.next_deadline(), Some(t0 + Duration::from_secs(1)));
+        assert!(p.expire(t0).is_empty());
+        assert_eq!(p.expire(t0 + Duration::from_secs(1)), vec![(A, 2)]);
+        assert_eq!(p.expire(t0 + Duration::from_secs(5)), vec![(A, 1)]);
+        assert_eq!(p.next_deadline(), None);
+        assert_eq!(p.waiting(A), 1);
+    }
+
+    #[test]
+    fn reused_serial_replaces_the_old_call() {
+        let mut p = PendingReplies::new();
+        let t0 = Instant::now();
+        p.expect(A, 1, B, Some(t0));
+        p.expect(A, 1, C, None);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p.next_deadline(), None);
+        assert!(p.take_reply(C, A, 1));
+    }
+}
