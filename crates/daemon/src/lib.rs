@@ -1,5 +1,14 @@
 //! quickbus-daemon: the I/O shell around `quickbus-bus`.
+//!
+//! [`startup`] turns the command line into a running [`server`]; the server
+//! moves bytes between sockets ([`transport`]) and the sans-I/O bus core.
 
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod listen;
+pub mod server;
+pub mod service_file;
+pub mod startup;
+pub mod sys;
+pub mod transport;

@@ -60,6 +60,7 @@ fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(io::stderr)
+        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
         .with_target(false)
         .try_init();
 }
@@ -165,8 +166,15 @@ fn serve(
 
 /// The configured `<limit>`s the bus core enforces.
 fn bus_limits(limits: &crate::config::Limits) -> quickbus_bus::Limits {
-    let _ = limits;
-    quickbus_bus::Limits::default()
+    let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    quickbus_bus::Limits {
+        max_names_per_connection: size(limits.max_names_per_connection),
+        max_match_rules_per_connection: size(limits.max_match_rules_per_connection),
+        max_replies_per_connection: size(limits.max_replies_per_connection),
+        reply_timeout: limits.reply_timeout_ms.map(Duration::from_millis),
+        max_message_size: size(limits.max_message_size),
+        max_message_unix_fds: size(limits.max_message_unix_fds),
+    }
 }
 
 /// Removes the pid file when the daemon exits.
