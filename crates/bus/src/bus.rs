@@ -13,7 +13,9 @@ use crate::errors::{self, BusError};
 use crate::registry::{NameEvent, NameRegistry};
 use crate::replies::PendingReplies;
 use crate::subscriptions::Subscriptions;
-use crate::{Action, BusOptions, ConnId, Credentials, Frame, OutMessage, BUS_INTERFACE, BUS_NAME, BUS_PATH};
+use crate::{
+    Action, BusOptions, ConnId, Credentials, Frame, OutMessage, BUS_INTERFACE, BUS_NAME, BUS_PATH,
+};
 
 /// One authenticated peer.
 #[derive(Debug)]
@@ -181,8 +183,9 @@ impl Bus {
             } else {
                 out.push(Action::Disconnect {
                     conn: from,
-                    reason: "Client tried to send a message other than Hello without being registered"
-                        .into(),
+                    reason:
+                        "Client tried to send a message other than Hello without being registered"
+                            .into(),
                 });
             }
             return;
@@ -378,15 +381,31 @@ impl Bus {
     }
 
     /// Method return from the driver, unless the caller asked for none.
-    pub(crate) fn reply(&mut self, to: ConnId, call: &Message, body: Vec<Value>, out: &mut Vec<Action>) {
+    pub(crate) fn reply(
+        &mut self,
+        to: ConnId,
+        call: &Message,
+        body: Vec<Value>,
+        out: &mut Vec<Action>,
+    ) {
         if call.flags() & flags::NO_REPLY_EXPECTED != 0 {
             return;
         }
-        self.send_to(to, MessageBuilder::method_return(call.serial()).body(body), out);
+        self.send_to(
+            to,
+            MessageBuilder::method_return(call.serial()).body(body),
+            out,
+        );
     }
 
     /// Error reply from the bus, unless the caller asked for no reply.
-    pub(crate) fn error_reply(&mut self, to: ConnId, call: &Message, err: BusError, out: &mut Vec<Action>) {
+    pub(crate) fn error_reply(
+        &mut self,
+        to: ConnId,
+        call: &Message,
+        err: BusError,
+        out: &mut Vec<Action>,
+    ) {
         if !expects_reply(call) {
             return;
         }
@@ -394,7 +413,8 @@ impl Bus {
     }
 
     fn send_error(&mut self, to: ConnId, reply_serial: u32, err: BusError, out: &mut Vec<Action>) {
-        let builder = MessageBuilder::error(reply_serial, err.name).body(vec![Value::String(err.message)]);
+        let builder =
+            MessageBuilder::error(reply_serial, err.name).body(vec![Value::String(err.message)]);
         self.send_to(to, builder, out);
     }
 
@@ -412,7 +432,12 @@ impl Bus {
 
     /// Announce name changes in order. `gone`: a departing connection that
     /// must not receive anything.
-    pub(crate) fn emit(&mut self, events: &[NameEvent], gone: Option<ConnId>, out: &mut Vec<Action>) {
+    pub(crate) fn emit(
+        &mut self,
+        events: &[NameEvent],
+        gone: Option<ConnId>,
+        out: &mut Vec<Action>,
+    ) {
         for event in events {
             match event {
                 NameEvent::OwnerChanged { name, old, new } => {
@@ -426,7 +451,9 @@ impl Bus {
                         Value::String(unique(old)),
                         Value::String(unique(new)),
                     ];
-                    let builder = MessageBuilder::signal(BUS_PATH, BUS_INTERFACE, "NameOwnerChanged").body(body);
+                    let builder =
+                        MessageBuilder::signal(BUS_PATH, BUS_INTERFACE, "NameOwnerChanged")
+                            .body(body);
                     let Some((out_msg, msg)) = self.build(builder) else {
                         continue;
                     };
@@ -472,7 +499,6 @@ impl Bus {
         }
     }
 }
-
 
 /// The uid this process runs as. Read once at start-up from the owner of
 /// /proc/self (std has no getuid); None if /proc is unavailable.

@@ -117,7 +117,12 @@ impl Bus {
         }
     }
 
-    fn dispatch(&mut self, from: ConnId, msg: &Message, events: &mut Vec<NameEvent>) -> DriverResult {
+    fn dispatch(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        events: &mut Vec<NameEvent>,
+    ) -> DriverResult {
         let member = msg.member().unwrap_or("");
         let canonical_path = msg.path() == Some(BUS_PATH);
         let (iface, method) = find_method(msg.interface(), member, canonical_path)?;
@@ -127,7 +132,9 @@ impl Bus {
         if !(canonical_path || method.any_path) {
             return Err(BusError::new(
                 errors::ACCESS_DENIED,
-                format!("Method '{member}' is only available at the canonical object path '{BUS_PATH}'"),
+                format!(
+                    "Method '{member}' is only available at the canonical object path '{BUS_PATH}'"
+                ),
             ));
         }
         if msg.signature() != method.in_sig {
@@ -152,7 +159,9 @@ impl Bus {
             (_, "UpdateActivationEnvironment") => self.update_activation_environment(args),
             (_, "NameHasOwner") => {
                 let name = args.str(0);
-                Ok(vec![Value::Bool(name == BUS_NAME || self.registry.has_owner(name))])
+                Ok(vec![Value::Bool(
+                    name == BUS_NAME || self.registry.has_owner(name),
+                )])
             }
             (_, "ListNames") => {
                 let names = std::iter::once(BUS_NAME.to_owned())
@@ -225,7 +234,10 @@ impl Bus {
             return Ok(());
         }
         let name = conn.unique.as_deref().unwrap_or("(inactive)");
-        let pid = conn.creds.pid.map_or_else(|| "?".to_owned(), |p| p.to_string());
+        let pid = conn
+            .creds
+            .pid
+            .map_or_else(|| "?".to_owned(), |p| p.to_string());
         Err(BusError::new(
             errors::ACCESS_DENIED,
             format!("rejected attempt to call {member} by connection {name} (uid={uid} pid={pid}) with uid {uid}"),
@@ -239,7 +251,10 @@ impl Bus {
             return Err(BusError::new(errors::FAILED, "unknown connection"));
         };
         if conn.unique.is_some() {
-            return Err(BusError::new(errors::FAILED, "Already handled an Hello message"));
+            return Err(BusError::new(
+                errors::FAILED,
+                "Already handled an Hello message",
+            ));
         }
         let unique = format!(":1.{}", self.next_unique);
         self.next_unique += 1;
@@ -248,7 +263,13 @@ impl Bus {
         Ok(vec![Value::String(unique)])
     }
 
-    fn request_name(&mut self, from: ConnId, name: &str, flags: u32, events: &mut Vec<NameEvent>) -> DriverResult {
+    fn request_name(
+        &mut self,
+        from: ConnId,
+        name: &str,
+        flags: u32,
+        events: &mut Vec<NameEvent>,
+    ) -> DriverResult {
         if !names::is_valid_bus_name(name) {
             return Err(BusError::new(
                 errors::INVALID_ARGS,
@@ -279,7 +300,12 @@ impl Bus {
         Ok(vec![Value::Uint32(reply as u32)])
     }
 
-    fn release_name(&mut self, from: ConnId, name: &str, events: &mut Vec<NameEvent>) -> DriverResult {
+    fn release_name(
+        &mut self,
+        from: ConnId,
+        name: &str,
+        events: &mut Vec<NameEvent>,
+    ) -> DriverResult {
         if !names::is_valid_bus_name(name) {
             return Err(BusError::new(
                 errors::INVALID_ARGS,
@@ -488,7 +514,11 @@ impl Bus {
         Ok(match prop {
             // Unknown header fields are dropped by Message::stamp.
             "Features" => string_array(["HeaderFiltering".to_owned()]),
-            _ => string_array(introspect::INTERESTING_INTERFACES.iter().map(|s| s.to_string())),
+            _ => string_array(
+                introspect::INTERESTING_INTERFACES
+                    .iter()
+                    .map(|s| s.to_string()),
+            ),
         })
     }
 
@@ -506,4 +536,3 @@ impl Bus {
         Ok(vec![dict_sv(entries)])
     }
 }
-

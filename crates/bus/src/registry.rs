@@ -332,7 +332,7 @@ impl NameRegistry {
             return;
         };
         let mut names: Vec<(u64, String)> = held.into_iter().map(|(n, s)| (s, n)).collect();
-        names.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        names.sort_unstable_by_key(|&(seq, _)| std::cmp::Reverse(seq));
         for (_, name) in names {
             // Re-track so remove_owner's bookkeeping stays consistent.
             self.held.entry(conn).or_default().insert(name.clone(), 0);

@@ -48,7 +48,13 @@ impl PendingReplies {
 
     /// Remember that `callee` owes `caller` a reply to `serial`. A caller
     /// that reuses a serial still pending replaces the old call.
-    pub fn expect(&mut self, caller: ConnId, serial: u32, callee: ConnId, deadline: Option<Instant>) {
+    pub fn expect(
+        &mut self,
+        caller: ConnId,
+        serial: u32,
+        callee: ConnId,
+        deadline: Option<Instant>,
+    ) {
         let key = (caller, serial);
         self.forget(key);
         self.calls.insert(key, Pending { callee, deadline });

@@ -78,7 +78,7 @@ impl Rule {
         registry: &NameRegistry,
     ) -> bool {
         fn eq(want: &Option<String>, got: Option<&str>) -> bool {
-            want.as_deref().map_or(true, |w| Some(w) == got)
+            want.as_deref().is_none_or(|w| Some(w) == got)
         }
         if self.msg_type.is_some_and(|t| t != msg.msg_type()) {
             return false;
@@ -154,7 +154,10 @@ impl Subscriptions {
             )
         };
         let rules = self.rules.get_mut(&conn).ok_or_else(not_found)?;
-        let pos = rules.iter().position(|r| *r == rule).ok_or_else(not_found)?;
+        let pos = rules
+            .iter()
+            .position(|r| *r == rule)
+            .ok_or_else(not_found)?;
         rules.remove(pos);
         if rules.is_empty() {
             self.rules.remove(&conn);

@@ -31,7 +31,10 @@ fn acquired(conn: ConnId) -> NameEvent {
 fn owned_by_a(flags: u32) -> NameRegistry {
     let mut r = NameRegistry::new();
     let mut ev = Vec::new();
-    assert_eq!(r.request(A, NAME, flags, &mut ev), RequestReply::PrimaryOwner);
+    assert_eq!(
+        r.request(A, NAME, flags, &mut ev),
+        RequestReply::PrimaryOwner
+    );
     assert_eq!(ev, vec![changed(None, Some(A)), acquired(A)]);
     r
 }
@@ -53,7 +56,10 @@ fn first_request_makes_primary_owner() {
 #[test]
 fn owner_asking_again_is_already_owner_and_updates_flags() {
     let mut r = owned_by_a(0);
-    assert_eq!(request(&mut r, A, ALLOW_REPLACEMENT), (RequestReply::AlreadyOwner, vec![]));
+    assert_eq!(
+        request(&mut r, A, ALLOW_REPLACEMENT),
+        (RequestReply::AlreadyOwner, vec![])
+    );
     // Now replaceable.
     let (reply, ev) = request(&mut r, B, REPLACE_EXISTING);
     assert_eq!(reply, RequestReply::PrimaryOwner);
@@ -74,7 +80,11 @@ fn every_flag_combination_against_every_owner() {
             let ctx = format!("owner flags {owner_flags}, request flags {flags}");
             if replaces {
                 assert_eq!(reply, RequestReply::PrimaryOwner, "{ctx}");
-                assert_eq!(ev, vec![lost(A), changed(Some(A), Some(B)), acquired(B)], "{ctx}");
+                assert_eq!(
+                    ev,
+                    vec![lost(A), changed(Some(A), Some(B)), acquired(B)],
+                    "{ctx}"
+                );
                 assert_eq!(r.owner(NAME), Some(B), "{ctx}");
                 // An owner that said DO_NOT_QUEUE is dropped, else queued.
                 let expect = if owner_flags & DO_NOT_QUEUE != 0 {
@@ -114,7 +124,10 @@ fn replace_existing_in_queue_jumps_to_second_place() {
     request(&mut r, B, 0);
     request(&mut r, C, 0);
     // The owner does not allow replacement: C waits, but right behind A.
-    assert_eq!(request(&mut r, C, REPLACE_EXISTING).0, RequestReply::InQueue);
+    assert_eq!(
+        request(&mut r, C, REPLACE_EXISTING).0,
+        RequestReply::InQueue
+    );
     assert_eq!(r.queued_owners(NAME).unwrap(), vec![A, C, B]);
 }
 
@@ -165,7 +178,10 @@ fn release_last_owner_removes_the_name() {
 fn release_replies_for_unknown_name_and_non_owner() {
     let mut r = owned_by_a(0);
     let mut ev = Vec::new();
-    assert_eq!(r.release(A, "org.example.Other", &mut ev), ReleaseReply::NonExistent);
+    assert_eq!(
+        r.release(A, "org.example.Other", &mut ev),
+        ReleaseReply::NonExistent
+    );
     assert_eq!(r.release(B, NAME, &mut ev), ReleaseReply::NotOwner);
     assert!(ev.is_empty());
 }
@@ -188,7 +204,10 @@ fn disconnect_releases_newest_first_and_unique_name_last() {
             _ => None,
         })
         .collect();
-    assert_eq!(order, vec!["org.example.Second", "org.example.First", ":1.0"]);
+    assert_eq!(
+        order,
+        vec!["org.example.Second", "org.example.First", ":1.0"]
+    );
     assert_eq!(r.owner("org.example.First"), Some(B));
     assert_eq!(r.count(A), 0);
     assert!(!r.has_owner(":1.0"));
