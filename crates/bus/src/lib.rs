@@ -84,3 +84,8 @@ pub struct BusOptions {
     /// "session", "system", or whatever the configuration says.
     pub bus_type: String,
 }
+
+/// The driver's introspection XML at `path` (also `quickbus-daemon --introspect`).
+pub fn introspection_xml(path: &str) -> String {
+    introspect::introspect(path)
+}

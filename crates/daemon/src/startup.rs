@@ -23,6 +23,10 @@ pub fn main() -> i32 {
         Ok(opts) => opts,
         Err(exit) => return exit.print_and_code(),
     };
+    if opts.introspect {
+        print!("{}", quickbus_bus::introspection_xml(quickbus_bus::BUS_PATH));
+        return 0;
+    }
     // Before anything else is opened: the fds the parent handed us.
     let print_address = match adopt_target(opts.print_address) {
         Ok(t) => t,
