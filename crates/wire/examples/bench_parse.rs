@@ -1,5 +1,5 @@
 //! Rough throughput of parse, stamp and build on typical messages:
-//! `cargo run --release -p quickbus-wire --example bench_parse`.
+//! `cargo run --release -p quickbus-wire --example bench_parse [FILTER]`.
 //! A measurement tool, not a test: numbers depend on the machine.
 
 use std::hint::black_box;
@@ -59,6 +59,12 @@ fn nested_structs(count: usize) -> MessageBuilder {
 }
 
 fn measure(name: &str, bytes: usize, iterations: u32, mut f: impl FnMut()) {
+    // An optional argument keeps only the measurements whose name contains it.
+    if let Some(filter) = std::env::args().nth(1) {
+        if !name.contains(&filter) {
+            return;
+        }
+    }
     let start = Instant::now();
     for _ in 0..iterations {
         f();

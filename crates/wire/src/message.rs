@@ -288,6 +288,15 @@ impl Message {
         Some(unsafe { std::str::from_utf8_unchecked(bytes) })
     }
 
+    /// The message as it is, split into header and body without copying
+    /// (for messages that need no stamping, e.g. ones the bus built).
+    pub fn frame(&self) -> Frame {
+        Frame {
+            header: self.raw.slice(..self.body_start as usize),
+            body: self.raw.slice(self.body_start as usize..),
+        }
+    }
+
     /// Decode the whole body into values. This allocates per value (a
     /// 64 MiB `ay` becomes 64 Mi `Value`s): on untrusted messages check
     /// `signature()` first and decode only the bodies you expect.

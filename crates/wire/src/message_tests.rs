@@ -211,3 +211,20 @@ fn unknown_message_type_is_recognisable() {
     let err = Message::parse(Bytes::from(raw)).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Header);
 }
+
+#[test]
+fn frame_splits_without_copying() {
+    for endian in BOTH {
+        let raw = MessageBuilder::signal("/a", "org.example.I", "S")
+            .endian(endian)
+            .body(vec![Value::Uint64(1)])
+            .build(3)
+            .unwrap();
+        let m = Message::parse(raw.clone()).unwrap();
+        let frame = m.frame();
+        assert_eq!(frame.header.len() % 8, 0);
+        assert_eq!(&frame.body[..], m.body());
+        assert_eq!([&frame.header[..], &frame.body[..]].concat(), &raw[..]);
+        assert_eq!(frame.header.as_ptr(), raw.as_ptr());
+    }
+}
