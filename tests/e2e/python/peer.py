@@ -73,7 +73,8 @@ class FailedError(dbus.DBusException):
 
 
 class TestObject(dbus.service.Object):
-    """What the tests call: echo, a deliberate error, a one-way call, an fd reader."""
+    """What the tests call: echo, a deliberate error, a one-way call, a call
+    never answered, an fd reader."""
 
     @dbus.service.method(TEST_IFACE, in_signature="s", out_signature="s", message_keyword="msg")
     def Echo(self, text, msg):
@@ -88,6 +89,17 @@ class TestObject(dbus.service.Object):
     @dbus.service.method(TEST_IFACE, in_signature="s", out_signature="", message_keyword="msg")
     def Record(self, text, msg):
         out("called", "Record", to_json([text]), "no_reply=%s" % msg.get_no_reply())
+
+    @dbus.service.method(
+        TEST_IFACE,
+        in_signature="",
+        out_signature="",
+        message_keyword="msg",
+        async_callbacks=("reply", "error"),
+    )
+    def Hang(self, msg, reply, error):
+        """Never answers: the caller learns only what the bus tells it."""
+        out("called", "Hang", "[]", "no_reply=%s" % msg.get_no_reply())
 
     @dbus.service.method(TEST_IFACE, in_signature="h", out_signature="s", message_keyword="msg")
     def ReadFd(self, fd, msg):

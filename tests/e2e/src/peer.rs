@@ -63,10 +63,22 @@ impl Peer {
     /// Sends one command line and returns its result line (events that
     /// arrive meanwhile are kept for [`Peer::wait_event`]).
     pub fn command(&mut self, line: &str) -> String {
+        self.send(line);
+        self.result()
+    }
+
+    /// Sends one command line without waiting for its result; collect it
+    /// with [`Peer::result`] (useful when the result depends on what the test
+    /// does meanwhile).
+    pub fn send(&mut self, line: &str) {
         let stdin = self.process.stdin().expect("peer stdin is open");
         writeln!(stdin, "{line}")
             .and_then(|()| stdin.flush())
             .unwrap_or_else(|err| panic!("peer {} gone: {err}", self.unique_name));
+    }
+
+    /// The next result line of a command sent with [`Peer::send`].
+    pub fn result(&mut self) -> String {
         loop {
             let reply = self.process.read_line();
             if is_event(&reply) {

@@ -198,3 +198,48 @@ fn a_burst_of_signals_arrives_complete_and_in_order() {
         );
     }
 }
+
+#[test]
+fn a_caller_is_told_when_the_callee_disconnects_without_replying() {
+    let bus = Bus::start();
+    let mut service = service(&bus);
+    let mut caller = bus.peer();
+    caller.send(&format!(
+        "call {SERVICE} {OBJECT} com.example.Test Hang - []"
+    ));
+    service.wait_event(|e| e.starts_with("called Hang "));
+    service.kill();
+    let reply = caller.result();
+    assert!(
+        reply.starts_with("error org.freedesktop.DBus.Error.NoReply "),
+        "{reply}"
+    );
+}
+
+#[test]
+fn a_call_to_an_unknown_unique_name_is_service_unknown() {
+    let bus = Bus::start();
+    let mut caller = bus.peer();
+    let reply = caller.command(&format!(
+        r#"call :1.999999 {OBJECT} com.example.Test Echo s ["x"]"#
+    ));
+    assert!(
+        reply.starts_with("error org.freedesktop.DBus.Error.ServiceUnknown "),
+        "{reply}"
+    );
+}
+
+#[test]
+fn the_driver_refuses_unknown_methods_and_a_second_hello() {
+    let bus = Bus::start();
+    let mut peer = bus.peer();
+    let reply = peer.bus_call("NoSuchMethod", "-", "[]");
+    assert!(
+        reply.starts_with("error org.freedesktop.DBus.Error.UnknownMethod "),
+        "{reply}"
+    );
+    let reply = peer.bus_call("Hello", "-", "[]");
+    assert!(reply.starts_with("error "), "{reply}");
+    // The connection survives both.
+    assert_eq!(peer.command("ping"), "pong");
+}
