@@ -10,9 +10,10 @@ use bytes::Bytes;
 use quickbus_wire::{flags, Message, MessageBuilder, MessageType, Value};
 
 use crate::errors::{self, BusError};
+use crate::match_rule::{BusDriver, MatchInput, MatchRule, NameOwner};
 use crate::registry::{NameEvent, NameRegistry};
 use crate::replies::PendingReplies;
-use crate::subscriptions::Subscriptions;
+use crate::subscriptions::{Monitors, PeerNames, Subscriptions};
 use crate::{
     Action, BusOptions, ConnId, Credentials, Frame, OutMessage, BUS_INTERFACE, BUS_NAME, BUS_PATH,
 };
@@ -38,6 +39,10 @@ pub struct Bus {
     pub(crate) registry: NameRegistry,
     pub(crate) replies: PendingReplies,
     pub(crate) subs: Subscriptions,
+    pub(crate) monitors: Monitors,
+    /// Set by BecomeMonitor: the connection turns into a monitor once the
+    /// reply is out.
+    pub(crate) becoming_monitor: Option<(ConnId, Vec<MatchRule>)>,
     /// The bus process's own uid and pid (GetConnectionUnixUser on
     /// org.freedesktop.DBus, and the privileged-caller check).
     pub(crate) own_uid: Option<u32>,
@@ -79,6 +84,8 @@ impl Bus {
             registry: NameRegistry::new(),
             replies: PendingReplies::new(),
             subs: Subscriptions::new(),
+            monitors: Monitors::default(),
+            becoming_monitor: None,
             own_uid: own_uid(),
             own_pid: std::process::id(),
             activation_env: HashMap::new(),
@@ -149,6 +156,7 @@ impl Bus {
             return;
         }
         self.subs.remove_connection(id);
+        self.monitors.remove(id);
         let mut events = Vec::new();
         self.registry.remove_connection(id, &mut events);
         // Signals name the departed connection, so it stays known until
@@ -177,6 +185,13 @@ impl Bus {
         let Some(conn) = self.conns.get(&from) else {
             return;
         };
+        if self.monitors.is_monitor(from) {
+            out.push(Action::Disconnect {
+                conn: from,
+                reason: "Monitors are not allowed to send messages".into(),
+            });
+            return;
+        }
         if conn.unique.is_none() {
             if is_hello(&msg) {
                 self.driver_call(from, &msg, out);
@@ -192,6 +207,13 @@ impl Bus {
         }
         match msg.destination() {
             Some(BUS_NAME) => {
+                if !self.monitors.is_empty() {
+                    let out_msg = self.stamped(from, &msg, fds);
+                    let watchers = self.with_input(&msg, Some(from), None, |input| {
+                        self.monitor_recipients(input)
+                    });
+                    self.deliver_all(&watchers, &msg, &out_msg, out);
+                }
                 if msg.msg_type() == MessageType::MethodCall {
                     self.driver_call(from, &msg, out);
                 }
@@ -216,6 +238,13 @@ impl Bus {
         out: &mut Vec<Action>,
     ) {
         let target = self.registry.owner(dest);
+        let out_msg = self.stamped(from, msg, fds);
+        if !self.monitors.is_empty() {
+            let watchers = self.with_input(msg, Some(from), target, |input| {
+                self.monitor_recipients(input)
+            });
+            self.deliver_all(&watchers, msg, &out_msg, out);
+        }
         match msg.msg_type() {
             MessageType::MethodReturn | MessageType::Error => {
                 // Only answers to calls we forwarded pass.
@@ -226,10 +255,9 @@ impl Bus {
                     tracing::debug!(?from, dest, "dropping unexpected reply");
                     return;
                 }
-                if !fds.is_empty() && !self.accepts_fds(target) {
+                if msg.unix_fds() > 0 && !self.accepts_fds(target) {
                     return;
                 }
-                let out_msg = self.stamped(from, msg, fds);
                 self.deliver(target, &out_msg, out);
             }
             MessageType::MethodCall | MessageType::Signal => {
@@ -273,42 +301,73 @@ impl Bus {
                     let deadline = self.opts.limits.reply_timeout.map(|t| now + t);
                     self.replies.expect(from, msg.serial(), target, deadline);
                 }
-                let out_msg = self.stamped(from, msg, fds);
                 self.deliver(target, &out_msg, out);
-                self.eavesdroppers(from, msg, Some(target), &out_msg, out);
+                let eavesdroppers = self.with_input(msg, Some(from), Some(target), |input| {
+                    let mut to = Vec::new();
+                    self.subs.recipients(input, Some(target), &mut to);
+                    to
+                });
+                self.deliver_all(&eavesdroppers, msg, &out_msg, out);
             }
         }
     }
 
     fn broadcast(&mut self, from: ConnId, msg: &Message, fds: Vec<OwnedFd>, out: &mut Vec<Action>) {
         let out_msg = self.stamped(from, msg, fds);
-        let mut recipients = Vec::new();
-        self.subs
-            .recipients(msg, Some(from), None, &self.registry, &mut recipients);
-        let has_fds = msg.unix_fds() > 0;
-        for to in recipients {
-            if has_fds && !self.accepts_fds(to) {
-                continue;
-            }
-            self.deliver(to, &out_msg, out);
-        }
+        let recipients = self.with_input(msg, Some(from), None, |input| {
+            let mut to = self.monitor_recipients(input);
+            self.subs.recipients(input, None, &mut to);
+            to
+        });
+        self.deliver_all(&recipients, msg, &out_msg, out);
     }
 
-    /// Copies of a unicast message for connections whose eavesdropping
-    /// rules match it.
-    fn eavesdroppers(
+    /// Run `f` on the message as match rules see it. `from`: the sending
+    /// connection, None for the bus itself; `to`: the connection it is
+    /// addressed to, if any.
+    fn with_input<R>(
         &self,
-        from: ConnId,
         msg: &Message,
-        target: Option<ConnId>,
+        from: Option<ConnId>,
+        to: Option<ConnId>,
+        f: impl FnOnce(&MatchInput<'_>) -> R,
+    ) -> R {
+        let peer = |id: Option<ConnId>| {
+            let id = id?;
+            let unique = self.unique_name(id)?;
+            Some(PeerNames::new(id, unique, &self.registry))
+        };
+        let sender_peer = peer(from);
+        let recipient_peer = peer(to);
+        let sender: &dyn NameOwner = match &sender_peer {
+            Some(p) => p,
+            None => &BusDriver,
+        };
+        let recipient = recipient_peer.as_ref().map(|p| p as &dyn NameOwner);
+        f(&MatchInput::new(msg, sender, recipient))
+    }
+
+    /// Monitors whose rules match; empty at once when there are none.
+    fn monitor_recipients(&self, input: &MatchInput<'_>) -> Vec<ConnId> {
+        let mut to = Vec::new();
+        if !self.monitors.is_empty() {
+            self.monitors.recipients(input, &mut to);
+        }
+        to
+    }
+
+    /// Deliver to each of `recipients`, skipping those that cannot take the
+    /// message's fds (dbus-daemon skips them silently for broadcasts).
+    fn deliver_all(
+        &self,
+        recipients: &[ConnId],
+        msg: &Message,
         out_msg: &OutMessage,
         out: &mut Vec<Action>,
     ) {
-        let mut recipients = Vec::new();
-        self.subs
-            .recipients(msg, Some(from), target, &self.registry, &mut recipients);
-        for to in recipients {
-            if Some(to) != target && (msg.unix_fds() == 0 || self.accepts_fds(to)) {
+        let has_fds = msg.unix_fds() > 0;
+        for &to in recipients {
+            if !has_fds || self.accepts_fds(to) {
                 self.deliver(to, out_msg, out);
             }
         }
@@ -375,8 +434,13 @@ impl Bus {
             Some(name) => builder.destination(name.to_owned()),
             None => builder,
         };
-        if let Some((msg, _)) = self.build(builder) {
-            self.deliver(to, &msg, out);
+        if let Some((out_msg, msg)) = self.build(builder) {
+            if !self.monitors.is_empty() {
+                let watchers =
+                    self.with_input(&msg, None, Some(to), |input| self.monitor_recipients(input));
+                self.deliver_all(&watchers, &msg, &out_msg, out);
+            }
+            self.deliver(to, &out_msg, out);
         }
     }
 
@@ -457,9 +521,11 @@ impl Bus {
                     let Some((out_msg, msg)) = self.build(builder) else {
                         continue;
                     };
-                    let mut recipients = Vec::new();
-                    self.subs
-                        .recipients(&msg, None, None, &self.registry, &mut recipients);
+                    let recipients = self.with_input(&msg, None, None, |input| {
+                        let mut to = self.monitor_recipients(input);
+                        self.subs.recipients(input, None, &mut to);
+                        to
+                    });
                     for to in recipients {
                         if Some(to) != gone {
                             self.deliver(to, &out_msg, out);
@@ -481,6 +547,22 @@ impl Bus {
                 }
             }
         }
+    }
+
+    /// BecomeMonitor succeeded and its reply is out: the connection drops
+    /// its match rules and names (hearing NameLost for each, as with
+    /// dbus-daemon) and from now on only watches.
+    pub(crate) fn become_monitor(
+        &mut self,
+        id: ConnId,
+        rules: Vec<MatchRule>,
+        out: &mut Vec<Action>,
+    ) {
+        self.subs.remove_connection(id);
+        let mut events = Vec::new();
+        self.registry.remove_connection(id, &mut events);
+        self.emit(&events, None, out);
+        self.monitors.add(id, rules);
     }
 
     /// When the bus next needs [`Bus::handle_timeouts`].

@@ -7,6 +7,7 @@ use crate::bus::Bus;
 use crate::errors::{self, BusError};
 use crate::introspect::{self, InterfaceSpec, MethodSpec, INTERFACES};
 use crate::registry::NameEvent;
+use crate::subscriptions::{parse_monitor_rule, parse_rule};
 use crate::{Action, ConnId, BUS_NAME, BUS_PATH};
 
 type DriverResult = Result<Vec<Value>, BusError>;
@@ -113,7 +114,13 @@ impl Bus {
                     self.reply(from, msg, body, out);
                 }
             }
-            Err(err) => self.error_reply(from, msg, err, out),
+            Err(err) => {
+                self.becoming_monitor = None;
+                self.error_reply(from, msg, err, out)
+            }
+        }
+        if let Some((id, rules)) = self.becoming_monitor.take() {
+            self.become_monitor(id, rules, out);
         }
     }
 
@@ -173,7 +180,8 @@ impl Bus {
                     .chain(self.opts.activatable_names.iter().cloned());
                 Ok(vec![string_array(names)])
             }
-            (_, "AddMatch") => self.add_match(from, args.str(0)),
+            (_, "AddMatch") => self.add_match(from, member, args.str(0)),
+            (_, "BecomeMonitor") => self.become_monitor_call(from, args),
             (_, "RemoveMatch") => self.remove_match(from, args.str(0)),
             (_, "GetNameOwner") => self.get_name_owner(args.str(0)),
             (_, "ListQueuedOwners") => self.list_queued_owners(args.str(0)),
@@ -360,7 +368,7 @@ impl Bus {
         Ok(vec![])
     }
 
-    fn add_match(&mut self, from: ConnId, rule: &str) -> DriverResult {
+    fn add_match(&mut self, from: ConnId, member: &str, rule: &str) -> DriverResult {
         let limit = self.opts.limits.max_match_rules_per_connection;
         if self.subs.count(from) >= limit {
             let me = self.unique_name(from).unwrap_or("(inactive)");
@@ -369,12 +377,49 @@ impl Bus {
                 format!("Connection \"{me}\" is not allowed to add more match rules (increase limits in configuration file if required; max_match_rules_per_connection={limit})"),
             ));
         }
-        self.subs.add(from, rule)?;
+        let rule = parse_rule(rule)?;
+        if rule.is_eavesdrop() {
+            // dbus-daemon lets only privileged callers eavesdrop.
+            self.check_privileged(from, member)?;
+        }
+        self.subs.add(from, rule);
         Ok(vec![])
     }
 
     fn remove_match(&mut self, from: ConnId, rule: &str) -> DriverResult {
-        self.subs.remove(from, rule)?;
+        let rule = parse_rule(rule)?;
+        self.subs.remove(from, &rule)?;
+        Ok(vec![])
+    }
+
+    /// BecomeMonitor(as rules, u flags). The change happens after the
+    /// reply (see `driver_call`).
+    fn become_monitor_call(&mut self, from: ConnId, args: Args) -> DriverResult {
+        if args.u32(1) != 0 {
+            return Err(BusError::new(
+                errors::INVALID_ARGS,
+                "BecomeMonitor does not support any flags yet",
+            ));
+        }
+        let mut texts = match args.0.first() {
+            Some(Value::Array { items, .. }) => items
+                .iter()
+                .filter_map(|v| match v {
+                    Value::String(t) => Some(t.as_str()),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        // No rules means "everything".
+        if texts.is_empty() {
+            texts.push("");
+        }
+        let rules = texts
+            .into_iter()
+            .map(parse_monitor_rule)
+            .collect::<Result<Vec<_>, _>>()?;
+        self.becoming_monitor = Some((from, rules));
         Ok(vec![])
     }
 

@@ -77,6 +77,8 @@ const PROPERTIES_METHODS: &[MethodSpec] = &[
 
 const INTROSPECTABLE_METHODS: &[MethodSpec] = &[m("Introspect", "", "s")];
 
+const MONITORING_METHODS: &[MethodSpec] = &[canonical(privileged(m("BecomeMonitor", "asu", "")))];
+
 const PEER_METHODS: &[MethodSpec] = &[m("GetMachineId", "", "s"), m("Ping", "", "")];
 
 pub(crate) const INTERFACES: &[InterfaceSpec] = &[
@@ -111,6 +113,13 @@ pub(crate) const INTERFACES: &[InterfaceSpec] = &[
         any_path: true,
     },
     InterfaceSpec {
+        name: "org.freedesktop.DBus.Monitoring",
+        methods: MONITORING_METHODS,
+        properties: &[],
+        signals_xml: "",
+        any_path: false,
+    },
+    InterfaceSpec {
         name: "org.freedesktop.DBus.Peer",
         methods: PEER_METHODS,
         properties: &[],
@@ -123,7 +132,7 @@ pub(crate) const INTERFACES: &[InterfaceSpec] = &[
 /// features a client may want to probe for. The always-present ones
 /// (DBus, Properties, Introspectable, Peer) are left out, as dbus-daemon
 /// does.
-pub(crate) const INTERESTING_INTERFACES: &[&str] = &[];
+pub(crate) const INTERESTING_INTERFACES: &[&str] = &["org.freedesktop.DBus.Monitoring"];
 
 const DOCTYPE: &str = "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\"\n\"http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd\">\n";
 

@@ -123,6 +123,18 @@ impl NameRegistry {
         self.names.keys().map(String::as_str)
     }
 
+    /// The well-known names `conn` is primary owner of (what a match rule's
+    /// `sender` may name), `unique` left out.
+    pub fn primary_names<'a>(&'a self, conn: ConnId, unique: &str) -> Vec<&'a str> {
+        self.held.get(&conn).map_or_else(Vec::new, |names| {
+            names
+                .keys()
+                .filter(|n| n.as_str() != unique && self.owner(n) == Some(conn))
+                .map(String::as_str)
+                .collect()
+        })
+    }
+
     /// How many names `conn` owns or is queued for.
     pub fn count(&self, conn: ConnId) -> usize {
         self.held.get(&conn).map_or(0, HashMap::len)

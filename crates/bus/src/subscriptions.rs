@@ -1,132 +1,63 @@
 //! Match-rule subscriptions: the bus's side of AddMatch / RemoveMatch and
-//! "who wants this message". Adapter over the match engineer's
-//! `match_rule` / `match_index` modules.
+//! "who wants this message", over the match engineer's [`MatchRule`].
 //!
-//! TEMPORARY: until those modules land, a minimal rule parser and a scan
-//! over subscribers stand in, so routing can be built and tested.
+//! TEMPORARY: until `match_index` lands, `recipients` scans the
+//! subscribers; the index replaces that scan without changing this API.
 
-use std::collections::HashMap;
+use std::cell::OnceCell;
+use std::collections::BTreeMap;
 
-use quickbus_wire::{Message, MessageType};
-
-use crate::errors::{self, BusError};
+use crate::errors::BusError;
+use crate::match_rule::{MatchInput, MatchRule, NameOwner};
 use crate::registry::NameRegistry;
-use crate::{ConnId, BUS_NAME};
+use crate::ConnId;
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Rule {
-    msg_type: Option<MessageType>,
-    sender: Option<String>,
-    interface: Option<String>,
-    member: Option<String>,
-    path: Option<String>,
-    path_namespace: Option<String>,
-    destination: Option<String>,
-    arg0: Option<String>,
-    eavesdrop: bool,
+/// A connection as match rules see it: its unique name and the names it is
+/// primary owner of, looked up in the registry (no copy unless a rule
+/// enumerates them).
+pub(crate) struct PeerNames<'a> {
+    pub id: ConnId,
+    pub unique: &'a str,
+    pub registry: &'a NameRegistry,
+    well_known: OnceCell<Vec<&'a str>>,
 }
 
-fn invalid(text: &str) -> BusError {
-    BusError::new(
-        errors::MATCH_RULE_INVALID,
-        format!("Invalid match rule \"{text}\""),
-    )
+impl<'a> PeerNames<'a> {
+    pub fn new(id: ConnId, unique: &'a str, registry: &'a NameRegistry) -> PeerNames<'a> {
+        PeerNames {
+            id,
+            unique,
+            registry,
+            well_known: OnceCell::new(),
+        }
+    }
 }
 
-impl Rule {
-    fn parse(text: &str) -> Result<Rule, BusError> {
-        let mut rule = Rule::default();
-        let mut rest = text.trim_start();
-        while !rest.is_empty() {
-            let eq = rest.find('=').ok_or_else(|| invalid(text))?;
-            let key = rest[..eq].trim();
-            rest = &rest[eq + 1..];
-            let rest_q = rest.strip_prefix('\'').ok_or_else(|| invalid(text))?;
-            let end = rest_q.find('\'').ok_or_else(|| invalid(text))?;
-            let value = rest_q[..end].to_owned();
-            rest = rest_q[end + 1..].trim_start();
-            rest = rest.strip_prefix(',').unwrap_or(rest).trim_start();
-            match key {
-                "type" => {
-                    rule.msg_type = Some(match value.as_str() {
-                        "method_call" => MessageType::MethodCall,
-                        "method_return" => MessageType::MethodReturn,
-                        "error" => MessageType::Error,
-                        "signal" => MessageType::Signal,
-                        _ => return Err(invalid(text)),
-                    })
-                }
-                "sender" => rule.sender = Some(value),
-                "interface" => rule.interface = Some(value),
-                "member" => rule.member = Some(value),
-                "path" => rule.path = Some(value),
-                "path_namespace" => rule.path_namespace = Some(value),
-                "destination" => rule.destination = Some(value),
-                "arg0" => rule.arg0 = Some(value),
-                "eavesdrop" => rule.eavesdrop = value == "true",
-                _ => return Err(invalid(text)),
-            }
+impl NameOwner for PeerNames<'_> {
+    fn name(&self, index: usize) -> Option<&str> {
+        if index == 0 {
+            return Some(self.unique);
         }
-        Ok(rule)
+        self.well_known
+            .get_or_init(|| self.registry.primary_names(self.id, self.unique))
+            .get(index - 1)
+            .copied()
     }
 
-    fn matches(
-        &self,
-        msg: &Message,
-        sender: Option<ConnId>,
-        addressed: Option<ConnId>,
-        registry: &NameRegistry,
-    ) -> bool {
-        fn eq(want: &Option<String>, got: Option<&str>) -> bool {
-            want.as_deref().is_none_or(|w| Some(w) == got)
-        }
-        if self.msg_type.is_some_and(|t| t != msg.msg_type()) {
-            return false;
-        }
-        if let Some(want) = &self.sender {
-            let ok = match sender {
-                None => want == BUS_NAME,
-                Some(id) => registry.owner(want) == Some(id),
-            };
-            if !ok {
-                return false;
-            }
-        }
-        if let Some(want) = &self.destination {
-            let ok = match addressed {
-                None => msg.destination() == Some(want.as_str()),
-                Some(id) => registry.owner(want) == Some(id),
-            };
-            if !ok {
-                return false;
-            }
-        }
-        if let Some(ns) = &self.path_namespace {
-            let Some(path) = msg.path() else { return false };
-            let inside = ns == "/"
-                || path == ns
-                || (path.starts_with(ns.as_str()) && path.as_bytes().get(ns.len()) == Some(&b'/'));
-            if !inside {
-                return false;
-            }
-        }
-        if let Some(want) = &self.arg0 {
-            let args = msg.string_args(1);
-            let got = args.first().copied().flatten().map(|a| a.value);
-            if got != Some(want.as_str()) {
-                return false;
-            }
-        }
-        eq(&self.interface, msg.interface())
-            && eq(&self.member, msg.member())
-            && eq(&self.path, msg.path())
+    fn owns(&self, name: &str) -> bool {
+        name == self.unique || self.registry.owner(name) == Some(self.id)
     }
+}
+
+pub(crate) fn parse_rule(text: &str) -> Result<MatchRule, BusError> {
+    MatchRule::parse(text).map_err(|e| BusError::new(e.dbus_error_name(), e.message()))
 }
 
 /// Every connection's match rules.
 #[derive(Debug, Default)]
 pub(crate) struct Subscriptions {
-    rules: HashMap<ConnId, Vec<Rule>>,
+    /// Ordered so deliveries come out in a stable order.
+    rules: BTreeMap<ConnId, Vec<MatchRule>>,
 }
 
 impl Subscriptions {
@@ -138,26 +69,20 @@ impl Subscriptions {
         self.rules.get(&conn).map_or(0, Vec::len)
     }
 
-    pub fn add(&mut self, conn: ConnId, text: &str) -> Result<(), BusError> {
-        let rule = Rule::parse(text)?;
+    pub fn add(&mut self, conn: ConnId, rule: MatchRule) {
         self.rules.entry(conn).or_default().push(rule);
-        Ok(())
     }
 
-    /// Remove one rule equal to `text` (a rule added twice stays once).
-    pub fn remove(&mut self, conn: ConnId, text: &str) -> Result<(), BusError> {
-        let rule = Rule::parse(text)?;
+    /// Remove one rule equal to `rule` (a rule added twice stays once).
+    pub fn remove(&mut self, conn: ConnId, rule: &MatchRule) -> Result<(), BusError> {
         let not_found = || {
             BusError::new(
-                errors::MATCH_RULE_NOT_FOUND,
+                crate::errors::MATCH_RULE_NOT_FOUND,
                 "The given match rule wasn't found and can't be removed",
             )
         };
         let rules = self.rules.get_mut(&conn).ok_or_else(not_found)?;
-        let pos = rules
-            .iter()
-            .position(|r| *r == rule)
-            .ok_or_else(not_found)?;
+        let pos = rules.iter().position(|r| r == rule).ok_or_else(not_found)?;
         rules.remove(pos);
         if rules.is_empty() {
             self.rules.remove(&conn);
@@ -169,28 +94,113 @@ impl Subscriptions {
         self.rules.remove(&conn);
     }
 
-    /// Connections with a rule matching `msg`, each once, in a stable
-    /// order. `sender`: None for the bus itself. `addressed`: the
-    /// recipient of a unicast message (then only eavesdropping rules of
-    /// other connections count).
+    /// Connections with a rule matching the message, each once, excluding
+    /// `addressed` (the recipient of a unicast message gets it anyway).
     pub fn recipients(
         &self,
-        msg: &Message,
-        sender: Option<ConnId>,
+        input: &MatchInput<'_>,
         addressed: Option<ConnId>,
-        registry: &NameRegistry,
         out: &mut Vec<ConnId>,
     ) {
-        let unicast = addressed.is_some() || msg.destination().is_some();
         for (&conn, rules) in &self.rules {
-            let wanted = rules.iter().any(|r| {
-                (!unicast || r.eavesdrop || Some(conn) == addressed)
-                    && r.matches(msg, sender, addressed, registry)
-            });
-            if wanted {
+            if Some(conn) != addressed && rules.iter().any(|r| r.matches(input)) {
                 out.push(conn);
             }
         }
-        out.sort_unstable();
+    }
+}
+
+/// Rules of monitors (BecomeMonitor). Monitors see messages addressed to
+/// anyone, so their rules always eavesdrop.
+#[derive(Debug, Default)]
+pub(crate) struct Monitors {
+    rules: BTreeMap<ConnId, Vec<MatchRule>>,
+}
+
+impl Monitors {
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    pub fn is_monitor(&self, conn: ConnId) -> bool {
+        self.rules.contains_key(&conn)
+    }
+
+    pub fn add(&mut self, conn: ConnId, rules: Vec<MatchRule>) {
+        self.rules.insert(conn, rules);
+    }
+
+    pub fn remove(&mut self, conn: ConnId) {
+        self.rules.remove(&conn);
+    }
+
+    pub fn recipients(&self, input: &MatchInput<'_>, out: &mut Vec<ConnId>) {
+        for (&conn, rules) in &self.rules {
+            if rules.iter().any(|r| r.matches(input)) {
+                out.push(conn);
+            }
+        }
+    }
+}
+
+/// Parse a monitor's rule and make it eavesdrop, as dbus-daemon does for
+/// every monitor rule. MatchRule has no setter, so the eavesdrop key is
+/// appended to the text (the last `eavesdrop` wins); should that not parse
+/// (a text at the length or token limit), the rule as given is kept.
+pub(crate) fn parse_monitor_rule(text: &str) -> Result<MatchRule, BusError> {
+    let rule = parse_rule(text)?;
+    if rule.is_eavesdrop() {
+        return Ok(rule);
+    }
+    let base = text.trim_end().trim_end_matches(',');
+    let eavesdropping = if base.trim().is_empty() {
+        "eavesdrop='true'".to_owned()
+    } else {
+        format!("{base},eavesdrop='true'")
+    };
+    Ok(match MatchRule::parse(&eavesdropping) {
+        Ok(r) if r.is_eavesdrop() => r,
+        _ => rule,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn monitor_rules_eavesdrop() {
+        for text in [
+            "",
+            "type='signal'",
+            "type='signal',",
+            "eavesdrop='false'",
+            "member='X'",
+        ] {
+            let rule = parse_monitor_rule(text).unwrap();
+            assert!(rule.is_eavesdrop(), "{text:?}");
+        }
+        assert_eq!(
+            parse_monitor_rule("type='signal'").unwrap(),
+            parse_rule("type='signal',eavesdrop='true'").unwrap()
+        );
+        assert!(parse_monitor_rule("type='nonsense'").is_err());
+    }
+
+    #[test]
+    fn remove_takes_one_copy_by_parsed_value() {
+        let mut subs = Subscriptions::new();
+        let a = ConnId(1);
+        subs.add(a, parse_rule("type='signal'").unwrap());
+        subs.add(a, parse_rule("type='signal'").unwrap());
+        subs.remove(a, &parse_rule("type=signal").unwrap()).unwrap();
+        assert_eq!(subs.count(a), 1);
+        subs.remove(a, &parse_rule("type='signal'").unwrap())
+            .unwrap();
+        assert_eq!(subs.count(a), 0);
+        let err = subs
+            .remove(a, &parse_rule("type='signal'").unwrap())
+            .unwrap_err();
+        assert_eq!(err.name, crate::errors::MATCH_RULE_NOT_FOUND);
     }
 }

@@ -1472,3 +1472,181 @@ fn messages_from_unknown_connections_are_ignored() {
     h.send(ConnId(999), call_bus("Hello", vec![]));
     assert!(h.out.is_empty());
 }
+
+// ---------------------------------------------------------------- monitors
+
+fn become_monitor(rules: &[&str]) -> MessageBuilder {
+    MessageBuilder::method_call(BUS_PATH, "BecomeMonitor")
+        .interface("org.freedesktop.DBus.Monitoring")
+        .destination(BUS_NAME)
+        .body(vec![
+            Value::Array {
+                elem_sig: "s".into(),
+                items: rules.iter().map(|r| s(r)).collect(),
+            },
+            Value::Uint32(0),
+        ])
+}
+
+#[test]
+fn monitor_gives_up_its_names_and_sees_everything() {
+    let mut h = Harness::new();
+    let (watcher, _) = h.client();
+    let (m, name_m) = h.client();
+    let (a, name_a) = h.client();
+    let (b, name_b) = h.client();
+    h.add_match(watcher, "member='NameOwnerChanged'");
+    h.request_name(m, "org.example.Mon", 0);
+    h.take();
+    let serial = h.send(m, become_monitor(&[]));
+    assert_eq!(
+        summary(&h.take()),
+        vec![
+            (m, "return".into(), vec![]),
+            (m, "NameLost".into(), strings(&["org.example.Mon"])),
+            (
+                watcher,
+                "NameOwnerChanged".into(),
+                strings(&["org.example.Mon", &name_m, ""])
+            ),
+            (m, "NameLost".into(), strings(&[&name_m])),
+            (
+                watcher,
+                "NameOwnerChanged".into(),
+                strings(&[&name_m, &name_m, ""])
+            ),
+        ]
+    );
+    let _ = serial;
+    // A call, its reply, and a driver call with its reply: all seen.
+    let call = h.send(
+        a,
+        MessageBuilder::method_call("/", "Do").destination(name_b.clone()),
+    );
+    h.send(
+        b,
+        MessageBuilder::method_return(call).destination(name_a.clone()),
+    );
+    h.send(a, call_bus("GetId", vec![]));
+    let got = h.take();
+    assert_eq!(
+        got.iter()
+            .map(|(to, m)| (*to, m.msg_type()))
+            .collect::<Vec<_>>(),
+        vec![
+            (m, MessageType::MethodCall),
+            (b, MessageType::MethodCall),
+            (m, MessageType::MethodReturn),
+            (a, MessageType::MethodReturn),
+            (m, MessageType::MethodCall),
+            (m, MessageType::MethodReturn),
+            (a, MessageType::MethodReturn),
+        ]
+    );
+    assert_eq!(got[0].1.sender(), Some(name_a.as_str()));
+    assert_eq!(got[5].1.sender(), Some(BUS_NAME));
+    // Nobody can reach it, and it may not speak.
+    let err = h.driver_error(
+        a,
+        MessageBuilder::method_call("/", "Do")
+            .destination(name_m.clone())
+            .flags(flags::NO_AUTO_START),
+    );
+    assert_eq!(err.0, errors::NAME_HAS_NO_OWNER);
+    h.take();
+    h.send(m, call_bus("GetId", vec![]));
+    assert!(matches!(h.out.as_slice(), [Action::Disconnect { conn, .. }] if *conn == m));
+    h.out.clear();
+    h.bus.remove_connection(m, &mut h.out);
+    h.send(a, MessageBuilder::signal("/", "org.example.I", "S"));
+    assert!(h.take().is_empty());
+}
+
+#[test]
+fn monitor_rules_filter() {
+    let mut h = Harness::new();
+    let (m, _) = h.client();
+    let (a, _) = h.client();
+    let (_, name_b) = h.client();
+    // BecomeMonitor lives on the Monitoring interface only.
+    let (name, _) = h.driver_error(m, call_bus("BecomeMonitor", vec![]));
+    assert_eq!(name, errors::UNKNOWN_METHOD);
+    let reply = h.call(m, become_monitor(&["type='signal',member='Wanted'"]));
+    assert_eq!(reply.msg_type(), MessageType::MethodReturn);
+    h.take();
+    h.send(
+        a,
+        MessageBuilder::signal("/", "org.example.I", "Wanted").destination(name_b.clone()),
+    );
+    h.send(
+        a,
+        MessageBuilder::signal("/", "org.example.I", "Other").destination(name_b),
+    );
+    let to_monitor: Vec<String> = h
+        .take()
+        .into_iter()
+        .filter(|(to, _)| *to == m)
+        .map(|(_, msg)| msg.member().unwrap().to_owned())
+        .collect();
+    assert_eq!(to_monitor, vec!["Wanted".to_owned()]);
+}
+
+#[test]
+fn become_monitor_errors() {
+    let mut h = Harness::new();
+    let (a, _) = h.client();
+    let bad_flags = become_monitor(&[]).body(vec![
+        Value::Array {
+            elem_sig: "s".into(),
+            items: vec![],
+        },
+        Value::Uint32(1),
+    ]);
+    assert_eq!(
+        h.driver_error(a, bad_flags),
+        (
+            errors::INVALID_ARGS.into(),
+            "BecomeMonitor does not support any flags yet".into()
+        )
+    );
+    assert_eq!(
+        h.driver_error(a, become_monitor(&["type='bogus'"])).0,
+        errors::MATCH_RULE_INVALID
+    );
+    let other = h.bus.add_connection(creds(2000, 9), false);
+    h.driver(other, "Hello", vec![]);
+    assert_eq!(
+        h.driver_error(other, become_monitor(&[])).0,
+        errors::ACCESS_DENIED
+    );
+    // Still an ordinary connection after the failures.
+    assert!(!h.bus.monitors.is_monitor(a));
+    let reply = get_property(&mut h, a, BUS_INTERFACE, "Interfaces");
+    assert_eq!(
+        reply.body_values().unwrap(),
+        vec![Value::Variant(Box::new(Value::Array {
+            elem_sig: "s".into(),
+            items: vec![s("org.freedesktop.DBus.Monitoring")]
+        }))]
+    );
+}
+
+#[test]
+fn eavesdropping_rule_sees_unicast() {
+    let mut h = Harness::new();
+    let (spy, _) = h.client();
+    let (a, _) = h.client();
+    let (b, name_b) = h.client();
+    h.add_match(spy, "type='method_call',eavesdrop='true'");
+    h.send(
+        a,
+        MessageBuilder::method_call("/", "Do").destination(name_b),
+    );
+    let to: Vec<ConnId> = h.take().into_iter().map(|(to, _)| to).collect();
+    assert_eq!(to, vec![b, spy]);
+    // Another user may not eavesdrop.
+    let other = h.bus.add_connection(creds(2000, 9), false);
+    h.driver(other, "Hello", vec![]);
+    let err = h.driver_error(other, call_bus("AddMatch", vec![s("eavesdrop='true'")]));
+    assert_eq!(err.0, errors::ACCESS_DENIED);
+}
