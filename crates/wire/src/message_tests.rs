@@ -126,7 +126,14 @@ fn other_message_types() {
 
 #[test]
 fn string_args_sees_s_o_g() {
+    for endian in BOTH {
+        string_args_in(endian);
+    }
+}
+
+fn string_args_in(endian: Endian) {
     let raw = MessageBuilder::signal("/a", "org.example.I", "Changed")
+        .endian(endian)
         .body(vec![
             Value::String("zero".into()),
             Value::Array {
