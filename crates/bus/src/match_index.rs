@@ -1,1 +1,945 @@
-//! Match-rule index (owned by the match-rule author).
+//! Match-rule index: which connections have a rule matching a message,
+//! without looking at rules that cannot match it.
+//!
+//! A rule's *shape* is the set of keys it carries among those a message can
+//! be looked up by: type, interface, member, arg0 (exact or namespace), path
+//! (exact or namespace), sender, destination, plus its eavesdrop flag. Rules
+//! of one shape live in one table, bucketed by a keyed hash of their values
+//! for those keys. For a message, each table is probed with the message's
+//! own values (every name its sender owns, every namespace its path and
+//! arg0 lie in), and only the rules in the probed buckets are checked in
+//! full. So the cost of a message depends on the number of shapes in use
+//! and on the message, never on how many rules do not match it. When a
+//! message would need more probes in a table than the table has rules (a
+//! sender owning thousands of names, a very deep path), the table is
+//! scanned instead: cost stays bounded by the smaller of the two.
+
+use std::collections::hash_map::RandomState;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
+use std::sync::Arc;
+
+use quickbus_wire::StrKind;
+
+use crate::match_rule::{ArgKind, MatchInput, MatchRule, PathMatch};
+
+/// Which lookup keys a rule carries (bit set).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Shape(u16);
+
+impl Shape {
+    const TYPE: u16 = 1;
+    const INTERFACE: u16 = 1 << 1;
+    const MEMBER: u16 = 1 << 2;
+    const ARG0: u16 = 1 << 3;
+    const ARG0_NAMESPACE: u16 = 1 << 4;
+    const PATH: u16 = 1 << 5;
+    const PATH_NAMESPACE: u16 = 1 << 6;
+    const SENDER: u16 = 1 << 7;
+    const DESTINATION: u16 = 1 << 8;
+    const EAVESDROP: u16 = 1 << 9;
+
+    fn of(rule: &MatchRule) -> Shape {
+        let mut bits = 0;
+        let mut set = |present: bool, bit: u16| {
+            if present {
+                bits |= bit
+            }
+        };
+        set(rule.msg_type().is_some(), Shape::TYPE);
+        set(rule.interface().is_some(), Shape::INTERFACE);
+        set(rule.member().is_some(), Shape::MEMBER);
+        match rule.arg(0).map(|a| a.kind) {
+            Some(ArgKind::Exact) => set(true, Shape::ARG0),
+            Some(ArgKind::Namespace) => set(true, Shape::ARG0_NAMESPACE),
+            // argNpath also matches when the *argument* is a prefix of the
+            // rule's value, which no hash probe can find: not a lookup key.
+            Some(ArgKind::Path) | None => {}
+        }
+        match rule.path() {
+            Some(PathMatch::Exact(_)) => set(true, Shape::PATH),
+            Some(PathMatch::Namespace(_)) => set(true, Shape::PATH_NAMESPACE),
+            None => {}
+        }
+        set(rule.sender().is_some(), Shape::SENDER);
+        set(rule.destination().is_some(), Shape::DESTINATION);
+        set(rule.is_eavesdrop(), Shape::EAVESDROP);
+        Shape(bits)
+    }
+
+    fn has(self, bit: u16) -> bool {
+        self.0 & bit != 0
+    }
+}
+
+/// The lookup values of a rule, in hashing order; `None` for absent keys.
+struct RuleKeys<'r> {
+    msg_type: Option<u8>,
+    singles: [Option<&'r str>; 2], // interface, member
+    dims: [Option<&'r str>; 4],    // arg0, path, sender, destination
+}
+
+impl<'r> RuleKeys<'r> {
+    fn of(rule: &'r MatchRule) -> RuleKeys<'r> {
+        let arg0 = rule
+            .arg(0)
+            .filter(|a| a.kind != ArgKind::Path)
+            .map(|a| a.value.as_str());
+        let path = rule.path().map(|p| match p {
+            PathMatch::Exact(p) | PathMatch::Namespace(p) => p.as_str(),
+        });
+        RuleKeys {
+            msg_type: rule.msg_type().map(|t| t as u8),
+            singles: [rule.interface(), rule.member()],
+            dims: [arg0, path, rule.sender(), rule.destination()],
+        }
+    }
+}
+
+/// Hashes are already keyed and uniform: the bucket map uses them as is.
+#[derive(Default)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+type Buckets = HashMap<u64, Vec<usize>, BuildHasherDefault<PassThrough>>;
+
+/// The rules of one shape.
+#[derive(Default)]
+struct ShapeTable {
+    buckets: Buckets,
+    /// Distinct rules (slots) in the table.
+    len: usize,
+}
+
+/// One distinct rule of one connection, installed `count` times.
+struct Slot<K> {
+    owner: K,
+    rule: Arc<MatchRule>,
+    count: usize,
+    shape: Shape,
+    key: u64,
+    /// Index in its bucket, so removal is O(1).
+    pos: usize,
+    /// Order of first installation, for [`MatchIndex::rules_of`].
+    seq: u64,
+}
+
+#[derive(Default)]
+struct ConnRules {
+    slots: HashMap<Arc<MatchRule>, usize>,
+    instances: usize,
+}
+
+/// Every connection's match rules, indexed for lookup by message.
+///
+/// `K` is the connection id. The same rule may be added several times by a
+/// connection (dbus-daemon keeps each `AddMatch`); `remove` takes one away.
+pub struct MatchIndex<K> {
+    slots: Vec<Option<Slot<K>>>,
+    free: Vec<usize>,
+    conns: HashMap<K, ConnRules>,
+    shapes: BTreeMap<Shape, ShapeTable>,
+    seed: RandomState,
+    next_seq: u64,
+    instances: usize,
+    #[cfg(test)]
+    checks: std::cell::Cell<usize>,
+}
+
+impl<K> Default for MatchIndex<K> {
+    fn default() -> Self {
+        MatchIndex {
+            slots: Vec::new(),
+            free: Vec::new(),
+            conns: HashMap::new(),
+            shapes: BTreeMap::new(),
+            seed: RandomState::new(),
+            next_seq: 0,
+            instances: 0,
+            #[cfg(test)]
+            checks: std::cell::Cell::new(0),
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for MatchIndex<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MatchIndex")
+            .field("rules", &self.instances)
+            .field("connections", &self.conns.len())
+            .field("shapes", &self.shapes.len())
+            .finish()
+    }
+}
+
+impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
+    pub fn new() -> MatchIndex<K> {
+        MatchIndex::default()
+    }
+
+    /// Install `rule` for `conn` (once more, if it already has it).
+    pub fn add(&mut self, conn: K, rule: MatchRule) {
+        self.instances += 1;
+        let conn_rules = self.conns.entry(conn).or_default();
+        conn_rules.instances += 1;
+        if let Some(&id) = conn_rules.slots.get(&rule) {
+            if let Some(slot) = self.slots[id].as_mut() {
+                slot.count += 1;
+            }
+            return;
+        }
+        let shape = Shape::of(&rule);
+        let key = rule_hash(&self.seed, shape, &RuleKeys::of(&rule));
+        let rule = Arc::new(rule);
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.slots.push(None);
+                self.slots.len() - 1
+            }
+        };
+        conn_rules.slots.insert(Arc::clone(&rule), id);
+        let table = self.shapes.entry(shape).or_default();
+        let bucket = table.buckets.entry(key).or_default();
+        bucket.push(id);
+        table.len += 1;
+        self.slots[id] = Some(Slot {
+            owner: conn,
+            rule,
+            count: 1,
+            shape,
+            key,
+            pos: bucket.len() - 1,
+            seq: self.next_seq,
+        });
+        self.next_seq += 1;
+    }
+
+    /// Remove one instance of a rule equal to `rule` from `conn`; false if
+    /// it has none (`MatchRuleNotFound`).
+    pub fn remove(&mut self, conn: K, rule: &MatchRule) -> bool {
+        let Some(conn_rules) = self.conns.get_mut(&conn) else {
+            return false;
+        };
+        let Some(&id) = conn_rules.slots.get(rule) else {
+            return false;
+        };
+        conn_rules.instances -= 1;
+        self.instances -= 1;
+        let slot = self.slots[id].as_mut().expect("slot of a listed rule");
+        slot.count -= 1;
+        if slot.count == 0 {
+            conn_rules.slots.remove(rule);
+            if conn_rules.slots.is_empty() {
+                self.conns.remove(&conn);
+            }
+            self.unlink(id);
+        }
+        true
+    }
+
+    /// Remove every rule of `conn`.
+    pub fn remove_connection(&mut self, conn: K) {
+        let Some(conn_rules) = self.conns.remove(&conn) else {
+            return;
+        };
+        self.instances -= conn_rules.instances;
+        for (_, id) in conn_rules.slots {
+            self.unlink(id);
+        }
+    }
+
+    /// Take slot `id` out of its bucket and free it.
+    fn unlink(&mut self, id: usize) {
+        let slot = self.slots[id].take().expect("live slot");
+        self.free.push(id);
+        let table = self
+            .shapes
+            .get_mut(&slot.shape)
+            .expect("table of a live slot");
+        table.len -= 1;
+        let bucket = table
+            .buckets
+            .get_mut(&slot.key)
+            .expect("bucket of a live slot");
+        bucket.swap_remove(slot.pos);
+        if let Some(&moved) = bucket.get(slot.pos) {
+            if let Some(moved) = self.slots[moved].as_mut() {
+                moved.pos = slot.pos;
+            }
+        }
+        if bucket.is_empty() {
+            table.buckets.remove(&slot.key);
+        }
+        if table.len == 0 {
+            self.shapes.remove(&slot.shape);
+        }
+    }
+
+    /// How many rules `conn` has installed, each duplicate counted.
+    pub fn rule_count(&self, conn: K) -> usize {
+        self.conns.get(&conn).map_or(0, |c| c.instances)
+    }
+
+    /// How many rules are installed in all, each duplicate counted.
+    pub fn len(&self) -> usize {
+        self.instances
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.instances == 0
+    }
+
+    /// `conn`'s rules in the order they were first added, a rule added n
+    /// times listed n times.
+    pub fn rules_of(&self, conn: K) -> impl Iterator<Item = &MatchRule> + '_ {
+        let mut slots: Vec<&Slot<K>> = self
+            .conns
+            .get(&conn)
+            .into_iter()
+            .flat_map(|c| c.slots.values())
+            .filter_map(|&id| self.slots[id].as_ref())
+            .collect();
+        slots.sort_by_key(|s| s.seq);
+        slots
+            .into_iter()
+            .flat_map(|s| std::iter::repeat_n(&*s.rule, s.count))
+    }
+
+    /// Append to `out` every connection with a rule matching the message,
+    /// each once, in ascending order. The addressed recipient is not added
+    /// for being the recipient (only if one of its rules eavesdrops on the
+    /// message): the caller delivers to it anyway and must not do so twice.
+    pub fn matching(&self, input: &MatchInput<'_>, out: &mut Vec<K>) {
+        let start = out.len();
+        let probe = Probe::new(input);
+        for (&shape, table) in &self.shapes {
+            let Some(keys) = probe.keys_for(shape) else {
+                continue;
+            };
+            let probes = keys
+                .dims
+                .iter()
+                .flatten()
+                .fold(1usize, |n, values| n.saturating_mul(values.len()));
+            if probes == 0 {
+                continue;
+            }
+            if probes > table.len {
+                for id in table.buckets.values().flatten() {
+                    self.check(*id, input, out);
+                }
+                continue;
+            }
+            let mut hasher = self.seed.build_hasher();
+            hash_fixed(&mut hasher, shape, keys.msg_type, &keys.singles);
+            for_each_combination(hasher, &keys.dims, &mut |hash| {
+                if let Some(bucket) = table.buckets.get(&hash) {
+                    for &id in bucket {
+                        self.check(id, input, out);
+                    }
+                }
+            });
+        }
+        let found = &mut out[start..];
+        found.sort_unstable();
+        let mut kept = 0;
+        for i in 0..found.len() {
+            if i == 0 || found[i] != found[kept - 1] {
+                found[kept] = found[i];
+                kept += 1;
+            }
+        }
+        out.truncate(start + kept);
+    }
+
+    fn check(&self, id: usize, input: &MatchInput<'_>, out: &mut Vec<K>) {
+        #[cfg(test)]
+        self.checks.set(self.checks.get() + 1);
+        if let Some(slot) = &self.slots[id] {
+            if slot.rule.matches(input) {
+                out.push(slot.owner);
+            }
+        }
+    }
+}
+
+/// A rule's bucket: its lookup values hashed with the index's key.
+fn rule_hash(seed: &RandomState, shape: Shape, keys: &RuleKeys<'_>) -> u64 {
+    let mut hasher = seed.build_hasher();
+    hash_fixed(&mut hasher, shape, keys.msg_type, &keys.singles);
+    for value in keys.dims.iter().flatten() {
+        value.hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+fn hash_fixed(
+    hasher: &mut impl Hasher,
+    shape: Shape,
+    msg_type: Option<u8>,
+    singles: &[Option<&str>],
+) {
+    shape.hash(hasher);
+    if let Some(t) = msg_type {
+        t.hash(hasher);
+    }
+    for value in singles.iter().flatten() {
+        value.hash(hasher);
+    }
+}
+
+/// Hash every combination of one value per present dimension, in order,
+/// the same way [`rule_hash`] hashes a rule's values.
+fn for_each_combination<H: Hasher + Clone>(
+    hasher: H,
+    dims: &[Option<Vec<&str>>],
+    f: &mut dyn FnMut(u64),
+) {
+    match dims.split_first() {
+        None => f(hasher.finish()),
+        Some((None, rest)) => for_each_combination(hasher, rest, f),
+        Some((Some(values), rest)) => {
+            for value in values {
+                let mut h = hasher.clone();
+                value.hash(&mut h);
+                for_each_combination(h, rest, f);
+            }
+        }
+    }
+}
+
+/// A message's lookup values for one shape.
+struct ProbeKeys<'a> {
+    msg_type: Option<u8>,
+    singles: [Option<&'a str>; 2],
+    dims: [Option<Vec<&'a str>>; 4],
+}
+
+/// What a message offers for lookups, worked out only when a shape asks.
+struct Probe<'i, 'a> {
+    input: &'i MatchInput<'a>,
+}
+
+impl<'i, 'a> Probe<'i, 'a> {
+    fn new(input: &'i MatchInput<'a>) -> Probe<'i, 'a> {
+        Probe { input }
+    }
+
+    /// The values to probe a table of `shape` with; `None` if no rule of
+    /// that shape can match the message.
+    fn keys_for(&self, shape: Shape) -> Option<ProbeKeys<'a>> {
+        let msg = self.input.message();
+        let to_someone = msg.destination().is_some();
+        // Without eavesdrop a rule sees broadcasts only; with a destination
+        // key it sees nothing but messages to that destination.
+        if to_someone && !shape.has(Shape::EAVESDROP) {
+            return None;
+        }
+        if shape.has(Shape::DESTINATION) && !(to_someone && shape.has(Shape::EAVESDROP)) {
+            return None;
+        }
+        let wanted = |bit: u16, value: Option<&'a str>| -> Option<Option<&'a str>> {
+            if shape.has(bit) {
+                value.map(Some)
+            } else {
+                Some(None)
+            }
+        };
+        let singles = [
+            wanted(Shape::INTERFACE, msg.interface())?,
+            wanted(Shape::MEMBER, msg.member())?,
+        ];
+        let arg0 = if shape.has(Shape::ARG0) || shape.has(Shape::ARG0_NAMESPACE) {
+            let arg = self.input.arg(0).filter(|a| a.kind == StrKind::String)?;
+            Some(if shape.has(Shape::ARG0) {
+                vec![arg.value]
+            } else {
+                prefixes(arg.value, '.')
+            })
+        } else {
+            None
+        };
+        let path = if shape.has(Shape::PATH) {
+            Some(vec![msg.path()?])
+        } else if shape.has(Shape::PATH_NAMESPACE) {
+            Some(path_namespaces(msg.path()?))
+        } else {
+            None
+        };
+        let sender = shape.has(Shape::SENDER).then(|| {
+            let owner = self.input.sender();
+            (0..).map_while(|i| owner.name(i)).collect()
+        });
+        let destination = if shape.has(Shape::DESTINATION) {
+            Some(match self.input.recipient() {
+                Some(owner) => (0..).map_while(|i| owner.name(i)).collect(),
+                None => vec![msg.destination()?],
+            })
+        } else {
+            None
+        };
+        Some(ProbeKeys {
+            msg_type: shape.has(Shape::TYPE).then(|| msg.msg_type() as u8),
+            singles,
+            dims: [arg0, path, sender, destination],
+        })
+    }
+}
+
+/// `a.b.c` -> `a`, `a.b`, `a.b.c`: the namespaces a bus name lies in.
+fn prefixes(value: &str, separator: char) -> Vec<&str> {
+    value
+        .match_indices(separator)
+        .map(|(i, _)| &value[..i])
+        .chain(std::iter::once(value))
+        .collect()
+}
+
+/// `/a/b` -> `/`, `/a`, `/a/b`: the path namespaces a path lies in.
+fn path_namespaces(path: &str) -> Vec<&str> {
+    let mut out = vec!["/"];
+    if path.len() > 1 {
+        out.extend(path.match_indices('/').skip(1).map(|(i, _)| &path[..i]));
+        out.push(path);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::match_rule::{BusDriver, NameOwner, OwnedNames};
+    use proptest::prelude::*;
+    use quickbus_wire::{Message, MessageBuilder, Value};
+
+    fn rule(text: &str) -> MatchRule {
+        MatchRule::parse(text).unwrap_or_else(|e| panic!("{text:?}: {e}"))
+    }
+
+    fn message(builder: MessageBuilder) -> Message {
+        Message::parse(builder.build(1).expect("build")).expect("parse")
+    }
+
+    fn signal(path: &str, member: &str, body: Vec<Value>) -> Message {
+        message(MessageBuilder::signal(path, "org.example.I", member).body(body))
+    }
+
+    const SENDER: OwnedNames<'static, &'static str> = OwnedNames {
+        unique: ":1.1",
+        well_known: &["org.example.Owned"],
+    };
+
+    fn matching(index: &MatchIndex<u32>, msg: &Message) -> Vec<u32> {
+        let mut out = Vec::new();
+        index.matching(&MatchInput::new(msg, &SENDER, None), &mut out);
+        out
+    }
+
+    /// How many rules `matching` checked in full for `msg`.
+    fn checks(index: &MatchIndex<u32>, msg: &Message) -> usize {
+        index.checks.set(0);
+        matching(index, msg);
+        index.checks.get()
+    }
+
+    #[test]
+    fn finds_each_matching_connection_once_in_order() {
+        let mut index = MatchIndex::new();
+        index.add(9, rule("member='Changed'"));
+        index.add(9, rule("type='signal'"));
+        index.add(3, rule("path_namespace='/a'"));
+        index.add(5, rule("member='Other'"));
+        index.add(1, rule(""));
+        let msg = signal("/a/b", "Changed", vec![]);
+        let mut out = vec![42];
+        index.matching(&MatchInput::new(&msg, &SENDER, None), &mut out);
+        assert_eq!(out, [42, 1, 3, 9], "appends, keeps what was there");
+    }
+
+    #[test]
+    fn duplicates_are_counted_and_removed_one_at_a_time() {
+        let mut index = MatchIndex::new();
+        let r = rule("member='Changed'");
+        index.add(7, r.clone());
+        index.add(7, rule("type=signal,member=Changed"));
+        index.add(7, rule("member='Changed'"));
+        assert_eq!(index.rule_count(7), 3);
+        assert_eq!(index.len(), 3);
+        let msg = signal("/", "Changed", vec![]);
+        assert_eq!(matching(&index, &msg), [7]);
+        assert!(index.remove(7, &r));
+        assert_eq!(index.rule_count(7), 2);
+        assert_eq!(matching(&index, &msg), [7]);
+        assert!(index.remove(7, &r));
+        assert!(!index.remove(7, &r), "both instances gone");
+        assert_eq!(matching(&index, &msg), [7], "the typed rule is still there");
+        assert!(index.remove(7, &rule("member=Changed,type='signal'")));
+        assert!(matching(&index, &msg).is_empty());
+        assert!(index.is_empty());
+        assert_eq!(index.rule_count(7), 0);
+        assert!(
+            index.shapes.is_empty() && index.conns.is_empty(),
+            "nothing left behind"
+        );
+    }
+
+    #[test]
+    fn remove_needs_an_equal_rule_of_the_same_connection() {
+        let mut index = MatchIndex::new();
+        index.add(1, rule("member='M'"));
+        assert!(!index.remove(2, &rule("member='M'")));
+        assert!(!index.remove(1, &rule("member='M',eavesdrop=true")));
+        assert!(!index.remove(1, &rule("member='N'")));
+        assert!(index.remove(1, &rule("eavesdrop=false,member=M")));
+    }
+
+    #[test]
+    fn remove_connection_drops_all_its_rules_only() {
+        let mut index = MatchIndex::new();
+        for conn in [1, 2] {
+            index.add(conn, rule("member='M'"));
+            index.add(conn, rule("member='M'"));
+            index.add(conn, rule("path='/x'"));
+        }
+        index.remove_connection(1);
+        index.remove_connection(8);
+        assert_eq!(index.rule_count(1), 0);
+        assert_eq!(index.len(), 3);
+        assert_eq!(matching(&index, &signal("/", "M", vec![])), [2]);
+        assert_eq!(matching(&index, &signal("/x", "Q", vec![])), [2]);
+        index.add(1, rule("path='/x'"));
+        assert_eq!(matching(&index, &signal("/x", "Q", vec![])), [1, 2]);
+    }
+
+    #[test]
+    fn rules_of_lists_each_instance_in_first_added_order() {
+        let mut index = MatchIndex::new();
+        index.add(1, rule("member='B'"));
+        index.add(1, rule("member='A'"));
+        index.add(2, rule("member='C'"));
+        index.add(1, rule("member='B'"));
+        let listed: Vec<String> = index.rules_of(1).map(|r| r.to_string()).collect();
+        assert_eq!(listed, ["member='B'", "member='B'", "member='A'"]);
+        assert_eq!(index.rules_of(1).count(), index.rule_count(1));
+        assert_eq!(index.rules_of(3).count(), 0);
+    }
+
+    #[test]
+    fn rules_that_cannot_match_are_never_looked_at() {
+        let mut index = MatchIndex::new();
+        const N: u32 = 100_000;
+        for i in 0..N {
+            let r = match i % 6 {
+                0 => format!("type='signal',interface='org.example.I',member='M{i}'"),
+                1 => format!("sender=':1.{}'", i + 10),
+                2 => format!("path_namespace='/p/n{i}'"),
+                3 => format!("member='NameOwnerChanged',arg0='org.n{i}'"),
+                4 => format!("arg0namespace='org.n{i}'"),
+                _ => format!("path='/q/n{i}',member='Changed'"),
+            };
+            index.add(i, rule(&r));
+        }
+        assert_eq!(checks(&index, &signal("/elsewhere", "Nothing", vec![])), 0);
+        assert_eq!(
+            checks(&index, &signal("/p/n2/deeper/still", "M", vec![])),
+            1
+        );
+        let msg = signal("/p", "M6", vec![]);
+        assert_eq!(checks(&index, &msg), 1);
+        assert_eq!(matching(&index, &msg), [6]);
+        let owner_changed = signal(
+            "/",
+            "NameOwnerChanged",
+            vec![Value::String("org.n9".into())],
+        );
+        assert_eq!(checks(&index, &owner_changed), 1);
+        assert_eq!(matching(&index, &owner_changed), [9]);
+        let namespaced = signal("/", "X", vec![Value::String("org.n4.sub".into())]);
+        assert_eq!(matching(&index, &namespaced), [4]);
+        assert_eq!(checks(&index, &namespaced), 1);
+        // Every rule here ignores messages with a destination.
+        let call = message(MessageBuilder::method_call("/p/n2", "M0").destination(":1.1"));
+        assert_eq!(checks(&index, &call), 0);
+        // A sender key is looked up by the sender's names only.
+        let from_11 = OwnedNames {
+            unique: ":1.11",
+            well_known: &["org.a.B"],
+        };
+        let msg = signal("/x", "Y", vec![]);
+        let mut out = Vec::new();
+        index.checks.set(0);
+        index.matching(&MatchInput::new(&msg, &from_11, None), &mut out);
+        assert_eq!((out, index.checks.get()), (vec![1], 1));
+    }
+
+    #[test]
+    fn a_table_is_scanned_when_that_is_cheaper_than_probing() {
+        let mut index = MatchIndex::new();
+        index.add(1, rule("sender='org.example.N40'"));
+        index.add(2, rule("sender='org.example.N99'"));
+        let names: Vec<String> = (0..50).map(|i| format!("org.example.N{i}")).collect();
+        let many = OwnedNames {
+            unique: ":1.1",
+            well_known: &names[..],
+        };
+        let msg = signal("/", "M", vec![]);
+        let mut out = Vec::new();
+        index.checks.set(0);
+        index.matching(&MatchInput::new(&msg, &many, None), &mut out);
+        assert_eq!(out, [1]);
+        assert_eq!(index.checks.get(), 2, "scanned the two rules, no 51 probes");
+    }
+
+    #[test]
+    fn eavesdroppers_and_destinations() {
+        let mut index = MatchIndex::new();
+        index.add(1, rule("member='M'"));
+        index.add(2, rule("member='M',eavesdrop='true'"));
+        index.add(3, rule("destination='org.example.Svc',eavesdrop='true'"));
+        index.add(4, rule("destination=':1.8',eavesdrop='true'"));
+        index.add(5, rule("destination=':1.8'"));
+        let call = message(MessageBuilder::method_call("/", "M").destination("org.example.Svc"));
+        let svc = OwnedNames {
+            unique: ":1.8",
+            well_known: &["org.example.Svc"],
+        };
+        let mut out = Vec::new();
+        index.matching(&MatchInput::new(&call, &SENDER, Some(&svc)), &mut out);
+        assert_eq!(out, [2, 3, 4]);
+        out.clear();
+        index.matching(&MatchInput::new(&call, &SENDER, None), &mut out);
+        assert_eq!(out, [2, 3]);
+        out.clear();
+        index.matching(
+            &MatchInput::new(&signal("/", "M", vec![]), &BusDriver, None),
+            &mut out,
+        );
+        assert_eq!(out, [1, 2]);
+    }
+
+    // ---- the index agrees with checking every rule ----
+
+    const RULE_PARTS: &[&[&str]] = &[
+        &["", "type='signal'", "type='method_call'"],
+        &["", "interface='org.a.I'", "interface='org.b.I'"],
+        &["", "member='M'", "member='N'"],
+        &[
+            "",
+            "path='/a'",
+            "path='/a/b'",
+            "path_namespace='/'",
+            "path_namespace='/a'",
+            "path_namespace='/a/b'",
+        ],
+        &[
+            "",
+            "sender=':1.1'",
+            "sender=':1.2'",
+            "sender='org.x.A'",
+            "sender='org.x.B'",
+            "sender='org.freedesktop.DBus'",
+        ],
+        &["", "", "destination=':1.3'", "destination='org.y.C'"],
+        &["", "", "eavesdrop='true'"],
+        &[
+            "",
+            "arg0='x'",
+            "arg0='org.x'",
+            "arg0namespace='org'",
+            "arg0namespace='org.x'",
+            "arg0path='/a/'",
+            "arg0path='/a/b'",
+        ],
+        &["", "", "arg1='x'", "arg1path='/a/'"],
+    ];
+
+    fn arb_rule() -> impl Strategy<Value = MatchRule> {
+        let picks: Vec<_> = RULE_PARTS.iter().map(|part| 0..part.len()).collect();
+        picks.prop_map(|picks| {
+            let text: Vec<&str> = picks
+                .iter()
+                .zip(RULE_PARTS)
+                .map(|(&i, part)| part[i])
+                .filter(|p| !p.is_empty())
+                .collect();
+            rule(&text.join(","))
+        })
+    }
+
+    fn arb_arg() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::String("x".into())),
+            Just(Value::String("org".into())),
+            Just(Value::String("org.x".into())),
+            Just(Value::String("org.x.y".into())),
+            Just(Value::String("orgx".into())),
+            Just(Value::String("/a/".into())),
+            Just(Value::String("/a/b/c".into())),
+            Just(Value::ObjectPath("/a/b".into())),
+            Just(Value::ObjectPath("/".into())),
+            Just(Value::Uint32(1)),
+        ]
+    }
+
+    #[derive(Debug, Clone)]
+    struct TestMessage {
+        signal: bool,
+        path: &'static str,
+        interface: Option<&'static str>,
+        member: &'static str,
+        destination: Option<&'static str>,
+        body: Vec<Value>,
+        sender: usize,
+        recipient_known: bool,
+    }
+
+    fn arb_message() -> impl Strategy<Value = TestMessage> {
+        (
+            any::<bool>(),
+            prop::sample::select(vec!["/", "/a", "/a/b", "/a/bc", "/b"]),
+            prop::sample::select(vec![None, Some("org.a.I"), Some("org.b.I")]),
+            prop::sample::select(vec!["M", "N", "O"]),
+            prop::sample::select(vec![
+                None,
+                None,
+                Some(":1.3"),
+                Some("org.y.C"),
+                Some(":1.4"),
+            ]),
+            prop::collection::vec(arb_arg(), 0..3),
+            0..SENDERS.len() + 1,
+            any::<bool>(),
+        )
+            .prop_map(
+                |(signal, path, interface, member, destination, body, sender, known)| TestMessage {
+                    signal,
+                    path,
+                    interface: if signal {
+                        interface.or(Some("org.a.I"))
+                    } else {
+                        interface
+                    },
+                    member,
+                    destination,
+                    body,
+                    sender,
+                    recipient_known: known,
+                },
+            )
+    }
+
+    const SENDERS: &[OwnedNames<'static, &'static str>] = &[
+        OwnedNames {
+            unique: ":1.1",
+            well_known: &[],
+        },
+        OwnedNames {
+            unique: ":1.2",
+            well_known: &["org.x.A"],
+        },
+        OwnedNames {
+            unique: ":1.5",
+            well_known: &["org.x.A", "org.x.B"],
+        },
+    ];
+
+    /// Who owns what the test messages may be addressed to.
+    fn recipient_of(destination: &str) -> OwnedNames<'static, &'static str> {
+        match destination {
+            ":1.3" | "org.y.C" => OwnedNames {
+                unique: ":1.3",
+                well_known: &["org.y.C"],
+            },
+            _ => OwnedNames {
+                unique: ":1.4",
+                well_known: &[],
+            },
+        }
+    }
+
+    fn build(m: &TestMessage) -> Message {
+        let mut b = if m.signal {
+            MessageBuilder::signal(m.path, m.interface.unwrap_or("org.a.I"), m.member)
+        } else {
+            let b = MessageBuilder::method_call(m.path, m.member);
+            match m.interface {
+                Some(i) => b.interface(i),
+                None => b,
+            }
+        };
+        if let Some(d) = m.destination {
+            b = b.destination(d);
+        }
+        message(b.body(m.body.clone()))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn index_agrees_with_checking_every_rule(
+            installed in prop::collection::vec((0u32..12, arb_rule()), 0..60),
+            removals in prop::collection::vec(0usize..60, 0..20),
+            messages in prop::collection::vec(arb_message(), 1..8),
+        ) {
+            let mut index = MatchIndex::new();
+            let mut all: Vec<(u32, MatchRule)> = Vec::new();
+            for (conn, r) in &installed {
+                index.add(*conn, r.clone());
+                all.push((*conn, r.clone()));
+            }
+            for i in removals {
+                if i < all.len() {
+                    let (conn, r) = all.remove(i);
+                    prop_assert!(index.remove(conn, &r));
+                }
+            }
+            prop_assert_eq!(index.len(), all.len());
+            for m in &messages {
+                let msg = build(m);
+                let recipient = m.destination.map(recipient_of);
+                let recipient: Option<&dyn NameOwner> = match &recipient {
+                    Some(r) if m.recipient_known => Some(r),
+                    _ => None,
+                };
+                let sender: &dyn NameOwner = match SENDERS.get(m.sender) {
+                    Some(s) => s,
+                    None => &BusDriver,
+                };
+                let input = MatchInput::new(&msg, sender, recipient);
+                let mut expected: Vec<u32> = all
+                    .iter()
+                    .filter(|(_, r)| r.matches(&input))
+                    .map(|(c, _)| *c)
+                    .collect();
+                expected.sort_unstable();
+                expected.dedup();
+                let mut got = Vec::new();
+                index.matching(&input, &mut got);
+                prop_assert_eq!(got, expected, "{:?}", m);
+            }
+        }
+    }
+
+    #[test]
+    fn namespace_prefixes() {
+        assert_eq!(prefixes("a.b.c", '.'), ["a", "a.b", "a.b.c"]);
+        assert_eq!(prefixes("a", '.'), ["a"]);
+        assert_eq!(path_namespaces("/"), ["/"]);
+        assert_eq!(path_namespaces("/a"), ["/", "/a"]);
+        assert_eq!(path_namespaces("/a/b/c"), ["/", "/a", "/a/b", "/a/b/c"]);
+    }
+}
