@@ -445,18 +445,15 @@ impl MatchRule {
         if !self.destination_matches(input) {
             return false;
         }
-        match &self.path {
-            None => {}
-            Some(PathMatch::Exact(path)) => {
-                if msg.path() != Some(path.as_str()) {
-                    return false;
-                }
-            }
+        let path_ok = match &self.path {
+            None => true,
+            Some(PathMatch::Exact(path)) => msg.path() == Some(path.as_str()),
             Some(PathMatch::Namespace(namespace)) => {
-                if !msg.path().is_some_and(|p| path_in_namespace(p, namespace)) {
-                    return false;
-                }
+                msg.path().is_some_and(|p| path_in_namespace(p, namespace))
             }
+        };
+        if !path_ok {
+            return false;
         }
         self.args.iter().all(|cond| {
             input
