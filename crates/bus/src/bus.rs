@@ -220,10 +220,7 @@ impl Bus {
                 // The bus makes no calls: replies and signals to it are
                 // dropped, as dbus-daemon does.
             }
-            Some(dest) => {
-                let dest = dest.to_owned();
-                self.unicast(from, &msg, fds, &dest, now, out)
-            }
+            Some(dest) => self.unicast(from, &msg, fds, dest, now, out),
             None => self.broadcast(from, &msg, fds, out),
         }
     }

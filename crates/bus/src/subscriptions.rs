@@ -1,13 +1,14 @@
 //! Match-rule subscriptions: the bus's side of AddMatch / RemoveMatch and
-//! "who wants this message", over the match engineer's [`MatchRule`].
+//! "who wants this message".
 //!
-//! TEMPORARY: until `match_index` lands, `recipients` scans the
-//! subscribers; the index replaces that scan without changing this API.
+//! Connections' rules live in the [`MatchIndex`]; monitors' rules (few
+//! connections, usually none) in a plain map.
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
 use crate::errors::BusError;
+use crate::match_index::MatchIndex;
 use crate::match_rule::{MatchInput, MatchRule, NameOwner};
 use crate::registry::NameRegistry;
 use crate::ConnId;
@@ -53,11 +54,11 @@ pub(crate) fn parse_rule(text: &str) -> Result<MatchRule, BusError> {
     MatchRule::parse(text).map_err(|e| BusError::new(e.dbus_error_name(), e.message()))
 }
 
-/// Every connection's match rules.
+/// Every connection's match rules, indexed so a message only meets the
+/// rules that can match it.
 #[derive(Debug, Default)]
 pub(crate) struct Subscriptions {
-    /// Ordered so deliveries come out in a stable order.
-    rules: BTreeMap<ConnId, Vec<MatchRule>>,
+    index: MatchIndex<ConnId>,
 }
 
 impl Subscriptions {
@@ -65,46 +66,45 @@ impl Subscriptions {
         Subscriptions::default()
     }
 
+    /// Rules `conn` installed, duplicates counted (as the limit counts them).
     pub fn count(&self, conn: ConnId) -> usize {
-        self.rules.get(&conn).map_or(0, Vec::len)
+        self.index.rule_count(conn)
     }
 
     pub fn add(&mut self, conn: ConnId, rule: MatchRule) {
-        self.rules.entry(conn).or_default().push(rule);
+        self.index.add(conn, rule);
     }
 
     /// Remove one rule equal to `rule` (a rule added twice stays once).
     pub fn remove(&mut self, conn: ConnId, rule: &MatchRule) -> Result<(), BusError> {
-        let not_found = || {
-            BusError::new(
+        if self.index.remove(conn, rule) {
+            Ok(())
+        } else {
+            Err(BusError::new(
                 crate::errors::MATCH_RULE_NOT_FOUND,
                 "The given match rule wasn't found and can't be removed",
-            )
-        };
-        let rules = self.rules.get_mut(&conn).ok_or_else(not_found)?;
-        let pos = rules.iter().position(|r| r == rule).ok_or_else(not_found)?;
-        rules.remove(pos);
-        if rules.is_empty() {
-            self.rules.remove(&conn);
+            ))
         }
-        Ok(())
     }
 
     pub fn remove_connection(&mut self, conn: ConnId) {
-        self.rules.remove(&conn);
+        self.index.remove_connection(conn);
     }
 
-    /// Connections with a rule matching the message, each once, excluding
-    /// `addressed` (the recipient of a unicast message gets it anyway).
+    /// Append the connections with a rule matching the message, each once,
+    /// in ascending order, leaving out `addressed` (the recipient of a
+    /// unicast message gets it anyway).
     pub fn recipients(
         &self,
         input: &MatchInput<'_>,
         addressed: Option<ConnId>,
         out: &mut Vec<ConnId>,
     ) {
-        for (&conn, rules) in &self.rules {
-            if Some(conn) != addressed && rules.iter().any(|r| r.matches(input)) {
-                out.push(conn);
+        let start = out.len();
+        self.index.matching(input, out);
+        if let Some(addressed) = addressed {
+            if let Some(pos) = out[start..].iter().position(|&c| c == addressed) {
+                out.remove(start + pos);
             }
         }
     }
