@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use mio::net::{UnixListener, UnixStream};
 use mio::{Events, Interest, Poll, Token};
 use quickbus_bus::{Action, Bus, ConnId, Credentials};
-use quickbus_wire::{frame_length, Message};
+use quickbus_wire::{frame_length, ErrorKind, Message};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 use tracing::{debug, info, warn};
@@ -35,6 +35,7 @@ pub struct ServerOptions {
     pub auth_timeout: Duration,
     pub max_incomplete_connections: usize,
     pub max_connections: usize,
+    pub max_message_size: usize,
 }
 
 enum Phase {
@@ -317,12 +318,26 @@ impl Server {
                         Ok(None) => return Ok(()),
                         Err(e) => return Err(format!("invalid message framing: {e}")),
                     };
+                    if total > self.opts.max_message_size {
+                        return Err(format!(
+                            "message of {total} bytes exceeds max_message_size ({})",
+                            self.opts.max_message_size
+                        ));
+                    }
                     if input.len() < total {
                         conn.transport.reserve_frame(total);
                         return Ok(());
                     }
                     let frame = conn.transport.take_frame(total);
-                    let msg = Message::parse(frame).map_err(|e| format!("invalid message: {e}"))?;
+                    let msg = match Message::parse(frame) {
+                        Ok(msg) => msg,
+                        // The spec: messages of unknown type must be ignored.
+                        Err(e) if matches!(e.kind(), ErrorKind::UnknownMessageType(_)) => {
+                            debug!("ignoring a message of unknown type from {id:?}");
+                            continue;
+                        }
+                        Err(e) => return Err(format!("invalid message: {e}")),
+                    };
                     let nfds = msg.unix_fds() as usize;
                     let fds = conn.transport.take_fds(nfds).ok_or_else(|| {
                         format!(

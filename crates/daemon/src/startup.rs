@@ -156,6 +156,7 @@ fn serve(
         auth_timeout: Duration::from_millis(limits.auth_timeout_ms),
         max_incomplete_connections: limits.max_incomplete_connections as usize,
         max_connections: limits.max_completed_connections as usize,
+        max_message_size: limits.max_message_size as usize,
     };
     let sockets = listeners
         .iter()
