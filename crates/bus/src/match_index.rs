@@ -14,8 +14,9 @@
 //! sender owning thousands of names, a very deep path), the table is
 //! scanned instead: cost stays bounded by the smaller of the two.
 
+use std::cell::OnceCell;
 use std::collections::hash_map::RandomState;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::sync::Arc;
 
@@ -151,6 +152,8 @@ pub struct MatchIndex<K> {
     slots: Vec<Option<Slot<K>>>,
     free: Vec<usize>,
     conns: HashMap<K, ConnRules>,
+    /// Slots whose sender or destination key is a unique name, by name.
+    naming_unique: HashMap<Box<str>, HashSet<usize>>,
     shapes: BTreeMap<Shape, ShapeTable>,
     seed: RandomState,
     next_seq: u64,
@@ -165,6 +168,7 @@ impl<K> Default for MatchIndex<K> {
             slots: Vec::new(),
             free: Vec::new(),
             conns: HashMap::new(),
+            naming_unique: HashMap::new(),
             shapes: BTreeMap::new(),
             seed: RandomState::new(),
             next_seq: 0,
@@ -212,6 +216,12 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
             }
         };
         conn_rules.slots.insert(Arc::clone(&rule), id);
+        for name in unique_names_in(&rule) {
+            self.naming_unique
+                .entry(name.into())
+                .or_default()
+                .insert(id);
+        }
         let table = self.shapes.entry(shape).or_default();
         let bucket = table.buckets.entry(key).or_default();
         bucket.push(id);
@@ -265,6 +275,14 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
     /// Take slot `id` out of its bucket and free it.
     fn unlink(&mut self, id: usize) {
         let slot = self.slots[id].take().expect("live slot");
+        for name in unique_names_in(&slot.rule) {
+            if let Some(ids) = self.naming_unique.get_mut(name) {
+                ids.remove(&id);
+                if ids.is_empty() {
+                    self.naming_unique.remove(name);
+                }
+            }
+        }
         self.free.push(id);
         let table = self
             .shapes
@@ -287,6 +305,35 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
         if table.len == 0 {
             self.shapes.remove(&slot.shape);
         }
+    }
+
+    /// Remove every rule, of any connection, whose `sender` or
+    /// `destination` is `unique_name`, as dbus-daemon does when that
+    /// connection leaves: unique names are never reused, so those rules can
+    /// never match again (and `RemoveMatch` on them then finds nothing).
+    /// Returns how many rule instances went.
+    pub fn remove_rules_naming(&mut self, unique_name: &str) -> usize {
+        let Some(ids) = self.naming_unique.remove(unique_name) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for id in ids {
+            let Some(slot) = self.slots[id].as_ref() else {
+                continue;
+            };
+            let (owner, count, rule) = (slot.owner, slot.count, Arc::clone(&slot.rule));
+            if let Some(conn_rules) = self.conns.get_mut(&owner) {
+                conn_rules.slots.remove(&*rule);
+                conn_rules.instances -= count;
+                if conn_rules.slots.is_empty() {
+                    self.conns.remove(&owner);
+                }
+            }
+            self.instances -= count;
+            removed += count;
+            self.unlink(id);
+        }
+        removed
     }
 
     /// How many rules `conn` has installed, each duplicate counted.
@@ -377,6 +424,14 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
     }
 }
 
+/// The unique names (`:1.x`) a rule's sender and destination keys name.
+fn unique_names_in(rule: &MatchRule) -> impl Iterator<Item = &str> {
+    [rule.sender(), rule.destination()]
+        .into_iter()
+        .flatten()
+        .filter(|name| name.starts_with(':'))
+}
+
 /// A rule's bucket: its lookup values hashed with the index's key.
 fn rule_hash(seed: &RandomState, shape: Shape, keys: &RuleKeys<'_>) -> u64 {
     let mut hasher = seed.build_hasher();
@@ -406,14 +461,14 @@ fn hash_fixed(
 /// the same way [`rule_hash`] hashes a rule's values.
 fn for_each_combination<H: Hasher + Clone>(
     hasher: H,
-    dims: &[Option<Vec<&str>>],
+    dims: &[Option<&[&str]>],
     f: &mut dyn FnMut(u64),
 ) {
     match dims.split_first() {
         None => f(hasher.finish()),
         Some((None, rest)) => for_each_combination(hasher, rest, f),
         Some((Some(values), rest)) => {
-            for value in values {
+            for value in *values {
                 let mut h = hasher.clone();
                 value.hash(&mut h);
                 for_each_combination(h, rest, f);
@@ -423,25 +478,48 @@ fn for_each_combination<H: Hasher + Clone>(
 }
 
 /// A message's lookup values for one shape.
-struct ProbeKeys<'a> {
+struct ProbeKeys<'p, 'a> {
     msg_type: Option<u8>,
     singles: [Option<&'a str>; 2],
-    dims: [Option<Vec<&'a str>>; 4],
+    dims: [Option<&'p [&'a str]>; 4],
 }
 
-/// What a message offers for lookups, worked out only when a shape asks.
+/// What a message offers for lookups, each list worked out at most once per
+/// message and only when a shape asks for it. An empty list: the message
+/// lacks that key, no rule carrying it can match.
 struct Probe<'i, 'a> {
     input: &'i MatchInput<'a>,
+    arg0: OnceCell<Vec<&'a str>>,
+    arg0_namespaces: OnceCell<Vec<&'a str>>,
+    path: OnceCell<Vec<&'a str>>,
+    path_namespaces: OnceCell<Vec<&'a str>>,
+    sender_names: OnceCell<Vec<&'a str>>,
+    destination_names: OnceCell<Vec<&'a str>>,
 }
 
 impl<'i, 'a> Probe<'i, 'a> {
     fn new(input: &'i MatchInput<'a>) -> Probe<'i, 'a> {
-        Probe { input }
+        Probe {
+            input,
+            arg0: OnceCell::new(),
+            arg0_namespaces: OnceCell::new(),
+            path: OnceCell::new(),
+            path_namespaces: OnceCell::new(),
+            sender_names: OnceCell::new(),
+            destination_names: OnceCell::new(),
+        }
+    }
+
+    fn string_arg0(&self) -> Option<&'a str> {
+        self.input
+            .arg(0)
+            .filter(|a| a.kind == StrKind::String)
+            .map(|a| a.value)
     }
 
     /// The values to probe a table of `shape` with; `None` if no rule of
     /// that shape can match the message.
-    fn keys_for(&self, shape: Shape) -> Option<ProbeKeys<'a>> {
+    fn keys_for<'p>(&'p self, shape: Shape) -> Option<ProbeKeys<'p, 'a>> {
         let msg = self.input.message();
         let to_someone = msg.destination().is_some();
         // Without eavesdrop a rule sees broadcasts only; with a destination
@@ -463,35 +541,38 @@ impl<'i, 'a> Probe<'i, 'a> {
             wanted(Shape::INTERFACE, msg.interface())?,
             wanted(Shape::MEMBER, msg.member())?,
         ];
-        let arg0 = if shape.has(Shape::ARG0) || shape.has(Shape::ARG0_NAMESPACE) {
-            let arg = self.input.arg(0).filter(|a| a.kind == StrKind::String)?;
-            Some(if shape.has(Shape::ARG0) {
-                vec![arg.value]
-            } else {
-                prefixes(arg.value, '.')
+        let list = |bit: u16, cell: &'p OnceCell<Vec<&'a str>>, make: &dyn Fn() -> Vec<&'a str>| {
+            shape.has(bit).then(|| cell.get_or_init(make).as_slice())
+        };
+        // Mutually exclusive pairs: a rule has one arg0 key and one path key.
+        let arg0 = list(Shape::ARG0, &self.arg0, &|| {
+            self.string_arg0().into_iter().collect()
+        })
+        .or_else(|| {
+            list(Shape::ARG0_NAMESPACE, &self.arg0_namespaces, &|| {
+                self.string_arg0()
+                    .map_or_else(Vec::new, |v| prefixes(v, '.'))
             })
-        } else {
-            None
-        };
-        let path = if shape.has(Shape::PATH) {
-            Some(vec![msg.path()?])
-        } else if shape.has(Shape::PATH_NAMESPACE) {
-            Some(path_namespaces(msg.path()?))
-        } else {
-            None
-        };
-        let sender = shape.has(Shape::SENDER).then(|| {
+        });
+        let path = list(Shape::PATH, &self.path, &|| {
+            msg.path().into_iter().collect()
+        })
+        .or_else(|| {
+            list(Shape::PATH_NAMESPACE, &self.path_namespaces, &|| {
+                msg.path().map_or_else(Vec::new, path_namespaces)
+            })
+        });
+        let sender = list(Shape::SENDER, &self.sender_names, &|| {
             let owner = self.input.sender();
             (0..).map_while(|i| owner.name(i)).collect()
         });
-        let destination = if shape.has(Shape::DESTINATION) {
-            Some(match self.input.recipient() {
-                Some(owner) => (0..).map_while(|i| owner.name(i)).collect(),
-                None => vec![msg.destination()?],
-            })
-        } else {
-            None
-        };
+        let destination = list(Shape::DESTINATION, &self.destination_names, &|| match self
+            .input
+            .recipient()
+        {
+            Some(owner) => (0..).map_while(|i| owner.name(i)).collect(),
+            None => msg.destination().into_iter().collect(),
+        });
         Some(ProbeKeys {
             msg_type: shape.has(Shape::TYPE).then(|| msg.msg_type() as u8),
             singles,
@@ -623,6 +704,41 @@ mod tests {
         assert_eq!(matching(&index, &signal("/x", "Q", vec![])), [2]);
         index.add(1, rule("path='/x'"));
         assert_eq!(matching(&index, &signal("/x", "Q", vec![])), [1, 2]);
+    }
+
+    #[test]
+    fn rules_naming_a_departed_unique_name_are_dropped() {
+        let mut index = MatchIndex::new();
+        index.add(1, rule("sender=':1.5',member='M'"));
+        index.add(1, rule("sender=':1.5',member='M'"));
+        index.add(1, rule("sender=':1.6'"));
+        index.add(2, rule("destination=':1.5',eavesdrop=true"));
+        index.add(2, rule("sender=':1.6',destination=':1.5',eavesdrop=true"));
+        index.add(3, rule("sender='org.example.Name'"));
+        index.add(3, rule("arg0=':1.5'"));
+        assert_eq!(index.remove_rules_naming(":1.5"), 4);
+        assert_eq!(index.remove_rules_naming(":1.5"), 0);
+        assert_eq!(
+            (
+                index.rule_count(1),
+                index.rule_count(2),
+                index.rule_count(3)
+            ),
+            (1, 0, 2)
+        );
+        assert_eq!(index.len(), 3);
+        assert!(!index.remove(1, &rule("sender=':1.5',member='M'")));
+        let from_16 = OwnedNames {
+            unique: ":1.6",
+            well_known: &["org.example.Name"],
+        };
+        let msg = signal("/", "M", vec![Value::String(":1.5".into())]);
+        let mut out = Vec::new();
+        index.matching(&MatchInput::new(&msg, &from_16, None), &mut out);
+        assert_eq!(out, [1, 3]);
+        assert_eq!(index.remove_rules_naming(":1.6"), 1);
+        index.remove_connection(3);
+        assert!(index.is_empty() && index.naming_unique.is_empty() && index.shapes.is_empty());
     }
 
     #[test]
@@ -893,6 +1009,8 @@ mod tests {
         fn index_agrees_with_checking_every_rule(
             installed in prop::collection::vec((0u32..12, arb_rule()), 0..60),
             removals in prop::collection::vec(0usize..60, 0..20),
+            departed in prop::option::of(prop::sample::select(vec![":1.1", ":1.2", ":1.3"])),
+            dropped in prop::option::of(0u32..12),
             messages in prop::collection::vec(arb_message(), 1..8),
         ) {
             let mut index = MatchIndex::new();
@@ -907,7 +1025,25 @@ mod tests {
                     prop_assert!(index.remove(conn, &r));
                 }
             }
+            if let Some(name) = departed {
+                let before = all.len();
+                all.retain(|(_, r)| r.sender() != Some(name) && r.destination() != Some(name));
+                prop_assert_eq!(index.remove_rules_naming(name), before - all.len());
+            }
+            if let Some(conn) = dropped {
+                all.retain(|(c, _)| *c != conn);
+                index.remove_connection(conn);
+            }
             prop_assert_eq!(index.len(), all.len());
+            for conn in 0..12 {
+                let mut listed: Vec<String> = index.rules_of(conn).map(|r| r.to_string()).collect();
+                let mut expected: Vec<String> =
+                    all.iter().filter(|(c, _)| *c == conn).map(|(_, r)| r.to_string()).collect();
+                listed.sort();
+                expected.sort();
+                prop_assert_eq!(index.rule_count(conn), expected.len());
+                prop_assert_eq!(listed, expected);
+            }
             for m in &messages {
                 let msg = build(m);
                 let recipient = m.destination.map(recipient_of);
