@@ -28,12 +28,18 @@ impl Drop for Listener {
 /// Bind every address of a `;`-separated list (all must succeed).
 pub fn bind_all(addresses: &str) -> io::Result<Vec<Listener>> {
     let parsed = parse_addresses(addresses).map_err(|e| {
-        io::Error::new(io::ErrorKind::InvalidInput, format!("address '{addresses}': {e}"))
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("address '{addresses}': {e}"),
+        )
     })?;
     let mut out = Vec::new();
     for entry in parsed {
         let unix = UnixAddress::try_from(&entry).map_err(|e| {
-            io::Error::new(io::ErrorKind::InvalidInput, format!("address '{addresses}': {e}"))
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("address '{addresses}': {e}"),
+            )
         })?;
         out.push(bind(&unix)?);
     }
@@ -72,8 +78,12 @@ fn bind_path(path: &Path) -> io::Result<Listener> {
             let _ = std::fs::remove_file(path);
         }
     }
-    let socket = UnixListener::bind(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {}: {e}", path.display())))?;
+    let socket = UnixListener::bind(path).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot listen on {}: {e}", path.display()),
+        )
+    })?;
     let address = format!(
         "unix:path={}",
         escape_value(path.as_os_str().as_encoded_bytes())
@@ -90,7 +100,10 @@ fn bind_abstract(name: &[u8]) -> io::Result<Listener> {
     let socket = UnixListener::bind_addr(&addr).map_err(|e| {
         io::Error::new(
             e.kind(),
-            format!("cannot listen on abstract socket {}: {e}", String::from_utf8_lossy(name)),
+            format!(
+                "cannot listen on abstract socket {}: {e}",
+                String::from_utf8_lossy(name)
+            ),
         )
     })?;
     Ok(Listener {
@@ -123,7 +136,10 @@ pub fn from_systemd() -> io::Result<Vec<Listener>> {
         let socket = UnixListener::from(fd);
         let local = socket.local_addr()?;
         let address = if let Some(path) = local.as_pathname() {
-            format!("unix:path={}", escape_value(path.as_os_str().as_encoded_bytes()))
+            format!(
+                "unix:path={}",
+                escape_value(path.as_os_str().as_encoded_bytes())
+            )
         } else if let Some(name) = local.as_abstract_name() {
             format!("unix:abstract={}", escape_value(name))
         } else {
@@ -152,7 +168,11 @@ mod tests {
         let path = dir.join("bus socket");
         let l = bind(&UnixAddress::Path(path.clone())).unwrap();
         assert!(l.address.starts_with("unix:path="));
-        assert!(l.address.contains("%20"), "space must be escaped: {}", l.address);
+        assert!(
+            l.address.contains("%20"),
+            "space must be escaped: {}",
+            l.address
+        );
         std::os::unix::net::UnixStream::connect(&path).unwrap();
         drop(l);
         assert!(!path.exists());
@@ -168,7 +188,11 @@ mod tests {
     #[test]
     fn tmpdir_uses_an_abstract_socket() {
         let l = bind(&UnixAddress::Tmpdir("/tmp".into())).unwrap();
-        assert!(l.address.starts_with("unix:abstract=/tmp/dbus-"), "{}", l.address);
+        assert!(
+            l.address.starts_with("unix:abstract=/tmp/dbus-"),
+            "{}",
+            l.address
+        );
         let name = l.address.trim_start_matches("unix:abstract=");
         let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
         std::os::unix::net::UnixStream::connect_addr(&addr).unwrap();

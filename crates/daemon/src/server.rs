@@ -3,8 +3,8 @@
 //! sockets have, hands each complete message to the sans-I/O [`Bus`], queues
 //! the resulting deliveries, and flushes every touched connection once.
 
-use std::collections::{BinaryHeap, HashMap};
 use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::io;
 use std::os::unix::net::UnixListener as StdListener;
 use std::time::{Duration, Instant};
@@ -409,7 +409,10 @@ impl Server {
         match conn.phase {
             Phase::Authenticating { .. } => {
                 self.incomplete -= 1;
-                debug!(uid = conn.creds.uid, "connection closed during authentication: {reason}");
+                debug!(
+                    uid = conn.creds.uid,
+                    "connection closed during authentication: {reason}"
+                );
             }
             Phase::Running { id } => {
                 self.tokens.remove(&id);

@@ -76,7 +76,10 @@ pub fn parse(path: &Path, text: &str) -> Result<ServiceFile, ServiceFileError> {
         .ok_or_else(|| err(0, "missing Name=".into()))?
         .to_string();
     if !is_valid_bus_name(&name) || name.starts_with(':') {
-        return Err(err(0, format!("Name={name} is not a valid well-known bus name")));
+        return Err(err(
+            0,
+            format!("Name={name} is not a valid well-known bus name"),
+        ));
     }
     let get = |k: &str| keys.get(k).map(|v| v.to_string());
     Ok(ServiceFile {
@@ -140,11 +143,18 @@ mod tests {
 
     #[test]
     fn errors_name_the_file_and_line() {
-        let e = parse(Path::new("/x/b.service"), "[D-BUS Service]\nName=org.x.B\nnonsense\n")
-            .unwrap_err();
+        let e = parse(
+            Path::new("/x/b.service"),
+            "[D-BUS Service]\nName=org.x.B\nnonsense\n",
+        )
+        .unwrap_err();
         assert_eq!(e.line, 3);
         assert!(e.to_string().starts_with("/x/b.service:3:"), "{e}");
-        let e = parse(Path::new("/x/c.service"), "[D-BUS Service]\nExec=/bin/true\n").unwrap_err();
+        let e = parse(
+            Path::new("/x/c.service"),
+            "[D-BUS Service]\nExec=/bin/true\n",
+        )
+        .unwrap_err();
         assert!(e.reason.contains("Name"));
         let e = parse(Path::new("/x/d.service"), "[D-BUS Service]\nName=:1.5\n").unwrap_err();
         assert!(e.reason.contains("not a valid"));
@@ -158,8 +168,16 @@ mod tests {
         let (d1, d2) = (base.join("one"), base.join("two"));
         std::fs::create_dir_all(&d1).unwrap();
         std::fs::create_dir_all(&d2).unwrap();
-        std::fs::write(d1.join("a.service"), "[D-BUS Service]\nName=org.x.A\nExec=/one\n").unwrap();
-        std::fs::write(d2.join("a.service"), "[D-BUS Service]\nName=org.x.A\nExec=/two\n").unwrap();
+        std::fs::write(
+            d1.join("a.service"),
+            "[D-BUS Service]\nName=org.x.A\nExec=/one\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d2.join("a.service"),
+            "[D-BUS Service]\nName=org.x.A\nExec=/two\n",
+        )
+        .unwrap();
         std::fs::write(d2.join("b.service"), "[D-BUS Service]\nName=org.x.B\n").unwrap();
         std::fs::write(d2.join("bad.service"), "garbage\n").unwrap();
         std::fs::write(d2.join("ignored.txt"), "[D-BUS Service]\nName=org.x.C\n").unwrap();

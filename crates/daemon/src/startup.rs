@@ -24,7 +24,10 @@ pub fn main() -> i32 {
         Err(exit) => return exit.print_and_code(),
     };
     if opts.introspect {
-        print!("{}", quickbus_bus::introspection_xml(quickbus_bus::BUS_PATH));
+        print!(
+            "{}",
+            quickbus_bus::introspection_xml(quickbus_bus::BUS_PATH)
+        );
         return 0;
     }
     // Before anything else is opened: the fds the parent handed us.
@@ -124,10 +127,18 @@ fn serve(
     }
     let address = format!("{},guid={guid}", listeners[0].address);
 
-    let fork = if opts.nofork { false } else { opts.fork || config.fork };
+    let fork = if opts.nofork {
+        false
+    } else {
+        opts.fork || config.fork
+    };
     let ready = if fork { Some(daemonize()?) } else { None };
 
-    let pidfile = if opts.nopidfile { None } else { config.pidfile.clone() };
+    let pidfile = if opts.nopidfile {
+        None
+    } else {
+        config.pidfile.clone()
+    };
     let _pidfile_guard = match &pidfile {
         Some(path) => Some(PidFile::write(path.clone())?),
         None => None,
@@ -188,7 +199,10 @@ struct PidFile(PathBuf);
 impl PidFile {
     fn write(path: PathBuf) -> io::Result<PidFile> {
         std::fs::write(&path, format!("{}\n", std::process::id())).map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot write pid file {}: {e}", path.display()))
+            io::Error::new(
+                e.kind(),
+                format!("cannot write pid file {}: {e}", path.display()),
+            )
         })?;
         Ok(PidFile(path))
     }

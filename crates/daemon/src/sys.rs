@@ -49,7 +49,10 @@ pub fn take_systemd_listen_fds() -> io::Result<Option<Vec<OwnedFd>>> {
         return Ok(None);
     }
     let count: RawFd = count.trim().parse().map_err(|_| {
-        io::Error::new(io::ErrorKind::InvalidInput, format!("bad LISTEN_FDS={count}"))
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("bad LISTEN_FDS={count}"),
+        )
     })?;
     let mut fds = Vec::new();
     for fd in SD_LISTEN_FDS_START..SD_LISTEN_FDS_START + count {
@@ -136,8 +139,7 @@ pub fn random_guid() -> String {
     let mut bytes = [0u8; 16];
     let mut filled = 0;
     while filled < bytes.len() {
-        match rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty())
-        {
+        match rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty()) {
             Ok(n) => filled += n,
             Err(rustix::io::Errno::INTR) => {}
             Err(_) => break, // fall back on time and pid below

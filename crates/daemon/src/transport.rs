@@ -321,8 +321,13 @@ mod tests {
         let mut control = SendAncillaryBuffer::new(&mut space);
         let fds = [r.as_fd()];
         control.push(SendAncillaryMessage::ScmRights(&fds));
-        rustix::net::sendmsg(&peer, &[IoSlice::new(b"abc")], &mut control, SendFlags::empty())
-            .unwrap();
+        rustix::net::sendmsg(
+            &peer,
+            &[IoSlice::new(b"abc")],
+            &mut control,
+            SendFlags::empty(),
+        )
+        .unwrap();
         assert_eq!(t.read_once().unwrap(), ReadStatus::Budget);
         assert_eq!(t.input(), b"abc");
         assert_eq!(t.pending_fds(), 1);
