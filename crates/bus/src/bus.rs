@@ -207,13 +207,7 @@ impl Bus {
         }
         match msg.destination() {
             Some(BUS_NAME) => {
-                if !self.monitors.is_empty() {
-                    let out_msg = self.stamped(from, &msg, fds);
-                    let watchers = self.with_input(&msg, Some(from), None, |input| {
-                        self.monitor_recipients(input)
-                    });
-                    self.deliver_all(&watchers, &msg, &out_msg, out);
-                }
+                self.capture_driver_call(from, &msg, out);
                 if msg.msg_type() == MessageType::MethodCall {
                     self.driver_call(from, &msg, out);
                 }
@@ -342,6 +336,19 @@ impl Bus {
         };
         let recipient = recipient_peer.as_ref().map(|p| p as &dyn NameOwner);
         f(&MatchInput::new(msg, sender, recipient))
+    }
+
+    /// Show monitors a message addressed to the driver (stamped with the
+    /// caller's unique name; for Hello, the name it was just given).
+    pub(crate) fn capture_driver_call(&self, from: ConnId, msg: &Message, out: &mut Vec<Action>) {
+        if self.monitors.is_empty() {
+            return;
+        }
+        let out_msg = self.stamped(from, msg, Vec::new());
+        let watchers = self.with_input(msg, Some(from), None, |input| {
+            self.monitor_recipients(input)
+        });
+        self.deliver_all(&watchers, msg, &out_msg, out);
     }
 
     /// Monitors whose rules match; empty at once when there are none.

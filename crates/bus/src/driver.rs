@@ -105,7 +105,8 @@ impl Bus {
             Ok(body) => {
                 if msg.member() == Some("Hello") {
                     // The welcome comes before NameAcquired, as in
-                    // dbus-daemon.
+                    // dbus-daemon; monitors see the call first.
+                    self.capture_driver_call(from, msg, out);
                     self.reply(from, msg, body, out);
                     self.emit(&events, None, out);
                 } else {

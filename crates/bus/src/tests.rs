@@ -1650,3 +1650,18 @@ fn eavesdropping_rule_sees_unicast() {
     let err = h.driver_error(other, call_bus("AddMatch", vec![s("eavesdrop='true'")]));
     assert_eq!(err.0, errors::ACCESS_DENIED);
 }
+
+#[test]
+fn monitors_see_hello_stamped_with_the_new_name() {
+    let mut h = Harness::new();
+    let (m, _) = h.client();
+    h.call(m, become_monitor(&["member='Hello'"]));
+    h.take();
+    let a = h.connect(false);
+    h.send(a, call_bus("Hello", vec![]));
+    let got = h.take();
+    assert_eq!(got[0].0, m);
+    assert_eq!(got[0].1.member(), Some("Hello"));
+    assert_eq!(got[0].1.sender(), h.bus.unique_name(a));
+    assert_eq!(got[1].0, a);
+}
