@@ -15,7 +15,7 @@
 //! scanned instead: cost stays bounded by the smaller of the two.
 
 use std::cell::OnceCell;
-use std::collections::hash_map::RandomState;
+use std::collections::hash_map::{Entry, RandomState};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::sync::Arc;
@@ -115,7 +115,55 @@ impl Hasher for PassThrough {
     }
 }
 
-type Buckets = HashMap<u64, Vec<usize>, BuildHasherDefault<PassThrough>>;
+type Buckets = HashMap<u64, Bucket, BuildHasherDefault<PassThrough>>;
+
+/// The slots sharing one key. Most keys have one rule: kept inline, so
+/// most rules cost no allocation of their own here.
+enum Bucket {
+    One(usize),
+    Many(Vec<usize>),
+}
+
+impl Bucket {
+    fn ids(&self) -> &[usize] {
+        match self {
+            Bucket::One(id) => std::slice::from_ref(id),
+            Bucket::Many(ids) => ids,
+        }
+    }
+
+    /// Add `id`; returns its position.
+    fn push(&mut self, id: usize) -> usize {
+        match self {
+            Bucket::One(first) => {
+                *self = Bucket::Many(vec![*first, id]);
+                1
+            }
+            Bucket::Many(ids) => {
+                ids.push(id);
+                ids.len() - 1
+            }
+        }
+    }
+
+    /// Remove the id at `pos` (the last one moves there). Returns the id now
+    /// at `pos`, if any; `None` from a bucket of one means it is now empty.
+    fn swap_remove(&mut self, pos: usize) -> Option<usize> {
+        let Bucket::Many(ids) = self else {
+            return None;
+        };
+        ids.swap_remove(pos);
+        let moved = ids.get(pos).copied();
+        if let [only] = ids[..] {
+            *self = Bucket::One(only);
+        }
+        moved
+    }
+
+    fn is_single(&self) -> bool {
+        matches!(self, Bucket::One(_))
+    }
+}
 
 /// The rules of one shape.
 #[derive(Default)]
@@ -223,8 +271,13 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
                 .insert(id);
         }
         let table = self.shapes.entry(shape).or_default();
-        let bucket = table.buckets.entry(key).or_default();
-        bucket.push(id);
+        let pos = match table.buckets.entry(key) {
+            Entry::Occupied(mut bucket) => bucket.get_mut().push(id),
+            Entry::Vacant(place) => {
+                place.insert(Bucket::One(id));
+                0
+            }
+        };
         table.len += 1;
         self.slots[id] = Some(Slot {
             owner: conn,
@@ -232,7 +285,7 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
             count: 1,
             shape,
             key,
-            pos: bucket.len() - 1,
+            pos,
             seq: self.next_seq,
         });
         self.next_seq += 1;
@@ -293,14 +346,12 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
             .buckets
             .get_mut(&slot.key)
             .expect("bucket of a live slot");
-        bucket.swap_remove(slot.pos);
-        if let Some(&moved) = bucket.get(slot.pos) {
+        if bucket.is_single() {
+            table.buckets.remove(&slot.key);
+        } else if let Some(moved) = bucket.swap_remove(slot.pos) {
             if let Some(moved) = self.slots[moved].as_mut() {
                 moved.pos = slot.pos;
             }
-        }
-        if bucket.is_empty() {
-            table.buckets.remove(&slot.key);
         }
         if table.len == 0 {
             self.shapes.remove(&slot.shape);
@@ -386,7 +437,7 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
                 continue;
             }
             if probes > table.len {
-                for id in table.buckets.values().flatten() {
+                for id in table.buckets.values().flat_map(Bucket::ids) {
                     self.check(*id, input, out);
                 }
                 continue;
@@ -395,7 +446,7 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
             hash_fixed(&mut hasher, shape, keys.msg_type, &keys.singles);
             for_each_combination(hasher, &keys.dims, &mut |hash| {
                 if let Some(bucket) = table.buckets.get(&hash) {
-                    for &id in bucket {
+                    for &id in bucket.ids() {
                         self.check(id, input, out);
                     }
                 }
@@ -739,6 +790,30 @@ mod tests {
         assert_eq!(index.remove_rules_naming(":1.6"), 1);
         index.remove_connection(3);
         assert!(index.is_empty() && index.naming_unique.is_empty() && index.shapes.is_empty());
+    }
+
+    #[test]
+    fn many_connections_sharing_one_rule_come_and_go_in_any_order() {
+        let mut index = MatchIndex::new();
+        for conn in 0..6 {
+            index.add(conn, rule("member='M'"));
+        }
+        let msg = signal("/", "M", vec![]);
+        for (gone, left) in [
+            (2, vec![0, 1, 3, 4, 5]),
+            (5, vec![0, 1, 3, 4]),
+            (0, vec![1, 3, 4]),
+            (4, vec![1, 3]),
+            (1, vec![3]),
+        ] {
+            assert!(index.remove(gone, &rule("member='M'")));
+            assert_eq!(matching(&index, &msg), left);
+        }
+        index.add(7, rule("member='M'"));
+        assert_eq!(matching(&index, &msg), [3, 7]);
+        assert!(index.remove(3, &rule("member='M'")));
+        assert!(index.remove(7, &rule("member='M'")));
+        assert!(index.shapes.is_empty());
     }
 
     #[test]

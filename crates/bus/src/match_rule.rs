@@ -101,11 +101,12 @@ pub struct ArgMatch {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct MatchRule {
     msg_type: Option<MessageType>,
-    sender: Option<String>,
-    interface: Option<String>,
-    member: Option<String>,
+    // Boxed: a million installed rules should not carry spare capacity.
+    sender: Option<Box<str>>,
+    interface: Option<Box<str>>,
+    member: Option<Box<str>>,
     path: Option<PathMatch>,
-    destination: Option<String>,
+    destination: Option<Box<str>>,
     /// Sorted by index, at most one per index.
     args: Vec<ArgMatch>,
     eavesdrop: bool,
@@ -259,7 +260,7 @@ impl MatchRule {
                         "Sender name '{value}' is invalid\n"
                     )));
                 }
-                self.sender = Some(value);
+                self.sender = Some(value.into_boxed_str());
             }
             "interface" => {
                 if self.interface.is_some() {
@@ -270,7 +271,7 @@ impl MatchRule {
                         "Interface name '{value}' is invalid\n"
                     )));
                 }
-                self.interface = Some(value);
+                self.interface = Some(value.into_boxed_str());
             }
             "member" => {
                 if self.member.is_some() {
@@ -281,7 +282,7 @@ impl MatchRule {
                         "Member name '{value}' is invalid\n"
                     )));
                 }
-                self.member = Some(value);
+                self.member = Some(value.into_boxed_str());
             }
             "path" | "path_namespace" => {
                 if self.path.is_some() {
@@ -309,7 +310,7 @@ impl MatchRule {
                         "Destination name '{value}' is invalid\n"
                     )));
                 }
-                self.destination = Some(value);
+                self.destination = Some(value.into_boxed_str());
             }
             // May repeat: tools such as dbus-monitor append eavesdrop='true'
             // to a user's rule, and a later 'false' must be able to undo it.
@@ -471,7 +472,7 @@ impl MatchRule {
             (Some(_), Some(_)) if !self.eavesdrop => false,
             (Some(wanted), Some(header)) => match input.recipient {
                 Some(recipient) => recipient.owns(wanted),
-                None => wanted == header,
+                None => **wanted == *header,
             },
             (None, None) => true,
             (None, Some(_)) => self.eavesdrop,
