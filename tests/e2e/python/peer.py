@@ -13,7 +13,7 @@ Commands (JSON arguments are converted by dbus-python using the signature,
     bus METHOD SIG JSON_ARGS            call org.freedesktop.DBus: `bus METHOD <json reply>`
     call DEST PATH IFACE METHOD SIG JSON_ARGS      `call <json reply>`
     call_noreply DEST PATH IFACE METHOD SIG JSON_ARGS  send with NO_REPLY_EXPECTED: `call_noreply sent`
-    emit JSON                           {"path","iface","member","dest"?,"args":[[sig, value],...]}
+    emit JSON                           {"path","iface","member","dest"?,"sender"?,"args":[[sig, value],...]}
     emit_numbered COUNT JSON            COUNT signals {"path","iface","member"} carrying 0..COUNT-1
     serve PATH                          export the com.example.Test object: `serve ok`
     sendfd DEST PATH TEXT               write TEXT into a pipe, pass its read end to
@@ -164,6 +164,8 @@ class Peer:
                 msg = dbus.lowlevel.SignalMessage(spec["path"], spec["iface"], spec["member"])
                 if spec.get("dest"):
                     msg.set_destination(spec["dest"])
+                if spec.get("sender"):  # a forgery the bus must overwrite
+                    msg.set_sender(spec["sender"])
                 args = spec.get("args", [])
                 if args:
                     msg.append(*[v for _, v in args], signature="".join(s for s, _ in args))

@@ -243,3 +243,49 @@ fn the_driver_refuses_unknown_methods_and_a_second_hello() {
     // The connection survives both.
     assert_eq!(peer.command("ping"), "pong");
 }
+
+#[test]
+fn the_bus_overwrites_a_forged_sender() {
+    let bus = Bus::start();
+    let mut receiver = bus.peer();
+    receiver.add_match("type='signal',interface='com.example.Forged'");
+    let mut sender = bus.peer();
+    sender.emit(
+        r#"{"path": "/f", "iface": "com.example.Forged", "member": "S", "sender": "org.freedesktop.DBus"}"#,
+    );
+    let event = receiver.wait_event(|e| e.starts_with("signal com.example.Forged.S "));
+    assert!(
+        event.contains(&format!(" sender={} ", sender.unique_name())),
+        "{event}"
+    );
+}
+
+#[test]
+fn a_broadcast_reaches_every_matching_receiver_in_order() {
+    const RECEIVERS: usize = 5;
+    const COUNT: usize = 200;
+    let bus = Bus::start();
+    let mut receivers: Vec<_> = (0..RECEIVERS).map(|_| bus.peer()).collect();
+    for receiver in &mut receivers {
+        receiver.add_match("type='signal',interface='com.example.Fanout'");
+    }
+    let mut bystander = bus.peer();
+    bystander.add_match("type='signal',interface='com.example.Other'");
+    let mut sender = bus.peer();
+    sender.command(&format!(
+        r#"emit_numbered {COUNT} {{"path": "/fan", "iface": "com.example.Fanout", "member": "N"}}"#
+    ));
+    sender.emit(r#"{"path": "/fan", "iface": "com.example.Other", "member": "Done"}"#);
+    for receiver in &mut receivers {
+        for number in 0..COUNT {
+            let event = receiver.wait_event(|e| e.starts_with("signal com.example.Fanout.N "));
+            assert!(event.ends_with(&format!(" args=[{number}]")), "{event}");
+        }
+    }
+    bystander.wait_event(|e| e.starts_with("signal com.example.Other.Done "));
+    assert!(
+        !bystander.events().iter().any(|e| e.contains("Fanout")),
+        "{:#?}",
+        bystander.events()
+    );
+}

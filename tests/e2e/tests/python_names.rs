@@ -214,3 +214,23 @@ fn unique_names_announce_themselves_to_their_owner() {
         "a unique name cannot be requested: {reply}"
     );
 }
+
+#[test]
+fn connecting_and_disconnecting_peers_change_their_unique_names_owner() {
+    let bus = Bus::start();
+    let mut watcher = bus.peer();
+    watcher.add_match("type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged'");
+    let mut peer = bus.peer();
+    let unique = peer.unique_name().to_owned();
+    let changed = |old: &str, new: &str| {
+        format!(
+            "signal org.freedesktop.DBus.NameOwnerChanged path=/org/freedesktop/DBus \
+             sender=org.freedesktop.DBus dest=- args=[\"{unique}\", \"{old}\", \"{new}\"]"
+        )
+    };
+    let appeared = changed("", &unique);
+    watcher.wait_event(|e| e == appeared);
+    peer.kill();
+    let gone = changed(&unique, "");
+    watcher.wait_event(|e| e == gone);
+}

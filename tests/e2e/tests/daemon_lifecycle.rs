@@ -1,0 +1,179 @@
+//! How other programs start and stop the daemon: the spawn contract test
+//! harnesses rely on (`--config-file=/proc/self/fd/N --print-address=FD`),
+//! `--fork` with `--print-pid`, sockets handed over by systemd
+//! (`LISTEN_FDS`), and SIGINT.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use quickbus_e2e::{
+    assert_guid_suffix, daemon_path, run_bounded, write_config, Background, Listen, TempDir,
+    TIMEOUT,
+};
+use rustix::process::{kill_process, test_kill_process, Pid, Signal};
+
+fn list_names(address: &str) -> String {
+    let out = run_bounded(
+        Command::new("dbus-send")
+            .env("DBUS_SESSION_BUS_ADDRESS", address)
+            .args([
+                "--session",
+                "--print-reply",
+                "--dest=org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus.ListNames",
+            ]),
+    )
+    .success();
+    out.stdout
+}
+
+fn alive(pid: i32) -> bool {
+    Pid::from_raw(pid).is_some_and(|p| test_kill_process(p).is_ok())
+}
+
+fn wait_until(mut done: impl FnMut() -> bool, what: &str) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < TIMEOUT, "gave up waiting: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn terminate(pid: i32) {
+    if let Some(p) = Pid::from_raw(pid) {
+        let _ = kill_process(p, Signal::Term);
+    }
+    wait_until(
+        || !alive(pid) || is_zombie(pid),
+        "daemon exit after SIGTERM",
+    );
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(true)
+}
+
+/// The contract: config read from an inherited fd, the address written to
+/// another fd in one write followed by a newline, then that fd closed
+/// (the reader sees EOF while the daemon keeps running).
+#[test]
+fn config_from_an_inherited_fd_and_address_to_a_pipe_that_is_then_closed() {
+    let dir = TempDir::new();
+    let config = write_config(dir.path(), Listen::UnixPath);
+    let script = format!(
+        "exec {} --config-file=/proc/self/fd/5 --print-address=6 --nofork 5<'{}' 6>&1 1>&2",
+        daemon_path().display(),
+        config.display()
+    );
+    let mut daemon = Background::spawn(Command::new("bash").arg("-c").arg(&script));
+    let address = daemon.read_line();
+    assert_guid_suffix(&address);
+    // The fd was closed after the line: stdout reaches EOF although the
+    // daemon still runs.
+    let mut closed = false;
+    for _ in 0..100 {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            daemon.try_read_line(Duration::from_millis(100))
+        })) {
+            Ok(Some(extra)) => panic!("unexpected extra output {extra:?}"),
+            Ok(None) => continue,
+            Err(_) => {
+                closed = true;
+                break;
+            }
+        }
+    }
+    assert!(closed, "the address fd was not closed after the address");
+    assert!(alive(daemon.pid() as i32));
+    assert!(list_names(&address).contains("org.freedesktop.DBus"));
+    terminate(daemon.pid() as i32);
+    assert!(daemon.wait().success());
+}
+
+#[test]
+fn fork_prints_address_and_pid_then_the_parent_exits_zero() {
+    let dir = TempDir::new();
+    let config = write_config(dir.path(), Listen::UnixPath);
+    let address_file = dir.path().join("address");
+    let pid_file = dir.path().join("pid");
+    let script = format!(
+        "{} --config-file='{}' --fork --print-address=8 --print-pid=9 8>'{}' 9>'{}'",
+        daemon_path().display(),
+        config.display(),
+        address_file.display(),
+        pid_file.display()
+    );
+    // The parent returns once the child is ready.
+    run_bounded(Command::new("bash").arg("-c").arg(&script)).success();
+    let address = std::fs::read_to_string(&address_file).unwrap();
+    let pid_text = std::fs::read_to_string(&pid_file).unwrap();
+    assert!(address.ends_with('\n') && pid_text.ends_with('\n'));
+    assert_guid_suffix(address.trim_end());
+    let pid: i32 = pid_text.trim().parse().unwrap();
+    assert!(alive(pid), "the forked daemon {pid} is not running");
+    assert!(list_names(address.trim_end()).contains("org.freedesktop.DBus"));
+    terminate(pid);
+}
+
+#[test]
+fn sigint_stops_the_daemon_with_status_zero() {
+    let dir = TempDir::new();
+    let config = write_config(dir.path(), Listen::UnixPath);
+    let mut daemon = Background::spawn(
+        Command::new(daemon_path())
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--nofork", "--print-address"]),
+    );
+    let address = daemon.read_line();
+    list_names(&address);
+    kill_process(Pid::from_raw(daemon.pid() as i32).unwrap(), Signal::Int).unwrap();
+    assert!(daemon.wait().success());
+    assert!(
+        !dir.path().join("bus").exists(),
+        "socket file left behind after a clean stop"
+    );
+}
+
+/// `systemd-socket-activate` binds the socket and starts the daemon on the
+/// first connection with LISTEN_FDS=1: the daemon serves that socket.
+#[test]
+fn serves_a_socket_handed_over_by_systemd() {
+    if Command::new("systemd-socket-activate")
+        .arg("--help")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIP: systemd-socket-activate not installed");
+        return;
+    }
+    let dir = TempDir::new();
+    let config = write_config(dir.path(), Listen::UnixTmpdir);
+    let socket = dir.path().join("activated");
+    let mut launcher = Background::spawn(
+        Command::new("systemd-socket-activate")
+            .arg("-l")
+            .arg(&socket)
+            .arg(daemon_path())
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--nofork", "--print-address"]),
+    );
+    wait_until(|| socket.exists(), "the activation socket");
+    let address = format!("unix:path={}", socket.display());
+    assert!(list_names(&address).contains("org.freedesktop.DBus"));
+    // The printed address is the handed-over socket, not the configured tmpdir.
+    let printed = launcher.read_line();
+    assert!(
+        printed.starts_with(&format!("{address},guid=")),
+        "{printed}"
+    );
+    terminate(launcher.pid() as i32);
+}
