@@ -49,6 +49,10 @@ pub struct Bus {
     pub(crate) own_pid: u32,
     pub(crate) activation_env: HashMap<String, String>,
     pub(crate) reload_requested: bool,
+    /// Deliver method returns and errors that answer no pending call.
+    /// dbus-daemon's stock session policy allows them, its system policy
+    /// does not (`send_requested_reply`).
+    pub(crate) allow_unrequested_replies: bool,
     empty_fds: Arc<Vec<OwnedFd>>,
 }
 
@@ -76,6 +80,7 @@ fn frame_of(msg: &Message) -> Frame {
 impl Bus {
     pub fn new(opts: BusOptions) -> Bus {
         Bus {
+            allow_unrequested_replies: opts.bus_type != "system",
             opts,
             conns: HashMap::new(),
             next_conn: 1,
@@ -99,6 +104,12 @@ impl Bus {
     pub fn set_own_credentials(&mut self, uid: u32, pid: u32) {
         self.own_uid = Some(uid);
         self.own_pid = pid;
+    }
+
+    /// Whether method returns and errors that answer no pending call are
+    /// delivered (the configuration's `send_requested_reply` policy).
+    pub fn set_allow_unrequested_replies(&mut self, allow: bool) {
+        self.allow_unrequested_replies = allow;
     }
 
     /// True once after a peer called ReloadConfig: the daemon should reload
@@ -215,7 +226,23 @@ impl Bus {
                 // dropped, as dbus-daemon does.
             }
             Some(dest) => self.unicast(from, &msg, fds, dest, now, out),
-            None => self.broadcast(from, &msg, fds, out),
+            None => {
+                self.broadcast(from, &msg, fds, out);
+                if msg.msg_type() == MessageType::MethodCall {
+                    // Nobody implements a call addressed to nobody; the
+                    // text is libdbus's, which dbus-daemon answers with.
+                    let err = BusError::new(
+                        errors::UNKNOWN_METHOD,
+                        format!(
+                            "Method \"{}\" with signature \"{}\" on interface \"{}\" doesn't exist\n",
+                            msg.member().unwrap_or(""),
+                            msg.signature(),
+                            msg.interface().unwrap_or("(null)")
+                        ),
+                    );
+                    self.error_reply(from, &msg, err, out);
+                }
+            }
         }
     }
 
@@ -236,71 +263,64 @@ impl Bus {
             });
             self.deliver_all(&watchers, msg, &out_msg, out);
         }
+        // dbus-daemon tells the sender when its message cannot be
+        // delivered, whatever its type; we leave out those who said they
+        // want no reply.
+        let Some(target) = target else {
+            let err = if msg.flags() & flags::NO_AUTO_START != 0 {
+                BusError::new(
+                    errors::NAME_HAS_NO_OWNER,
+                    format!("Name \"{dest}\" does not exist"),
+                )
+            } else {
+                BusError::new(
+                    errors::SERVICE_UNKNOWN,
+                    format!("The name {dest} was not provided by any .service files"),
+                )
+            };
+            self.error_reply(from, msg, err, out);
+            return;
+        };
+        if msg.unix_fds() > 0 && !self.accepts_fds(target) {
+            let err = BusError::new(
+                errors::NOT_SUPPORTED,
+                "Tried to send message with Unix file descriptorsto a client that doesn't support that.",
+            );
+            self.error_reply(from, msg, err, out);
+            return;
+        }
         match msg.msg_type() {
             MessageType::MethodReturn | MessageType::Error => {
-                // Only answers to calls we forwarded pass.
-                let (Some(target), Some(reply_serial)) = (target, msg.reply_serial()) else {
-                    return;
-                };
-                if !self.replies.take_reply(from, target, reply_serial) {
-                    tracing::debug!(?from, dest, "dropping unexpected reply");
-                    return;
-                }
-                if msg.unix_fds() > 0 && !self.accepts_fds(target) {
+                let expected = msg
+                    .reply_serial()
+                    .is_some_and(|serial| self.replies.take_reply(from, target, serial));
+                if !expected && !self.allow_unrequested_replies {
+                    tracing::debug!(?from, dest, "dropping unrequested reply");
                     return;
                 }
-                self.deliver(target, &out_msg, out);
             }
-            MessageType::MethodCall | MessageType::Signal => {
-                let Some(target) = target else {
-                    if expects_reply(msg) {
-                        let err = if msg.flags() & flags::NO_AUTO_START != 0 {
-                            BusError::new(
-                                errors::NAME_HAS_NO_OWNER,
-                                format!("Name \"{dest}\" does not exist"),
-                            )
-                        } else {
-                            BusError::new(
-                                errors::SERVICE_UNKNOWN,
-                                format!("The name {dest} was not provided by any .service files"),
-                            )
-                        };
-                        self.error_reply(from, msg, err, out);
-                    }
-                    return;
-                };
-                if msg.unix_fds() > 0 && !self.accepts_fds(target) {
-                    if expects_reply(msg) {
-                        let err = BusError::new(
-                            errors::NOT_SUPPORTED,
-                            "Tried to send message with Unix file descriptorsto a client that doesn't support that.",
-                        );
-                        self.error_reply(from, msg, err, out);
-                    }
+            MessageType::MethodCall if expects_reply(msg) => {
+                let limit = self.opts.limits.max_replies_per_connection;
+                if self.replies.waiting(from) >= limit {
+                    let err = BusError::new(
+                        errors::LIMITS_EXCEEDED,
+                        "The maximum number of pending replies per connection has been reached",
+                    );
+                    self.error_reply(from, msg, err, out);
                     return;
                 }
-                if expects_reply(msg) {
-                    let limit = self.opts.limits.max_replies_per_connection;
-                    if self.replies.waiting(from) >= limit {
-                        let err = BusError::new(
-                            errors::LIMITS_EXCEEDED,
-                            "The maximum number of pending replies per connection has been reached",
-                        );
-                        self.error_reply(from, msg, err, out);
-                        return;
-                    }
-                    let deadline = self.opts.limits.reply_timeout.map(|t| now + t);
-                    self.replies.expect(from, msg.serial(), target, deadline);
-                }
-                self.deliver(target, &out_msg, out);
-                let eavesdroppers = self.with_input(msg, Some(from), Some(target), |input| {
-                    let mut to = Vec::new();
-                    self.subs.recipients(input, Some(target), &mut to);
-                    to
-                });
-                self.deliver_all(&eavesdroppers, msg, &out_msg, out);
+                let deadline = self.opts.limits.reply_timeout.map(|t| now + t);
+                self.replies.expect(from, msg.serial(), target, deadline);
             }
+            MessageType::MethodCall | MessageType::Signal => {}
         }
+        self.deliver(target, &out_msg, out);
+        let eavesdroppers = self.with_input(msg, Some(from), Some(target), |input| {
+            let mut to = Vec::new();
+            self.subs.recipients(input, Some(target), &mut to);
+            to
+        });
+        self.deliver_all(&eavesdroppers, msg, &out_msg, out);
     }
 
     fn broadcast(&mut self, from: ConnId, msg: &Message, fds: Vec<OwnedFd>, out: &mut Vec<Action>) {
@@ -414,7 +434,11 @@ impl Bus {
     /// only well-formed messages); then it logs and returns None.
     pub(crate) fn build(&mut self, builder: MessageBuilder) -> Option<(OutMessage, Message)> {
         let serial = self.next_serial();
-        let built: Result<Bytes, _> = builder.sender(BUS_NAME).build(serial);
+        // Nothing answers the bus: its messages say so, as libdbus's do.
+        let built: Result<Bytes, _> = builder
+            .sender(BUS_NAME)
+            .flags(flags::NO_REPLY_EXPECTED)
+            .build(serial);
         let parsed = built.and_then(Message::parse);
         match parsed {
             Ok(msg) => Some((
@@ -466,7 +490,8 @@ impl Bus {
         );
     }
 
-    /// Error reply from the bus, unless the caller asked for no reply.
+    /// Error answering `call` (a message of any type), unless its sender
+    /// asked for no reply.
     pub(crate) fn error_reply(
         &mut self,
         to: ConnId,
@@ -474,7 +499,7 @@ impl Bus {
         err: BusError,
         out: &mut Vec<Action>,
     ) {
-        if !expects_reply(call) {
+        if call.flags() & flags::NO_REPLY_EXPECTED != 0 {
             return;
         }
         self.send_error(to, call.serial(), err, out);
@@ -492,9 +517,8 @@ impl Bus {
         if !self.conns.contains_key(&caller) {
             return;
         }
-        let builder = MessageBuilder::error(serial, err.name)
-            .flags(flags::NO_REPLY_EXPECTED)
-            .body(vec![Value::String(err.message)]);
+        let builder =
+            MessageBuilder::error(serial, err.name).body(vec![Value::String(err.message)]);
         self.send_to(caller, builder, out);
     }
 

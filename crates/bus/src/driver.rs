@@ -337,15 +337,23 @@ impl Bus {
         Ok(vec![Value::Uint32(reply as u32)])
     }
 
+    /// dbus-daemon looks the name up among the activatable services first:
+    /// a running name without a .service file is still unknown.
     fn start_service_by_name(&mut self, name: &str) -> DriverResult {
         const ALREADY_RUNNING: u32 = 2;
+        if !self.opts.activatable_names.iter().any(|n| n == name) {
+            return Err(BusError::new(
+                errors::SERVICE_UNKNOWN,
+                format!("The name {name} was not provided by any .service files"),
+            ));
+        }
         if self.registry.has_owner(name) {
             return Ok(vec![Value::Uint32(ALREADY_RUNNING)]);
         }
         // Activation is not implemented yet: nothing can be started.
         Err(BusError::new(
-            errors::SERVICE_UNKNOWN,
-            format!("The name {name} was not provided by any .service files"),
+            errors::SPAWN_FAILED,
+            format!("Cannot activate {name}: service activation is not supported yet"),
         ))
     }
 

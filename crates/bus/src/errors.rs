@@ -13,6 +13,7 @@ pub const UNKNOWN_PROPERTY: &str = "org.freedesktop.DBus.Error.UnknownProperty";
 pub const PROPERTY_READ_ONLY: &str = "org.freedesktop.DBus.Error.PropertyReadOnly";
 pub const MATCH_RULE_INVALID: &str = "org.freedesktop.DBus.Error.MatchRuleInvalid";
 pub const MATCH_RULE_NOT_FOUND: &str = "org.freedesktop.DBus.Error.MatchRuleNotFound";
+pub const SPAWN_FAILED: &str = "org.freedesktop.DBus.Error.Spawn.Failed";
 pub const NOT_SUPPORTED: &str = "org.freedesktop.DBus.Error.NotSupported";
 pub const UNIX_PROCESS_ID_UNKNOWN: &str = "org.freedesktop.DBus.Error.UnixProcessIdUnknown";
 pub const ADT_AUDIT_DATA_UNKNOWN: &str = "org.freedesktop.DBus.Error.AdtAuditDataUnknown";

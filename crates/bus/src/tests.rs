@@ -713,23 +713,33 @@ fn ids_ping_and_reload() {
 fn start_service_by_name() {
     let mut h = Harness::new();
     let (a, name_a) = h.client();
-    assert_eq!(
-        h.driver(a, "StartServiceByName", vec![s(&name_a), Value::Uint32(0)]),
-        vec![Value::Uint32(2)]
-    );
-    let err = h.driver_error(
-        a,
-        call_bus(
-            "StartServiceByName",
-            vec![s("org.example.Gone"), Value::Uint32(0)],
-        ),
-    );
+    let start = |name: &str| call_bus("StartServiceByName", vec![s(name), Value::Uint32(0)]);
+    // Running, but without a .service file: unknown, as in dbus-daemon.
+    let err = h.driver_error(a, start(&name_a));
     assert_eq!(
         err,
         (
             errors::SERVICE_UNKNOWN.into(),
-            "The name org.example.Gone was not provided by any .service files".into()
+            format!("The name {name_a} was not provided by any .service files")
         )
+    );
+    let err = h.driver_error(a, start("org.example.Gone"));
+    assert_eq!(err.0, errors::SERVICE_UNKNOWN);
+    // Activatable and running.
+    h.request_name(a, "org.example.Activatable", 0);
+    assert_eq!(
+        h.driver(
+            a,
+            "StartServiceByName",
+            vec![s("org.example.Activatable"), Value::Uint32(0)]
+        ),
+        vec![Value::Uint32(2)]
+    );
+    // Activatable, not running: activation does not exist yet.
+    h.driver(a, "ReleaseName", vec![s("org.example.Activatable")]);
+    assert_eq!(
+        h.driver_error(a, start("org.example.Activatable")).0,
+        errors::SPAWN_FAILED
     );
 }
 
@@ -992,29 +1002,30 @@ fn unicast_call_and_reply_travel_stamped() {
     let reply = MessageBuilder::method_return(serial)
         .destination(name_a.clone())
         .body(vec![s("done")]);
-    h.send(b, reply.clone());
+    h.send(b, reply);
     let got = h.take();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].0, a);
     assert_eq!(got[0].1.sender(), Some(name_b.as_str()));
     assert_eq!(got[0].1.reply_serial(), Some(serial));
-    h.send(b, reply);
     assert!(
-        h.take().is_empty(),
-        "a second reply is unexpected and dropped"
+        h.bus.replies.is_empty(),
+        "the answered call is no longer pending"
     );
 }
 
 #[test]
-fn unexpected_replies_are_dropped() {
-    let mut h = Harness::new();
+fn unrequested_replies_follow_the_bus_policy() {
+    // System bus policy: only answers to pending calls pass.
+    let mut opts = options();
+    opts.bus_type = "system".into();
+    let mut h = Harness::with_options(opts);
     let (a, name_a) = h.client();
-    let (b, _) = h.client();
+    let (b, name_b) = h.client();
     let (c, _) = h.client();
     let serial = h.send(
         a,
-        MessageBuilder::method_call("/", "Do")
-            .destination(h.bus.unique_name(b).unwrap().to_owned()),
+        MessageBuilder::method_call("/", "Do").destination(name_b),
     );
     h.take();
     // c answers a call made to b: dropped.
@@ -1027,19 +1038,54 @@ fn unexpected_replies_are_dropped() {
         b,
         MessageBuilder::method_return(serial + 100).destination(name_a.clone()),
     );
-    // b's reply to a name nobody owns: dropped.
-    h.send(
-        b,
-        MessageBuilder::method_return(serial).destination("org.example.Nobody"),
-    );
     assert!(h.take().is_empty());
-    // The real answer, an error, still passes.
-    h.send(
-        b,
-        MessageBuilder::error(serial, "org.example.Error").destination(name_a),
-    );
+    // The real answer, an error, still passes; a second one does not.
+    let answer = MessageBuilder::error(serial, "org.example.Error").destination(name_a);
+    h.send(b, answer.clone());
     let got = h.take();
     assert_eq!(summary(&got), vec![(a, "org.example.Error".into(), vec![])]);
+    h.send(b, answer);
+    assert!(h.take().is_empty());
+
+    // Session bus policy (dbus-daemon's session.conf): delivered, and a
+    // pending call is still consumed only by its callee.
+    let mut h = Harness::new();
+    let (a, name_a) = h.client();
+    let (b, name_b) = h.client();
+    let (c, _) = h.client();
+    let serial = h.send(
+        a,
+        MessageBuilder::method_call("/", "Do").destination(name_b),
+    );
+    h.take();
+    h.send(
+        c,
+        MessageBuilder::method_return(serial).destination(name_a.clone()),
+    );
+    assert_eq!(h.take().len(), 1);
+    assert_eq!(h.bus.replies.len(), 1, "still waiting for b");
+    h.bus.set_allow_unrequested_replies(false);
+    h.send(c, MessageBuilder::method_return(serial).destination(name_a));
+    assert!(h.take().is_empty());
+    let _ = b;
+}
+
+#[test]
+fn replies_to_a_missing_destination_are_errors_unless_no_reply_expected() {
+    let mut h = Harness::new();
+    let (a, _) = h.client();
+    let err = h.driver_error(
+        a,
+        MessageBuilder::method_return(5).destination("org.example.Nobody"),
+    );
+    assert_eq!(err.0, errors::SERVICE_UNKNOWN);
+    h.send(
+        a,
+        MessageBuilder::method_return(5)
+            .destination("org.example.Nobody")
+            .flags(flags::NO_REPLY_EXPECTED),
+    );
+    assert!(h.take().is_empty());
 }
 
 #[test]
@@ -1054,9 +1100,11 @@ fn no_reply_expected_calls_are_not_tracked() {
             .flags(flags::NO_REPLY_EXPECTED),
     );
     assert_eq!(h.take().len(), 1);
+    assert!(h.bus.replies.is_empty());
+    // So an answer is unrequested: dropped where policy says so.
+    h.bus.set_allow_unrequested_replies(false);
     h.send(b, MessageBuilder::method_return(serial).destination(name_a));
     assert!(h.take().is_empty());
-    assert!(h.bus.replies.is_empty());
 }
 
 #[test]
@@ -1092,7 +1140,13 @@ fn unknown_destination_errors() {
             "Name \":1.42\" does not exist".into()
         )
     );
-    // No error for calls without reply, nor for signals.
+    // Signals are answered too (dbus-daemon does so for any message).
+    let err = h.driver_error(
+        a,
+        MessageBuilder::signal("/", "org.example.I", "S").destination(":1.42"),
+    );
+    assert_eq!(err.0, errors::SERVICE_UNKNOWN);
+    // Unless the sender wants no reply.
     h.send(
         a,
         MessageBuilder::method_call("/", "Do")
@@ -1101,7 +1155,9 @@ fn unknown_destination_errors() {
     );
     h.send(
         a,
-        MessageBuilder::signal("/", "org.example.I", "S").destination(":1.42"),
+        MessageBuilder::signal("/", "org.example.I", "S")
+            .destination(":1.42")
+            .flags(flags::NO_REPLY_EXPECTED),
     );
     assert!(h.take().is_empty());
 }
@@ -1381,7 +1437,8 @@ fn reply_timeout_answers_the_caller() {
         )]
     );
     assert_eq!(h.bus.next_deadline(), None);
-    // The late reply is now unexpected.
+    // The late reply is now unrequested.
+    h.bus.set_allow_unrequested_replies(false);
     h.send(b, MessageBuilder::method_return(serial).destination(name_a));
     assert!(h.take().is_empty());
 }
@@ -1664,4 +1721,36 @@ fn monitors_see_hello_stamped_with_the_new_name() {
     assert_eq!(got[0].1.member(), Some("Hello"));
     assert_eq!(got[0].1.sender(), h.bus.unique_name(a));
     assert_eq!(got[1].0, a);
+}
+
+#[test]
+fn call_without_destination_is_unknown_method_and_still_matched() {
+    let mut h = Harness::new();
+    let (a, _) = h.client();
+    let (spy, _) = h.client();
+    h.add_match(spy, "type='method_call'");
+    let err = h.driver_error(
+        a,
+        MessageBuilder::method_call("/x", "M").interface("org.example.I"),
+    );
+    assert_eq!(
+        err,
+        (
+            errors::UNKNOWN_METHOD.into(),
+            "Method \"M\" with signature \"\" on interface \"org.example.I\" doesn't exist\n"
+                .into()
+        )
+    );
+    assert_eq!(summary(&h.take()), vec![(spy, "M".into(), vec![])]);
+}
+
+#[test]
+fn bus_messages_expect_no_reply() {
+    let mut h = Harness::new();
+    let (a, _) = h.client();
+    let reply = h.call(a, call_bus("GetId", vec![]));
+    assert_eq!(
+        reply.flags() & flags::NO_REPLY_EXPECTED,
+        flags::NO_REPLY_EXPECTED
+    );
 }
