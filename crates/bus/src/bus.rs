@@ -315,12 +315,14 @@ impl Bus {
             MessageType::MethodCall | MessageType::Signal => {}
         }
         self.deliver(target, &out_msg, out);
-        let eavesdroppers = self.with_input(msg, Some(from), Some(target), |input| {
-            let mut to = Vec::new();
-            self.subs.recipients(input, Some(target), &mut to);
-            to
-        });
-        self.deliver_all(&eavesdroppers, msg, &out_msg, out);
+        if self.subs.has_eavesdroppers() {
+            let eavesdroppers = self.with_input(msg, Some(from), Some(target), |input| {
+                let mut to = Vec::new();
+                self.subs.recipients(input, Some(target), &mut to);
+                to
+            });
+            self.deliver_all(&eavesdroppers, msg, &out_msg, out);
+        }
     }
 
     fn broadcast(&mut self, from: ConnId, msg: &Message, fds: Vec<OwnedFd>, out: &mut Vec<Action>) {

@@ -5,7 +5,7 @@
 //! connections, usually none) in a plain map.
 
 use std::cell::OnceCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::errors::BusError;
 use crate::match_index::MatchIndex;
@@ -59,6 +59,9 @@ pub(crate) fn parse_rule(text: &str) -> Result<MatchRule, BusError> {
 #[derive(Debug, Default)]
 pub(crate) struct Subscriptions {
     index: MatchIndex<ConnId>,
+    /// Eavesdropping rules per connection: when there are none, a unicast
+    /// message needs no lookup at all.
+    eavesdropping: HashMap<ConnId, usize>,
 }
 
 impl Subscriptions {
@@ -72,12 +75,28 @@ impl Subscriptions {
     }
 
     pub fn add(&mut self, conn: ConnId, rule: MatchRule) {
+        if rule.is_eavesdrop() {
+            *self.eavesdropping.entry(conn).or_default() += 1;
+        }
         self.index.add(conn, rule);
+    }
+
+    /// Whether any connection has an eavesdropping rule.
+    pub fn has_eavesdroppers(&self) -> bool {
+        !self.eavesdropping.is_empty()
     }
 
     /// Remove one rule equal to `rule` (a rule added twice stays once).
     pub fn remove(&mut self, conn: ConnId, rule: &MatchRule) -> Result<(), BusError> {
         if self.index.remove(conn, rule) {
+            if rule.is_eavesdrop() {
+                if let Some(n) = self.eavesdropping.get_mut(&conn) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.eavesdropping.remove(&conn);
+                    }
+                }
+            }
             Ok(())
         } else {
             Err(BusError::new(
@@ -88,6 +107,7 @@ impl Subscriptions {
     }
 
     pub fn remove_connection(&mut self, conn: ConnId) {
+        self.eavesdropping.remove(&conn);
         self.index.remove_connection(conn);
     }
 
