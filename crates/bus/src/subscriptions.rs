@@ -223,4 +223,21 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.name, crate::errors::MATCH_RULE_NOT_FOUND);
     }
+
+    #[test]
+    fn eavesdroppers_are_counted() {
+        let mut subs = Subscriptions::new();
+        let (a, b) = (ConnId(1), ConnId(2));
+        let spy = parse_rule("eavesdrop='true'").unwrap();
+        assert!(!subs.has_eavesdroppers());
+        subs.add(a, spy.clone());
+        subs.add(a, spy.clone());
+        subs.add(b, spy.clone());
+        subs.add(b, parse_rule("type='signal'").unwrap());
+        subs.remove(a, &spy).unwrap();
+        subs.remove(a, &spy).unwrap();
+        assert!(subs.has_eavesdroppers());
+        subs.remove_connection(b);
+        assert!(!subs.has_eavesdroppers());
+    }
 }
