@@ -13,6 +13,7 @@ use crate::errors::{self, BusError};
 use crate::match_rule::{BusDriver, MatchInput, MatchRule, NameOwner};
 use crate::registry::{NameEvent, NameRegistry};
 use crate::replies::PendingReplies;
+use crate::stats::{ConnPeaks, Peaks};
 use crate::subscriptions::{Monitors, PeerNames, Subscriptions};
 use crate::{
     Action, BusOptions, ConnId, Credentials, Frame, OutMessage, BUS_INTERFACE, BUS_NAME, BUS_PATH,
@@ -26,6 +27,7 @@ pub(crate) struct Connection {
     pub creds: Credentials,
     /// The peer negotiated fd passing.
     pub unix_fds: bool,
+    pub peaks: ConnPeaks,
 }
 
 /// The broker. Feed it events; it appends the resulting [`Action`]s.
@@ -49,6 +51,7 @@ pub struct Bus {
     pub(crate) own_pid: u32,
     pub(crate) activation_env: HashMap<String, String>,
     pub(crate) reload_requested: bool,
+    pub(crate) peaks: Peaks,
     /// Deliver method returns and errors that answer no pending call.
     /// dbus-daemon's stock session policy allows them, its system policy
     /// does not (`send_requested_reply`).
@@ -95,6 +98,7 @@ impl Bus {
             own_pid: std::process::id(),
             activation_env: HashMap::new(),
             reload_requested: false,
+            peaks: Peaks::default(),
             empty_fds: Arc::new(Vec::new()),
         }
     }
@@ -153,6 +157,7 @@ impl Bus {
                 unique: None,
                 creds,
                 unix_fds,
+                peaks: ConnPeaks::default(),
             },
         );
         id

@@ -10,7 +10,7 @@ use crate::registry::NameEvent;
 use crate::subscriptions::{parse_monitor_rule, parse_rule};
 use crate::{Action, ConnId, BUS_NAME, BUS_PATH};
 
-type DriverResult = Result<Vec<Value>, BusError>;
+pub(crate) type DriverResult = Result<Vec<Value>, BusError>;
 
 fn string_array(items: impl IntoIterator<Item = String>) -> Value {
     Value::Array {
@@ -26,7 +26,7 @@ fn byte_array(bytes: &[u8]) -> Value {
     }
 }
 
-fn dict_sv(entries: Vec<(&str, Value)>) -> Value {
+pub(crate) fn dict_sv(entries: Vec<(&str, Value)>) -> Value {
     Value::Array {
         elem_sig: "{sv}".into(),
         items: entries
@@ -103,6 +103,7 @@ impl Bus {
         let mut events = Vec::new();
         match self.dispatch(from, msg, &mut events) {
             Ok(body) => {
+                self.note_peaks(from);
                 if msg.member() == Some("Hello") {
                     // The welcome comes before NameAcquired, as in
                     // dbus-daemon; monitors see the call first.
@@ -215,6 +216,9 @@ impl Bus {
             ))]),
             (_, "Ping") => Ok(vec![]),
             (_, "GetMachineId") => Ok(vec![Value::String(self.opts.machine_id.clone())]),
+            (_, "GetStats") => self.get_stats(),
+            (_, "GetConnectionStats") => self.get_connection_stats(args.str(0)),
+            (_, "GetAllMatchRules") => self.get_all_match_rules(),
             (_, "Get") => self.property_get(args.str(0), args.str(1)),
             (_, "GetAll") => self.property_get_all(args.str(0)),
             (_, "Set") => {

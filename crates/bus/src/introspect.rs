@@ -79,6 +79,12 @@ const INTROSPECTABLE_METHODS: &[MethodSpec] = &[m("Introspect", "", "s")];
 
 const MONITORING_METHODS: &[MethodSpec] = &[canonical(privileged(m("BecomeMonitor", "asu", "")))];
 
+const STATS_METHODS: &[MethodSpec] = &[
+    canonical(m("GetStats", "", "a{sv}")),
+    canonical(m("GetConnectionStats", "s", "a{sv}")),
+    canonical(m("GetAllMatchRules", "", "a{sas}")),
+];
+
 const PEER_METHODS: &[MethodSpec] = &[m("GetMachineId", "", "s"), m("Ping", "", "")];
 
 pub(crate) const INTERFACES: &[InterfaceSpec] = &[
@@ -120,6 +126,13 @@ pub(crate) const INTERFACES: &[InterfaceSpec] = &[
         any_path: false,
     },
     InterfaceSpec {
+        name: "org.freedesktop.DBus.Debug.Stats",
+        methods: STATS_METHODS,
+        properties: &[],
+        signals_xml: "",
+        any_path: false,
+    },
+    InterfaceSpec {
         name: "org.freedesktop.DBus.Peer",
         methods: PEER_METHODS,
         properties: &[],
@@ -132,7 +145,10 @@ pub(crate) const INTERFACES: &[InterfaceSpec] = &[
 /// features a client may want to probe for. The always-present ones
 /// (DBus, Properties, Introspectable, Peer) are left out, as dbus-daemon
 /// does.
-pub(crate) const INTERESTING_INTERFACES: &[&str] = &["org.freedesktop.DBus.Monitoring"];
+pub(crate) const INTERESTING_INTERFACES: &[&str] = &[
+    "org.freedesktop.DBus.Monitoring",
+    "org.freedesktop.DBus.Debug.Stats",
+];
 
 const DOCTYPE: &str = "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\"\n\"http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd\">\n";
 

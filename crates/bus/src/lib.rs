@@ -17,6 +17,7 @@ pub mod match_index;
 pub mod match_rule;
 pub mod registry;
 pub mod replies;
+mod stats;
 mod subscriptions;
 
 #[cfg(test)]

@@ -135,6 +135,15 @@ impl NameRegistry {
         })
     }
 
+    /// How many names have an owner (unique names included).
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
     /// How many names `conn` owns or is queued for.
     pub fn count(&self, conn: ConnId) -> usize {
         self.held.get(&conn).map_or(0, HashMap::len)

@@ -81,6 +81,16 @@ impl Subscriptions {
         self.index.add(conn, rule);
     }
 
+    /// Rules installed in all, duplicates counted.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// `conn`'s rules, oldest first.
+    pub fn rules_of(&self, conn: ConnId) -> impl Iterator<Item = &MatchRule> + '_ {
+        self.index.rules_of(conn)
+    }
+
     /// Whether any connection has an eavesdropping rule.
     pub fn has_eavesdroppers(&self) -> bool {
         !self.eavesdropping.is_empty()

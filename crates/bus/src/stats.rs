@@ -1,0 +1,123 @@
+//! org.freedesktop.DBus.Debug.Stats: counts and peaks of what the bus
+//! holds, with dbus-daemon's keys (only those the bus core knows: queue
+//! sizes and memory pools belong to the daemon).
+
+use quickbus_wire::Value;
+
+use crate::bus::Bus;
+use crate::driver::{dict_sv, DriverResult};
+use crate::errors::{self, BusError};
+use crate::{ConnId, BUS_NAME};
+
+/// Highest counts seen since start-up, bus-wide.
+#[derive(Debug, Default)]
+pub(crate) struct Peaks {
+    match_rules: usize,
+    match_rules_per_connection: usize,
+    names: usize,
+    names_per_connection: usize,
+}
+
+/// Highest counts seen for one connection.
+#[derive(Debug, Default)]
+pub(crate) struct ConnPeaks {
+    match_rules: usize,
+    names: usize,
+}
+
+fn u32_of(n: usize) -> Value {
+    Value::Uint32(u32::try_from(n).unwrap_or(u32::MAX))
+}
+
+impl Bus {
+    /// Record new peaks after `conn` gained names or rules (O(1)).
+    pub(crate) fn note_peaks(&mut self, conn: ConnId) {
+        let rules = self.subs.count(conn);
+        let names = self.registry.count(conn);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.peaks.match_rules = c.peaks.match_rules.max(rules);
+            c.peaks.names = c.peaks.names.max(names);
+        }
+        let p = &mut self.peaks;
+        p.match_rules = p.match_rules.max(self.subs.len());
+        p.match_rules_per_connection = p.match_rules_per_connection.max(rules);
+        p.names = p.names.max(self.registry.len());
+        p.names_per_connection = p.names_per_connection.max(names);
+    }
+
+    pub(crate) fn get_stats(&self) -> DriverResult {
+        let active = self.conns.values().filter(|c| c.unique.is_some()).count();
+        let p = &self.peaks;
+        Ok(vec![dict_sv(vec![
+            ("Serial", Value::Uint32(0)),
+            ("ActiveConnections", u32_of(active)),
+            ("IncompleteConnections", u32_of(self.conns.len() - active)),
+            ("MatchRules", u32_of(self.subs.len())),
+            ("PeakMatchRules", u32_of(p.match_rules)),
+            (
+                "PeakMatchRulesPerConnection",
+                u32_of(p.match_rules_per_connection),
+            ),
+            ("BusNames", u32_of(self.registry.len())),
+            ("PeakBusNames", u32_of(p.names)),
+            ("PeakBusNamesPerConnection", u32_of(p.names_per_connection)),
+        ])])
+    }
+
+    pub(crate) fn get_connection_stats(&self, name: &str) -> DriverResult {
+        if name == BUS_NAME {
+            return Err(BusError::new(
+                errors::INVALID_ARGS,
+                format!("GetConnectionStats is not meaningful for the message bus \"{BUS_NAME}\" itself"),
+            ));
+        }
+        let id = self.registry.owner(name).ok_or_else(|| {
+            BusError::new(
+                errors::NAME_HAS_NO_OWNER,
+                format!("Could not get statistics of name '{name}': no such name"),
+            )
+        })?;
+        let conn = &self.conns[&id];
+        Ok(vec![dict_sv(vec![
+            ("Serial", Value::Uint32(0)),
+            ("MatchRules", u32_of(self.subs.count(id))),
+            ("PeakMatchRules", u32_of(conn.peaks.match_rules)),
+            ("BusNames", u32_of(self.registry.count(id))),
+            ("PeakBusNames", u32_of(conn.peaks.names)),
+            (
+                "UniqueName",
+                Value::String(conn.unique.clone().unwrap_or_default()),
+            ),
+        ])])
+    }
+
+    /// Every connection's rules, in their canonical text.
+    pub(crate) fn get_all_match_rules(&self) -> DriverResult {
+        let mut ids: Vec<ConnId> = self.conns.keys().copied().collect();
+        ids.sort_unstable();
+        let items = ids
+            .into_iter()
+            .filter_map(|id| {
+                let unique = self.conns[&id].unique.clone()?;
+                let rules: Vec<Value> = self
+                    .subs
+                    .rules_of(id)
+                    .map(|r| Value::String(r.to_string()))
+                    .collect();
+                (!rules.is_empty()).then(|| {
+                    Value::DictEntry(
+                        Box::new(Value::String(unique)),
+                        Box::new(Value::Array {
+                            elem_sig: "s".into(),
+                            items: rules,
+                        }),
+                    )
+                })
+            })
+            .collect();
+        Ok(vec![Value::Array {
+            elem_sig: "{sas}".into(),
+            items,
+        }])
+    }
+}
