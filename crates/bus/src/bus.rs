@@ -128,9 +128,28 @@ impl Bus {
         &self.activation_env
     }
 
-    /// Replace the list of activatable names (after a reload).
-    pub fn set_activatable_names(&mut self, names: Vec<String>) {
+    /// Replace the list of activatable names (after a reload). When it
+    /// changed, the ActivatableServicesChanged signal goes to every
+    /// connection whose rules match it, as dbus-daemon does.
+    pub fn set_activatable_names(&mut self, mut names: Vec<String>, out: &mut Vec<Action>) {
+        let mut old = std::mem::take(&mut self.opts.activatable_names);
+        old.sort_unstable();
+        names.sort_unstable();
+        let changed = old != names;
         self.opts.activatable_names = names;
+        if !changed {
+            return;
+        }
+        let builder = MessageBuilder::signal(BUS_PATH, BUS_INTERFACE, "ActivatableServicesChanged");
+        let Some((out_msg, msg)) = self.build(builder) else {
+            return;
+        };
+        let recipients = self.with_input(&msg, None, None, |input| {
+            let mut to = self.monitor_recipients(input);
+            self.subs.recipients(input, None, &mut to);
+            to
+        });
+        self.deliver_all(&recipients, &msg, &out_msg, out);
     }
 
     pub fn options(&self) -> &BusOptions {

@@ -570,8 +570,12 @@ impl Bus {
             ));
         }
         Ok(match prop {
-            // Unknown header fields are dropped by Message::stamp.
-            "Features" => string_array(["HeaderFiltering".to_owned()]),
+            // ActivatableServicesChanged: see Bus::set_activatable_names;
+            // HeaderFiltering: Message::stamp drops unknown header fields.
+            "Features" => string_array([
+                "ActivatableServicesChanged".to_owned(),
+                "HeaderFiltering".to_owned(),
+            ]),
             _ => string_array(
                 introspect::INTERESTING_INTERFACES
                     .iter()

@@ -101,7 +101,7 @@ pub(crate) const INTERFACES: &[InterfaceSpec] = &[
                 sig: "as",
             },
         ],
-        signals_xml: "    <signal name=\"NameOwnerChanged\">\n      <arg type=\"s\"/>\n      <arg type=\"s\"/>\n      <arg type=\"s\"/>\n    </signal>\n    <signal name=\"NameLost\">\n      <arg type=\"s\"/>\n    </signal>\n    <signal name=\"NameAcquired\">\n      <arg type=\"s\"/>\n    </signal>\n",
+        signals_xml: "    <signal name=\"NameOwnerChanged\">\n      <arg type=\"s\"/>\n      <arg type=\"s\"/>\n      <arg type=\"s\"/>\n    </signal>\n    <signal name=\"NameLost\">\n      <arg type=\"s\"/>\n    </signal>\n    <signal name=\"NameAcquired\">\n      <arg type=\"s\"/>\n    </signal>\n    <signal name=\"ActivatableServicesChanged\">\n    </signal>\n",
         any_path: true,
     },
     InterfaceSpec {

@@ -908,7 +908,7 @@ fn properties() {
         reply.body_values().unwrap(),
         vec![Value::Variant(Box::new(Value::Array {
             elem_sig: "s".into(),
-            items: vec![s("HeaderFiltering")]
+            items: vec![s("ActivatableServicesChanged"), s("HeaderFiltering")]
         }))]
     );
     let reply = get_property(&mut h, a, BUS_INTERFACE, "Interfaces");
@@ -1852,4 +1852,28 @@ fn stats_count_and_remember_peaks() {
         .interface("org.freedesktop.DBus.Debug.Stats")
         .destination(BUS_NAME);
     assert_eq!(h.driver_error(a, off_path).0, errors::UNKNOWN_INTERFACE);
+}
+
+#[test]
+fn activatable_services_changed_only_when_they_change() {
+    let mut h = Harness::new();
+    let (a, _) = h.client();
+    let (b, _) = h.client();
+    h.add_match(a, "member='ActivatableServicesChanged'");
+    let same = vec!["org.example.Activatable".to_owned()];
+    h.bus.set_activatable_names(same, &mut h.out);
+    assert!(h.take().is_empty());
+    h.bus
+        .set_activatable_names(vec!["org.example.New".into()], &mut h.out);
+    let got = h.take();
+    assert_eq!(
+        summary(&got),
+        vec![(a, "ActivatableServicesChanged".into(), vec![])]
+    );
+    assert_eq!(got[0].1.sender(), Some(BUS_NAME));
+    let names = h.driver(b, "ListActivatableNames", vec![]);
+    assert_eq!(
+        string_list(&names[0]),
+        strings(&[BUS_NAME, "org.example.New"])
+    );
 }
