@@ -195,7 +195,7 @@ impl Bus {
         let mut events = Vec::new();
         self.registry.remove_connection(id, &mut events);
         // Signals name the departed connection, so it stays known until
-        // they are built; deliver() never sends to it (Lost is pointless).
+        // they are built; emit() sends it nothing (NameLost is pointless).
         self.emit(&events, Some(id), out);
         for (caller, serial) in self.replies.remove_connection(id) {
             let err = BusError::new(
