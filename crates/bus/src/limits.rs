@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 /// What one connection may make the bus hold. The defaults are those of
-/// dbus-daemon's `session.conf`; the daemon overrides them from its
-/// configuration file.
+/// dbus-daemon's `session.conf` (with its built-in values for what that file
+/// leaves unset); the daemon overrides them from its configuration file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Names a connection may own or be queued for, its unique name
@@ -18,9 +18,11 @@ pub struct Limits {
     /// How long the bus waits for a reply before it answers the caller with
     /// `NoReply` itself; `None` is dbus-daemon's default: never.
     pub reply_timeout: Option<Duration>,
-    /// Largest message, in bytes (`max_message_size`).
+    /// Largest message, in bytes (`max_message_size`); the daemon enforces
+    /// it where bytes arrive.
     pub max_message_size: usize,
-    /// Most fds in one message (`max_message_unix_fds`).
+    /// Most fds in one message (`max_message_unix_fds`); the daemon
+    /// enforces it where fds arrive.
     pub max_message_unix_fds: usize,
 }
 
@@ -32,7 +34,21 @@ impl Default for Limits {
             max_replies_per_connection: 50_000,
             reply_timeout: None,
             max_message_size: 1_000_000_000,
-            max_message_unix_fds: 4096,
+            max_message_unix_fds: 16,
+        }
+    }
+}
+
+impl Limits {
+    /// dbus-daemon's built-in defaults, which `system.conf` keeps.
+    pub fn system() -> Limits {
+        Limits {
+            max_names_per_connection: 512,
+            max_match_rules_per_connection: 512,
+            max_replies_per_connection: 128,
+            reply_timeout: None,
+            max_message_size: 32 * 1024 * 1024,
+            max_message_unix_fds: 16,
         }
     }
 }
