@@ -216,3 +216,110 @@ fn disconnect_releases_newest_first_and_unique_name_last() {
         name: "org.example.First".into()
     }));
 }
+
+/// The registry's two views (queues by name, names by connection) agree,
+/// no queue is empty and nobody waits twice in one queue.
+fn assert_consistent(r: &NameRegistry) {
+    let mut from_queues = 0;
+    for (name, queue) in &r.names {
+        assert!(!queue.owners.is_empty(), "{name} has an empty queue");
+        for (i, owner) in queue.owners.iter().enumerate() {
+            assert!(
+                r.holds(owner.conn, name),
+                "{name}: {:?} not tracked",
+                owner.conn
+            );
+            assert!(
+                queue
+                    .owners
+                    .iter()
+                    .skip(i + 1)
+                    .all(|o| o.conn != owner.conn),
+                "{name}: {:?} queued twice",
+                owner.conn
+            );
+            from_queues += 1;
+        }
+    }
+    let from_held: usize = r.held.values().map(HashMap::len).sum();
+    assert_eq!(
+        from_queues, from_held,
+        "queues and per-connection lists disagree"
+    );
+    for (conn, names) in &r.held {
+        assert!(!names.is_empty(), "{conn:?} has an empty list");
+        for name in names.keys() {
+            let queue = r.names.get(name).expect("held name exists");
+            assert!(queue.position(*conn).is_some(), "{name} lost {conn:?}");
+        }
+    }
+}
+
+mod random {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Request(u64, usize, u32),
+        Release(u64, usize),
+        Disconnect(u64),
+    }
+
+    const NAMES: [&str; 3] = ["org.example.A", "org.example.B", "org.example.C"];
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0..4u64, 0..3usize, 0..8u32).prop_map(|(c, n, f)| Op::Request(c, n, f)),
+            2 => (0..4u64, 0..3usize).prop_map(|(c, n)| Op::Release(c, n)),
+            1 => (0..4u64).prop_map(Op::Disconnect),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn any_sequence_keeps_the_registry_consistent(ops in proptest::collection::vec(op(), 1..60)) {
+            let mut r = NameRegistry::new();
+            for op in ops {
+                let mut events = Vec::new();
+                let owners_before: Vec<Option<ConnId>> = NAMES.iter().map(|n| r.owner(n)).collect();
+                match op {
+                    Op::Request(c, n, flags) => {
+                        let reply = r.request(ConnId(c), NAMES[n], flags, &mut events);
+                        let is_owner = r.owner(NAMES[n]) == Some(ConnId(c));
+                        prop_assert_eq!(
+                            is_owner,
+                            matches!(reply, RequestReply::PrimaryOwner | RequestReply::AlreadyOwner)
+                        );
+                        prop_assert_eq!(r.holds(ConnId(c), NAMES[n]), reply != RequestReply::Exists);
+                    }
+                    Op::Release(c, n) => {
+                        r.release(ConnId(c), NAMES[n], &mut events);
+                        prop_assert!(!r.holds(ConnId(c), NAMES[n]));
+                    }
+                    Op::Disconnect(c) => {
+                        r.remove_connection(ConnId(c), &mut events);
+                        prop_assert_eq!(r.count(ConnId(c)), 0);
+                    }
+                }
+                assert_consistent(&r);
+                // Every change of primary owner was announced, once.
+                for (i, name) in NAMES.iter().enumerate() {
+                    let after = r.owner(name);
+                    let announced: Vec<_> = events
+                        .iter()
+                        .filter_map(|e| match e {
+                            NameEvent::OwnerChanged { name: n, old, new } if n == name => Some((*old, *new)),
+                            _ => None,
+                        })
+                        .collect();
+                    if owners_before[i] == after {
+                        prop_assert!(announced.is_empty());
+                    } else {
+                        prop_assert_eq!(announced, vec![(owners_before[i], after)]);
+                    }
+                }
+            }
+        }
+    }
+}
