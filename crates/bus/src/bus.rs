@@ -52,6 +52,8 @@ pub struct Bus {
     pub(crate) activation_env: HashMap<String, String>,
     pub(crate) reload_requested: bool,
     pub(crate) peaks: Peaks,
+    /// Connections past Hello (kept so GetStats need not count).
+    pub(crate) active: usize,
     /// Deliver method returns and errors that answer no pending call.
     /// dbus-daemon's stock session policy allows them, its system policy
     /// does not (`send_requested_reply`).
@@ -99,6 +101,7 @@ impl Bus {
             activation_env: HashMap::new(),
             reload_requested: false,
             peaks: Peaks::default(),
+            active: 0,
             empty_fds: Arc::new(Vec::new()),
         }
     }
@@ -204,7 +207,11 @@ impl Bus {
             );
             self.send_no_reply(caller, serial, err, out);
         }
-        self.conns.remove(&id);
+        if let Some(conn) = self.conns.remove(&id) {
+            if conn.unique.is_some() {
+                self.active -= 1;
+            }
+        }
     }
 
     /// Route one validated message from `from`. `fds` are the descriptors

@@ -272,6 +272,7 @@ impl Bus {
         let unique = format!(":1.{}", self.next_unique);
         self.next_unique += 1;
         conn.unique = Some(unique.clone());
+        self.active += 1;
         self.registry.add_unique(from, &unique, events);
         Ok(vec![Value::String(unique)])
     }

@@ -46,7 +46,7 @@ impl Bus {
     }
 
     pub(crate) fn get_stats(&self) -> DriverResult {
-        let active = self.conns.values().filter(|c| c.unique.is_some()).count();
+        let active = self.active;
         let p = &self.peaks;
         Ok(vec![dict_sv(vec![
             ("Serial", Value::Uint32(0)),

@@ -1796,7 +1796,7 @@ fn stats_count_and_remember_peaks() {
     let mut h = Harness::new();
     let (a, name_a) = h.client();
     let (b, _) = h.client();
-    let _incomplete = h.connect(false);
+    let incomplete = h.connect(false);
     h.request_name(a, "org.example.One", 0);
     h.request_name(a, "org.example.Two", 0);
     h.add_match(b, "type='signal',member='Foo'");
@@ -1847,6 +1847,13 @@ fn stats_count_and_remember_peaks() {
             )]
         }]
     );
+    // Connections leaving are counted out.
+    h.bus.remove_connection(b, &mut h.out);
+    h.bus.remove_connection(incomplete, &mut h.out);
+    let stats = dict_u32(&h.call(a, stats_call("GetStats", vec![])));
+    assert_eq!(stat(&stats, "ActiveConnections"), Value::Uint32(1));
+    assert_eq!(stat(&stats, "IncompleteConnections"), Value::Uint32(0));
+    assert_eq!(stat(&stats, "MatchRules"), Value::Uint32(0));
     // Only on the canonical path, like dbus-daemon.
     let off_path = MessageBuilder::method_call("/", "GetStats")
         .interface("org.freedesktop.DBus.Debug.Stats")
