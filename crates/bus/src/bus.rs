@@ -227,6 +227,12 @@ impl Bus {
         let Some(conn) = self.conns.get(&from) else {
             return;
         };
+        if let Some(reason) = self.over_message_limits(&msg, fds.len()) {
+            // dbus-daemon cannot even load such a message and drops the
+            // connection; so do we.
+            out.push(Action::Disconnect { conn: from, reason });
+            return;
+        }
         if self.monitors.is_monitor(from) {
             out.push(Action::Disconnect {
                 conn: from,
@@ -275,6 +281,27 @@ impl Bus {
                 }
             }
         }
+    }
+
+    /// Why a message is too big to route, if it is.
+    fn over_message_limits(&self, msg: &Message, fds: usize) -> Option<String> {
+        let limits = &self.opts.limits;
+        let declared = msg.unix_fds() as usize;
+        if declared.max(fds) > limits.max_message_unix_fds {
+            return Some(format!(
+                "message carries {} file descriptors, more than max_message_unix_fds={}",
+                declared.max(fds),
+                limits.max_message_unix_fds
+            ));
+        }
+        if msg.raw().len() > limits.max_message_size {
+            return Some(format!(
+                "message of {} bytes is larger than max_message_size={}",
+                msg.raw().len(),
+                limits.max_message_size
+            ));
+        }
+        None
     }
 
     fn unicast(

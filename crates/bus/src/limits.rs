@@ -18,11 +18,12 @@ pub struct Limits {
     /// How long the bus waits for a reply before it answers the caller with
     /// `NoReply` itself; `None` is dbus-daemon's default: never.
     pub reply_timeout: Option<Duration>,
-    /// Largest message, in bytes (`max_message_size`); the daemon enforces
-    /// it where bytes arrive.
+    /// Largest message, in bytes (`max_message_size`). The bus drops a
+    /// connection that sends a larger one (the daemon should refuse it
+    /// before reading it all).
     pub max_message_size: usize,
-    /// Most fds in one message (`max_message_unix_fds`); the daemon
-    /// enforces it where fds arrive.
+    /// Most fds in one message (`max_message_unix_fds`). The bus drops a
+    /// connection that sends more (the daemon may refuse them earlier).
     pub max_message_unix_fds: usize,
 }
 

@@ -1884,3 +1884,52 @@ fn activatable_services_changed_only_when_they_change() {
         strings(&[BUS_NAME, "org.example.New"])
     );
 }
+
+#[test]
+fn oversized_messages_cost_the_sender_its_connection() {
+    let mut opts = options();
+    opts.limits.max_message_unix_fds = 2;
+    opts.limits.max_message_size = 4096;
+    let mut h = Harness::with_options(opts);
+    let (a, _) = h.client();
+    let (b, name_b) = h.client();
+    // Within the limits: delivered.
+    h.send_with_fds(
+        a,
+        MessageBuilder::method_call("/", "TakeFds")
+            .destination(name_b.clone())
+            .unix_fds(2)
+            .body(vec![Value::UnixFd(0), Value::UnixFd(1)]),
+        some_fds(2),
+    );
+    assert_eq!(h.take()[0].0, b);
+    // Three fds: the sender is dropped, nothing is delivered.
+    h.send_with_fds(
+        a,
+        MessageBuilder::method_call("/", "TakeFds")
+            .destination(name_b.clone())
+            .unix_fds(3)
+            .body(vec![Value::UnixFd(0)]),
+        some_fds(3),
+    );
+    match h.out.as_slice() {
+        [Action::Disconnect { conn, reason }] => {
+            assert_eq!(*conn, a);
+            assert!(reason.contains("max_message_unix_fds=2"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    h.out.clear();
+    let big = "x".repeat(5000);
+    h.send(
+        b,
+        MessageBuilder::signal("/", "org.example.I", "Big").body(vec![s(&big)]),
+    );
+    match h.out.as_slice() {
+        [Action::Disconnect { conn, reason }] => {
+            assert_eq!(*conn, b);
+            assert!(reason.contains("max_message_size=4096"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
