@@ -194,6 +194,10 @@ impl Bus {
             return;
         }
         self.subs.remove_connection(id);
+        if let Some(unique) = self.unique_name(id) {
+            let unique = unique.to_owned();
+            self.subs.remove_rules_naming(&unique);
+        }
         self.monitors.remove(id);
         let mut events = Vec::new();
         self.registry.remove_connection(id, &mut events);

@@ -81,6 +81,13 @@ impl Subscriptions {
         self.index.add(conn, rule);
     }
 
+    /// A connection left: drop every rule (of anyone) whose sender or
+    /// destination is its unique name, which can never match again. The
+    /// eavesdropper counts may then overcount, which only costs a lookup.
+    pub fn remove_rules_naming(&mut self, unique: &str) {
+        self.index.remove_rules_naming(unique);
+    }
+
     /// Rules installed in all, duplicates counted.
     pub fn len(&self) -> usize {
         self.index.len()

@@ -1933,3 +1933,23 @@ fn oversized_messages_cost_the_sender_its_connection() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn rules_naming_a_departed_unique_name_go_with_it() {
+    let mut h = Harness::new();
+    let (a, _) = h.client();
+    let (b, name_b) = h.client();
+    h.add_match(a, &format!("type='signal',sender='{name_b}'"));
+    h.add_match(a, "type='signal',member='Kept'");
+    h.bus.remove_connection(b, &mut h.out);
+    h.take();
+    let err = h.driver_error(
+        a,
+        call_bus(
+            "RemoveMatch",
+            vec![s(&format!("type='signal',sender='{name_b}'"))],
+        ),
+    );
+    assert_eq!(err.0, errors::MATCH_RULE_NOT_FOUND);
+    h.driver(a, "RemoveMatch", vec![s("type='signal',member='Kept'")]);
+}
