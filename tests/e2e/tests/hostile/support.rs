@@ -14,8 +14,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use quickbus_client::{bus_call, Received, Value, BUS_NAME};
 use quickbus_client::{sasl, Connection, Error, Message, MessageBuilder, MessageType};
-use quickbus_client::{Received, Value, BUS_NAME};
 use quickbus_e2e::{daemon_path, TempDir, POLL_INTERVAL, TIMEOUT};
 use rustix::process::{kill_process, Pid, Signal};
 
@@ -141,15 +141,23 @@ impl TestDaemon {
     /// A socket that passed SASL EXTERNAL (with fd passing) but did not say
     /// Hello.
     pub fn authenticated_raw(&self) -> UnixStream {
+        self.authenticated_raw_with(true)
+    }
+
+    /// A socket that passed SASL EXTERNAL, with or without agreeing on fd
+    /// passing, but did not say Hello.
+    pub fn authenticated_raw_with(&self, unix_fds: bool) -> UnixStream {
         let mut stream = self.raw();
         let uid = sasl::current_uid();
         stream
-            .write_all(&sasl::pipelined_external(uid, true))
+            .write_all(&sasl::pipelined_external(uid, unix_fds))
             .expect("send SASL");
         let ok = read_line(&mut stream).expect("the bus answered AUTH");
         assert!(ok.starts_with("OK "), "AUTH answered {ok:?}");
-        let agree = read_line(&mut stream).expect("the bus answered NEGOTIATE_UNIX_FD");
-        assert_eq!(agree, "AGREE_UNIX_FD");
+        if unix_fds {
+            let agree = read_line(&mut stream).expect("the bus answered NEGOTIATE_UNIX_FD");
+            assert_eq!(agree, "AGREE_UNIX_FD");
+        }
         stream
     }
 
@@ -288,9 +296,13 @@ pub enum Refusal {
     ErrorReply(String),
 }
 
-/// Waits for the bus to refuse the call `serial`: an error reply to it or
-/// the end of the connection; panics if the call succeeds.
+/// Waits for the bus to refuse the call `serial` just sent: an error reply
+/// to it or the end of the connection. A GetId sent right after it probes
+/// whether the bus let it through: the bus handles a connection's messages
+/// in order, so a GetId reply before any refusal means the call was
+/// accepted (and forwarded), which fails the test at once.
 pub fn expect_refused(conn: &mut Connection, serial: u32) -> Refusal {
+    let probe = conn.send(bus_call("GetId"), &[]).ok();
     let mut seen = Vec::new();
     loop {
         match conn.receive() {
@@ -301,6 +313,9 @@ pub fn expect_refused(conn: &mut Connection, serial: u32) -> Refusal {
                     }
                     _ => panic!("the bus accepted the call: {}", describe(&message)),
                 }
+            }
+            Ok((message, _fds)) if probe.is_some() && message.reply_serial() == probe => {
+                panic!("the bus accepted the call: it answered the GetId sent after it")
             }
             Ok((message, _fds)) => seen.push(message),
             Err(Error::Closed) => return Refusal::Closed,
