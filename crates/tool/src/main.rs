@@ -1,6 +1,7 @@
 //! `quickbus`: talk to a D-Bus message bus from the command line.
 
 mod args;
+mod bench;
 mod list;
 mod print;
 mod signature;
@@ -73,6 +74,8 @@ enum Command {
         #[arg(long)]
         acquired: bool,
     },
+    /// Measure quickbus-daemon against dbus-daemon and dbus-broker
+    Bench(bench::BenchArgs),
 }
 
 /// Why the tool failed, printed on stderr.
@@ -112,6 +115,9 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {
+    if let Command::Bench(args) = &cli.command {
+        return bench::run(args).map_err(Failure);
+    }
     let timeout = timeout_of(cli.timeout)?;
     // Check the arguments before touching the bus.
     let prepared = prepare(&cli.command)?;
@@ -226,7 +232,7 @@ fn prepare(command: &Command) -> Result<Option<MessageBuilder>, Failure> {
             }
             message
         }
-        Command::List { .. } => return Ok(None),
+        Command::List { .. } | Command::Bench(_) => return Ok(None),
     };
     Ok(Some(message))
 }

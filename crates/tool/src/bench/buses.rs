@@ -1,0 +1,327 @@
+//! Starting the buses under test, each with the same permissive
+//! configuration and raised limits, and reading their CPU time.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use quickbus_client::Connection;
+
+/// How long a bus may take to start listening.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// dbus-broker-launch logs to the journal and fails without it.
+const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BusKind {
+    Quickbus,
+    DbusDaemon,
+    DbusBroker,
+}
+
+impl BusKind {
+    pub const ALL: [BusKind; 3] = [BusKind::Quickbus, BusKind::DbusDaemon, BusKind::DbusBroker];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BusKind::Quickbus => "quickbus",
+            BusKind::DbusDaemon => "dbus-daemon",
+            BusKind::DbusBroker => "dbus-broker",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<BusKind> {
+        BusKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// A bus daemon started by the bench, killed on drop.
+pub struct RunningBus {
+    pub kind: BusKind,
+    pub address: String,
+    child: Child,
+    dir: PathBuf,
+}
+
+impl RunningBus {
+    /// Start `kind`; `quickbus_daemon` is the quickbus-daemon binary.
+    /// Err(note) when the bus is not installed or does not start.
+    pub fn start(kind: BusKind, quickbus_daemon: &Path) -> Result<RunningBus, String> {
+        let dir = std::env::temp_dir().join(format!(
+            "quickbus-bench-{}-{}",
+            std::process::id(),
+            kind.name()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let socket = dir.join("bus");
+        let config = dir.join("bus.conf");
+        std::fs::write(&config, config_text(&socket))
+            .map_err(|e| format!("{}: {e}", config.display()))?;
+        let address = format!("unix:path={}", socket.display());
+        let started = match kind {
+            BusKind::Quickbus => start_printing_address(quickbus_daemon, &config),
+            BusKind::DbusDaemon => {
+                start_printing_address(Path::new("/usr/bin/dbus-daemon"), &config)
+            }
+            BusKind::DbusBroker => start_broker(&socket, &config, &address),
+        };
+        match started {
+            Ok(child) => Ok(RunningBus {
+                kind,
+                address,
+                child,
+                dir,
+            }),
+            Err(note) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(note)
+            }
+        }
+    }
+
+    pub fn connect(&self, timeout: Duration) -> Result<Connection, quickbus_client::Error> {
+        Connection::connect_with_timeout(&self.address, timeout)
+    }
+
+    /// CPU seconds (user + system) of the daemon and its descendants
+    /// (dbus-broker runs as a child of dbus-broker-launch).
+    pub fn cpu_seconds(&self) -> f64 {
+        process_tree_ticks(self.child.id()) as f64 / clock_ticks_per_second()
+    }
+}
+
+impl Drop for RunningBus {
+    fn drop(&mut self) {
+        // SIGTERM first so dbus-broker-launch takes its broker down too.
+        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::Term);
+        }
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn start_printing_address(program: &Path, config: &Path) -> Result<Child, String> {
+    if !program.exists() {
+        return Err(format!("{} not found", program.display()));
+    }
+    let mut child = Command::new(program)
+        .arg(format!("--config-file={}", config.display()))
+        .arg("--nofork")
+        .arg("--print-address")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    // On a thread, so a daemon that never prints cannot hang the bench.
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let mut reader = BufReader::new(stdout);
+        let _ = tx.send(reader.read_line(&mut line).map(|_| line));
+        // Keep the pipe open (and drained) while the daemon lives.
+        let mut sink = String::new();
+        while matches!(reader.read_line(&mut sink), Ok(n) if n > 0) {
+            sink.clear();
+        }
+    });
+    match rx.recv_timeout(START_TIMEOUT) {
+        Ok(Ok(line)) if !line.trim().is_empty() => Ok(child),
+        other => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(format!(
+                "{} printed no address: {other:?}",
+                program.display()
+            ))
+        }
+    }
+}
+
+fn start_broker(socket: &Path, config: &Path, address: &str) -> Result<Child, String> {
+    for program in [
+        "/usr/bin/dbus-broker",
+        "/usr/bin/dbus-broker-launch",
+        "/usr/bin/systemd-socket-activate",
+    ] {
+        if !Path::new(program).exists() {
+            return Err(format!(
+                "{program} not found (apt-get install -y dbus-broker systemd)"
+            ));
+        }
+    }
+    ensure_journal_socket()?;
+    let mut child = Command::new("/usr/bin/systemd-socket-activate")
+        .arg("-l")
+        .arg(socket)
+        .arg("-E")
+        .arg(format!("DBUS_SESSION_BUS_ADDRESS={address}"))
+        .arg("dbus-broker-launch")
+        .arg("--scope")
+        .arg("user")
+        .arg("--config-file")
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start systemd-socket-activate: {e}"))?;
+    // The socket appears first; the first connection starts the launcher,
+    // which answers once the broker runs.
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if socket.exists() {
+            if let Ok(mut conn) = Connection::connect_with_timeout(address, START_TIMEOUT) {
+                if conn.get_id().is_ok() {
+                    return Ok(child);
+                }
+            }
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("dbus-broker did not answer".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Bind the journal's datagram socket with a thread that discards what
+/// arrives, if nobody provides it.
+fn ensure_journal_socket() -> Result<(), String> {
+    let path = Path::new(JOURNAL_SOCKET);
+    if path.exists() {
+        let listening = UnixDatagram::unbound().and_then(|probe| probe.connect(path));
+        if listening.is_ok() {
+            return Ok(());
+        }
+        // Left behind by an earlier bench run: nobody reads it any more.
+        let _ = std::fs::remove_file(path);
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let socket = UnixDatagram::bind(path).map_err(|e| format!("{JOURNAL_SOCKET}: {e}"))?;
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        while socket.recv(&mut buf).is_ok() {}
+    });
+    Ok(())
+}
+
+/// The same permissive session configuration for every bus, with limits
+/// raised so no bus refuses the bench's traffic.
+fn config_text(socket: &Path) -> String {
+    format!(
+        r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path={}</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow receive_sender="*"/>
+    <allow own="*"/>
+  </policy>
+  <limit name="max_incoming_bytes">1000000000</limit>
+  <limit name="max_outgoing_bytes">1000000000</limit>
+  <limit name="max_message_size">134217728</limit>
+  <limit name="max_completed_connections">100000</limit>
+  <limit name="max_connections_per_user">100000</limit>
+  <limit name="max_match_rules_per_connection">50000</limit>
+  <limit name="max_replies_per_connection">50000</limit>
+</busconfig>
+"#,
+        socket.display()
+    )
+}
+
+/// utime + stime, in clock ticks, of `pid` and all its descendants.
+fn process_tree_ticks(pid: u32) -> u64 {
+    let mut total = 0;
+    let mut todo = vec![pid];
+    while let Some(pid) = todo.pop() {
+        total += process_ticks(pid).unwrap_or(0);
+        todo.extend(children_of(pid));
+    }
+    total
+}
+
+fn process_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_ticks(&stat)
+}
+
+/// utime (field 14) + stime (field 15) of a /proc/PID/stat line. The
+/// command name (field 2) may hold spaces and parentheses, so fields are
+/// counted after its last ')'.
+fn parse_stat_ticks(stat: &str) -> Option<u64> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after_name.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut children = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return children;
+    };
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            children.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+    children
+}
+
+fn clock_ticks_per_second() -> f64 {
+    rustix::param::clock_ticks_per_second() as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_ticks_are_read_after_the_command_name() {
+        let line = "42 (odd) name) S 1 42 42 0 -1 4194560 100 0 0 0 7 5 0 0 20 0 1 0 9 0 0";
+        assert_eq!(parse_stat_ticks(line), Some(12));
+        assert_eq!(parse_stat_ticks("garbage"), None);
+    }
+
+    #[test]
+    fn our_own_cpu_time_is_readable() {
+        let me = std::process::id();
+        assert!(process_ticks(me).is_some());
+        assert!(process_tree_ticks(me) >= process_ticks(me).unwrap());
+    }
+
+    #[test]
+    fn bus_names_round_trip() {
+        for kind in BusKind::ALL {
+            assert_eq!(BusKind::parse(kind.name()), Some(kind));
+        }
+        assert_eq!(BusKind::parse("kdbus"), None);
+    }
+}

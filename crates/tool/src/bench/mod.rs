@@ -1,0 +1,281 @@
+//! `quickbus bench`: the seed experiments (signal bursts, fan-out, round
+//! trips with their no-bus floors, daemon CPU per message) run against
+//! quickbus-daemon, dbus-daemon and dbus-broker side by side, interleaved,
+//! reported as medians with ratios.
+
+mod buses;
+mod endpoint;
+mod messages;
+mod report;
+mod workloads;
+
+use std::path::PathBuf;
+
+use buses::{BusKind, RunningBus};
+use report::{Key, Results, Subject};
+use workloads::Sample;
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Repetitions of every measurement (the report shows medians)
+    #[arg(long, default_value_t = 3)]
+    reps: u32,
+    /// Smoke run: one repetition, fewer messages and sizes
+    #[arg(long)]
+    quick: bool,
+    /// Also write every sample and median as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Run only these workloads (signal-burst, fan-out, round-trip)
+    #[arg(long, value_name = "WORKLOAD", value_delimiter = ',')]
+    only: Vec<String>,
+    /// Buses to compare
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "quickbus,dbus-daemon,dbus-broker"
+    )]
+    buses: Vec<String>,
+    /// The quickbus-daemon binary (default: next to this quickbus binary)
+    #[arg(long, value_name = "PATH")]
+    quickbus: Option<PathBuf>,
+    /// Messages (or round trips) per run, overriding the defaults
+    #[arg(long, value_name = "N")]
+    count: Option<u32>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Workload {
+    SignalBurst,
+    FanOut,
+    RoundTrip,
+}
+
+/// A round trip measured without a bus: (payload size, count) -> sample.
+type Floor = fn(usize, u32) -> Sample;
+
+/// Receivers in the fan-out workload.
+const FAN_OUT_RECEIVERS: usize = 10;
+
+const KIB: usize = 1024;
+const SIGNAL_SIZES: [usize; 9] = [
+    32,
+    128,
+    512,
+    KIB,
+    2 * KIB,
+    4 * KIB,
+    8 * KIB,
+    32 * KIB,
+    128 * KIB,
+];
+const QUICK_SIGNAL_SIZES: [usize; 3] = [32, KIB, 128 * KIB];
+const CALL_SIZES: [usize; 9] = [1, 32, 128, 512, KIB, 4 * KIB, 8 * KIB, 32 * KIB, 128 * KIB];
+const QUICK_CALL_SIZES: [usize; 2] = [1, 128 * KIB];
+
+impl Workload {
+    const ALL: [Workload; 3] = [Workload::SignalBurst, Workload::FanOut, Workload::RoundTrip];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::SignalBurst => "signal-burst",
+            Workload::FanOut => "fan-out",
+            Workload::RoundTrip => "round-trip",
+        }
+    }
+
+    fn sizes(self, quick: bool) -> &'static [usize] {
+        match (self, quick) {
+            (Workload::RoundTrip, false) => &CALL_SIZES,
+            (Workload::RoundTrip, true) => &QUICK_CALL_SIZES,
+            (_, false) => &SIGNAL_SIZES,
+            (_, true) => &QUICK_SIGNAL_SIZES,
+        }
+    }
+
+    /// Messages per run: 10,000 signals as in seed 000; fewer for large
+    /// fan-out and round trips so a full run stays within minutes.
+    fn count(self, size: usize, args: &BenchArgs) -> u32 {
+        if let Some(n) = args.count {
+            return n.max(1);
+        }
+        match (self, args.quick) {
+            (Workload::SignalBurst, false) => 10_000,
+            (Workload::FanOut, false) if size <= 8 * KIB => 10_000,
+            (Workload::FanOut, false) => 2_000,
+            (Workload::RoundTrip, false) => (64 * KIB * KIB / size).clamp(500, 2_000) as u32,
+            (Workload::SignalBurst, true) => 1_000,
+            (_, true) => 200,
+        }
+    }
+}
+
+/// What the bench was asked to do, checked before anything starts.
+struct Plan {
+    workloads: Vec<Workload>,
+    buses: Vec<BusKind>,
+    reps: u32,
+}
+
+fn plan(args: &BenchArgs) -> Result<Plan, String> {
+    let workloads = if args.only.is_empty() {
+        Workload::ALL.to_vec()
+    } else {
+        args.only
+            .iter()
+            .map(|name| {
+                Workload::ALL
+                    .into_iter()
+                    .find(|w| w.name() == name)
+                    .ok_or_else(|| {
+                        format!("unknown workload {name:?} (signal-burst, fan-out, round-trip)")
+                    })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let buses = args
+        .buses
+        .iter()
+        .map(|name| {
+            BusKind::parse(name)
+                .ok_or_else(|| format!("unknown bus {name:?} (quickbus, dbus-daemon, dbus-broker)"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let reps = if args.quick { 1 } else { args.reps.max(1) };
+    Ok(Plan {
+        workloads,
+        buses,
+        reps,
+    })
+}
+
+fn default_quickbus_daemon() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("quickbus-daemon")))
+        .unwrap_or_else(|| PathBuf::from("quickbus-daemon"))
+}
+
+pub fn run(args: &BenchArgs) -> Result<(), String> {
+    let plan = plan(args)?;
+    let daemon = args
+        .quickbus
+        .clone()
+        .unwrap_or_else(default_quickbus_daemon);
+    let mut notes = Vec::new();
+    let mut running = Vec::new();
+    for kind in &plan.buses {
+        match RunningBus::start(*kind, &daemon) {
+            Ok(bus) => running.push(bus),
+            Err(note) => notes.push(format!("{} skipped: {note}", kind.name())),
+        }
+    }
+    for note in &notes {
+        eprintln!("note: {note}");
+    }
+    let mut results = Results::default();
+    for rep in 0..plan.reps {
+        eprintln!("rep {}/{}", rep + 1, plan.reps);
+        for &workload in &plan.workloads {
+            for &size in workload.sizes(args.quick) {
+                let count = workload.count(size, args);
+                // Rotate the order of buses each repetition so none always
+                // runs first (or last) after the others warmed the caches.
+                let n = running.len().max(1);
+                for i in 0..running.len() {
+                    let bus = &running[(i + rep as usize) % n];
+                    let sample = workloads::with_daemon_cpu(bus, || match workload {
+                        Workload::SignalBurst => workloads::signal_burst(bus, 1, size, count),
+                        Workload::FanOut => {
+                            workloads::signal_burst(bus, FAN_OUT_RECEIVERS, size, count)
+                        }
+                        Workload::RoundTrip => workloads::bus_round_trip(bus, size, count),
+                    });
+                    results.add(key(workload, size, count, Subject::Bus(bus.kind)), sample);
+                }
+                if workload == Workload::RoundTrip {
+                    let floors: [(Subject, Floor); 2] = [
+                        (Subject::PeerToPeer, workloads::peer_round_trip),
+                        (Subject::Socket, workloads::socket_ping_pong),
+                    ];
+                    for (subject, measure) in floors {
+                        results.add(key(workload, size, count, subject), measure(size, count));
+                    }
+                }
+            }
+        }
+    }
+    drop(running);
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    print!("{}", results.table(&notes));
+    if let Some(path) = &args.json {
+        let json = results.json(&command, plan.reps, &notes);
+        std::fs::write(
+            path,
+            serde_json::to_string_pretty(&json).expect("JSON of numbers"),
+        )
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn key(workload: Workload, size: usize, count: u32, subject: Subject) -> Key {
+    Key {
+        workload,
+        size,
+        count,
+        subject,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+
+    fn args(argv: &[&str]) -> BenchArgs {
+        let mut full = vec!["bench"];
+        full.extend_from_slice(argv);
+        Wrapper::try_parse_from(full).unwrap().args
+    }
+
+    #[test]
+    fn defaults_run_everything_on_every_bus_three_times() {
+        let plan = plan(&args(&[])).unwrap();
+        assert_eq!(plan.workloads, Workload::ALL);
+        assert_eq!(plan.buses, BusKind::ALL);
+        assert_eq!(plan.reps, 3);
+    }
+
+    #[test]
+    fn quick_is_one_repetition_of_fewer_sizes() {
+        let a = args(&["--quick", "--reps", "5", "--only", "fan-out,round-trip"]);
+        let plan = plan(&a).unwrap();
+        assert_eq!(plan.reps, 1);
+        assert_eq!(plan.workloads, [Workload::FanOut, Workload::RoundTrip]);
+        assert!(Workload::FanOut.sizes(true).len() < Workload::FanOut.sizes(false).len());
+    }
+
+    #[test]
+    fn unknown_names_are_refused() {
+        assert!(plan(&args(&["--only", "kdbus-burst"])).is_err());
+        assert!(plan(&args(&["--buses", "quickbus,kdbus"])).is_err());
+    }
+
+    #[test]
+    fn counts_follow_the_seed_and_the_override() {
+        let full = args(&[]);
+        assert_eq!(Workload::SignalBurst.count(128 * KIB, &full), 10_000);
+        assert_eq!(Workload::FanOut.count(128 * KIB, &full), 2_000);
+        assert_eq!(Workload::RoundTrip.count(1, &full), 2_000);
+        assert_eq!(Workload::RoundTrip.count(128 * KIB, &full), 512);
+        let tiny = args(&["--count", "7"]);
+        assert_eq!(Workload::FanOut.count(32, &tiny), 7);
+    }
+}

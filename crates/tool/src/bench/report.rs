@@ -1,0 +1,379 @@
+//! Collecting samples and reporting their medians: a text table with
+//! quickbus's ratios to the other buses, and JSON with every sample.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use serde_json::{json, Value};
+
+use super::buses::BusKind;
+use super::workloads::Sample;
+use super::{Workload, FAN_OUT_RECEIVERS};
+
+/// Who carried the messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Subject {
+    Bus(BusKind),
+    /// Client to client over a socketpair, no bus.
+    PeerToPeer,
+    /// Bare bytes over a socketpair, no D-Bus.
+    Socket,
+}
+
+impl Subject {
+    pub fn name(self) -> &'static str {
+        match self {
+            Subject::Bus(kind) => kind.name(),
+            Subject::PeerToPeer => "peer-to-peer",
+            Subject::Socket => "bare-socket",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    pub workload: Workload,
+    pub size: usize,
+    pub count: u32,
+    pub subject: Subject,
+}
+
+/// Medians over the repetitions of one key.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    pub rate: f64,
+    pub mib_per_s: f64,
+    pub latency_mean_us: f64,
+    pub latency_p99_us: f64,
+    pub received_percent: f64,
+    pub cpu_us_per_message: Option<f64>,
+    /// Distinct errors with how often they occurred.
+    pub errors: Vec<(String, usize)>,
+}
+
+#[derive(Default)]
+pub struct Results {
+    samples: BTreeMap<Key, Vec<Sample>>,
+}
+
+pub fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(|a, b| a.total_cmp(b));
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    }
+}
+
+fn summarize(key: &Key, samples: &[Sample]) -> Summary {
+    let med = |f: &dyn Fn(&Sample) -> f64| median(&mut samples.iter().map(f).collect::<Vec<_>>());
+    let cpu: Vec<f64> = samples
+        .iter()
+        .filter_map(|s| s.daemon_cpu_us_per_message())
+        .collect();
+    let mut errors: BTreeMap<String, usize> = BTreeMap::new();
+    for e in samples.iter().flat_map(|s| &s.errors) {
+        *errors.entry(e.clone()).or_default() += 1;
+    }
+    let rate = med(&|s| s.rate());
+    // A round trip moves the payload both ways.
+    let directions = if key.workload == Workload::RoundTrip {
+        2.0
+    } else {
+        1.0
+    };
+    Summary {
+        rate,
+        mib_per_s: rate * key.size as f64 * directions / (1024.0 * 1024.0),
+        latency_mean_us: med(&|s| s.latency_mean_us),
+        latency_p99_us: med(&|s| s.latency_p99_us),
+        received_percent: med(&|s| s.received_percent()),
+        cpu_us_per_message: (!cpu.is_empty()).then(|| median(&mut cpu.clone())),
+        errors: errors.into_iter().collect(),
+    }
+}
+
+fn size_text(size: usize) -> String {
+    if size >= 1024 && (size / 1024) * 1024 == size {
+        format!("{} KiB", size / 1024)
+    } else {
+        format!("{size} B")
+    }
+}
+
+fn ratio(a: f64, b: f64) -> String {
+    if b > 0.0 && a > 0.0 {
+        format!("{:.2}x", a / b)
+    } else {
+        "-".into()
+    }
+}
+
+fn title(workload: Workload, count: u32) -> String {
+    match workload {
+        Workload::SignalBurst => {
+            format!("signal-burst: {count} signals back to back, 1 receiver (rate = messages/s)")
+        }
+        Workload::FanOut => format!(
+            "fan-out: {count} signals, {FAN_OUT_RECEIVERS} receivers (rate = deliveries/s)"
+        ),
+        Workload::RoundTrip => format!(
+            "round-trip: {count} method calls + replies, same payload both ways (rate = calls/s, latency = RTT)"
+        ),
+    }
+}
+
+impl Results {
+    pub fn add(&mut self, key: Key, sample: Sample) {
+        self.samples.entry(key).or_default().push(sample);
+    }
+
+    fn summaries(&self) -> BTreeMap<Key, Summary> {
+        self.samples
+            .iter()
+            .map(|(k, s)| (*k, summarize(k, s)))
+            .collect()
+    }
+
+    pub fn table(&self, notes: &[String]) -> String {
+        let summaries = self.summaries();
+        let mut out = String::new();
+        let mut current: Option<(Workload, usize)> = None;
+        let header = format!(
+            "{:<14} {:>9} {:>12} {:>10} {:>12} {:>12} {:>8} {:>10} {:>10}  errors\n",
+            "workload",
+            "size",
+            "bus",
+            "rate",
+            "MiB/s",
+            "lat mean µs",
+            "p99 µs",
+            "recv %",
+            "cpu µs/msg"
+        );
+        for (key, s) in &summaries {
+            if current.map(|(w, _)| w) != Some(key.workload) {
+                let _ = writeln!(out, "\n== {} ==", title(key.workload, key.count));
+                out.push_str(&header);
+            }
+            if current != Some((key.workload, key.size))
+                && current.is_some_and(|(w, _)| w == key.workload)
+            {
+                out.push('\n');
+            }
+            current = Some((key.workload, key.size));
+            let cpu = s
+                .cpu_us_per_message
+                .map_or("-".into(), |c| format!("{c:.2}"));
+            let errors = if s.errors.is_empty() {
+                "-".to_owned()
+            } else {
+                s.errors
+                    .iter()
+                    .map(|(e, n)| format!("{e} (x{n})"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
+            let _ = writeln!(
+                out,
+                "{:<14} {:>9} {:>12} {:>10.0} {:>12.1} {:>12.1} {:>8.1} {:>9.1}% {:>10}  {}",
+                key.workload.name(),
+                size_text(key.size),
+                key.subject.name(),
+                s.rate,
+                s.mib_per_s,
+                s.latency_mean_us,
+                s.latency_p99_us,
+                s.received_percent,
+                cpu,
+                errors
+            );
+            if key.subject == Subject::Bus(BusKind::Quickbus) {
+                continue;
+            }
+            if let Subject::Bus(other) = key.subject {
+                let qb = Key {
+                    subject: Subject::Bus(BusKind::Quickbus),
+                    ..*key
+                };
+                if let Some(q) = summaries.get(&qb) {
+                    let _ = writeln!(
+                        out,
+                        "{:<14} {:>9} {:>12} {:>10} {:>12} {:>12} {:>8} {:>10} {:>10}",
+                        "",
+                        "",
+                        format!("qb/{}", short(other)),
+                        ratio(q.rate, s.rate),
+                        ratio(q.mib_per_s, s.mib_per_s),
+                        ratio(q.latency_mean_us, s.latency_mean_us),
+                        ratio(q.latency_p99_us, s.latency_p99_us),
+                        "",
+                        match (q.cpu_us_per_message, s.cpu_us_per_message) {
+                            (Some(a), Some(b)) => ratio(a, b),
+                            _ => "-".into(),
+                        }
+                    );
+                }
+            }
+        }
+        out.push_str(&self.bus_overhead(&summaries));
+        if !notes.is_empty() {
+            out.push('\n');
+            for note in notes {
+                let _ = writeln!(out, "note: {note}");
+            }
+        }
+        out
+    }
+
+    /// What each bus adds to a round trip (bus RTT − peer-to-peer RTT),
+    /// against a bare socket ping-pong's RTT.
+    fn bus_overhead(&self, summaries: &BTreeMap<Key, Summary>) -> String {
+        let mut out = String::new();
+        let rows: Vec<&Key> = summaries
+            .keys()
+            .filter(|k| k.workload == Workload::RoundTrip && matches!(k.subject, Subject::Bus(_)))
+            .collect();
+        if rows.is_empty() {
+            return out;
+        }
+        let _ = writeln!(
+            out,
+            "\n== bus hop: round-trip RTT minus peer-to-peer RTT, in bare-socket RTTs =="
+        );
+        for key in rows {
+            let floor = |subject| summaries.get(&Key { subject, ..*key });
+            let (Some(bus), Some(p2p), Some(socket)) = (
+                summaries.get(key),
+                floor(Subject::PeerToPeer),
+                floor(Subject::Socket),
+            ) else {
+                continue;
+            };
+            let hop = bus.latency_mean_us - p2p.latency_mean_us;
+            let _ = writeln!(
+                out,
+                "{:<14} {:>9} {:>12} {:>10.1} µs added = {:.2} x socket RTT ({:.1} µs)",
+                "bus-hop",
+                size_text(key.size),
+                key.subject.name(),
+                hop,
+                hop / socket.latency_mean_us.max(f64::MIN_POSITIVE),
+                socket.latency_mean_us
+            );
+        }
+        out
+    }
+
+    pub fn json(&self, command: &str, reps: u32, notes: &[String]) -> Value {
+        let rows: Vec<Value> = self
+            .samples
+            .iter()
+            .map(|(key, samples)| {
+                let s = summarize(key, samples);
+                json!({
+                    "workload": key.workload.name(),
+                    "size": key.size,
+                    "count": key.count,
+                    "subject": key.subject.name(),
+                    "median": {
+                        "rate": s.rate,
+                        "mib_per_s": s.mib_per_s,
+                        "latency_mean_us": s.latency_mean_us,
+                        "latency_p99_us": s.latency_p99_us,
+                        "received_percent": s.received_percent,
+                        "daemon_cpu_us_per_message": s.cpu_us_per_message,
+                    },
+                    "errors": s.errors.iter().map(|(e, n)| json!({"error": e, "count": n})).collect::<Vec<_>>(),
+                    "samples": samples.iter().map(|x| json!({
+                        "expected": x.expected,
+                        "delivered": x.delivered,
+                        "bus_messages": x.bus_messages,
+                        "seconds": x.seconds,
+                        "latency_mean_us": x.latency_mean_us,
+                        "latency_p99_us": x.latency_p99_us,
+                        "daemon_cpu_seconds": x.daemon_cpu_seconds,
+                        "errors": x.errors,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let unix_time = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        json!({
+            "command": command,
+            "unix_time": unix_time,
+            "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
+            "reps": reps,
+            "notes": notes,
+            "results": rows,
+        })
+    }
+}
+
+fn short(kind: BusKind) -> &'static str {
+    match kind {
+        BusKind::Quickbus => "qb",
+        BusKind::DbusDaemon => "daemon",
+        BusKind::DbusBroker => "broker",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(delivered: u64, seconds: f64) -> Sample {
+        Sample {
+            expected: 10,
+            delivered,
+            bus_messages: delivered,
+            seconds,
+            latency_mean_us: seconds,
+            daemon_cpu_seconds: Some(0.0),
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn medians_of_odd_and_even_counts() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(&mut []), 0.0);
+    }
+
+    #[test]
+    fn table_has_rows_ratios_and_errors() {
+        let mut results = Results::default();
+        let key = |subject| Key {
+            workload: Workload::SignalBurst,
+            size: 1024,
+            count: 10,
+            subject,
+        };
+        results.add(key(Subject::Bus(BusKind::Quickbus)), sample(10, 1.0));
+        let mut slow = sample(5, 2.0);
+        slow.errors.push("sender: boom".into());
+        results.add(key(Subject::Bus(BusKind::DbusBroker)), slow);
+        let table = results.table(&["dbus-daemon skipped: not found".into()]);
+        assert!(table.contains("signal-burst"), "{table}");
+        assert!(table.contains("1 KiB"), "{table}");
+        assert!(table.contains("100.0%"), "{table}");
+        assert!(table.contains("50.0%"), "{table}");
+        // quickbus delivered 10/s, dbus-broker 2.5/s.
+        assert!(
+            table.contains("qb/broker") && table.contains("4.00x"),
+            "{table}"
+        );
+        assert!(table.contains("sender: boom (x1)"), "{table}");
+        assert!(table.contains("note: dbus-daemon skipped"), "{table}");
+        let json = results.json("quickbus bench", 1, &[]);
+        assert_eq!(json["results"].as_array().unwrap().len(), 2);
+        assert_eq!(json["results"][0]["median"]["received_percent"], 100.0);
+    }
+}

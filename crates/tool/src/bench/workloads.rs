@@ -1,0 +1,465 @@
+//! The measured workloads: signal bursts to one or many receivers, method
+//! round trips through a bus or peer to peer, and a bare socket ping-pong.
+//! Every wait is bounded, so a bus that drops or stalls ends the run with
+//! errors recorded instead of hanging it.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use quickbus_client::Error;
+use quickbus_wire::MessageType;
+
+use super::buses::RunningBus;
+use super::endpoint::{Endpoint, Peer};
+use super::messages::{self, now_ns, Template};
+
+/// Bound of every single blocking read or write.
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often a waiting receiver wakes up to look at the clock.
+const POLL: Duration = Duration::from_millis(100);
+/// A receiver gives up when nothing arrives this long after the sender is done.
+const IDLE_AFTER_SEND: Duration = Duration::from_secs(3);
+
+/// One measured run.
+#[derive(Clone, Debug, Default)]
+pub struct Sample {
+    /// Deliveries the run should have made (messages × receivers).
+    pub expected: u64,
+    /// Deliveries made (signals received, or round trips completed).
+    pub delivered: u64,
+    /// Messages the bus carried (a round trip is two).
+    pub bus_messages: u64,
+    /// First send to last receive.
+    pub seconds: f64,
+    pub latency_mean_us: f64,
+    pub latency_p99_us: f64,
+    /// Every error a client saw, one line each.
+    pub errors: Vec<String>,
+    /// Daemon CPU time (user + system) during the run.
+    pub daemon_cpu_seconds: Option<f64>,
+}
+
+impl Sample {
+    pub fn rate(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.delivered as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    pub fn received_percent(&self) -> f64 {
+        if self.expected == 0 {
+            100.0
+        } else {
+            100.0 * self.delivered as f64 / self.expected as f64
+        }
+    }
+
+    pub fn daemon_cpu_us_per_message(&self) -> Option<f64> {
+        let cpu = self.daemon_cpu_seconds?;
+        (self.bus_messages > 0).then(|| cpu * 1e6 / self.bus_messages as f64)
+    }
+
+    fn with_latencies(mut self, mut latencies_ns: Vec<u64>) -> Sample {
+        if !latencies_ns.is_empty() {
+            latencies_ns.sort_unstable();
+            let sum: u128 = latencies_ns.iter().map(|&l| l as u128).sum();
+            self.latency_mean_us = sum as f64 / latencies_ns.len() as f64 / 1e3;
+            self.latency_p99_us = percentile(&latencies_ns, 0.99) as f64 / 1e3;
+        }
+        self
+    }
+}
+
+/// The value below which `q` of the sorted values lie (nearest rank).
+pub fn percentile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Run `work` and add the daemon's CPU time over it to the sample.
+pub fn with_daemon_cpu(bus: &RunningBus, work: impl FnOnce() -> Sample) -> Sample {
+    let before = bus.cpu_seconds();
+    let mut sample = work();
+    sample.daemon_cpu_seconds = Some((bus.cpu_seconds() - before).max(0.0));
+    sample
+}
+
+struct Received {
+    count: u64,
+    latencies_ns: Vec<u64>,
+    last_at_ns: u64,
+    errors: Vec<String>,
+}
+
+/// `count` signals of `size` payload bytes sent back to back by one
+/// client to `receivers` clients that each added a match rule.
+pub fn signal_burst(bus: &RunningBus, receivers: usize, size: usize, count: u32) -> Sample {
+    let mut sample = Sample {
+        expected: count as u64 * receivers as u64,
+        ..Sample::default()
+    };
+    let ready = Arc::new(Barrier::new(receivers + 1));
+    // 0 while sending; then the time the sender finished (ns).
+    let sender_done = Arc::new(AtomicU64::new(0));
+    let gave_up = Arc::new(AtomicBool::new(false));
+    let threads: Vec<_> = (0..receivers)
+        .map(|_| {
+            let address = bus.address.clone();
+            let ready = ready.clone();
+            let sender_done = sender_done.clone();
+            let gave_up = gave_up.clone();
+            std::thread::spawn(move || {
+                receive_burst(&address, count, &ready, &sender_done, &gave_up)
+            })
+        })
+        .collect();
+    let sender = bus
+        .connect(IO_TIMEOUT)
+        .map_err(|e| format!("sender: connect: {e}"));
+    ready.wait();
+    let start_ns = now_ns();
+    match sender {
+        Ok(mut sender) => {
+            let mut signal = Template::signal(size);
+            for _ in 0..count {
+                let serial = sender.next_serial();
+                signal.with_serial(serial).with_timestamp(now_ns());
+                if let Err(e) = sender.send_raw(signal.bytes(), &[]) {
+                    sample.errors.push(format!("sender: {e}"));
+                    break;
+                }
+                if gave_up.load(Ordering::Relaxed) {
+                    sample
+                        .errors
+                        .push("sender: stopped, a receiver failed".into());
+                    break;
+                }
+            }
+            sender_done.store(now_ns().max(1), Ordering::SeqCst);
+            // Keep the sender connected until the receivers are done: some
+            // buses drop what a departed sender left queued.
+            let received = join_all(threads);
+            drop(sender);
+            finish_burst(&mut sample, start_ns, received)
+        }
+        Err(e) => {
+            sample.errors.push(e);
+            sender_done.store(now_ns().max(1), Ordering::SeqCst);
+            let received = join_all(threads);
+            finish_burst(&mut sample, start_ns, received)
+        }
+    }
+}
+
+fn join_all(threads: Vec<std::thread::JoinHandle<Received>>) -> Vec<Received> {
+    threads
+        .into_iter()
+        .map(|t| {
+            t.join().unwrap_or_else(|_| Received {
+                count: 0,
+                latencies_ns: Vec::new(),
+                last_at_ns: 0,
+                errors: vec!["receiver thread panicked".into()],
+            })
+        })
+        .collect()
+}
+
+fn finish_burst(sample: &mut Sample, start_ns: u64, received: Vec<Received>) -> Sample {
+    let mut latencies = Vec::new();
+    let mut last_ns = start_ns;
+    for r in received {
+        sample.delivered += r.count;
+        latencies.extend(r.latencies_ns);
+        last_ns = last_ns.max(r.last_at_ns);
+        sample.errors.extend(r.errors);
+    }
+    sample.bus_messages = sample.delivered;
+    sample.seconds = (last_ns - start_ns) as f64 / 1e9;
+    std::mem::take(sample).with_latencies(latencies)
+}
+
+fn receive_burst(
+    address: &str,
+    count: u32,
+    ready: &Barrier,
+    sender_done: &AtomicU64,
+    gave_up: &AtomicBool,
+) -> Received {
+    let mut received = Received {
+        count: 0,
+        latencies_ns: Vec::with_capacity(count as usize),
+        last_at_ns: 0,
+        errors: Vec::new(),
+    };
+    let setup = (|| {
+        let mut conn = quickbus_client::Connection::connect_with_timeout(address, IO_TIMEOUT)?;
+        conn.add_match(messages::MATCH_RULE)
+            .map_err(|e| Error::Protocol(format!("AddMatch: {e}")))?;
+        conn.set_timeout(Some(POLL))?;
+        Ok::<_, Error>(conn)
+    })();
+    ready.wait();
+    let mut conn = match setup {
+        Ok(conn) => conn,
+        Err(e) => {
+            received.errors.push(format!("receiver: setup: {e}"));
+            gave_up.store(true, Ordering::Relaxed);
+            return received;
+        }
+    };
+    let mut last_progress = Instant::now();
+    while received.count < count as u64 {
+        match conn.receive() {
+            Ok((message, _)) => {
+                if messages::is_burst(&message) {
+                    let at = now_ns();
+                    if let Some(sent) = messages::timestamp_of(&message) {
+                        received.latencies_ns.push(at.saturating_sub(sent));
+                    }
+                    received.count += 1;
+                    received.last_at_ns = at;
+                    last_progress = Instant::now();
+                }
+            }
+            Err(Error::Timeout) => {
+                let done = sender_done.load(Ordering::SeqCst) != 0;
+                if done && last_progress.elapsed() > IDLE_AFTER_SEND {
+                    received.errors.push(format!(
+                        "receiver: gave up after {} of {count}: nothing more arrived",
+                        received.count
+                    ));
+                    break;
+                }
+            }
+            Err(e) => {
+                received.errors.push(format!("receiver: {e}"));
+                gave_up.store(true, Ordering::Relaxed);
+                break;
+            }
+        }
+    }
+    received
+}
+
+/// Answers Echo calls with a reply of the same size until Quit.
+fn serve_echo(mut server: impl Endpoint) -> Vec<String> {
+    let mut replies: HashMap<(String, usize), Template> = HashMap::new();
+    let mut serial = 0u32;
+    loop {
+        let message = match server.receive() {
+            Ok(m) => m,
+            Err(Error::Closed) => return Vec::new(),
+            Err(e) => return vec![format!("echo server: {e}")],
+        };
+        if message.msg_type() != MessageType::MethodCall {
+            continue;
+        }
+        if message.member() == Some(messages::QUIT) {
+            return Vec::new();
+        }
+        let caller = message.sender().unwrap_or(":0.0").to_owned();
+        let size = messages::payload_len(&message);
+        let reply = replies
+            .entry((caller, size))
+            .or_insert_with_key(|(caller, size)| Template::reply(caller, *size));
+        serial = serial.wrapping_add(1).max(1);
+        reply
+            .with_serial(serial)
+            .with_reply_serial(message.serial());
+        if let Err(e) = server.send(reply.bytes()) {
+            return vec![format!("echo server: {e}")];
+        }
+    }
+}
+
+/// `count` Echo calls of `size` bytes, each waiting for its reply.
+fn call_loop(client: &mut impl Endpoint, server_name: &str, size: usize, count: u32) -> Sample {
+    let mut sample = Sample {
+        expected: count as u64,
+        ..Sample::default()
+    };
+    let mut call = Template::call(server_name, messages::METHOD, size);
+    let mut rtts = Vec::with_capacity(count as usize);
+    let start = Instant::now();
+    'calls: for i in 0..count {
+        let serial = i.wrapping_add(1_000).max(1);
+        let sent = Instant::now();
+        if let Err(e) = client.send(call.with_serial(serial).bytes()) {
+            sample.errors.push(format!("caller: {e}"));
+            break;
+        }
+        loop {
+            match client.receive() {
+                Ok(m) if m.reply_serial() == Some(serial) => {
+                    if m.msg_type() == MessageType::Error {
+                        let e = quickbus_client::error_of(&m);
+                        sample.errors.push(format!("caller: {e}"));
+                        break 'calls;
+                    }
+                    rtts.push(sent.elapsed().as_nanos() as u64);
+                    sample.delivered += 1;
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    sample.errors.push(format!("caller: {e}"));
+                    break 'calls;
+                }
+            }
+        }
+    }
+    sample.seconds = start.elapsed().as_secs_f64();
+    sample.bus_messages = 2 * sample.delivered;
+    let mut quit = Template::call(server_name, messages::QUIT, 0);
+    let _ = client.send(quit.with_serial(1).bytes());
+    sample.with_latencies(rtts)
+}
+
+/// Method call and reply between two clients of `bus`.
+pub fn bus_round_trip(bus: &RunningBus, size: usize, count: u32) -> Sample {
+    let connected = bus
+        .connect(IO_TIMEOUT)
+        .and_then(|server| Ok((bus.connect(IO_TIMEOUT)?, server)));
+    let (mut client, server) = match connected {
+        Ok(pair) => pair,
+        Err(e) => {
+            return Sample {
+                expected: count as u64,
+                errors: vec![format!("connect: {e}")],
+                ..Sample::default()
+            }
+        }
+    };
+    let server_name = server.unique_name().to_owned();
+    let echo = std::thread::spawn(move || serve_echo(server));
+    let mut sample = call_loop(&mut client, &server_name, size, count);
+    sample.errors.extend(
+        echo.join()
+            .unwrap_or_else(|_| vec!["echo server panicked".into()]),
+    );
+    sample
+}
+
+/// The same calls peer to peer over a socketpair: the floor without a bus.
+pub fn peer_round_trip(size: usize, count: u32) -> Sample {
+    let (mut client, server) = match Peer::pair(IO_TIMEOUT) {
+        Ok(pair) => pair,
+        Err(e) => {
+            return Sample {
+                expected: count as u64,
+                errors: vec![format!("socketpair: {e}")],
+                ..Sample::default()
+            }
+        }
+    };
+    let echo = std::thread::spawn(move || serve_echo(server));
+    let mut sample = call_loop(&mut client, ":1.0", size, count);
+    sample.bus_messages = 0;
+    sample.errors.extend(
+        echo.join()
+            .unwrap_or_else(|_| vec!["echo peer panicked".into()]),
+    );
+    sample
+}
+
+/// `size` bytes there and back over a bare socketpair, no D-Bus at all.
+pub fn socket_ping_pong(size: usize, count: u32) -> Sample {
+    let mut sample = Sample {
+        expected: count as u64,
+        ..Sample::default()
+    };
+    let size = size.max(1);
+    let (mut client, mut server) = match UnixStream::pair() {
+        Ok(pair) => pair,
+        Err(e) => {
+            sample.errors.push(format!("socketpair: {e}"));
+            return sample;
+        }
+    };
+    for s in [&client, &server] {
+        let _ = s.set_read_timeout(Some(IO_TIMEOUT));
+        let _ = s.set_write_timeout(Some(IO_TIMEOUT));
+    }
+    let echo = std::thread::spawn(move || {
+        let mut buf = vec![0u8; size];
+        for _ in 0..count {
+            if server.read_exact(&mut buf).is_err() || server.write_all(&buf).is_err() {
+                break;
+            }
+        }
+    });
+    let mut buf = vec![7u8; size];
+    let mut rtts = Vec::with_capacity(count as usize);
+    let start = Instant::now();
+    for _ in 0..count {
+        let sent = Instant::now();
+        let result = client
+            .write_all(&buf)
+            .and_then(|_| client.read_exact(&mut buf));
+        if let Err(e) = result {
+            sample.errors.push(format!("ping-pong: {e}"));
+            break;
+        }
+        rtts.push(sent.elapsed().as_nanos() as u64);
+        sample.delivered += 1;
+    }
+    sample.seconds = start.elapsed().as_secs_f64();
+    drop(client);
+    let _ = echo.join();
+    sample.with_latencies(rtts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let values: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&values, 0.99), 99);
+        assert_eq!(percentile(&values, 1.0), 100);
+        assert_eq!(percentile(&values, 0.0), 1);
+        assert_eq!(percentile(&[], 0.5), 0);
+    }
+
+    #[test]
+    fn peer_round_trips_all_complete() {
+        let sample = peer_round_trip(3000, 20);
+        assert_eq!(sample.errors, Vec::<String>::new());
+        assert_eq!(sample.delivered, 20);
+        assert_eq!(sample.received_percent(), 100.0);
+        assert!(sample.latency_mean_us > 0.0);
+    }
+
+    #[test]
+    fn socket_ping_pongs_all_complete() {
+        let sample = socket_ping_pong(1, 50);
+        assert!(sample.errors.is_empty(), "{:?}", sample.errors);
+        assert_eq!(sample.delivered, 50);
+    }
+
+    #[test]
+    fn derived_figures() {
+        let sample = Sample {
+            expected: 10,
+            delivered: 5,
+            bus_messages: 10,
+            seconds: 0.5,
+            daemon_cpu_seconds: Some(0.001),
+            ..Sample::default()
+        };
+        assert_eq!(sample.rate(), 10.0);
+        assert_eq!(sample.received_percent(), 50.0);
+        assert_eq!(sample.daemon_cpu_us_per_message(), Some(100.0));
+    }
+}

@@ -1,0 +1,97 @@
+//! A short run of `quickbus bench` against quickbus-daemon and dbus-daemon:
+//! every workload reports a row for every bus with everything received.
+//! No timing is checked. Needs quickbus-daemon built next to quickbus
+//! (`cargo build -p quickbus-daemon`) and /usr/bin/dbus-daemon.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn quickbus_daemon() -> PathBuf {
+    let tool = PathBuf::from(env!("CARGO_BIN_EXE_quickbus"));
+    let daemon = tool.with_file_name("quickbus-daemon");
+    assert!(
+        daemon.exists(),
+        "{} missing: run `cargo build -p quickbus-daemon` first",
+        daemon.display()
+    );
+    daemon
+}
+
+#[test]
+fn quick_bench_reports_every_workload_fully_received() {
+    let json =
+        std::env::temp_dir().join(format!("quickbus-bench-smoke-{}.json", std::process::id()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quickbus"))
+        .args([
+            "bench",
+            "--quick",
+            "--count",
+            "20",
+            "--buses",
+            "quickbus,dbus-daemon",
+        ])
+        .arg("--quickbus")
+        .arg(quickbus_daemon())
+        .arg("--json")
+        .arg(&json)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start quickbus bench");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().expect("wait for bench").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "quickbus bench did not finish: {:?}",
+                child.wait_with_output()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().expect("bench output");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("skipped"), "{stdout}");
+
+    let mut rows = 0;
+    for workload in ["signal-burst", "fan-out", "round-trip"] {
+        for subject in ["quickbus", "dbus-daemon"] {
+            let matching: Vec<&str> = stdout
+                .lines()
+                .filter(|l| l.starts_with(workload) && l.contains(&format!(" {subject} ")))
+                .collect();
+            assert!(
+                !matching.is_empty(),
+                "no {workload} row for {subject}:\n{stdout}"
+            );
+            for line in matching {
+                assert!(line.contains("100.0%"), "not all received: {line}");
+                assert!(line.trim_end().ends_with(" -"), "errors reported: {line}");
+                rows += 1;
+            }
+        }
+    }
+    for floor in ["peer-to-peer", "bare-socket"] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with("round-trip") && l.contains(floor)),
+            "no {floor} row:\n{stdout}"
+        );
+    }
+    assert!(stdout.contains("qb/daemon"), "no ratio rows:\n{stdout}");
+
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written")).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let results = report["results"].as_array().expect("results array");
+    // JSON holds the bus rows plus the two round-trip floors per size.
+    assert!(results.len() > rows, "{report}");
+    for row in results {
+        assert_eq!(row["median"]["received_percent"], 100.0, "{row}");
+    }
+}
