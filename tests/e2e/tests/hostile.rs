@@ -568,3 +568,33 @@ fn a_second_hello_gets_an_error_and_changes_nothing() {
     assert_eq!(ping(&mut peer, &mut scene.witness, "after"), "pong: after");
     scene.assert_unharmed();
 }
+
+// ---- floods ----
+
+#[test]
+fn a_flood_to_a_victim_that_does_not_read_harms_nobody() {
+    // 8 MiB, under both daemons' default max_outgoing_bytes. (With a small
+    // max_outgoing_bytes, dbus-daemon 1.16 loses the victim's own GetId
+    // reply once the flood filled its queue: the victim waits forever.
+    // quickbus delivers it; the test keeps to what both do.)
+    let mut scene = Scene::start();
+    let mut flooder = scene.bus.connect();
+    let text = "x".repeat(4096);
+    for _ in 0..2000 {
+        let call = call_to_victim("Flood")
+            .flags(quickbus_wire::flags::NO_REPLY_EXPECTED)
+            .body(vec![Value::String(text.clone())]);
+        flooder.send(call, &[]).expect("send the flood");
+    }
+    // A round trip: the bus has handled the whole flood.
+    flooder.get_id().expect("the flooder is still served");
+    scene.assert_unharmed();
+    // The victim read through the flood to get its replies: all of it.
+    let flood = scene.victim_unsolicited();
+    assert_eq!(flood.len(), 2000);
+    assert!(
+        flood.iter().all(|m| m.contains("\"Flood\"")),
+        "{:?}",
+        flood.first()
+    );
+}
