@@ -189,7 +189,9 @@ fn bus_limits(limits: &crate::config::Limits) -> quickbus_bus::Limits {
         max_replies_per_connection: size(limits.max_replies_per_connection),
         reply_timeout: limits.reply_timeout_ms.map(Duration::from_millis),
         max_message_size: size(limits.max_message_size),
-        max_message_unix_fds: size(limits.max_message_unix_fds),
+        // One sendmsg carries at most SCM_MAX_FD fds and the transport
+        // sends a message's fds in one: a larger limit could not be honoured.
+        max_message_unix_fds: size(limits.max_message_unix_fds).min(crate::transport::SCM_MAX_FD),
     }
 }
 

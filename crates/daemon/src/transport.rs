@@ -19,8 +19,8 @@ use rustix::net::{
 /// How much we ask the kernel for per `recvmsg`; a frame larger than this is
 /// read with one reservation sized to the frame.
 const READ_CHUNK: usize = 64 * 1024;
-/// Most fds one `recvmsg` can carry (the kernel's SCM_MAX_FD is 253).
-const MAX_FDS_PER_RECV: usize = 253;
+/// Most fds one `sendmsg`/`recvmsg` can carry (the kernel's SCM_MAX_FD).
+pub const SCM_MAX_FD: usize = 253;
 /// Most messages written by one `sendmsg` (two iovecs each; IOV_MAX is 1024).
 const MAX_MESSAGES_PER_WRITE: usize = 256;
 
@@ -123,7 +123,7 @@ impl Transport {
         let start = self.inbuf.len();
         let want = READ_CHUNK.max(self.inbuf.capacity() - start);
         self.inbuf.resize(start + want, 0);
-        let mut space = [0u8; rustix::cmsg_space!(ScmRights(MAX_FDS_PER_RECV))];
+        let mut space = [0u8; rustix::cmsg_space!(ScmRights(SCM_MAX_FD))];
         let mut control = RecvAncillaryBuffer::new(&mut space);
         let result = rustix::net::recvmsg(
             &self.stream,

@@ -349,8 +349,6 @@ fn a_message_with_1000_fds_is_refused_without_leaking_them() {
 }
 
 #[test]
-#[ignore = "daemon bug: transport.rs write_batch passes all of a message's fds to one sendmsg; \
-            over 253 it fails with EINVAL and the bus disconnects the receiver"]
 fn more_fds_than_one_sendmsg_carries_do_not_cut_off_the_receiver() {
     // The configuration allows 300 fds per message, but the kernel passes
     // at most 253 per sendmsg: the bus must forward them in several
