@@ -87,10 +87,21 @@ impl RunningBus {
         Connection::connect_with_timeout(&self.address, timeout)
     }
 
-    /// CPU seconds (user + system) of the daemon and its descendants
-    /// (dbus-broker runs as a child of dbus-broker-launch).
+    /// CPU seconds of the daemon and its descendants (dbus-broker runs as
+    /// a child of dbus-broker-launch): the scheduler's nanosecond run time
+    /// of every thread (/proc/PID/task/TID/schedstat) where the kernel
+    /// has it, else utime + stime from /proc/PID/stat, whose clock ticks
+    /// (10 ms) are too coarse for short runs.
     pub fn cpu_seconds(&self) -> f64 {
-        process_tree_ticks(self.child.id()) as f64 / clock_ticks_per_second()
+        let pids = process_tree(self.child.id());
+        let precise: Option<u64> = pids.iter().map(|&pid| process_run_ns(pid)).sum();
+        match precise {
+            Some(ns) => ns as f64 / 1e9,
+            None => {
+                let ticks: u64 = pids.iter().filter_map(|&pid| process_ticks(pid)).sum();
+                ticks as f64 / clock_ticks_per_second()
+            }
+        }
     }
 }
 
@@ -252,15 +263,26 @@ fn config_text(socket: &Path) -> String {
     )
 }
 
-/// utime + stime, in clock ticks, of `pid` and all its descendants.
-fn process_tree_ticks(pid: u32) -> u64 {
-    let mut total = 0;
+/// `pid` and all its descendants.
+fn process_tree(pid: u32) -> Vec<u32> {
+    let mut all = Vec::new();
     let mut todo = vec![pid];
     while let Some(pid) = todo.pop() {
-        total += process_ticks(pid).unwrap_or(0);
+        all.push(pid);
         todo.extend(children_of(pid));
     }
-    total
+    all
+}
+
+/// Nanoseconds on CPU of all threads of `pid` (first schedstat field).
+fn process_run_ns(pid: u32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = 0;
+    for task in tasks.flatten() {
+        let text = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+        total += text.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(total)
 }
 
 fn process_ticks(pid: u32) -> Option<u64> {
@@ -314,7 +336,21 @@ mod tests {
     fn our_own_cpu_time_is_readable() {
         let me = std::process::id();
         assert!(process_ticks(me).is_some());
-        assert!(process_tree_ticks(me) >= process_ticks(me).unwrap());
+        assert_eq!(process_tree(me)[0], me);
+        let child = Command::new("sleep").arg("5").spawn().unwrap();
+        let tree = process_tree(me);
+        let mut child = child;
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(tree.contains(&child.id()), "{tree:?}");
+        // Burn some CPU so the run time cannot stay at zero.
+        let spin = Instant::now();
+        let mut x = 0u64;
+        while spin.elapsed() < Duration::from_millis(20) {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        assert!(x > 0);
+        assert!(process_run_ns(me).unwrap() > 0);
     }
 
     #[test]
