@@ -194,3 +194,38 @@ fn serves_a_socket_handed_over_by_systemd() {
     );
     terminate(launcher.pid() as i32);
 }
+
+/// `--address=` with `unix:dir=` (a fresh socket file in the directory) and
+/// `unix:runtime=yes` (`$XDG_RUNTIME_DIR/bus`): the printed address works.
+#[test]
+fn listens_on_unix_dir_and_unix_runtime() {
+    let dir = TempDir::new();
+    let config = write_config(dir.path(), Listen::UnixPath);
+    let runtime = dir.path().join("runtime");
+    let sockets = dir.path().join("sockets");
+    std::fs::create_dir_all(&runtime).unwrap();
+    std::fs::create_dir_all(&sockets).unwrap();
+    for (address, expected_prefix) in [
+        (
+            format!("unix:dir={}", sockets.display()),
+            format!("unix:path={}/dbus-", sockets.display()),
+        ),
+        (
+            "unix:runtime=yes".to_string(),
+            format!("unix:path={}/bus,", runtime.display()),
+        ),
+    ] {
+        let mut daemon = Background::spawn(
+            Command::new(daemon_path())
+                .env("XDG_RUNTIME_DIR", &runtime)
+                .arg(format!("--config-file={}", config.display()))
+                .arg(format!("--address={address}"))
+                .args(["--nofork", "--print-address"]),
+        );
+        let printed = daemon.read_line();
+        assert!(printed.starts_with(&expected_prefix), "{printed}");
+        assert_guid_suffix(&printed);
+        assert!(list_names(&printed).contains("org.freedesktop.DBus"));
+        terminate(daemon.pid() as i32);
+    }
+}
