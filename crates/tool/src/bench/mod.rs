@@ -6,6 +6,7 @@
 mod buses;
 mod endpoint;
 mod messages;
+mod plot;
 mod report;
 mod workloads;
 
@@ -26,6 +27,9 @@ pub struct BenchArgs {
     /// Also write every sample and median as JSON to FILE
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Also write SVG charts of the medians into directory DIR
+    #[arg(long, value_name = "DIR")]
+    plots: Option<PathBuf>,
     /// Run only these workloads (signal-burst, fan-out, round-trip)
     #[arg(long, value_name = "WORKLOAD", value_delimiter = ',')]
     only: Vec<String>,
@@ -215,6 +219,13 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             serde_json::to_string_pretty(&json).expect("JSON of numbers"),
         )
         .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if let Some(dir) = &args.plots {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for (name, svg) in results.plots() {
+            let path = dir.join(name);
+            std::fs::write(&path, svg).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
     }
     Ok(())
 }

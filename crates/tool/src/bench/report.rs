@@ -7,6 +7,7 @@ use std::fmt::Write;
 use serde_json::{json, Value};
 
 use super::buses::BusKind;
+use super::plot::{line_chart, Series};
 use super::workloads::Sample;
 use super::{Workload, FAN_OUT_RECEIVERS};
 
@@ -37,6 +38,9 @@ pub struct Key {
     pub count: u32,
     pub subject: Subject,
 }
+
+/// Reads one figure of a summary, for a chart.
+type Metric = fn(&Summary) -> f64;
 
 /// Medians over the repetitions of one key.
 #[derive(Clone, Debug, Default)]
@@ -269,6 +273,52 @@ impl Results {
         out
     }
 
+    /// SVG charts (file name, content): per workload, the rate, the mean
+    /// latency and the daemon CPU per message against payload size.
+    pub fn plots(&self) -> Vec<(String, String)> {
+        let summaries = self.summaries();
+        let mut charts = Vec::new();
+        for workload in Workload::ALL {
+            let keys: Vec<&Key> = summaries
+                .keys()
+                .filter(|k| k.workload == workload)
+                .collect();
+            let mut subjects: Vec<Subject> = keys.iter().map(|k| k.subject).collect();
+            subjects.sort();
+            subjects.dedup();
+            let (rate_label, latency_label) = match workload {
+                Workload::SignalBurst => ("messages/s", "send-to-receive latency, mean µs"),
+                Workload::FanOut => ("deliveries/s", "send-to-receive latency, mean µs"),
+                Workload::RoundTrip => ("calls/s", "round-trip time, mean µs"),
+            };
+            let metrics: [(&str, &str, Metric); 3] = [
+                ("rate", rate_label, |s| s.rate),
+                ("latency", latency_label, |s| s.latency_mean_us),
+                ("cpu", "daemon CPU µs per message", |s| {
+                    s.cpu_us_per_message.unwrap_or(0.0)
+                }),
+            ];
+            for (metric, label, value) in metrics {
+                let series: Vec<Series> = subjects
+                    .iter()
+                    .map(|&subject| Series {
+                        name: subject.name().to_owned(),
+                        points: keys
+                            .iter()
+                            .filter(|k| k.subject == subject)
+                            .map(|k| (k.size, value(&summaries[*k])))
+                            .collect(),
+                    })
+                    .collect();
+                let title = format!("{}: {label}", workload.name());
+                if let Some(svg) = line_chart(&title, label, &series) {
+                    charts.push((format!("{}-{metric}.svg", workload.name()), svg));
+                }
+            }
+        }
+        charts
+    }
+
     pub fn json(&self, command: &str, reps: u32, notes: &[String]) -> Value {
         let rows: Vec<Value> = self
             .samples
@@ -372,6 +422,14 @@ mod tests {
         );
         assert!(table.contains("sender: boom (x1)"), "{table}");
         assert!(table.contains("note: dbus-daemon skipped"), "{table}");
+        let plots = results.plots();
+        let names: Vec<&str> = plots.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["signal-burst-rate.svg", "signal-burst-latency.svg"],
+            "no CPU chart: no CPU time was measured"
+        );
+        assert!(plots[0].1.contains(">quickbus<") && plots[0].1.contains(">dbus-broker<"));
         let json = results.json("quickbus bench", 1, &[]);
         assert_eq!(json["results"].as_array().unwrap().len(), 2);
         assert_eq!(json["results"][0]["median"]["received_percent"], 100.0);
