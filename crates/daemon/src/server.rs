@@ -67,7 +67,7 @@ pub struct Server {
     auth_deadlines: BinaryHeap<Reverse<(Instant, Token)>>,
     incomplete: usize,
     /// Connections with data possibly left unread after their turn.
-    unfinished_reads: Vec<Token>,
+    unfinished_reads: Vec<(Token, bool)>,
     /// Connections with queued output to flush at the end of the turn.
     dirty: Vec<Token>,
     actions: Vec<Action>,
@@ -114,7 +114,8 @@ impl Server {
                 }
                 return Err(e);
             }
-            let mut ready: Vec<Token> = std::mem::take(&mut self.unfinished_reads);
+            // (token, the peer hung up): a hung-up peer is read until EOF.
+            let mut ready: Vec<(Token, bool)> = std::mem::take(&mut self.unfinished_reads);
             for event in events.iter() {
                 let token = event.token();
                 if token == SIGNALS {
@@ -128,12 +129,12 @@ impl Server {
                         self.dirty.push(token);
                     }
                     if event.is_readable() || event.is_read_closed() || event.is_error() {
-                        ready.push(token);
+                        ready.push((token, event.is_read_closed() || event.is_error()));
                     }
                 }
             }
-            for token in ready {
-                self.read_connection(token);
+            for (token, hung_up) in ready {
+                self.read_connection(token, hung_up);
             }
             let now = Instant::now();
             self.expire_auth(now);
@@ -251,7 +252,7 @@ impl Server {
     }
 
     /// Read and process what one connection has, up to its per-turn budget.
-    fn read_connection(&mut self, token: Token) {
+    fn read_connection(&mut self, token: Token, hung_up: bool) {
         for _ in 0..READS_PER_TURN {
             let Some(conn) = self.conns.get_mut(&token) else {
                 return;
@@ -268,7 +269,10 @@ impl Server {
                 return;
             }
             match status {
-                ReadStatus::Drained => return,
+                // A short read says the socket is empty, but when the peer
+                // also hung up no further event will come: read on to EOF.
+                ReadStatus::Short if hung_up => {}
+                ReadStatus::Short | ReadStatus::Drained => return,
                 ReadStatus::Closed => {
                     self.close(token, HUNG_UP);
                     return;
@@ -276,7 +280,7 @@ impl Server {
                 ReadStatus::Budget => {}
             }
         }
-        self.unfinished_reads.push(token);
+        self.unfinished_reads.push((token, hung_up));
     }
 
     /// Consume whatever complete units (SASL lines, messages) the input has.

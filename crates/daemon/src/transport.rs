@@ -16,9 +16,12 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags,
 };
 
-/// How much we ask the kernel for per `recvmsg`; a frame larger than this is
-/// read with one reservation sized to the frame.
-const READ_CHUNK: usize = 64 * 1024;
+/// Bounds of the read window: how much one `recvmsg` asks for. Safe Rust
+/// must zero the window before the kernel fills it, so the window adapts:
+/// it doubles while reads fill it (bulk traffic) and halves while they
+/// don't (ping-pong), and grows at once to whatever a pending frame lacks.
+const MIN_READ_WINDOW: usize = 4 * 1024;
+const MAX_READ_WINDOW: usize = 256 * 1024;
 /// Most fds one `sendmsg`/`recvmsg` can carry (the kernel's SCM_MAX_FD).
 pub const SCM_MAX_FD: usize = 253;
 /// Most messages written by one `sendmsg` (two iovecs each; IOV_MAX is 1024).
@@ -54,8 +57,10 @@ impl OutItem {
 /// Outcome of draining the socket.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ReadStatus {
-    /// The socket has nothing more for now.
+    /// The socket has nothing more for now (EAGAIN).
     Drained,
+    /// A read shorter than asked, without fds: the socket was emptied.
+    Short,
     /// The read budget ran out with data possibly left: read again later.
     Budget,
     /// The peer closed its end.
@@ -65,6 +70,10 @@ pub enum ReadStatus {
 pub struct Transport {
     pub stream: UnixStream,
     inbuf: BytesMut,
+    read_window: usize,
+    /// Total size of the frame at the front of `inbuf` once known and
+    /// incomplete, else 0.
+    frame_need: usize,
     in_fds: VecDeque<OwnedFd>,
     out: VecDeque<OutItem>,
     /// Bytes of `out.front()` already written.
@@ -76,7 +85,9 @@ impl Transport {
     pub fn new(stream: UnixStream) -> Transport {
         Transport {
             stream,
-            inbuf: BytesMut::with_capacity(READ_CHUNK),
+            inbuf: BytesMut::with_capacity(MIN_READ_WINDOW),
+            read_window: MIN_READ_WINDOW,
+            frame_need: 0,
             in_fds: VecDeque::new(),
             out: VecDeque::new(),
             out_offset: 0,
@@ -96,6 +107,7 @@ impl Transport {
 
     /// Take the first `n` bytes of input as an immutable frame, no copy.
     pub fn take_frame(&mut self, n: usize) -> Bytes {
+        self.frame_need = 0;
         self.inbuf.split_to(n).freeze()
     }
 
@@ -113,6 +125,7 @@ impl Transport {
 
     /// Make room so the next read can complete a frame of `total` bytes.
     pub fn reserve_frame(&mut self, total: usize) {
+        self.frame_need = total;
         if total > self.inbuf.len() {
             self.inbuf.reserve(total - self.inbuf.len());
         }
@@ -121,7 +134,9 @@ impl Transport {
     /// One `recvmsg`: appends data to the input buffer and fds to the fd queue.
     pub fn read_once(&mut self) -> Result<ReadStatus, Errno> {
         let start = self.inbuf.len();
-        let want = READ_CHUNK.max(self.inbuf.capacity() - start);
+        let want = self
+            .read_window
+            .max(self.frame_need.saturating_sub(start));
         self.inbuf.resize(start + want, 0);
         let mut space = [0u8; rustix::cmsg_space!(ScmRights(SCM_MAX_FD))];
         let mut control = RecvAncillaryBuffer::new(&mut space);
@@ -143,13 +158,27 @@ impl Transport {
             }
         };
         self.inbuf.truncate(start + got);
+        if got == want {
+            self.read_window = (self.read_window * 2).min(MAX_READ_WINDOW);
+        } else if got < self.read_window / 4 {
+            self.read_window = (self.read_window / 2).max(MIN_READ_WINDOW);
+        }
+        let mut got_fds = false;
         for msg in control.drain() {
             if let RecvAncillaryMessage::ScmRights(fds) = msg {
                 self.in_fds.extend(fds);
+                got_fds = true;
             }
         }
         if got == 0 {
             return Ok(ReadStatus::Closed);
+        }
+        // A stream socket hands over everything it holds up to the window,
+        // except that a read stops where fds are attached: a short read
+        // without fds means the socket is empty, and new data will raise a
+        // new edge-triggered event. That saves the EAGAIN read per wake-up.
+        if got < want && !got_fds {
+            return Ok(ReadStatus::Short);
         }
         Ok(ReadStatus::Budget)
     }
@@ -311,6 +340,33 @@ mod tests {
         assert_eq!(&all[..8], b"HEADER!!");
         assert_eq!(all.len(), 8 + (4 << 20));
         assert!(all[8..].iter().all(|&b| b == 7));
+    }
+
+    #[test]
+    fn read_window_grows_for_bulk_and_short_reads_say_so() {
+        use std::io::Write;
+        let (mut t, mut peer) = pair();
+        peer.write_all(b"ping").unwrap();
+        // Short read, no fds: the socket is empty, no second syscall needed.
+        assert_eq!(t.read_once().unwrap(), ReadStatus::Short);
+        assert_eq!(t.input(), b"ping");
+        t.consume(4);
+        let bulk = vec![9u8; 100_000];
+        peer.write_all(&bulk).unwrap();
+        let mut reads = 0;
+        while t.read_once().unwrap() == ReadStatus::Budget {
+            reads += 1;
+        }
+        assert_eq!(t.input().len(), bulk.len());
+        // 4 + 8 + 16 + 32 KiB windows filled, then the rest in one read.
+        assert!(reads >= 3, "window did not start small: {reads} full reads");
+        assert!(t.read_window > MIN_READ_WINDOW);
+        // A frame larger than the window is read in one go once known.
+        t.consume(bulk.len());
+        t.reserve_frame(200_000);
+        peer.write_all(&vec![1u8; 200_000]).unwrap();
+        assert_eq!(t.read_once().unwrap(), ReadStatus::Budget);
+        assert!(t.input().len() > 150_000, "got {}", t.input().len());
     }
 
     #[test]
