@@ -134,9 +134,7 @@ impl Transport {
     /// One `recvmsg`: appends data to the input buffer and fds to the fd queue.
     pub fn read_once(&mut self) -> Result<ReadStatus, Errno> {
         let start = self.inbuf.len();
-        let want = self
-            .read_window
-            .max(self.frame_need.saturating_sub(start));
+        let want = self.read_window.max(self.frame_need.saturating_sub(start));
         self.inbuf.resize(start + want, 0);
         let mut space = [0u8; rustix::cmsg_space!(ScmRights(SCM_MAX_FD))];
         let mut control = RecvAncillaryBuffer::new(&mut space);
