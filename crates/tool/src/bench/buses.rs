@@ -44,6 +44,8 @@ pub struct RunningBus {
     pub address: String,
     child: Child,
     dir: PathBuf,
+    /// The journal socket the bench bound for dbus-broker, if it had to.
+    _journal: Option<JournalSocket>,
 }
 
 impl RunningBus {
@@ -63,18 +65,22 @@ impl RunningBus {
             .map_err(|e| format!("{}: {e}", config.display()))?;
         let address = format!("unix:path={}", socket.display());
         let started = match kind {
-            BusKind::Quickbus => start_printing_address(quickbus_daemon, &config),
+            BusKind::Quickbus => {
+                start_printing_address(quickbus_daemon, &config).map(|child| (child, None))
+            }
             BusKind::DbusDaemon => {
                 start_printing_address(Path::new("/usr/bin/dbus-daemon"), &config)
+                    .map(|child| (child, None))
             }
             BusKind::DbusBroker => start_broker(&socket, &config, &address),
         };
         match started {
-            Ok(child) => Ok(RunningBus {
+            Ok((child, journal)) => Ok(RunningBus {
                 kind,
                 address,
                 child,
                 dir,
+                _journal: journal,
             }),
             Err(note) => {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -163,7 +169,11 @@ fn start_printing_address(program: &Path, config: &Path) -> Result<Child, String
     }
 }
 
-fn start_broker(socket: &Path, config: &Path, address: &str) -> Result<Child, String> {
+fn start_broker(
+    socket: &Path,
+    config: &Path,
+    address: &str,
+) -> Result<(Child, Option<JournalSocket>), String> {
     for program in [
         "/usr/bin/dbus-broker",
         "/usr/bin/dbus-broker-launch",
@@ -175,7 +185,7 @@ fn start_broker(socket: &Path, config: &Path, address: &str) -> Result<Child, St
             ));
         }
     }
-    ensure_journal_socket()?;
+    let journal = ensure_journal_socket()?;
     let mut child = Command::new("/usr/bin/systemd-socket-activate")
         .arg("-l")
         .arg(socket)
@@ -198,7 +208,7 @@ fn start_broker(socket: &Path, config: &Path, address: &str) -> Result<Child, St
         if socket.exists() {
             if let Ok(mut conn) = Connection::connect_with_timeout(address, START_TIMEOUT) {
                 if conn.get_id().is_ok() {
-                    return Ok(child);
+                    return Ok((child, journal));
                 }
             }
         }
@@ -211,16 +221,26 @@ fn start_broker(socket: &Path, config: &Path, address: &str) -> Result<Child, St
     }
 }
 
+/// A journal socket bound by the bench; its file is removed on drop so no
+/// later program finds a socket nobody reads.
+struct JournalSocket;
+
+impl Drop for JournalSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(JOURNAL_SOCKET);
+    }
+}
+
 /// Bind the journal's datagram socket with a thread that discards what
-/// arrives, if nobody provides it.
-fn ensure_journal_socket() -> Result<(), String> {
+/// arrives, if nobody provides it (None: someone does).
+fn ensure_journal_socket() -> Result<Option<JournalSocket>, String> {
     let path = Path::new(JOURNAL_SOCKET);
     if path.exists() {
         let listening = UnixDatagram::unbound().and_then(|probe| probe.connect(path));
         if listening.is_ok() {
-            return Ok(());
+            return Ok(None);
         }
-        // Left behind by an earlier bench run: nobody reads it any more.
+        // Left behind by a program that is gone: nobody reads it any more.
         let _ = std::fs::remove_file(path);
     }
     if let Some(dir) = path.parent() {
@@ -231,7 +251,7 @@ fn ensure_journal_socket() -> Result<(), String> {
         let mut buf = vec![0u8; 64 * 1024];
         while socket.recv(&mut buf).is_ok() {}
     });
-    Ok(())
+    Ok(Some(JournalSocket))
 }
 
 /// The same permissive session configuration for every bus, with limits
