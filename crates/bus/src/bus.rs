@@ -54,6 +54,8 @@ pub struct Bus {
     pub(crate) peaks: Peaks,
     /// Connections past Hello (kept so GetStats need not count).
     pub(crate) active: usize,
+    /// Connections past Hello, per uid (`max_connections_per_user`).
+    pub(crate) active_per_uid: HashMap<u32, usize>,
     /// Deliver method returns and errors that answer no pending call.
     /// dbus-daemon's stock session policy allows them, its system policy
     /// does not (`send_requested_reply`).
@@ -102,6 +104,7 @@ impl Bus {
             reload_requested: false,
             peaks: Peaks::default(),
             active: 0,
+            active_per_uid: HashMap::new(),
             empty_fds: Arc::new(Vec::new()),
         }
     }
@@ -214,6 +217,12 @@ impl Bus {
         if let Some(conn) = self.conns.remove(&id) {
             if conn.unique.is_some() {
                 self.active -= 1;
+                if let Some(count) = self.active_per_uid.get_mut(&conn.creds.uid) {
+                    *count -= 1;
+                    if *count == 0 {
+                        self.active_per_uid.remove(&conn.creds.uid);
+                    }
+                }
             }
         }
     }

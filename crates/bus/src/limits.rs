@@ -25,6 +25,10 @@ pub struct Limits {
     /// Most fds in one message (`max_message_unix_fds`). The bus drops a
     /// connection that sends more (the daemon may refuse them earlier).
     pub max_message_unix_fds: usize,
+    /// Connections that completed Hello (`max_completed_connections`).
+    pub max_completed_connections: usize,
+    /// Connections that completed Hello, per uid (`max_connections_per_user`).
+    pub max_connections_per_user: usize,
 }
 
 impl Default for Limits {
@@ -36,6 +40,8 @@ impl Default for Limits {
             reply_timeout: None,
             max_message_size: 1_000_000_000,
             max_message_unix_fds: 16,
+            max_completed_connections: 2048,
+            max_connections_per_user: 256,
         }
     }
 }
@@ -50,6 +56,8 @@ impl Limits {
             reply_timeout: None,
             max_message_size: 32 * 1024 * 1024,
             max_message_unix_fds: 16,
+            max_completed_connections: 2048,
+            max_connections_per_user: 256,
         }
     }
 }

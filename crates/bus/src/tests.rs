@@ -1953,3 +1953,37 @@ fn rules_naming_a_departed_unique_name_go_with_it() {
     assert_eq!(err.0, errors::MATCH_RULE_NOT_FOUND);
     h.driver(a, "RemoveMatch", vec![s("type='signal',member='Kept'")]);
 }
+
+#[test]
+fn hello_beyond_max_completed_connections_is_limits_exceeded() {
+    let mut opts = options();
+    opts.limits.max_completed_connections = 2;
+    let mut h = Harness::with_options(opts);
+    let (a, _) = h.client();
+    let _ = h.client();
+    let late = h.connect(false);
+    let (name, text) = h.driver_error(late, call_bus("Hello", vec![]));
+    assert_eq!(name, errors::LIMITS_EXCEEDED);
+    assert!(text.contains("maximum number of active connections"), "{text}");
+    assert_eq!(h.bus.unique_name(late), None);
+    // A departure frees a place.
+    h.bus.remove_connection(a, &mut h.out);
+    h.take();
+    let reply = h.call(late, call_bus("Hello", vec![]));
+    assert_eq!(reply.msg_type(), MessageType::MethodReturn);
+}
+
+#[test]
+fn hello_beyond_max_connections_per_user_is_limits_exceeded_for_that_user_only() {
+    let mut opts = options();
+    opts.limits.max_connections_per_user = 1;
+    let mut h = Harness::with_options(opts);
+    let _ = h.client(); // uid 1000
+    let same_user = h.connect(false);
+    let (name, text) = h.driver_error(same_user, call_bus("Hello", vec![]));
+    assert_eq!(name, errors::LIMITS_EXCEEDED);
+    assert!(text.contains("UID 1000"), "{text}");
+    let other_user = h.bus.add_connection(creds(1001, 101), false);
+    let reply = h.call(other_user, call_bus("Hello", vec![]));
+    assert_eq!(reply.msg_type(), MessageType::MethodReturn);
+}

@@ -192,6 +192,8 @@ fn bus_limits(limits: &crate::config::Limits) -> quickbus_bus::Limits {
         // One sendmsg carries at most SCM_MAX_FD fds and the transport
         // sends a message's fds in one: a larger limit could not be honoured.
         max_message_unix_fds: size(limits.max_message_unix_fds).min(crate::transport::SCM_MAX_FD),
+        max_completed_connections: size(limits.max_completed_connections),
+        max_connections_per_user: size(limits.max_connections_per_user),
     }
 }
 
