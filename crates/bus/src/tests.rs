@@ -1964,7 +1964,10 @@ fn hello_beyond_max_completed_connections_is_limits_exceeded() {
     let late = h.connect(false);
     let (name, text) = h.driver_error(late, call_bus("Hello", vec![]));
     assert_eq!(name, errors::LIMITS_EXCEEDED);
-    assert!(text.contains("maximum number of active connections"), "{text}");
+    assert!(
+        text.contains("maximum number of active connections"),
+        "{text}"
+    );
     assert_eq!(h.bus.unique_name(late), None);
     // A departure frees a place.
     h.bus.remove_connection(a, &mut h.out);
