@@ -195,8 +195,7 @@ impl Server {
         // LimitsExceeded reply dbus-daemon gives); here only what could
         // exhaust fds: the authenticating ones and an overall cap.
         if self.incomplete >= self.opts.max_incomplete_connections
-            || self.conns.len()
-                >= self.opts.max_connections + self.opts.max_incomplete_connections
+            || self.conns.len() >= self.opts.max_connections + self.opts.max_incomplete_connections
         {
             warn!(
                 "refusing connection: {} connections, {} authenticating (limits {} / {})",
