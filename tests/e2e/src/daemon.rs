@@ -29,6 +29,12 @@ pub enum Listen {
 /// Writes `<dir>/bus.conf`: a session bus listening as `listen` says, with
 /// EXTERNAL authentication and a policy that allows everything.
 pub fn write_config(dir: &Path, listen: Listen) -> PathBuf {
+    write_config_with(dir, listen, "")
+}
+
+/// [`write_config`] with `extra` placed inside `<busconfig>` (for example
+/// `<limit>` elements).
+pub fn write_config_with(dir: &Path, listen: Listen, extra: &str) -> PathBuf {
     let listen = match listen {
         Listen::UnixPath => format!("unix:path={}", dir.join("bus").display()),
         Listen::UnixTmpdir => format!("unix:tmpdir={}", dir.display()),
@@ -46,6 +52,7 @@ pub fn write_config(dir: &Path, listen: Listen) -> PathBuf {
     <allow send_destination="*"/>
     <allow receive_sender="*"/>
   </policy>
+  {extra}
 </busconfig>
 "#
     );

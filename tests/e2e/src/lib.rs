@@ -16,7 +16,7 @@ mod process;
 
 use std::time::Duration;
 
-pub use daemon::{assert_guid_suffix, write_config, Bus, Listen};
+pub use daemon::{assert_guid_suffix, write_config, write_config_with, Bus, Listen};
 pub use locate::{daemon_path, python_path, python_script, testing_quickbus, TempDir};
 pub use peer::{flags, json_string_list, Peer};
 pub use process::{run_bounded, Background, Finished};

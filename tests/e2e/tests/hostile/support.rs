@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use quickbus_client::{bus_call, Received, Value, BUS_NAME};
 use quickbus_client::{sasl, Connection, Error, Message, MessageBuilder, MessageType};
-use quickbus_e2e::{daemon_path, TempDir, POLL_INTERVAL, TIMEOUT};
+use quickbus_e2e::{daemon_path, write_config_with, Listen, TempDir, POLL_INTERVAL, TIMEOUT};
 use rustix::process::{kill_process, Pid, Signal};
 
 /// The well-known names of the two healthy peers of every scene.
@@ -37,26 +37,7 @@ impl TestDaemon {
     /// `extra` goes inside `<busconfig>` (e.g. `<limit>` elements).
     pub fn start(extra: &str) -> TestDaemon {
         let dir = TempDir::new();
-        let config = dir.path().join("bus.conf");
-        let text = format!(
-            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path={}/bus</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_destination="*"/>
-    <allow receive_sender="*"/>
-  </policy>
-  {extra}
-</busconfig>
-"#,
-            dir.path().display()
-        );
-        std::fs::write(&config, text).expect("write the bus config");
+        let config = write_config_with(dir.path(), Listen::UnixPath, extra);
         let program = daemon_path();
         let stderr = File::create(dir.path().join("daemon.stderr")).expect("stderr log");
         // --print-address without a value prints to stdout: a pipe std
