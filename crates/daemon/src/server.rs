@@ -29,6 +29,11 @@ const READS_PER_TURN: usize = 32;
 /// The close reason of a peer that simply went away (not worth a warning).
 const HUNG_UP: &str = "peer closed the connection";
 
+/// Re-reads the configuration (SIGHUP, ReloadConfig) and returns the
+/// activatable names it now provides, or why the new configuration was
+/// refused (the old one then stays in force).
+pub type Reloader = Box<dyn FnMut() -> Result<Vec<String>, String>>;
+
 /// What the loop needs beyond the bus itself.
 pub struct ServerOptions {
     pub auth: AuthConfig,
@@ -36,6 +41,7 @@ pub struct ServerOptions {
     pub max_incomplete_connections: usize,
     pub max_connections: usize,
     pub max_message_size: usize,
+    pub reload: Reloader,
 }
 
 enum Phase {
@@ -139,6 +145,9 @@ impl Server {
             let now = Instant::now();
             self.expire_auth(now);
             self.bus.handle_timeouts(now, &mut self.actions);
+            if self.bus.take_reload_request() {
+                self.reload("ReloadConfig");
+            }
             self.apply_actions();
             self.flush_dirty();
         }
@@ -163,11 +172,27 @@ impl Server {
                     info!("signal {signal}: shutting down");
                     return Some(Exit::Terminated);
                 }
-                SIGHUP => info!("SIGHUP: configuration reload is not implemented yet"),
+                SIGHUP => self.reload("SIGHUP"),
                 _ => {}
             }
         }
         None
+    }
+
+    /// Re-read the configuration; what it changes today is the set of
+    /// activatable services (ActivatableServicesChanged goes out). Limits,
+    /// listen addresses and policy keep their start-up values.
+    fn reload(&mut self, why: &str) {
+        match (self.opts.reload)() {
+            Ok(names) => {
+                info!(
+                    "{why}: configuration reloaded, {} activatable services",
+                    names.len()
+                );
+                self.bus.set_activatable_names(names, &mut self.actions);
+            }
+            Err(e) => warn!("{why}: new configuration refused, keeping the old one: {e}"),
+        }
     }
 
     fn accept(&mut self, index: usize) {

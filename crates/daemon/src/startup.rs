@@ -168,6 +168,7 @@ fn serve(
         max_incomplete_connections: limits.max_incomplete_connections as usize,
         max_connections: limits.max_completed_connections as usize,
         max_message_size: limits.max_message_size as usize,
+        reload: reloader(opts.clone()),
     };
     let sockets = listeners
         .iter()
@@ -178,6 +179,16 @@ fn serve(
     server.run()?;
     drop(listeners); // removes socket files we created
     Ok(())
+}
+
+/// Loads the configuration the daemon started from again and lists the
+/// services its service directories now hold.
+fn reloader(opts: Options) -> crate::server::Reloader {
+    Box::new(move || {
+        let config = crate::config::resolve(&opts).map_err(|e| e.to_string())?;
+        let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
+        Ok(services.into_iter().map(|s| s.name).collect())
+    })
 }
 
 /// The configured `<limit>`s the bus core enforces.

@@ -229,3 +229,83 @@ fn listens_on_unix_dir_and_unix_runtime() {
         terminate(daemon.pid() as i32);
     }
 }
+
+fn activatable_names(address: &str) -> String {
+    run_bounded(
+        Command::new("dbus-send")
+            .env("DBUS_SESSION_BUS_ADDRESS", address)
+            .args([
+                "--session",
+                "--print-reply",
+                "--dest=org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus.ListActivatableNames",
+            ]),
+    )
+    .success()
+    .stdout
+}
+
+fn reload_config(address: &str) -> quickbus_e2e::Finished {
+    run_bounded(
+        Command::new("dbus-send")
+            .env("DBUS_SESSION_BUS_ADDRESS", address)
+            .args([
+                "--session",
+                "--print-reply",
+                "--dest=org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus.ReloadConfig",
+            ]),
+    )
+}
+
+/// ReloadConfig and SIGHUP re-read the configuration and the service
+/// files; a broken new configuration is refused and the bus keeps serving.
+#[test]
+fn reload_picks_up_new_service_files_and_refuses_a_broken_config() {
+    let dir = TempDir::new();
+    let services = dir.path().join("services");
+    std::fs::create_dir_all(&services).unwrap();
+    let extra = format!("<servicedir>{}</servicedir>", services.display());
+    let config = quickbus_e2e::write_config_with(dir.path(), Listen::UnixPath, &extra);
+    let mut daemon = Background::spawn(
+        Command::new(daemon_path())
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--nofork", "--print-address"]),
+    );
+    let address = daemon.read_line();
+    assert!(!activatable_names(&address).contains("org.example.Reloaded"));
+
+    std::fs::write(
+        services.join("reloaded.service"),
+        "[D-BUS Service]\nName=org.example.Reloaded\nExec=/bin/false\n",
+    )
+    .unwrap();
+    reload_config(&address).success();
+    assert!(activatable_names(&address).contains("org.example.Reloaded"));
+
+    // SIGHUP does the same.
+    std::fs::write(
+        services.join("hup.service"),
+        "[D-BUS Service]\nName=org.example.Hup\nExec=/bin/false\n",
+    )
+    .unwrap();
+    kill_process(Pid::from_raw(daemon.pid() as i32).unwrap(), Signal::Hup).unwrap();
+    wait_until(
+        || activatable_names(&address).contains("org.example.Hup"),
+        "the service added before SIGHUP",
+    );
+
+    // A broken configuration is refused; the old one stays in force.
+    std::fs::write(&config, "<busconfig><listen>").unwrap();
+    std::fs::remove_file(services.join("reloaded.service")).unwrap();
+    let _ = reload_config(&address); // dbus-daemon answers with an error here
+    assert!(
+        activatable_names(&address).contains("org.example.Reloaded"),
+        "the refused configuration replaced the old one"
+    );
+    assert!(list_names(&address).contains("org.freedesktop.DBus"));
+    terminate(daemon.pid() as i32);
+    assert!(daemon.wait().success());
+}
