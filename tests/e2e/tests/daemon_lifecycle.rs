@@ -14,8 +14,9 @@ use quickbus_e2e::{
 };
 use rustix::process::{kill_process, test_kill_process, Pid, Signal};
 
-fn list_names(address: &str) -> String {
-    let out = run_bounded(
+/// `dbus-send` calling a method of the bus driver on the bus at `address`.
+fn driver_call(address: &str, member: &str) -> quickbus_e2e::Finished {
+    run_bounded(
         Command::new("dbus-send")
             .env("DBUS_SESSION_BUS_ADDRESS", address)
             .args([
@@ -23,11 +24,13 @@ fn list_names(address: &str) -> String {
                 "--print-reply",
                 "--dest=org.freedesktop.DBus",
                 "/org/freedesktop/DBus",
-                "org.freedesktop.DBus.ListNames",
-            ]),
+            ])
+            .arg(format!("org.freedesktop.DBus.{member}")),
     )
-    .success();
-    out.stdout
+}
+
+fn list_names(address: &str) -> String {
+    driver_call(address, "ListNames").success().stdout
 }
 
 fn alive(pid: i32) -> bool {
@@ -231,33 +234,13 @@ fn listens_on_unix_dir_and_unix_runtime() {
 }
 
 fn activatable_names(address: &str) -> String {
-    run_bounded(
-        Command::new("dbus-send")
-            .env("DBUS_SESSION_BUS_ADDRESS", address)
-            .args([
-                "--session",
-                "--print-reply",
-                "--dest=org.freedesktop.DBus",
-                "/org/freedesktop/DBus",
-                "org.freedesktop.DBus.ListActivatableNames",
-            ]),
-    )
-    .success()
-    .stdout
+    driver_call(address, "ListActivatableNames")
+        .success()
+        .stdout
 }
 
 fn reload_config(address: &str) -> quickbus_e2e::Finished {
-    run_bounded(
-        Command::new("dbus-send")
-            .env("DBUS_SESSION_BUS_ADDRESS", address)
-            .args([
-                "--session",
-                "--print-reply",
-                "--dest=org.freedesktop.DBus",
-                "/org/freedesktop/DBus",
-                "org.freedesktop.DBus.ReloadConfig",
-            ]),
-    )
+    driver_call(address, "ReloadConfig")
 }
 
 /// ReloadConfig and SIGHUP re-read the configuration and the service
