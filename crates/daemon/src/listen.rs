@@ -116,13 +116,11 @@ fn bind_abstract(name: &[u8]) -> io::Result<Listener> {
 /// `dbus-` and ten random alphanumerics, like dbus-daemon's names.
 fn random_socket_name() -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    let mut bytes = [0u8; 10];
-    let hexed = crate::sys::random_guid();
-    for (i, b) in bytes.iter_mut().enumerate() {
-        let v = u8::from_str_radix(&hexed[i * 2..i * 2 + 2], 16).unwrap_or(0);
-        *b = ALPHABET[v as usize % ALPHABET.len()];
-    }
-    format!("dbus-{}", String::from_utf8_lossy(&bytes))
+    let name: String = crate::sys::random_bytes()[..10]
+        .iter()
+        .map(|&v| char::from(ALPHABET[v as usize % ALPHABET.len()]))
+        .collect();
+    format!("dbus-{name}")
 }
 
 /// Sockets passed by systemd socket activation (`LISTEN_FDS`, starting at

@@ -153,12 +153,12 @@ fn serve(
         ready.signal()?;
     }
 
-    let limits = config.limits.clone();
+    let limits = &config.limits;
     let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
     let bus = Bus::new(BusOptions {
         guid: guid.clone(),
         machine_id: crate::sys::machine_id(),
-        limits: bus_limits(&limits),
+        limits: bus_limits(limits),
         activatable_names: services.iter().map(|s| s.name.clone()).collect(),
         bus_type: config.bus_type.clone().unwrap_or_else(|| "session".into()),
     });

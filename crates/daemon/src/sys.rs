@@ -134,8 +134,9 @@ fn supplementary_groups(pid: u32) -> Option<Vec<u32>> {
     )
 }
 
-/// 16 random bytes as 32 lowercase hex digits: the bus GUID.
-pub fn random_guid() -> String {
+/// 16 random bytes from the kernel (falling back on time and pid if
+/// getrandom is unavailable): bus GUIDs and socket names.
+pub fn random_bytes() -> [u8; 16] {
     let mut bytes = [0u8; 16];
     let mut filled = 0;
     while filled < bytes.len() {
@@ -152,7 +153,12 @@ pub fn random_guid() -> String {
             .as_nanos();
         bytes = (t ^ ((std::process::id() as u128) << 64)).to_le_bytes();
     }
-    hex(&bytes)
+    bytes
+}
+
+/// 16 random bytes as 32 lowercase hex digits: the bus GUID.
+pub fn random_guid() -> String {
+    hex(&random_bytes())
 }
 
 /// The machine id D-Bus peers expect from Peer.GetMachineId: the
