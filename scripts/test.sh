@@ -11,8 +11,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 step() { printf '\n==> %s\n' "$*"; }
 
 # dbus-send, dbus-run-session, dbus-daemon (reference), busctl, gdbus,
-# dbus-python with GLib, and libdbus/sd-bus headers and tests for later work.
-packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev)
+# dbus-python with GLib, libdbus/sd-bus headers and tests for later work, and
+# ss (iproute2), which shows the socket buffers the daemon set.
+packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev iproute2)
 
 install_packages() {
     if ! command -v dpkg-query >/dev/null; then

@@ -9,6 +9,7 @@ pub mod config;
 pub mod listen;
 pub mod server;
 pub mod service_file;
+pub mod socket_buffers;
 pub mod startup;
 pub mod sys;
 pub mod transport;

@@ -41,6 +41,9 @@ pub struct ServerOptions {
     pub max_incomplete_connections: usize,
     pub max_connections: usize,
     pub max_message_size: usize,
+    /// SO_SNDBUF/SO_RCVBUF asked for on accepted connections; 0 keeps the
+    /// kernel's default.
+    pub socket_buffer_bytes: usize,
     pub reload: Reloader,
 }
 
@@ -238,6 +241,13 @@ impl Server {
                 return;
             }
         };
+        if let Err(e) = crate::socket_buffers::apply(&stream, self.opts.socket_buffer_bytes) {
+            // The connection works with the kernel's default buffers.
+            warn!(
+                "cannot set socket buffers to {} bytes: {e}",
+                self.opts.socket_buffer_bytes
+            );
+        }
         let token = Token(self.next_token);
         self.next_token += 1;
         if let Err(e) = self.poll.registry().register(

@@ -79,8 +79,14 @@ impl Bus {
     /// Starts the daemon with `--config-file=<fresh config> --nofork
     /// --print-address=<pipe fd>` and reads its address from the pipe.
     pub fn start_with(listen: Listen) -> Bus {
+        Bus::start_with_config(listen, "")
+    }
+
+    /// [`Bus::start_with`] with `extra` elements in the configuration
+    /// (see [`write_config_with`]).
+    pub fn start_with_config(listen: Listen, extra: &str) -> Bus {
         let dir = TempDir::new();
-        let config = write_config(dir.path(), listen);
+        let config = write_config_with(dir.path(), listen, extra);
         let (read_end, write_end) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");
         let mut cmd = Command::new(daemon_path());
         cmd.arg(format!("--config-file={}", config.display()))

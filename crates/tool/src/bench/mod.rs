@@ -46,6 +46,9 @@ pub struct BenchArgs {
     /// Messages (or round trips) per run, overriding the defaults
     #[arg(long, value_name = "N")]
     count: Option<u32>,
+    /// Payload sizes in bytes, overriding every workload's default sizes
+    #[arg(long, value_name = "BYTES", value_delimiter = ',')]
+    sizes: Vec<usize>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -88,8 +91,11 @@ impl Workload {
         }
     }
 
-    fn sizes(self, quick: bool) -> &'static [usize] {
-        match (self, quick) {
+    fn sizes(self, args: &BenchArgs) -> &[usize] {
+        if !args.sizes.is_empty() {
+            return &args.sizes;
+        }
+        match (self, args.quick) {
             (Workload::RoundTrip, false) => &CALL_SIZES,
             (Workload::RoundTrip, true) => &QUICK_CALL_SIZES,
             (_, false) => &SIGNAL_SIZES,
@@ -181,7 +187,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     for rep in 0..plan.reps {
         eprintln!("rep {}/{}", rep + 1, plan.reps);
         for &workload in &plan.workloads {
-            for &size in workload.sizes(args.quick) {
+            for &size in workload.sizes(args) {
                 let count = workload.count(size, args);
                 // Rotate the order of buses each repetition so none always
                 // runs first (or last) after the others warmed the caches.
@@ -270,7 +276,7 @@ mod tests {
         let plan = plan(&a).unwrap();
         assert_eq!(plan.reps, 1);
         assert_eq!(plan.workloads, [Workload::FanOut, Workload::RoundTrip]);
-        assert!(Workload::FanOut.sizes(true).len() < Workload::FanOut.sizes(false).len());
+        assert!(Workload::FanOut.sizes(&a).len() < Workload::FanOut.sizes(&args(&[])).len());
     }
 
     #[test]
@@ -286,7 +292,8 @@ mod tests {
         assert_eq!(Workload::FanOut.count(128 * KIB, &full), 2_000);
         assert_eq!(Workload::RoundTrip.count(1, &full), 2_000);
         assert_eq!(Workload::RoundTrip.count(128 * KIB, &full), 512);
-        let tiny = args(&["--count", "7"]);
+        let tiny = args(&["--count", "7", "--sizes", "1,64"]);
         assert_eq!(Workload::FanOut.count(32, &tiny), 7);
+        assert_eq!(Workload::RoundTrip.sizes(&tiny), [1, 64]);
     }
 }
