@@ -15,6 +15,7 @@ use crate::registry::{NameEvent, NameRegistry};
 use crate::replies::PendingReplies;
 use crate::stats::{ConnPeaks, Peaks};
 use crate::subscriptions::{Monitors, PeerNames, Subscriptions};
+use crate::FastMap;
 use crate::{
     Action, BusOptions, ConnId, Credentials, Frame, OutMessage, BUS_INTERFACE, BUS_NAME, BUS_PATH,
 };
@@ -33,7 +34,7 @@ pub(crate) struct Connection {
 /// The broker. Feed it events; it appends the resulting [`Action`]s.
 pub struct Bus {
     pub(crate) opts: BusOptions,
-    pub(crate) conns: HashMap<ConnId, Connection>,
+    pub(crate) conns: FastMap<ConnId, Connection>,
     next_conn: u64,
     /// N of the next unique name ":1.N"; never reused.
     pub(crate) next_unique: u64,
@@ -89,7 +90,7 @@ impl Bus {
         Bus {
             allow_unrequested_replies: opts.bus_type != "system",
             opts,
-            conns: HashMap::new(),
+            conns: FastMap::default(),
             next_conn: 1,
             next_unique: 0,
             serial: 0,
