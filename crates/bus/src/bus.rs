@@ -157,6 +157,12 @@ impl Bus {
         self.deliver_all(&recipients, &msg, &out_msg, out);
     }
 
+    /// New limits (a reload); existing names, rules and pending calls are
+    /// kept even where they now exceed them.
+    pub fn set_limits(&mut self, limits: crate::Limits) {
+        self.opts.limits = limits;
+    }
+
     pub fn options(&self) -> &BusOptions {
         &self.opts
     }
@@ -640,8 +646,23 @@ impl Bus {
                 to: Some(to),
                 requested_reply: true,
             };
-            if self.check_policy(&msg, delivery).is_ok() {
-                self.deliver(to, &out_msg, out);
+            match self.check_policy(&msg, delivery) {
+                Ok(()) => self.deliver(to, &out_msg, out),
+                Err(denial) if !self.monitors.is_empty() => {
+                    // Monitors see why, addressed as dbus-daemon does: an
+                    // error from the bus in reply to the bus.
+                    let err = denial.to_error();
+                    let builder = MessageBuilder::error(msg.serial(), err.name)
+                        .destination(BUS_NAME)
+                        .body(vec![Value::String(err.message)]);
+                    if let Some((out_err, built)) = self.build(builder) {
+                        let watchers = self.with_input(&built, None, Some(to), |input| {
+                            self.monitor_recipients(input)
+                        });
+                        self.deliver_all(&watchers, &built, &out_err, out);
+                    }
+                }
+                Err(_) => {}
             }
         }
     }
