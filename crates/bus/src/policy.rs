@@ -22,6 +22,9 @@ mod denial;
 mod enforce;
 mod index;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::HashMap;
 
 use quickbus_wire::MessageType;
