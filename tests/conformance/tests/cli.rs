@@ -19,7 +19,10 @@ fn installed() -> bool {
 /// exits: every test that starts it fails at once.
 fn broken_daemon() -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let path = std::env::temp_dir().join(format!("qb-broken-bus-{}", std::process::id()));
+    // One file per call: tests run in parallel.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("qb-broken-bus-{}-{n}", std::process::id()));
     std::fs::write(
         &path,
         "#!/bin/sh\necho unix:path=/nonexistent/bus,guid=00000000000000000000000000000000\n",
@@ -84,4 +87,42 @@ fn a_missing_suite_or_daemon_is_a_setup_error() {
         .expect("run the runner");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not an executable file"));
+}
+
+#[test]
+fn listed_failures_are_tolerated_but_listed_passes_fail_the_run() {
+    assert!(installed(), "dbus-tests missing");
+    let dir = std::env::temp_dir().join(format!("qb-expected-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let list = dir.join("expected");
+    std::fs::write(
+        &list,
+        "# known\ntest-header-fields /message/weird-header-field/none\n",
+    )
+    .unwrap();
+    let run = |daemon: &std::path::Path| {
+        Command::new(RUNNER)
+            .arg(daemon)
+            .args(["--only", "test-header-fields", "--filter", "field/none"])
+            .arg("--expected-failures")
+            .arg(&list)
+            .output()
+            .expect("run the runner")
+    };
+    let daemon = broken_daemon();
+    let failing = run(&daemon);
+    let _ = std::fs::remove_file(&daemon);
+    let stdout = String::from_utf8_lossy(&failing.stdout);
+    assert_eq!(failing.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("XFAIL test-header-fields /message/weird-header-field/none"));
+    assert!(
+        stdout.ends_with("0 passed, 1 failed, 0 skipped\n"),
+        "{stdout}"
+    );
+
+    let passing = run(std::path::Path::new("/usr/bin/dbus-daemon"));
+    let stdout = String::from_utf8_lossy(&passing.stdout);
+    assert_eq!(passing.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("XPASS test-header-fields /message/weird-header-field/none"));
+    std::fs::remove_dir_all(dir).unwrap();
 }
