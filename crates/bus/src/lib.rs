@@ -15,6 +15,7 @@ mod introspect;
 pub mod limits;
 pub mod match_index;
 pub mod match_rule;
+pub mod policy;
 pub mod registry;
 pub mod replies;
 mod stats;
@@ -35,6 +36,7 @@ pub(crate) type FastSet<T> = std::collections::HashSet<T, foldhash::fast::Random
 
 pub use bus::Bus;
 pub use limits::Limits;
+pub use policy::PolicyConfig;
 pub use quickbus_wire::Frame;
 
 /// The bus's name for itself, also the sender of every message it makes.
