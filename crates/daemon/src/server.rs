@@ -68,6 +68,8 @@ struct Conn {
     transport: Transport,
     phase: Phase,
     creds: Credentials,
+    /// Registered for writability too (see `Server::watch_writable`).
+    watching_writable: bool,
 }
 
 /// Why the loop stopped.
@@ -267,11 +269,11 @@ impl Server {
         }
         let token = Token(self.next_token);
         self.next_token += 1;
-        if let Err(e) = self.poll.registry().register(
-            &mut stream,
-            token,
-            Interest::READABLE | Interest::WRITABLE,
-        ) {
+        if let Err(e) = self
+            .poll
+            .registry()
+            .register(&mut stream, token, Interest::READABLE)
+        {
             warn!("refusing connection: cannot register it: {e}");
             return;
         }
@@ -283,6 +285,7 @@ impl Server {
                 transport: Transport::new(stream),
                 phase: Phase::Authenticating { sasl },
                 creds,
+                watching_writable: false,
             },
         );
         self.incomplete += 1;
@@ -449,14 +452,43 @@ impl Server {
             let Some(conn) = self.conns.get_mut(&token) else {
                 continue;
             };
-            if let Err(e) = conn.transport.flush() {
-                self.close(token, &format!("write error: {e}"));
+            match conn.transport.flush() {
+                Ok(emptied) => self.watch_writable(token, !emptied),
+                Err(e) => self.close(token, &format!("write error: {e}")),
             }
         }
         self.apply_actions();
         if !self.dirty.is_empty() {
             // Closing a connection produced new deliveries: flush them too.
             self.flush_dirty();
+        }
+    }
+
+    /// Register for writability only while output waits for room. With
+    /// EPOLLOUT always registered, every read a peer made of what we sent
+    /// raised an edge and woke the loop for nothing (perf stat, 1-byte
+    /// round trips: 1.13 epoll_wait returns per message, 1.0 without).
+    /// Re-registering re-arms the edge, so room that appeared meanwhile
+    /// is still reported.
+    fn watch_writable(&mut self, token: Token, watch: bool) {
+        let Some(conn) = self.conns.get_mut(&token) else {
+            return;
+        };
+        if conn.watching_writable == watch {
+            return;
+        }
+        let interest = if watch {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        match self
+            .poll
+            .registry()
+            .reregister(&mut conn.transport.stream, token, interest)
+        {
+            Ok(()) => conn.watching_writable = watch,
+            Err(e) => self.close(token, &format!("cannot watch the socket: {e}")),
         }
     }
 
