@@ -2,7 +2,11 @@
 
 mod args;
 mod bench;
+mod bus_monitor;
+mod capture;
 mod list;
+mod monitor;
+mod pcap;
 mod print;
 mod signature;
 
@@ -76,6 +80,10 @@ enum Command {
     },
     /// Measure quickbus-daemon against dbus-daemon and dbus-broker
     Bench(bench::BenchArgs),
+    /// Print every message on the bus (dbus-monitor's formats): [MATCH RULE...]
+    Monitor(monitor::MonitorArgs),
+    /// Record the bus to a pcap file (Wireshark, tshark, Bustle): -o FILE [MATCH RULE...]
+    Capture(capture::CaptureArgs),
 }
 
 /// Why the tool failed, printed on stderr.
@@ -119,15 +127,14 @@ fn run(cli: Cli) -> Result<(), Failure> {
         return bench::run(args).map_err(Failure);
     }
     let timeout = timeout_of(cli.timeout)?;
+    match &cli.command {
+        Command::Monitor(args) => return monitor::run(args, &bus_address(&cli)?, timeout),
+        Command::Capture(args) => return capture::run(args, &bus_address(&cli)?, timeout),
+        _ => {}
+    }
     // Check the arguments before touching the bus.
     let prepared = prepare(&cli.command)?;
-    let address = match (&cli.address, cli.system) {
-        (Some(address), _) => address.clone(),
-        (None, true) => quickbus_client::system_bus_address(),
-        (None, false) => std::env::var("DBUS_SESSION_BUS_ADDRESS").map_err(|_| {
-            Failure("DBUS_SESSION_BUS_ADDRESS is not set; use --address or --system".into())
-        })?,
-    };
+    let address = bus_address(&cli)?;
     let mut bus = Connection::connect_with_timeout(&address, timeout)?;
     match (&cli.command, prepared) {
         (
@@ -173,6 +180,17 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         _ => unreachable!("prepare() matches the command"),
     }
+}
+
+/// --address, --system, or the session bus.
+fn bus_address(cli: &Cli) -> Result<String, Failure> {
+    Ok(match (&cli.address, cli.system) {
+        (Some(address), _) => address.clone(),
+        (None, true) => quickbus_client::system_bus_address(),
+        (None, false) => std::env::var("DBUS_SESSION_BUS_ADDRESS").map_err(|_| {
+            Failure("DBUS_SESSION_BUS_ADDRESS is not set; use --address or --system".into())
+        })?,
+    })
 }
 
 fn message_flags(command: &Command) -> u8 {
@@ -232,7 +250,7 @@ fn prepare(command: &Command) -> Result<Option<MessageBuilder>, Failure> {
             }
             message
         }
-        Command::List { .. } | Command::Bench(_) => return Ok(None),
+        _ => return Ok(None),
     };
     Ok(Some(message))
 }
