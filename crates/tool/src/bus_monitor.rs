@@ -72,12 +72,6 @@ impl BusMonitor {
         Ok(BusMonitor { conn, stop })
     }
 
-    /// Our unique name (the bus shows the monitor its own NameAcquired and
-    /// NameLost first).
-    pub fn unique_name(&self) -> &str {
-        self.conn.unique_name()
-    }
-
     /// The next message; None when the bus closed the connection or the
     /// user asked to stop.
     pub fn next(&mut self) -> Result<Option<Seen>, Failure> {

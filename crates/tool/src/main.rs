@@ -1,5 +1,6 @@
 //! `quickbus`: talk to a D-Bus message bus from the command line.
 
+mod analysis;
 mod args;
 mod bench;
 mod bus_monitor;
@@ -9,6 +10,7 @@ mod monitor;
 mod pcap;
 mod print;
 mod signature;
+mod stats;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -84,6 +86,8 @@ enum Command {
     Monitor(monitor::MonitorArgs),
     /// Record the bus to a pcap file (Wireshark, tshark, Bustle): -o FILE [MATCH RULE...]
     Capture(capture::CaptureArgs),
+    /// Statistics of a capture: frequencies, method durations, sizes, top talkers
+    Stats(stats::StatsArgs),
 }
 
 /// Why the tool failed, printed on stderr.
@@ -123,8 +127,10 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {
-    if let Command::Bench(args) = &cli.command {
-        return bench::run(args).map_err(Failure);
+    match &cli.command {
+        Command::Bench(args) => return bench::run(args).map_err(Failure),
+        Command::Stats(args) => return stats::run(args),
+        _ => {}
     }
     let timeout = timeout_of(cli.timeout)?;
     match &cli.command {
