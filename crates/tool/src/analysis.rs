@@ -26,14 +26,11 @@ pub struct Entry {
     pub time: SystemTime,
     pub kind: MessageType,
     pub size: usize,
-    pub serial: u32,
     pub sender: String,
-    pub destination: String,
     /// `interface.member` for calls and signals; for replies and errors
     /// that of the call they answer (when captured); for errors the error
     /// name is in `error_name`.
     pub member: String,
-    pub path: String,
     pub error_name: String,
     /// For a reply or error: the index of the call it answers.
     pub answers: Option<usize>,
@@ -184,11 +181,8 @@ impl Tracker {
             time,
             kind: msg.msg_type(),
             size: msg.raw().len(),
-            serial: msg.serial(),
             sender,
-            destination,
             member,
-            path: owned(msg.path()),
             error_name: owned(msg.error_name()),
             answers,
         }

@@ -87,15 +87,16 @@ impl BusMonitor {
     /// The next message, or Idle when none came for a moment (a good
     /// time to flush output), or End.
     pub fn next_event(&mut self) -> Result<Event, Failure> {
-        if self.stop.load(Ordering::Relaxed) {
-            return Ok(Event::End);
-        }
+        // Once asked to stop, what the bus already sent is still read (it
+        // happened before the stop); the first quiet moment ends it.
+        let stopping = self.stop.load(Ordering::Relaxed);
         match self.conn.receive() {
             Ok((message, fds)) => Ok(Event::Message(Seen {
                 time: SystemTime::now(),
                 message,
                 fds,
             })),
+            Err(Error::Timeout) if stopping => Ok(Event::End),
             Err(Error::Timeout) => Ok(Event::Idle),
             Err(Error::Closed) => Ok(Event::End),
             Err(e) => Err(e.into()),

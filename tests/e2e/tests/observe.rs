@@ -1,0 +1,348 @@
+//! Seeing the bus: quickbus's Debug.Stats counters, `quickbus monitor`
+//! next to dbus-monitor, `quickbus capture` read back by tshark, `stats`
+//! with the exact numbers a scripted session produced, `top` in tmux and
+//! `report` in headless Chromium.
+
+#[path = "observe/support.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+
+use quickbus_client::{bus_call, Connection, MessageBuilder, Value};
+use quickbus_e2e::{run_bounded, testing_quickbus, Background, Bus, TempDir};
+use support::{tool, Session, SessionCounts};
+
+/// The `a{sv}` of a Debug.Stats reply as a map.
+fn stats_dict(reply: &quickbus_client::Message) -> BTreeMap<String, Value> {
+    let Some(Value::Array { items, .. }) = reply.body_values().unwrap().into_iter().next() else {
+        panic!("Debug.Stats reply is not a dict");
+    };
+    items
+        .into_iter()
+        .filter_map(|entry| match entry {
+            Value::DictEntry(k, v) => match (*k, *v) {
+                (Value::String(k), Value::Variant(v)) => Some((k, *v)),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+fn stats_call(member: &str) -> MessageBuilder {
+    bus_call(member).interface("org.freedesktop.DBus.Debug.Stats")
+}
+
+#[test]
+fn connection_stats_count_what_a_peer_sent_and_received() {
+    if !testing_quickbus() {
+        return; // quickbus's own keys; dbus-daemon has other counters
+    }
+    let bus = Bus::start();
+    let mut watcher = Connection::connect(bus.address()).unwrap();
+    let mut peer = Connection::connect(bus.address()).unwrap();
+    peer.request_name("com.example.Counted", 0).unwrap();
+    let counted_before = stats_dict(
+        &watcher
+            .call(
+                stats_call("GetConnectionStats")
+                    .body(vec![Value::String("com.example.Counted".into())]),
+            )
+            .unwrap(),
+    );
+    // Three calls and their three replies, and one call failing.
+    for _ in 0..3 {
+        peer.get_id().unwrap();
+    }
+    assert!(peer.get_name_owner("com.example.Nobody").is_err());
+    let after = stats_dict(
+        &watcher
+            .call(
+                stats_call("GetConnectionStats")
+                    .body(vec![Value::String("com.example.Counted".into())]),
+            )
+            .unwrap(),
+    );
+    let delta = |key: &str| match (&after[key], &counted_before[key]) {
+        (Value::Uint64(a), Value::Uint64(b)) => a - b,
+        other => panic!("{key}: {other:?}"),
+    };
+    assert_eq!(delta("MessagesIn"), 4);
+    assert_eq!(delta("MessagesOut"), 4);
+    assert_eq!(delta("Errors"), 1);
+    assert!(delta("BytesIn") > 0 && delta("BytesOut") > 0);
+    assert_eq!(
+        after["UniqueName"],
+        Value::String(peer.unique_name().into())
+    );
+    for key in ["OutgoingBytes", "PeakOutgoingBytes", "PendingReplies"] {
+        assert!(after.contains_key(key), "{key} missing: {after:?}");
+    }
+    let totals = stats_dict(&watcher.call(stats_call("GetStats")).unwrap());
+    assert!(matches!(totals["MessagesIn"], Value::Uint64(n) if n >= 8));
+    assert!(matches!(totals["Dropped"], Value::Uint64(0)));
+}
+
+/// Lines a monitor printed from the Begin marker signal to the End marker
+/// (both included), with the varying receive times taken out.
+fn between_markers(monitor: &mut Background, profile: bool) -> Vec<String> {
+    let begin = monitor.wait_for_line(|l| l.contains("member=Begin") || l.ends_with("\tBegin"));
+    let mut lines = vec![begin];
+    loop {
+        let line = monitor.read_line();
+        let end = line.contains("member=End") || line.ends_with("\tEnd");
+        lines.push(line);
+        if end {
+            break;
+        }
+    }
+    lines
+        .into_iter()
+        .map(|line| {
+            if profile {
+                // type, timestamp, rest: drop the timestamp column.
+                let mut cols: Vec<&str> = line.split('\t').collect();
+                cols.remove(1);
+                cols.join("\t")
+            } else {
+                match line.split_once(" time=") {
+                    Some((head, rest)) => {
+                        let rest = rest.split_once(' ').map_or("", |(_, r)| r);
+                        format!("{head} {rest}")
+                    }
+                    None => line,
+                }
+            }
+        })
+        .collect()
+}
+
+/// `quickbus monitor` and dbus-monitor watch the same session: between two
+/// marker signals their outputs are identical (receive times aside), in
+/// the default format and with --profile.
+#[test]
+fn monitor_prints_what_dbus_monitor_prints() {
+    let bus = Bus::start();
+    for profile in [false, true] {
+        let flag: &[&str] = if profile { &["--profile"] } else { &[] };
+        let mut ours = Background::spawn(bus.client(tool()).arg("monitor").args(flag));
+        let mut theirs = Background::spawn(bus.client("dbus-monitor").arg("--session").args(flag));
+        // Each prints its first line only once it is a monitor.
+        ours.read_line();
+        theirs.read_line();
+        let mut session = Session::start(&bus);
+        session.marker("Begin");
+        session.run();
+        session.marker("End");
+        let ours_lines = between_markers(&mut ours, profile);
+        let theirs_lines = between_markers(&mut theirs, profile);
+        assert_eq!(ours_lines, theirs_lines, "profile={profile}");
+        // Markers, 6 calls and their answers, 3 signals, the round trip.
+        assert!(ours_lines.len() >= 17, "{ours_lines:#?}");
+    }
+}
+
+/// Start `quickbus capture`, run the scripted session, stop the capture
+/// with SIGINT; returns the file and what the session did.
+fn capture_session(bus: &Bus, dir: &TempDir) -> (std::path::PathBuf, SessionCounts) {
+    let file = dir.path().join("session.pcap");
+    // The service is up before the capture starts, so the capture's
+    // preamble records its owner.
+    let mut session = Session::start(bus);
+    let mut capture = Background::spawn(bus.client(tool()).arg("capture").arg("-o").arg(&file));
+    support::wait_for_stderr(&capture, "capturing to");
+    session.run();
+    let counts = session.finish();
+    let _keep_session = session;
+    support::interrupt(&capture);
+    let status = capture.wait();
+    assert!(status.success(), "capture failed: {}", capture.stderr());
+    assert!(
+        capture.stderr().contains("messages captured to"),
+        "{}",
+        capture.stderr()
+    );
+    (file, counts)
+}
+
+#[test]
+fn tshark_decodes_every_captured_message_whole() {
+    let bus = Bus::start();
+    let dir = TempDir::new();
+    let (file, counts) = capture_session(&bus, &dir);
+    let out = run_bounded(std::process::Command::new("tshark").args([
+        "-r",
+        file.to_str().unwrap(),
+        "-T",
+        "fields",
+        "-E",
+        "separator=/t",
+        "-e",
+        "frame.len",
+        "-e",
+        "frame.cap_len",
+        "-e",
+        "dbus.message_type",
+        "-e",
+        "dbus.interface",
+        "-e",
+        "dbus.member",
+        "-e",
+        "_ws.malformed",
+    ]))
+    .success();
+    let rows: Vec<Vec<&str>> = out
+        .stdout
+        .lines()
+        .map(|l| l.split('\t').collect())
+        .collect();
+    assert!(!rows.is_empty());
+    for row in &rows {
+        assert_eq!(row[0], row[1], "a truncated record: {row:?}");
+        assert!(!row[2].is_empty(), "not decoded as D-Bus: {row:?}");
+        assert!(
+            row.get(5).is_none_or(|m| m.is_empty()),
+            "malformed: {row:?}"
+        );
+    }
+    let member_count = |member: &str| rows.iter().filter(|r| r[4] == member).count();
+    assert_eq!(member_count("Echo"), counts.echo_calls);
+    assert_eq!(member_count("Tick"), counts.ticks);
+    // The large signals are whole: bigger than busctl's default snap length.
+    let largest: usize = rows
+        .iter()
+        .map(|r| r[0].parse::<usize>().unwrap())
+        .max()
+        .unwrap();
+    assert_eq!(largest, counts.largest_tick);
+    assert!(largest > 4096);
+    // Bustle's preamble: the owner of the session's well-known name was
+    // asked for at the start.
+    let names = run_bounded(std::process::Command::new("tshark").args([
+        "-r",
+        file.to_str().unwrap(),
+        "-Y",
+        "dbus.member == \"GetNameOwner\"",
+        "-T",
+        "fields",
+        "-e",
+        "dbus.type.string",
+    ]))
+    .success();
+    assert!(names.stdout.contains("com.example.Observed"), "{names:#?}");
+}
+
+#[test]
+fn stats_give_the_exact_counts_and_sizes_of_the_session() {
+    let bus = Bus::start();
+    let dir = TempDir::new();
+    let (file, counts) = capture_session(&bus, &dir);
+    let out = run_bounded(std::process::Command::new(tool()).args([
+        "stats",
+        "--json",
+        file.to_str().unwrap(),
+    ]))
+    .success();
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let freq = |kind: &str, member: &str| {
+        json["frequencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["type"] == kind && r["member"] == member)
+            .map(|r| (r["count"].as_u64().unwrap(), r["bytes"].as_u64().unwrap()))
+            .unwrap_or((0, 0))
+    };
+    let echo = "com.example.Observed.Echo";
+    assert_eq!(
+        freq("method_call", echo),
+        (counts.echo_calls as u64, counts.echo_call_bytes)
+    );
+    assert_eq!(
+        freq("method_return", echo),
+        (counts.echo_calls as u64, counts.echo_reply_bytes)
+    );
+    assert_eq!(
+        freq("signal", "com.example.Observed.Tick"),
+        (counts.ticks as u64, counts.tick_bytes)
+    );
+    assert_eq!(
+        freq("error", "com.example.Error.Failed"),
+        (1, counts.error_bytes)
+    );
+    let method = json["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["member"] == echo)
+        .unwrap();
+    assert_eq!(method["durations"]["count"], counts.echo_calls);
+    assert_eq!(method["unanswered"], 0);
+    let fail = json["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["member"] == "com.example.Observed.Fail")
+        .unwrap();
+    assert_eq!(
+        (fail["errors"].as_u64(), fail["unanswered"].as_u64()),
+        (Some(1), Some(0))
+    );
+    let signals = json["sizes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["type"] == "signal")
+        .unwrap();
+    assert_eq!(
+        signals["largest"].as_f64().unwrap() as usize,
+        counts.largest_tick
+    );
+    let server = json["talkers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["sender"] == counts.server_name.as_str())
+        .unwrap();
+    assert_eq!(server["names"][0], "com.example.Observed");
+    // The human tables carry the same numbers.
+    let text =
+        run_bounded(std::process::Command::new(tool()).args(["stats", file.to_str().unwrap()]))
+            .success();
+    assert!(
+        text.stdout.contains(&format!("  {echo}")),
+        "{}",
+        text.stdout
+    );
+    assert!(text.stdout.contains("Top talkers"), "{}", text.stdout);
+}
+
+#[test]
+fn stats_of_a_broken_file_is_a_clear_error() {
+    let dir = TempDir::new();
+    let file = dir.path().join("bad.pcap");
+    std::fs::write(&file, b"this is not a capture").unwrap();
+    let out =
+        run_bounded(std::process::Command::new(tool()).args(["stats", file.to_str().unwrap()]))
+            .failure();
+    assert!(out.stderr.contains("not a pcap file"), "{out:#?}");
+}
+
+#[test]
+fn capture_to_an_unwritable_file_fails_before_touching_the_bus() {
+    let bus = Bus::start();
+    let out = bus
+        .run(
+            tool().to_str().unwrap(),
+            &["capture", "-o", "/nonexistent/dir/x.pcap"],
+        )
+        .failure();
+    assert!(out.stderr.contains("cannot create"), "{out:#?}");
+    let _ = watcher_is_unused(&bus);
+}
+
+/// The daemon is still fine after the failed capture.
+fn watcher_is_unused(bus: &Bus) -> String {
+    let mut conn = Connection::connect(bus.address()).unwrap();
+    conn.get_id().unwrap()
+}
