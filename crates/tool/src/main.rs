@@ -11,6 +11,7 @@ mod pcap;
 mod print;
 mod signature;
 mod stats;
+mod top;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -88,6 +89,8 @@ enum Command {
     Capture(capture::CaptureArgs),
     /// Statistics of a capture: frequencies, method durations, sizes, top talkers
     Stats(stats::StatsArgs),
+    /// Live view of the bus's connections from Debug.Stats (q quits)
+    Top(top::TopArgs),
 }
 
 /// Why the tool failed, printed on stderr.
@@ -136,6 +139,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
     match &cli.command {
         Command::Monitor(args) => return monitor::run(args, &bus_address(&cli)?, timeout),
         Command::Capture(args) => return capture::run(args, &bus_address(&cli)?, timeout),
+        Command::Top(args) => return top::run(args, &bus_address(&cli)?, timeout),
         _ => {}
     }
     // Check the arguments before touching the bus.

@@ -346,3 +346,133 @@ fn watcher_is_unused(bus: &Bus) -> String {
     let mut conn = Connection::connect(bus.address()).unwrap();
     conn.get_id().unwrap()
 }
+
+/// A tmux server of our own, killed when the test ends.
+struct Tmux {
+    socket: std::path::PathBuf,
+}
+
+impl Tmux {
+    fn command(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new("tmux");
+        cmd.arg("-S").arg(&self.socket);
+        cmd
+    }
+
+    fn pane(&self) -> String {
+        run_bounded(self.command().args(["capture-pane", "-p", "-t", "top"]))
+            .success()
+            .stdout
+    }
+
+    /// Waits (bounded) until the pane shows what `wanted` accepts.
+    fn wait_for(&self, what: &str, wanted: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + quickbus_e2e::TIMEOUT;
+        loop {
+            let pane = self.pane();
+            if wanted(&pane) {
+                return pane;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "top never showed {what}; last screen:\n{pane}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = run_bounded(self.command().arg("kill-server"));
+    }
+}
+
+/// `quickbus top` in tmux shows a busy client's name with a non-zero
+/// message rate, re-sorts on a key press and quits on q.
+#[test]
+fn top_shows_a_busy_client_live() {
+    if !testing_quickbus() {
+        return; // the rates come from quickbus's own Debug.Stats keys
+    }
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let bus = Bus::start();
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy = {
+        let address = bus.address().to_owned();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut conn = Connection::connect(&address).unwrap();
+            conn.request_name("com.example.Busy", 0).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                conn.get_id().unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        })
+    };
+    let dir = TempDir::new();
+    let tmux = Tmux {
+        socket: dir.path().join("tmux.sock"),
+    };
+    let command = format!(
+        "env DBUS_SESSION_BUS_ADDRESS='{}' {} top",
+        bus.address(),
+        tool().display()
+    );
+    run_bounded(tmux.command().args([
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "200",
+        "-y",
+        "40",
+        &command,
+    ]))
+    .success();
+    let busy_row_rate = |pane: &str| -> Option<f64> {
+        let line = pane.lines().find(|l| l.ends_with("com.example.Busy"))?;
+        line.split_whitespace().next()?.parse().ok()
+    };
+    let pane = tmux.wait_for("the busy client's rate", |pane| {
+        busy_row_rate(pane).is_some_and(|rate| rate > 0.0)
+    });
+    assert!(pane.contains("sorted by msg/s in"), "{pane}");
+    run_bounded(tmux.command().args(["send-keys", "-t", "top", "n"])).success();
+    tmux.wait_for("the name order", |pane| pane.contains("sorted by name"));
+    run_bounded(tmux.command().args(["send-keys", "-t", "top", "q"])).success();
+    let deadline = std::time::Instant::now() + quickbus_e2e::TIMEOUT;
+    while run_bounded(tmux.command().args(["has-session", "-t", "top"]))
+        .status
+        .success()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "top did not quit on q"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    stop.store(true, Ordering::Relaxed);
+    busy.join().unwrap();
+}
+
+#[test]
+fn top_iterations_print_plain_tables() {
+    if !testing_quickbus() {
+        return;
+    }
+    let bus = Bus::start();
+    let mut named = Connection::connect(bus.address()).unwrap();
+    named.request_name("com.example.Plain", 0).unwrap();
+    let out = bus
+        .run(
+            tool().to_str().unwrap(),
+            &["top", "--iterations", "1", "--interval", "0.1"],
+        )
+        .success();
+    assert!(out.stdout.contains("MSG/S IN"), "{out:#?}");
+    assert!(out.stdout.contains(named.unique_name()), "{out:#?}");
+    assert!(out.stdout.contains("com.example.Plain"), "{out:#?}");
+}
