@@ -27,6 +27,7 @@ pub struct Entry {
     pub kind: MessageType,
     pub size: usize,
     pub sender: String,
+    pub destination: String,
     /// `interface.member` for calls and signals; for replies and errors
     /// that of the call they answer (when captured); for errors the error
     /// name is in `error_name`.
@@ -182,6 +183,7 @@ impl Tracker {
             kind: msg.msg_type(),
             size: msg.raw().len(),
             sender,
+            destination,
             member,
             error_name: owned(msg.error_name()),
             answers,

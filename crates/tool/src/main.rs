@@ -9,6 +9,7 @@ mod list;
 mod monitor;
 mod pcap;
 mod print;
+mod report;
 mod signature;
 mod stats;
 mod top;
@@ -89,6 +90,8 @@ enum Command {
     Capture(capture::CaptureArgs),
     /// Statistics of a capture: frequencies, method durations, sizes, top talkers
     Stats(stats::StatsArgs),
+    /// One self-contained HTML page of a capture: FILE -o report.html
+    Report(report::ReportArgs),
     /// Live view of the bus's connections from Debug.Stats (q quits)
     Top(top::TopArgs),
 }
@@ -133,6 +136,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
     match &cli.command {
         Command::Bench(args) => return bench::run(args).map_err(Failure),
         Command::Stats(args) => return stats::run(args),
+        Command::Report(args) => return report::run(args),
         _ => {}
     }
     let timeout = timeout_of(cli.timeout)?;

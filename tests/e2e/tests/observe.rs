@@ -476,3 +476,83 @@ fn top_iterations_print_plain_tables() {
     assert!(out.stdout.contains(named.unique_name()), "{out:#?}");
     assert!(out.stdout.contains("com.example.Plain"), "{out:#?}");
 }
+
+/// The report of the scripted session in headless Chromium: the services
+/// are columns, calls are joined to their answers by arcs, the charts and
+/// tables are there; the member filter narrows the rows.
+#[test]
+fn report_renders_the_session_in_chromium() {
+    let bus = Bus::start();
+    let dir = TempDir::new();
+    let (file, counts) = capture_session(&bus, &dir);
+    let page = dir.path().join("report.html");
+    run_bounded(
+        std::process::Command::new(tool())
+            .arg("report")
+            .arg(&file)
+            .arg("-o")
+            .arg(&page),
+    )
+    .success();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "the page needs a network"
+    );
+    let shot = dir.path().join("report.png");
+    let dom = support::chromium(&page, "member=com.example.Observed", &shot);
+    assert!(
+        dom.contains("data-ready=\"yes\""),
+        "the script did not finish: {dom}"
+    );
+    let service = format!("com.example.Observed ({})", counts.server_name);
+    assert!(
+        dom.contains(&format!("class=\"svc\" title=\"{service}\"")),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("class=\"svc\" title=\"org.freedesktop.DBus\""),
+        "{dom}"
+    );
+    // 5 Echo, 1 Fail, their 6 answers and 3 Ticks match the filter; each
+    // answer has its arc.
+    assert!(dom.contains("15 of "), "{dom}");
+    assert_eq!(support::canvas_number(&dom, "data-rows-drawn"), 15);
+    assert_eq!(support::canvas_number(&dom, "data-arcs-drawn"), 6);
+    assert!(dom.contains("<table id=\"durations\">") && dom.contains("Message rate"));
+    let png = std::fs::read(&shot).expect("chromium wrote the screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "{} bytes",
+        png.len()
+    );
+}
+
+/// A million messages: the report opens, and scrolled to the middle it
+/// draws only the window (with arcs) of rows there.
+#[test]
+fn report_of_a_million_messages_draws_only_the_visible_window() {
+    let dir = TempDir::new();
+    let file = dir.path().join("big.pcap");
+    support::write_big_capture(&file, 500_000);
+    let page = dir.path().join("big.html");
+    run_bounded(
+        std::process::Command::new(tool())
+            .arg("report")
+            .arg(&file)
+            .arg("-o")
+            .arg(&page),
+    )
+    .success();
+    let shot = dir.path().join("big.png");
+    let dom = support::chromium(&page, "row=500000", &shot);
+    assert!(
+        dom.contains("1000000 of 1000000 messages"),
+        "{}",
+        &dom[..dom.len().min(2000)]
+    );
+    let rows = support::canvas_number(&dom, "data-rows-drawn");
+    assert!(rows > 0 && rows < 200, "{rows} rows drawn");
+    assert!(support::canvas_number(&dom, "data-arcs-drawn") > 0);
+    assert!(std::fs::metadata(&shot).unwrap().len() > 0);
+}

@@ -166,3 +166,95 @@ impl Session {
         std::mem::take(&mut self.counts)
     }
 }
+
+/// Headless Chromium on `page` (with `#fragment`): the DOM after the
+/// page's script ran, and a screenshot at `screenshot`.
+pub fn chromium(page: &std::path::Path, fragment: &str, screenshot: &std::path::Path) -> String {
+    let profile = quickbus_e2e::TempDir::new();
+    let url = format!("file://{}#{fragment}", page.display());
+    let common = |cmd: &mut std::process::Command| {
+        cmd.args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--virtual-time-budget=10000")
+        .arg("--window-size=1200,900");
+    };
+    let mut dom = std::process::Command::new("chromium");
+    common(&mut dom);
+    let dom = quickbus_e2e::run_bounded(dom.arg("--dump-dom").arg(&url)).success();
+    let mut shot = std::process::Command::new("chromium");
+    common(&mut shot);
+    quickbus_e2e::run_bounded(
+        shot.arg(format!("--screenshot={}", screenshot.display()))
+            .arg(&url),
+    )
+    .success();
+    dom.stdout
+}
+
+/// A number attribute of the page's canvas, e.g. `data-arcs-drawn`.
+pub fn canvas_number(dom: &str, attribute: &str) -> usize {
+    let canvas = dom
+        .split("<canvas")
+        .nth(1)
+        .and_then(|rest| rest.split('>').next())
+        .unwrap_or_else(|| panic!("no canvas in the DOM"));
+    let key = format!("{attribute}=\"");
+    canvas
+        .split(&key)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {attribute} on {canvas}"))
+}
+
+/// A pcap file of `pairs` calls from :1.1 to com.example.Big, each
+/// answered 1 ms later (the same four bytes blobs over and over: pairing
+/// works by sender and serial, and a serial is reused only after its reply).
+pub fn write_big_capture(path: &std::path::Path, pairs: u32) {
+    use std::io::Write;
+    let call = MessageBuilder::method_call("/big", "Work")
+        .interface("com.example.Big")
+        .sender(":1.1")
+        .destination(":1.2")
+        .build(1)
+        .unwrap();
+    let reply = MessageBuilder::method_return(1)
+        .sender(":1.2")
+        .destination(":1.1")
+        .build(7)
+        .unwrap();
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut header = Vec::new();
+    for word in [0xa1b2_c3d4u32] {
+        header.extend_from_slice(&word.to_le_bytes());
+    }
+    header.extend_from_slice(&2u16.to_le_bytes());
+    header.extend_from_slice(&4u16.to_le_bytes());
+    for word in [0u32, 0, 1 << 27, 231] {
+        header.extend_from_slice(&word.to_le_bytes());
+    }
+    out.write_all(&header).unwrap();
+    let mut record = |micros: u64, data: &[u8]| {
+        let len = data.len() as u32;
+        for word in [
+            (micros / 1_000_000) as u32,
+            (micros % 1_000_000) as u32,
+            len,
+            len,
+        ] {
+            out.write_all(&word.to_le_bytes()).unwrap();
+        }
+        out.write_all(data).unwrap();
+    };
+    let start = 1_700_000_000_000_000u64;
+    for i in 0..u64::from(pairs) {
+        record(start + i * 2_000, &call);
+        record(start + i * 2_000 + 1_000, &reply);
+    }
+    out.flush().unwrap();
+}
