@@ -230,9 +230,7 @@ pub fn write_big_capture(path: &std::path::Path, pairs: u32) {
         .unwrap();
     let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
     let mut header = Vec::new();
-    for word in [0xa1b2_c3d4u32] {
-        header.extend_from_slice(&word.to_le_bytes());
-    }
+    header.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
     header.extend_from_slice(&2u16.to_le_bytes());
     header.extend_from_slice(&4u16.to_le_bytes());
     for word in [0u32, 0, 1 << 27, 231] {
