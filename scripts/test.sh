@@ -11,9 +11,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 step() { printf '\n==> %s\n' "$*"; }
 
 # dbus-send, dbus-run-session, dbus-daemon (reference), busctl, gdbus,
-# dbus-python with GLib, libdbus/sd-bus headers and tests for later work, and
-# ss (iproute2), which shows the socket buffers the daemon set.
-packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev iproute2)
+# dbus-python with GLib, and libdbus/sd-bus headers and tests for later work;
+# tshark (reads quickbus captures), chromium (renders the HTML report) and
+# tmux (drives quickbus top) for the observe tests; ss (iproute2) shows the
+# socket buffers the daemon set.
+packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2)
 
 install_packages() {
     if ! command -v dpkg-query >/dev/null; then
