@@ -94,6 +94,18 @@ pub struct Server {
     /// Connections with queued output to flush at the end of the turn.
     dirty: Vec<Token>,
     actions: Vec<Action>,
+    /// Emptied vectors kept for the next turn (what is ready to read, being
+    /// flushed, being applied), so the loop allocates nothing per turn or
+    /// per message once warm (callgrind: a fresh actions vector per message
+    /// and two per turn).
+    spare: Spare,
+}
+
+#[derive(Default)]
+struct Spare {
+    ready: Vec<(Token, bool)>,
+    flushing: Vec<Token>,
+    applying: Vec<Action>,
 }
 
 impl Server {
@@ -124,6 +136,7 @@ impl Server {
             unfinished_reads: Vec::new(),
             dirty: Vec::new(),
             actions: Vec::new(),
+            spare: Spare::default(),
         })
     }
 
@@ -138,7 +151,8 @@ impl Server {
                 return Err(e);
             }
             // (token, the peer hung up): a hung-up peer is read until EOF.
-            let mut ready: Vec<(Token, bool)> = std::mem::take(&mut self.unfinished_reads);
+            let mut ready = std::mem::take(&mut self.spare.ready);
+            ready.append(&mut self.unfinished_reads);
             for event in events.iter() {
                 let token = event.token();
                 if token == SIGNALS {
@@ -156,9 +170,11 @@ impl Server {
                     }
                 }
             }
-            for (token, hung_up) in ready {
+            for &(token, hung_up) in &ready {
                 self.read_connection(token, hung_up);
             }
+            ready.clear();
+            self.spare.ready = ready;
             let now = Instant::now();
             self.expire_auth(now);
             self.bus.handle_timeouts(now, &mut self.actions);
@@ -418,8 +434,9 @@ impl Server {
     /// Carry out what the bus decided: queue deliveries, drop connections.
     fn apply_actions(&mut self) {
         while !self.actions.is_empty() {
-            let actions = std::mem::take(&mut self.actions);
-            for action in actions {
+            let mut actions =
+                std::mem::replace(&mut self.actions, std::mem::take(&mut self.spare.applying));
+            for action in actions.drain(..) {
                 match action {
                     Action::Deliver { to, msg } => {
                         let Some(&token) = self.tokens.get(&to) else {
@@ -441,14 +458,16 @@ impl Server {
                     }
                 }
             }
+            self.spare.applying = actions;
         }
     }
 
     fn flush_dirty(&mut self) {
-        let mut dirty = std::mem::take(&mut self.dirty);
+        let mut dirty =
+            std::mem::replace(&mut self.dirty, std::mem::take(&mut self.spare.flushing));
         dirty.sort_unstable();
         dirty.dedup();
-        for token in dirty {
+        for &token in &dirty {
             let Some(conn) = self.conns.get_mut(&token) else {
                 continue;
             };
@@ -470,6 +489,8 @@ impl Server {
                 Err(e) => self.close(token, &format!("write error: {e}")),
             }
         }
+        dirty.clear();
+        self.spare.flushing = dirty;
         self.apply_actions();
         if !self.dirty.is_empty() {
             // Closing a connection produced new deliveries: flush them too.
