@@ -97,7 +97,11 @@ impl Bus {
                 d.requested_reply,
             )
         };
-        if let Some(sender) = d.from.and_then(|id| self.conns.get(&id)) {
+        if let Some(sender) = d
+            .from
+            .and_then(|id| self.conns.get(&id))
+            .filter(|c| !c.policy.send.lets_through(&facts))
+        {
             let receiver_names =
                 |f: &mut dyn FnMut(&str)| self.names_of(d.to, msg.destination(), f);
             match sender.policy.send.decide(&facts, &receiver_names) {
@@ -121,6 +125,9 @@ impl Bus {
         else {
             return Ok(());
         };
+        if receiver.policy.receive.lets_through(&facts) {
+            return Ok(());
+        }
         let sender_names = |f: &mut dyn FnMut(&str)| self.names_of(d.from, Some(BUS_NAME), f);
         match receiver.policy.receive.decide(&facts, &sender_names) {
             Some(rule) if rule.allow => Ok(()),

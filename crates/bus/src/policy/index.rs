@@ -10,11 +10,10 @@
 //! messages without those fields, and interface deny rules match messages
 //! without an interface), so those rules are also listed per field.
 
-use std::collections::HashMap;
-
 use quickbus_wire::MessageType;
 
 use super::{MessageRule, NameMatch};
+use crate::FastMap;
 
 /// What a check needs to know about one message on its way to one
 /// receiver.
@@ -32,6 +31,14 @@ pub(crate) struct Facts<'a> {
     pub requested_reply: bool,
     /// The receiver is not the connection the message is addressed to.
     pub eavesdropping: bool,
+}
+
+impl Facts<'_> {
+    /// Neither a reply nobody asked for nor an eavesdropped copy: the
+    /// messages every allow rule without conditions lets through.
+    fn is_ordinary(&self) -> bool {
+        !(self.is_reply && !self.requested_reply) && !self.eavesdropping
+    }
 }
 
 /// Which rules: send rules match the sender's messages, receive rules the
@@ -99,8 +106,9 @@ fn differs(rule: &Option<String>, message: Option<&str>) -> bool {
     matches!((rule, message), (Some(r), Some(m)) if r != m)
 }
 
-/// Positions of rules sharing a key value, ascending.
-type Buckets = HashMap<Box<str>, Vec<u32>>;
+/// Positions of rules sharing a key value, ascending. Looked up for every
+/// message, hence foldhash rather than SipHash.
+type Buckets = FastMap<Box<str>, Vec<u32>>;
 
 /// The names of the party a rule's name condition is about: everything
 /// the receiver (send rules) or sender (receive rules) owns or waits for,
@@ -123,6 +131,63 @@ pub(crate) struct MessageRules {
     by_error: Buckets,
     error_keyed: Vec<u32>,
     unkeyed: Vec<u32>,
+    open: Openness,
+}
+
+/// Whether the rules let messages through without a search: true when an
+/// allow rule without conditions comes after every deny and every `log`
+/// rule, since the last matching rule is then always a silent allow. The
+/// default session configuration is such a set, and most checks end here.
+#[derive(Clone, Copy, Debug, Default)]
+struct Openness {
+    /// The most fds such a rule allows on ordinary messages
+    /// ([`Facts::is_ordinary`]).
+    ordinary_up_to_fds: Option<u32>,
+    /// The same for every message: the rule also covers unrequested
+    /// replies and, on the receive side, eavesdropping.
+    all_up_to_fds: Option<u32>,
+}
+
+impl Openness {
+    fn add(&mut self, side: Side, allow: bool, r: &MessageRule) {
+        if !allow || r.log {
+            *self = Openness::default();
+            return;
+        }
+        let unconditional = r.name == NameMatch::Any
+            && r.msg_type.is_none()
+            && r.path.is_none()
+            && r.interface.is_none()
+            && r.member.is_none()
+            && r.error.is_none()
+            && r.broadcast.is_none()
+            && r.min_fds == 0;
+        if !unconditional {
+            return;
+        }
+        let widen =
+            |limit: &mut Option<u32>| *limit = Some(limit.map_or(r.max_fds, |l| l.max(r.max_fds)));
+        widen(&mut self.ordinary_up_to_fds);
+        // See Rule::matches: eavesdrop="true" opens an allow rule to
+        // eavesdropping and to unrequested replies; requested_reply="false"
+        // only to the latter.
+        let all = match side {
+            Side::Send => r.eavesdrop || r.requested_reply == Some(false),
+            Side::Receive => r.eavesdrop,
+        };
+        if all {
+            widen(&mut self.all_up_to_fds);
+        }
+    }
+
+    fn lets_through(&self, m: &Facts<'_>) -> bool {
+        let limit = if m.is_ordinary() {
+            self.ordinary_up_to_fds
+        } else {
+            self.all_up_to_fds
+        };
+        limit.is_some_and(|max| m.unix_fds <= max)
+    }
 }
 
 fn push(buckets: &mut Buckets, key: &str, pos: u32) {
@@ -153,6 +218,7 @@ impl MessageRules {
 
     pub fn push(&mut self, allow: bool, spec: MessageRule) {
         let pos = self.rules.len() as u32;
+        self.open.add(self.side.unwrap_or(Side::Send), allow, &spec);
         match &spec.name {
             NameMatch::Exact(name) => push(&mut self.by_name, name, pos),
             NameMatch::Prefix(prefix) => push(&mut self.by_prefix, prefix, pos),
@@ -179,8 +245,25 @@ impl MessageRules {
         self.rules.push(Rule { allow, spec });
     }
 
-    /// Call `visit` with each candidate list for this message.
-    fn candidates<'s>(&'s self, m: &Facts<'_>, names: Names<'_>, visit: &mut dyn FnMut(&'s [u32])) {
+    /// Whether `m` is allowed, and silently, without looking at the rules
+    /// one by one (see [`Openness`]). False says nothing: ask
+    /// [`MessageRules::decide`].
+    pub fn lets_through(&self, m: &Facts<'_>) -> bool {
+        self.open.lets_through(m)
+    }
+
+    /// Call `visit` with each candidate list for this message. With
+    /// `distinct`, a prefix list shared by several names of the party is
+    /// visited once (counting needs that; deciding does not, a list seen
+    /// twice gives the same answer, and skipping the check saves an
+    /// allocation).
+    fn candidates<'s>(
+        &'s self,
+        m: &Facts<'_>,
+        names: Names<'_>,
+        distinct: bool,
+        visit: &mut dyn FnMut(&'s [u32]),
+    ) {
         visit(&self.unkeyed);
         let keyed = |buckets: &'s Buckets, all: &'s [u32], value: Option<&str>| -> &'s [u32] {
             match value {
@@ -211,7 +294,9 @@ impl MessageRules {
             for (end, _) in name.match_indices('.').chain([(name.len(), "")]) {
                 let prefix = &name[..end];
                 if let Some((key, list)) = self.by_prefix.get_key_value(prefix) {
-                    if !seen_prefixes.contains(&&**key) {
+                    if !distinct {
+                        visit(list);
+                    } else if !seen_prefixes.contains(&&**key) {
                         seen_prefixes.push(key);
                         visit(list);
                     }
@@ -224,7 +309,7 @@ impl MessageRules {
     pub fn decide(&self, m: &Facts<'_>, names: Names<'_>) -> Option<&Rule> {
         let side = self.side.unwrap_or(Side::Send);
         let mut best: Option<u32> = None;
-        self.candidates(m, names, &mut |list| {
+        self.candidates(m, names, false, &mut |list| {
             let mut ok = |p: u32| self.rules[p as usize].matches(side, m);
             if let Some(found) = last_match(list, best, &mut ok) {
                 best = Some(found);
@@ -237,7 +322,7 @@ impl MessageRules {
     pub fn count_matches(&self, m: &Facts<'_>, names: Names<'_>) -> usize {
         let side = self.side.unwrap_or(Side::Send);
         let mut count = 0;
-        self.candidates(m, names, &mut |list| {
+        self.candidates(m, names, true, &mut |list| {
             count += list
                 .iter()
                 .filter(|&&p| self.rules[p as usize].matches(side, m))
@@ -288,3 +373,6 @@ impl OwnRules {
         best.is_some_and(|p| self.allow[p as usize])
     }
 }
+
+#[cfg(test)]
+mod tests;
