@@ -37,7 +37,8 @@ impl Facts<'_> {
     /// Neither a reply nobody asked for nor an eavesdropped copy: the
     /// messages every allow rule without conditions lets through.
     fn is_ordinary(&self) -> bool {
-        !(self.is_reply && !self.requested_reply) && !self.eavesdropping
+        let unrequested_reply = self.is_reply && !self.requested_reply;
+        !unrequested_reply && !self.eavesdropping
     }
 }
 
