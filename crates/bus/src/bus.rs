@@ -424,16 +424,18 @@ impl Bus {
             }
             _ => {}
         }
-        self.deliver(target, &out_msg, out);
-        if self.subs.has_eavesdroppers() {
-            let mut eavesdroppers = self.with_input(msg, Some(from), Some(target), |input| {
-                let mut to = Vec::new();
-                self.subs.recipients(input, Some(target), &mut to);
-                to
-            });
-            self.keep_allowed(Some(from), Some(target), msg, &mut eavesdroppers, out);
-            self.deliver_all(&eavesdroppers, msg, &out_msg, out);
+        if !self.subs.has_eavesdroppers() {
+            self.deliver_owned(target, out_msg, out);
+            return;
         }
+        self.deliver(target, &out_msg, out);
+        let mut eavesdroppers = self.with_input(msg, Some(from), Some(target), |input| {
+            let mut to = Vec::new();
+            self.subs.recipients(input, Some(target), &mut to);
+            to
+        });
+        self.keep_allowed(Some(from), Some(target), msg, &mut eavesdroppers, out);
+        self.deliver_all(&eavesdroppers, msg, &out_msg, out);
     }
 
     fn broadcast(&mut self, from: ConnId, msg: &Message, fds: Vec<OwnedFd>, out: &mut Vec<Action>) {
@@ -600,11 +602,15 @@ impl Bus {
     }
 
     pub(crate) fn deliver(&mut self, to: ConnId, msg: &OutMessage, out: &mut Vec<Action>) {
+        self.deliver_owned(to, msg.clone(), out);
+    }
+
+    /// [`Bus::deliver`] for the message's only receiver: the first clone
+    /// of a freshly stamped header allocates its shared block, a move
+    /// does not.
+    fn deliver_owned(&mut self, to: ConnId, msg: OutMessage, out: &mut Vec<Action>) {
         self.count_out(to, msg.frame.header.len() + msg.frame.body.len());
-        out.push(Action::Deliver {
-            to,
-            msg: msg.clone(),
-        });
+        out.push(Action::Deliver { to, msg });
     }
 
     fn next_serial(&mut self) -> u32 {

@@ -12,6 +12,7 @@ use bytes::{Bytes, BytesMut};
 use mio::net::UnixStream;
 use rustix::io::Errno;
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+use smallvec::SmallVec;
 
 /// Bounds of the read window: how much one `recvmsg` asks for (and so how
 /// much spare capacity the input buffer keeps). It adapts: it doubles
@@ -23,6 +24,9 @@ const MAX_READ_WINDOW: usize = 256 * 1024;
 pub const SCM_MAX_FD: usize = 253;
 /// Most messages written by one `sendmsg` (two iovecs each; IOV_MAX is 1024).
 const MAX_MESSAGES_PER_WRITE: usize = 256;
+
+/// The slices of one `sendmsg`, inline up to eight messages.
+type IoVec<'a> = SmallVec<[IoSlice<'a>; 16]>;
 
 /// Something queued for writing: a header and a body sent back to back,
 /// with fds attached to its first byte.
@@ -208,7 +212,9 @@ impl Transport {
     /// One `sendmsg` of the front of the queue. A message carrying fds
     /// starts a batch of its own so its fds ride on its first byte.
     fn write_batch(&mut self) -> Result<usize, Errno> {
-        let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(8);
+        // On the stack for the usual few messages (one header and one body
+        // each): a heap vector here was one allocation per write.
+        let mut iov = IoVec::new();
         let mut fds_to_send = None;
         for (i, item) in self.out.iter().take(MAX_MESSAGES_PER_WRITE).enumerate() {
             if i > 0 && item.has_fds() {
@@ -260,7 +266,7 @@ impl Transport {
 }
 
 /// Append the parts of header ++ body after the first `skip` bytes.
-fn push_from<'a>(iov: &mut Vec<IoSlice<'a>>, header: &'a [u8], body: &'a [u8], skip: usize) {
+fn push_from<'a>(iov: &mut IoVec<'a>, header: &'a [u8], body: &'a [u8], skip: usize) {
     if skip < header.len() {
         iov.push(IoSlice::new(&header[skip..]));
         if !body.is_empty() {

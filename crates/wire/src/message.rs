@@ -361,8 +361,8 @@ impl Message {
     /// matters.
     pub fn stamp(&self, sender: &str) -> Frame {
         debug_assert!(names::is_valid_bus_name(sender));
-        let mut w =
-            Writer::with_capacity(self.endian, self.body_start as usize + sender.len() + 16);
+        let header_len = self.stamped_header_len(sender);
+        let mut w = Writer::with_capacity(self.endian, header_len);
         w.u8(self.endian.to_byte());
         w.u8(self.msg_type as u8);
         w.u8(self.flags);
@@ -396,10 +396,47 @@ impl Message {
         // original one was, and only a bus name (<= 255 bytes) is added.
         let _ = w.end_array(array);
         w.align(8);
+        debug_assert_eq!(w.buf.len(), header_len);
         Frame {
+            // Length equal to capacity: Bytes takes the buffer over
+            // without allocating a shared block of its own.
             header: Bytes::from(w.buf),
             body: self.raw.slice(self.body_start as usize..),
         }
+    }
+}
+
+impl Message {
+    /// The exact length of the header [`Message::stamp`] writes, so that
+    /// its buffer is allocated once at its final size.
+    pub(crate) fn stamped_header_len(&self, sender: &str) -> usize {
+        // The fixed part and the field array's length; then each field
+        // starts 8-aligned with its code and one-character signature.
+        let mut len: usize = 16;
+        let mut field = |value_len: usize| len = len.next_multiple_of(8) + 4 + value_len;
+        let texts = [
+            self.path(),
+            self.interface(),
+            self.member(),
+            self.error_name(),
+            self.destination(),
+            Some(sender),
+        ];
+        for text in texts.into_iter().flatten() {
+            // u32 length, the bytes, the nul.
+            field(4 + text.len() + 1);
+        }
+        if self.reply_serial.is_some() {
+            field(4);
+        }
+        if self.signature.is_some() {
+            // u8 length, the bytes, the nul.
+            field(1 + self.signature().len() + 1);
+        }
+        if self.unix_fds.is_some() {
+            field(4);
+        }
+        len.next_multiple_of(8)
     }
 }
 

@@ -227,6 +227,8 @@ proptest! {
         let original = Message::parse(raw).unwrap();
         let frame = original.stamp(&sender);
         prop_assert_eq!(frame.header.len() % 8, 0);
+        // Sized in advance exactly, so the buffer needs no second allocation.
+        prop_assert_eq!(frame.header.len(), original.stamped_header_len(&sender));
         let mut joined = frame.header.to_vec();
         joined.extend_from_slice(&frame.body);
         let stamped = Message::parse(Bytes::from(joined)).unwrap();
