@@ -56,9 +56,6 @@ pub struct ServerOptions {
     /// SO_SNDBUF/SO_RCVBUF asked for on accepted connections; 0 keeps the
     /// kernel's default.
     pub socket_buffer_bytes: usize,
-    /// How long the loop keeps polling without sleeping after a turn that
-    /// handled events (zero: it sleeps at once).
-    pub busy_poll: Duration,
     pub reload: Reloader,
 }
 
@@ -102,9 +99,6 @@ pub struct Server {
     /// per message once warm (callgrind: a fresh actions vector per message
     /// and two per turn).
     spare: Spare,
-    /// Until when the loop polls without sleeping (see
-    /// [`ServerOptions::busy_poll`]).
-    spin_until: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -143,30 +137,18 @@ impl Server {
             dirty: Vec::new(),
             actions: Vec::new(),
             spare: Spare::default(),
-            spin_until: None,
         })
     }
 
     pub fn run(&mut self) -> io::Result<Exit> {
         let mut events = Events::with_capacity(1024);
         loop {
-            let spinning = self.spin_until.is_some_and(|end| Instant::now() < end);
-            let timeout = if spinning {
-                Some(Duration::ZERO)
-            } else {
-                self.poll_timeout()
-            };
+            let timeout = self.poll_timeout();
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
                 return Err(e);
-            }
-            if events.is_empty() && spinning && self.unfinished_reads.is_empty() {
-                continue;
-            }
-            if !events.is_empty() && !self.opts.busy_poll.is_zero() {
-                self.spin_until = Some(Instant::now() + self.opts.busy_poll);
             }
             // (token, the peer hung up): a hung-up peer is read until EOF.
             let mut ready = std::mem::take(&mut self.spare.ready);

@@ -171,7 +171,6 @@ fn serve(
         max_connections: limits.max_completed_connections as usize,
         max_message_size: limits.max_message_size as usize,
         socket_buffer_bytes: limits.socket_buffer_bytes as usize,
-        busy_poll: Duration::from_micros(limits.busy_poll_us),
         reload: reloader(opts.clone()),
     };
     let sockets = listeners

@@ -29,9 +29,6 @@ pub struct Limits {
     /// quickbus's own: SO_SNDBUF/SO_RCVBUF of accepted connections, 0 for
     /// the kernel's default. dbus-daemon refuses a file that sets it.
     pub socket_buffer_bytes: u64,
-    /// quickbus's own: microseconds the event loop keeps polling without
-    /// sleeping after it handled traffic, 0 to sleep at once.
-    pub busy_poll_us: u64,
 }
 
 /// Descriptors one message may carry by default (dbus-daemon's
@@ -40,8 +37,6 @@ const DEFAULT_MESSAGE_UNIX_FDS: u64 = 16;
 const MIB: u64 = 1024 * 1024;
 /// The socket buffer size the sweep in docs/performance.md measured best.
 pub const DEFAULT_SOCKET_BUFFER_BYTES: u64 = 0;
-/// The busy-poll time the experiment in docs/performance.md measured best.
-pub const DEFAULT_BUSY_POLL_US: u64 = 0;
 
 /// dbus-daemon's built-in values, used for every limit a file leaves out.
 impl Default for Limits {
@@ -69,7 +64,6 @@ impl Default for Limits {
             max_container_metadata_bytes: 4096,
             max_connections_per_container: 8,
             socket_buffer_bytes: DEFAULT_SOCKET_BUFFER_BYTES,
-            busy_poll_us: DEFAULT_BUSY_POLL_US,
         }
     }
 }
@@ -137,7 +131,6 @@ impl Limits {
             "max_container_metadata_bytes" => plain(&mut self.max_container_metadata_bytes, Int),
             "max_connections_per_container" => plain(&mut self.max_connections_per_container, Int),
             "socket_buffer_bytes" => plain(&mut self.socket_buffer_bytes, Int),
-            "busy_poll_us" => plain(&mut self.busy_poll_us, Int),
             _ => None,
         }
     }
