@@ -235,3 +235,33 @@ fn frame_splits_without_copying() {
         assert_eq!(frame.header.as_ptr(), raw.as_ptr());
     }
 }
+
+#[test]
+fn stamp_copies_known_fields_wherever_the_old_sender_was() {
+    let last = MessageBuilder::method_call("/a", "M").sender(":1.999999");
+    let middle = MessageBuilder::signal("/a", "a.B", "C")
+        .sender(":1.999999")
+        .body(vec![Value::Uint32(7)]);
+    let first_and_only = MessageBuilder::method_return(3).sender(":1.999999");
+    let without = MessageBuilder::method_call("/a", "M").destination("a.b");
+    for endian in BOTH {
+        for builder in [&last, &middle, &first_and_only, &without] {
+            let m = Message::parse(builder.clone().endian(endian).build(9).unwrap()).unwrap();
+            let frame = m.stamp(":1.5");
+            assert_eq!(frame.header.len(), m.stamped_header_len(":1.5"));
+            let old = b":1.999999";
+            assert!(!frame.header.windows(old.len()).any(|w| w == old));
+            let mut joined = frame.header.to_vec();
+            joined.extend_from_slice(&frame.body);
+            let s = Message::parse(Bytes::from(joined)).unwrap();
+            assert_eq!(s.sender(), Some(":1.5"));
+            assert_eq!(s.path(), m.path());
+            assert_eq!(s.interface(), m.interface());
+            assert_eq!(s.member(), m.member());
+            assert_eq!(s.destination(), m.destination());
+            assert_eq!(s.reply_serial(), m.reply_serial());
+            assert_eq!(s.signature(), m.signature());
+            assert_eq!(s.body(), m.body());
+        }
+    }
+}

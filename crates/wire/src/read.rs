@@ -27,6 +27,11 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Where the next read starts, from the start of the data.
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
     pub(crate) fn at_end(&self) -> bool {
         self.pos == self.limit
     }
