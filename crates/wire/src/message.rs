@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use crate::header::{self, Field};
-use crate::read::Reader;
+use crate::read::{self, Reader};
 use crate::signature::{Parsed, MAX_SIGNATURE_LEN};
 use crate::write::Writer;
 use crate::{framing, names, Endian, Error, ErrorKind, MessageType, Value};
@@ -165,18 +165,18 @@ impl Message {
                 Field::Interface => set_span(&mut self.interface, interface_field(&mut r)?),
                 Field::Member => set_span(
                     &mut self.member,
-                    checked_string(&mut r, names::is_valid_member)?,
+                    checked_string(&mut r, names::member_bytes)?,
                 ),
                 Field::ErrorName => set_span(
                     &mut self.error_name,
-                    checked_string(&mut r, names::is_valid_error_name)?,
+                    checked_string(&mut r, names::interface_bytes)?,
                 ),
                 Field::Destination => set_span(
                     &mut self.destination,
-                    checked_string(&mut r, names::is_valid_bus_name)?,
+                    checked_string(&mut r, names::bus_name_bytes)?,
                 ),
                 Field::Sender => {
-                    let value = checked_string(&mut r, names::is_valid_bus_name)?;
+                    let value = checked_string(&mut r, names::bus_name_bytes)?;
                     self.sender_field = Some((field_start, r.pos() as u32));
                     set_span(&mut self.sender, value)
                 }
@@ -294,7 +294,9 @@ impl Message {
         debug_assert!(std::str::from_utf8(bytes).is_ok());
         // SAFETY: spans are private and only `parse` creates them, each from
         // a `&str` that `std::str::from_utf8` accepted (or from a signature,
-        // which validation restricts to ASCII type codes) at exactly this
+        // which validation restricts to ASCII type codes, or from a name or
+        // path field that the `names::*_bytes` validators, which accept
+        // ASCII name characters only, passed) at exactly this
         // range of the bytes being parsed. `parse` then stores those very
         // `Bytes` in `raw` (moving or cloning a `Bytes` keeps its contents)
         // and nothing ever mutates or replaces `raw` afterwards, so the range
@@ -503,20 +505,29 @@ fn set_span(slot: &mut Option<Span>, value: Span) -> bool {
     slot.replace(value).is_some()
 }
 
-fn checked_string(r: &mut Reader<'_>, valid: fn(&str) -> bool) -> Result<Span, Error> {
-    let (s, start) = r.string()?;
-    if !valid(s) {
+/// A name field: the validators accept only ASCII name characters, so
+/// bytes that pass need no NUL or UTF-8 check of their own (and are valid
+/// UTF-8 for `str_at`). Bytes that fail get the error reading them as a
+/// string gives first, as before.
+fn checked_string(r: &mut Reader<'_>, valid: fn(&[u8]) -> bool) -> Result<Span, Error> {
+    let (bytes, start) = r.string_bytes()?;
+    if !valid(bytes) {
+        let s = read::text(bytes)?;
         return Err(Error::new(
             ErrorKind::Header,
             format!("invalid name {s:?} in header"),
         ));
     }
-    Ok(span(start, s.len()))
+    Ok(span(start, bytes.len()))
 }
 
 fn path_field(r: &mut Reader<'_>) -> Result<Span, Error> {
-    let (path, start) = r.object_path()?;
-    if path == header::LOCAL_PATH {
+    let (path, start) = r.string_bytes()?;
+    if !names::object_path_bytes(path) {
+        read::text(path)?;
+        return Err(Error::body("invalid object path"));
+    }
+    if path == header::LOCAL_PATH.as_bytes() {
         return Err(Error::header(
             "the path /org/freedesktop/DBus/Local is reserved",
         ));
@@ -525,13 +536,14 @@ fn path_field(r: &mut Reader<'_>) -> Result<Span, Error> {
 }
 
 fn interface_field(r: &mut Reader<'_>) -> Result<Span, Error> {
-    let (interface, start) = r.string()?;
-    if !names::is_valid_interface(interface) {
+    let (interface, start) = r.string_bytes()?;
+    if !names::interface_bytes(interface) {
+        let interface = read::text(interface)?;
         return Err(Error::header(format!(
             "invalid interface {interface:?} in header"
         )));
     }
-    if interface == header::LOCAL_INTERFACE {
+    if interface == header::LOCAL_INTERFACE.as_bytes() {
         return Err(Error::header(
             "the interface org.freedesktop.DBus.Local is reserved",
         ));

@@ -13,7 +13,7 @@ fn is_name_char(c: u8) -> bool {
 /// Dot-separated elements, at least two, each non-empty, made of
 /// `[A-Za-z0-9_]` (plus `-` when `dash` is set), not starting with a digit
 /// unless `digit_first` is set.
-fn dotted(name: &str, dash: bool, digit_first: bool) -> bool {
+fn dotted(name: &[u8], dash: bool, digit_first: bool) -> bool {
     if name.is_empty() || name.len() > MAX_NAME_LEN {
         return false;
     }
@@ -21,7 +21,7 @@ fn dotted(name: &str, dash: bool, digit_first: bool) -> bool {
     // message; splitting into elements first cost twice as much).
     let mut dots = 0;
     let mut element_start = true;
-    for &c in name.as_bytes() {
+    for &c in name {
         if c == b'.' {
             if element_start {
                 return false;
@@ -43,53 +43,81 @@ fn dotted(name: &str, dash: bool, digit_first: bool) -> bool {
 
 /// A unique (`:1.42`) or well-known (`org.example.Service`) bus name.
 pub fn is_valid_bus_name(name: &str) -> bool {
-    is_valid_unique_name(name) || is_valid_well_known_name(name)
+    bus_name_bytes(name.as_bytes())
 }
 
 /// A unique connection name: `:` then dotted elements that may start with a digit.
 pub fn is_valid_unique_name(name: &str) -> bool {
-    name.len() <= MAX_NAME_LEN
-        && name
-            .strip_prefix(':')
-            .is_some_and(|rest| dotted(rest, true, true))
+    unique_name_bytes(name.as_bytes())
 }
 
 /// A well-known bus name such as `org.example.Service`.
 pub fn is_valid_well_known_name(name: &str) -> bool {
-    !name.starts_with(':') && dotted(name, true, false)
+    well_known_name_bytes(name.as_bytes())
 }
 
 /// An interface name such as `org.freedesktop.DBus`.
 pub fn is_valid_interface(name: &str) -> bool {
-    dotted(name, false, false)
+    interface_bytes(name.as_bytes())
 }
 
 /// An error name; same rules as interface names.
 pub fn is_valid_error_name(name: &str) -> bool {
-    is_valid_interface(name)
+    interface_bytes(name.as_bytes())
 }
 
 /// A member (method or signal) name: one element, no dots.
 pub fn is_valid_member(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    match bytes.first() {
-        None => false,
-        Some(first) if first.is_ascii_digit() => false,
-        Some(_) => bytes.len() <= MAX_NAME_LEN && bytes.iter().all(|&c| is_name_char(c)),
-    }
+    member_bytes(name.as_bytes())
 }
 
 /// An object path: `/`, or `/`-separated non-empty `[A-Za-z0-9_]` elements.
 pub fn is_valid_object_path(path: &str) -> bool {
-    if path == "/" {
+    object_path_bytes(path.as_bytes())
+}
+
+// The same checks on raw bytes, for the header parser: it validates a
+// name field before (instead of) checking it is UTF-8. Each accepts only
+// ASCII characters, so bytes that pass are valid UTF-8 as well
+// (Message::str_at relies on it).
+
+pub(crate) fn bus_name_bytes(name: &[u8]) -> bool {
+    unique_name_bytes(name) || well_known_name_bytes(name)
+}
+
+fn unique_name_bytes(name: &[u8]) -> bool {
+    name.len() <= MAX_NAME_LEN
+        && name
+            .strip_prefix(b":")
+            .is_some_and(|rest| dotted(rest, true, true))
+}
+
+fn well_known_name_bytes(name: &[u8]) -> bool {
+    !name.starts_with(b":") && dotted(name, true, false)
+}
+
+pub(crate) fn interface_bytes(name: &[u8]) -> bool {
+    dotted(name, false, false)
+}
+
+pub(crate) fn member_bytes(name: &[u8]) -> bool {
+    match name.first() {
+        None => false,
+        Some(first) if first.is_ascii_digit() => false,
+        Some(_) => name.len() <= MAX_NAME_LEN && name.iter().all(|&c| is_name_char(c)),
+    }
+}
+
+pub(crate) fn object_path_bytes(path: &[u8]) -> bool {
+    if path == b"/" {
         return true;
     }
-    let Some(rest) = path.strip_prefix('/') else {
+    let Some(rest) = path.strip_prefix(b"/") else {
         return false;
     };
     // One pass, as in `dotted`.
     let mut element_start = true;
-    for &c in rest.as_bytes() {
+    for &c in rest {
         if c == b'/' {
             if element_start {
                 return false;
@@ -170,7 +198,7 @@ mod tests {
         for s in short_strings() {
             for (dash, digit_first) in [(false, false), (true, false), (true, true)] {
                 assert_eq!(
-                    dotted(&s, dash, digit_first),
+                    dotted(s.as_bytes(), dash, digit_first),
                     reference::dotted(&s, dash, digit_first),
                     "{s:?} dash={dash} digit_first={digit_first}"
                 );
@@ -182,8 +210,8 @@ mod tests {
             );
         }
         let long = format!("a.{}", "b".repeat(MAX_NAME_LEN - 2));
-        assert!(dotted(&long, false, false));
-        assert!(!dotted(&format!("{long}c"), false, false));
+        assert!(dotted(long.as_bytes(), false, false));
+        assert!(!dotted(format!("{long}c").as_bytes(), false, false));
     }
 
     #[test]

@@ -599,3 +599,38 @@ fn dict_entries_only_in_arrays() {
         assert!(parse(reply(e, "{yy}", None, &body)).is_err());
     }
 }
+
+#[test]
+fn name_fields_with_nul_or_non_utf8_bytes_get_the_string_errors() {
+    // The name fields skip the generic string checks when their stricter
+    // validator passes; what fails must still be reported as before.
+    let fields: [(u8, Value, &[u8]); 5] = [
+        (1, o("/pq"), b"/pq"),
+        (2, s("a.pq"), b"a.pq"),
+        (3, s("Mpq"), b"Mpq"),
+        (6, s("a.pq"), b"a.pq"),
+        (7, s(":1.pq"), b":1.pq"),
+    ];
+    for e in BOTH {
+        for (code, value, text) in &fields {
+            let mut all = call_fields();
+            all.retain(|(c, _)| c != code);
+            all.push((*code, value.clone()));
+            let good = raw_message(e, 1, 1, &all, &[]);
+            assert!(parse(good.clone()).is_ok(), "{value:?}");
+            let at = good
+                .windows(text.len() + 1)
+                .rposition(|w| &w[..text.len()] == *text && w[text.len()] == 0)
+                .expect("the field's bytes")
+                + text.len()
+                - 1;
+            for (byte, error) in [(0xff, "not UTF-8"), (0, "NUL byte")] {
+                let mut bad = good.clone();
+                bad[at] = byte;
+                let err = parse(bad).unwrap_err();
+                assert_eq!(err.kind(), ErrorKind::Body, "{value:?} {byte}");
+                assert!(err.to_string().contains(error), "{value:?}: {err}");
+            }
+        }
+    }
+}

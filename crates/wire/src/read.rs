@@ -16,6 +16,14 @@ pub(crate) struct Reader<'a> {
     unix_fds: u32,
 }
 
+/// A D-Bus string's contents: UTF-8 without NUL bytes.
+pub(crate) fn text(bytes: &[u8]) -> Result<&str, Error> {
+    if bytes.contains(&0) {
+        return Err(Error::body("string contains a NUL byte"));
+    }
+    std::str::from_utf8(bytes).map_err(|_| Error::body("string is not UTF-8"))
+}
+
 impl<'a> Reader<'a> {
     pub(crate) fn new(data: &'a [u8], pos: usize, endian: Endian, unix_fds: u32) -> Reader<'a> {
         Reader {
@@ -112,18 +120,21 @@ impl<'a> Reader<'a> {
     /// A string (`s`): u32 length, UTF-8 bytes without NUL, NUL.
     /// Returns the string and its offset in `data`.
     pub(crate) fn string(&mut self) -> Result<(&'a str, usize), Error> {
+        let (bytes, start) = self.string_bytes()?;
+        Ok((text(bytes)?, start))
+    }
+
+    /// A string's bytes (u32 length, bytes, NUL), not yet checked for
+    /// inner NULs or UTF-8: for callers whose own check is stricter.
+    pub(crate) fn string_bytes(&mut self) -> Result<(&'a [u8], usize), Error> {
         let len = self.u32()? as usize;
         let start = self.pos;
         let with_nul = self.take(len.checked_add(1).ok_or_else(Error::truncated)?)?;
-        let (&last, text) = with_nul.split_last().ok_or_else(Error::truncated)?;
+        let (&last, bytes) = with_nul.split_last().ok_or_else(Error::truncated)?;
         if last != 0 {
             return Err(Error::body("string not NUL terminated"));
         }
-        if text.contains(&0) {
-            return Err(Error::body("string contains a NUL byte"));
-        }
-        let text = std::str::from_utf8(text).map_err(|_| Error::body("string is not UTF-8"))?;
-        Ok((text, start))
+        Ok((bytes, start))
     }
 
     pub(crate) fn object_path(&mut self) -> Result<(&'a str, usize), Error> {
