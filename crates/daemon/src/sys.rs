@@ -126,7 +126,10 @@ pub fn recv_appending(
         iov_base: spare.as_mut_ptr().cast(),
         iov_len: want.min(spare.len()),
     };
-    let mut control: ControlSpace = [0; 160];
+    // Not zeroed (1,280 bytes per read): the kernel writes the control
+    // messages and sets `msg_controllen` to their length, and only those
+    // bytes are read below.
+    let mut control = std::mem::MaybeUninit::<ControlSpace>::uninit();
     // SAFETY: an all-zero msghdr is valid (null name, no iovecs).
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
@@ -156,9 +159,12 @@ pub fn recv_appending(
     // that many bytes right after the current length, within capacity.
     unsafe { buf.set_len(buf.len() + got) };
     let mut got_fds = false;
-    // SAFETY: the kernel filled `msg_controllen` bytes of the control
-    // buffer with well-formed cmsghdrs; CMSG_FIRSTHDR/CMSG_NXTHDR walk
-    // them within that length and return null at the end.
+    // SAFETY: the kernel filled (and so initialised) `msg_controllen`
+    // bytes of the control buffer with well-formed cmsghdrs and set
+    // `msg_controllen` to that length; CMSG_FIRSTHDR/CMSG_NXTHDR walk them
+    // within it (CMSG_NXTHDR reads a next header only once it lies wholly
+    // inside) and return null at the end, so the uninitialised rest of
+    // the buffer is never read.
     let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
     while !cmsg.is_null() {
         // SAFETY: non-null cmsg points at a header inside `control`.
