@@ -119,6 +119,12 @@ impl Message {
             unknown_fields: false,
         };
         message.parse_fields(Reader::new(fields_data, 16, endian, u32::MAX))?;
+        let signature = match message.signature {
+            Some(span) => data.get(span.range()).ok_or_else(Error::truncated)?,
+            None => &[],
+        };
+        let mut table = [0; MAX_SIGNATURE_LEN];
+        let signature = Parsed::new(signature, &mut table)?;
         let padding = data
             .get(fields_end..body_start)
             .ok_or_else(Error::truncated)?;
@@ -130,11 +136,7 @@ impl Message {
         if body.len() != body_len {
             return Err(Error::truncated());
         }
-        let signature = match message.signature {
-            Some(span) => data.get(span.range()).ok_or_else(Error::truncated)?,
-            None => &[],
-        };
-        validate_body(body, signature, endian, message.unix_fds())?;
+        Reader::new(body, 0, endian, message.unix_fds()).values_to_end(&signature, None)?;
         message.raw = raw;
         Ok(message)
     }
@@ -181,7 +183,9 @@ impl Message {
                     set_span(&mut self.sender, value)
                 }
                 Field::Signature => {
-                    let (sig, start) = r.signature()?;
+                    // Validated once, right after the fields, by the parse
+                    // the body check needs anyway.
+                    let (sig, start) = r.signature_bytes()?;
                     set_span(&mut self.signature, span(start, sig.len()))
                 }
                 Field::ReplySerial => {
@@ -549,15 +553,4 @@ fn interface_field(r: &mut Reader<'_>) -> Result<Span, Error> {
         ));
     }
     Ok(span(start, interface.len()))
-}
-
-fn validate_body(
-    body: &[u8],
-    signature: &[u8],
-    endian: Endian,
-    unix_fds: u32,
-) -> Result<(), Error> {
-    let mut table = [0; MAX_SIGNATURE_LEN];
-    let sig = Parsed::new(signature, &mut table)?;
-    Reader::new(body, 0, endian, unix_fds).values_to_end(&sig, None)
 }
