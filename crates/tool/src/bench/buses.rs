@@ -52,6 +52,17 @@ impl RunningBus {
     /// Start `kind`; `quickbus_daemon` is the quickbus-daemon binary.
     /// Err(note) when the bus is not installed or does not start.
     pub fn start(kind: BusKind, quickbus_daemon: &Path) -> Result<RunningBus, String> {
+        RunningBus::start_with_limits(kind, quickbus_daemon, &[])
+    }
+
+    /// Start `kind` with some limits of the bench configuration replaced
+    /// (`(name, value)` as in `<limit name="...">`), e.g. raised far enough
+    /// that a scale run measures data structures, not limits.
+    pub fn start_with_limits(
+        kind: BusKind,
+        quickbus_daemon: &Path,
+        limits: &[(&str, u64)],
+    ) -> Result<RunningBus, String> {
         let dir = std::env::temp_dir().join(format!(
             "quickbus-bench-{}-{}",
             std::process::id(),
@@ -61,7 +72,7 @@ impl RunningBus {
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let socket = dir.join("bus");
         let config = dir.join("bus.conf");
-        std::fs::write(&config, config_text(&socket))
+        std::fs::write(&config, config_text(&socket, limits))
             .map_err(|e| format!("{}: {e}", config.display()))?;
         let address = format!("unix:path={}", socket.display());
         let started = match kind {
@@ -91,6 +102,15 @@ impl RunningBus {
 
     pub fn connect(&self, timeout: Duration) -> Result<Connection, quickbus_client::Error> {
         Connection::connect_with_timeout(&self.address, timeout)
+    }
+
+    /// Resident memory of the daemon and its descendants, in bytes
+    /// (VmRSS of each process).
+    pub fn rss_bytes(&self) -> u64 {
+        process_tree(self.child.id())
+            .into_iter()
+            .filter_map(process_rss_bytes)
+            .sum()
     }
 
     /// CPU seconds of the daemon and its descendants (dbus-broker runs as
@@ -254,9 +274,33 @@ fn ensure_journal_socket() -> Result<Option<JournalSocket>, String> {
     Ok(Some(JournalSocket))
 }
 
-/// The same permissive session configuration for every bus, with limits
-/// raised so no bus refuses the bench's traffic.
-fn config_text(socket: &Path) -> String {
+/// Limits of the bench configuration, raised so no bus refuses the
+/// bench's traffic.
+const BENCH_LIMITS: [(&str, u64); 7] = [
+    ("max_incoming_bytes", 1_000_000_000),
+    ("max_outgoing_bytes", 1_000_000_000),
+    ("max_message_size", 134_217_728),
+    ("max_completed_connections", 100_000),
+    ("max_connections_per_user", 100_000),
+    ("max_match_rules_per_connection", 50_000),
+    ("max_replies_per_connection", 50_000),
+];
+
+/// The same permissive session configuration for every bus, with
+/// [`BENCH_LIMITS`], each replaced by its entry in `overrides` if any (and
+/// the overrides not among them added).
+fn config_text(socket: &Path, overrides: &[(&str, u64)]) -> String {
+    let mut limits: Vec<(&str, u64)> = BENCH_LIMITS.to_vec();
+    for &(name, value) in overrides {
+        match limits.iter_mut().find(|(n, _)| *n == name) {
+            Some(limit) => limit.1 = value,
+            None => limits.push((name, value)),
+        }
+    }
+    let limits: String = limits
+        .iter()
+        .map(|(name, value)| format!("  <limit name=\"{name}\">{value}</limit>\n"))
+        .collect();
     format!(
         r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -270,17 +314,22 @@ fn config_text(socket: &Path) -> String {
     <allow receive_sender="*"/>
     <allow own="*"/>
   </policy>
-  <limit name="max_incoming_bytes">1000000000</limit>
-  <limit name="max_outgoing_bytes">1000000000</limit>
-  <limit name="max_message_size">134217728</limit>
-  <limit name="max_completed_connections">100000</limit>
-  <limit name="max_connections_per_user">100000</limit>
-  <limit name="max_match_rules_per_connection">50000</limit>
-  <limit name="max_replies_per_connection">50000</limit>
-</busconfig>
+{limits}</busconfig>
 "#,
         socket.display()
     )
+}
+
+/// VmRSS of `pid` from /proc/PID/status, in bytes.
+fn process_rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_rss_kib(&status).map(|kib| kib * 1024)
+}
+
+/// The `VmRSS:` line of a /proc/PID/status text, in KiB.
+fn parse_rss_kib(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// `pid` and all its descendants.
@@ -371,6 +420,29 @@ mod tests {
         }
         assert!(x > 0);
         assert!(process_run_ns(me).unwrap() > 0);
+    }
+
+    #[test]
+    fn limits_are_replaced_or_added() {
+        let text = config_text(
+            Path::new("/tmp/x"),
+            &[
+                ("max_match_rules_per_connection", 7),
+                ("max_names_per_connection", 9),
+            ],
+        );
+        assert!(text.contains(r#"<limit name="max_match_rules_per_connection">7</limit>"#));
+        assert!(!text.contains(r#"<limit name="max_match_rules_per_connection">50000"#));
+        assert!(text.contains(r#"<limit name="max_names_per_connection">9</limit>"#));
+        assert!(text.contains(r#"<limit name="max_incoming_bytes">1000000000</limit>"#));
+        assert_eq!(text.matches("<limit ").count(), BENCH_LIMITS.len() + 1);
+    }
+
+    #[test]
+    fn resident_memory_is_read_from_status() {
+        assert_eq!(parse_rss_kib("Name:\tx\nVmRSS:\t  1234 kB\n"), Some(1234));
+        assert_eq!(parse_rss_kib("Name:\tx\n"), None);
+        assert!(process_rss_bytes(std::process::id()).unwrap() > 0);
     }
 
     #[test]
