@@ -346,12 +346,17 @@ fn process_tree(pid: u32) -> Vec<u32> {
 /// Nanoseconds on CPU of all threads of `pid` (first schedstat field).
 fn process_run_ns(pid: u32) -> Option<u64> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    let mut total = 0;
+    // A thread may end between listing and reading: it is skipped. None
+    // only when no thread has a readable schedstat (no such kernel support).
+    let mut total = None;
     for task in tasks.flatten() {
-        let text = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
-        total += text.split_whitespace().next()?.parse::<u64>().ok()?;
+        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
+            continue;
+        };
+        let ns = text.split_whitespace().next()?.parse::<u64>().ok()?;
+        total = Some(total.unwrap_or(0) + ns);
     }
-    Some(total)
+    total
 }
 
 fn process_ticks(pid: u32) -> Option<u64> {
