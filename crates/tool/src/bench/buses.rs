@@ -104,6 +104,12 @@ impl RunningBus {
         Connection::connect_with_timeout(&self.address, timeout)
     }
 
+    /// The process the bench started (the daemon itself, a wrapper that
+    /// exec'd it, or dbus-broker's socket activator).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Resident memory of the daemon and its descendants, in bytes
     /// (VmRSS of each process).
     pub fn rss_bytes(&self) -> u64 {

@@ -8,6 +8,7 @@
 //! trips of a set of probes at every size. A phase's bus is started anew,
 //! so one phase's items never slow another's.
 
+mod callgrind;
 mod chart;
 mod fill;
 mod probes;
@@ -57,6 +58,11 @@ pub struct ScaleArgs {
     /// The quickbus-daemon binary (default: next to this quickbus binary)
     #[arg(long, value_name = "PATH")]
     quickbus: Option<PathBuf>,
+    /// Run quickbus-daemon under callgrind and report its instructions per
+    /// item and per round trip (steady where times are noisy; its times
+    /// then mean nothing)
+    #[arg(long)]
+    callgrind: bool,
     /// Also write every measurement as JSON to FILE
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -216,10 +222,17 @@ fn block_ends(count: usize, blocks: usize) -> Vec<usize> {
 
 pub fn run(args: &ScaleArgs) -> Result<(), String> {
     let plan = plan(args)?;
-    let daemon = args
+    let mut daemon = args
         .quickbus
         .clone()
         .unwrap_or_else(super::default_quickbus_daemon);
+    let callgrind = if args.callgrind {
+        let callgrind = callgrind::Callgrind::prepare(&daemon)?;
+        daemon = callgrind.wrapper().to_owned();
+        Some(callgrind)
+    } else {
+        None
+    };
     // 10,000 connections need as many fds here and in the daemon, which
     // inherits this limit.
     let nofile = fill::raise_fd_limit();
@@ -240,7 +253,17 @@ pub fn run(args: &ScaleArgs) -> Result<(), String> {
                     continue;
                 }
             };
-            runs.push(run_phase(&bus, phase, count, &plan));
+            let counter = callgrind
+                .as_ref()
+                .filter(|_| kind == BusKind::Quickbus)
+                .map(|c| {
+                    let pid = bus.pid();
+                    move || c.take(pid)
+                });
+            let counter = counter
+                .as_ref()
+                .map(|c| c as &dyn Fn() -> Result<u64, String>);
+            runs.push(run_phase(&bus, phase, count, &plan, counter));
         }
     }
     notes.sort();
@@ -265,9 +288,12 @@ pub fn run(args: &ScaleArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Reads the daemon's instruction count since the previous reading.
+pub type Counter<'a> = Option<&'a dyn Fn() -> Result<u64, String>>;
+
 /// One phase on one bus: probes on the empty bus, then each block followed
 /// by the probes again. A failure ends the phase with what was measured.
-fn run_phase(bus: &RunningBus, phase: Phase, count: usize, plan: &Plan) -> Run {
+fn run_phase(bus: &RunningBus, phase: Phase, count: usize, plan: &Plan, counter: Counter) -> Run {
     let mut run = Run::new(phase, bus.kind, count);
     let result = (|| -> Result<(), String> {
         let mut kit = probes::Kit::start(bus)?;
@@ -276,11 +302,13 @@ fn run_phase(bus: &RunningBus, phase: Phase, count: usize, plan: &Plan) -> Run {
             size: 0,
             block_seconds: None,
             block_cpu_seconds: None,
+            block_instructions: None,
             rss_bytes: bus.rss_bytes(),
-            probes: kit.measure(bus, plan.probe_reps)?,
+            probes: kit.measure(bus, plan.probe_reps, counter)?,
         });
         let mut done = 0;
         for end in block_ends(count, plan.blocks) {
+            counter.map(|c| c()).transpose()?;
             let cpu = bus.cpu_seconds();
             let start = Instant::now();
             filler
@@ -288,13 +316,15 @@ fn run_phase(bus: &RunningBus, phase: Phase, count: usize, plan: &Plan) -> Run {
                 .map_err(|e| format!("after {done} {}: {e}", phase.items()))?;
             let seconds = start.elapsed().as_secs_f64();
             let cpu = bus.cpu_seconds() - cpu;
+            let instructions = counter.map(|c| c()).transpose()?;
             done = end;
             run.points.push(Point {
                 size: done,
                 block_seconds: Some(seconds),
                 block_cpu_seconds: Some(cpu),
+                block_instructions: instructions,
                 rss_bytes: bus.rss_bytes(),
-                probes: kit.measure(bus, plan.probe_reps)?,
+                probes: kit.measure(bus, plan.probe_reps, counter)?,
             });
         }
         Ok(())

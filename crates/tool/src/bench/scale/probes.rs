@@ -11,6 +11,7 @@ use quickbus_wire::{MessageBuilder, MessageType, Value};
 use super::super::buses::RunningBus;
 use super::super::report::median;
 use super::fill::{is_timeout, IO_TIMEOUT};
+use super::Counter;
 
 const ECHO_NAME: &str = "org.quickbus.Scale.Echo";
 const PATH: &str = "/org/quickbus/Scale";
@@ -60,6 +61,8 @@ pub struct ProbeResult {
     pub median_us: f64,
     /// Daemon CPU time per round trip.
     pub daemon_cpu_us: f64,
+    /// Daemon instructions per round trip, under callgrind.
+    pub instructions: Option<f64>,
 }
 
 /// The connections the probes use. The echo peer answers on its own
@@ -100,10 +103,16 @@ impl Kit {
     }
 
     /// Every probe, `reps` times each (after one unmeasured round).
-    pub fn measure(&mut self, bus: &RunningBus, reps: u32) -> Result<Vec<ProbeResult>, String> {
+    pub fn measure(
+        &mut self,
+        bus: &RunningBus,
+        reps: u32,
+        counter: Counter,
+    ) -> Result<Vec<ProbeResult>, String> {
         let mut results = Vec::new();
         for probe in Probe::ALL {
             self.once(probe)?;
+            counter.map(|c| c()).transpose()?;
             let cpu = bus.cpu_seconds();
             let mut times = Vec::with_capacity(reps as usize);
             for _ in 0..reps {
@@ -112,10 +121,12 @@ impl Kit {
                 times.push(start.elapsed().as_secs_f64() * 1e6);
             }
             let cpu = bus.cpu_seconds() - cpu;
+            let instructions = counter.map(|c| c()).transpose()?;
             results.push(ProbeResult {
                 probe,
                 median_us: median(&mut times),
                 daemon_cpu_us: cpu * 1e6 / f64::from(reps),
+                instructions: instructions.map(|n| n as f64 / f64::from(reps)),
             });
         }
         Ok(results)

@@ -20,6 +20,8 @@ pub struct Point {
     pub size: usize,
     pub block_seconds: Option<f64>,
     pub block_cpu_seconds: Option<f64>,
+    /// Daemon instructions in the block, under callgrind.
+    pub block_instructions: Option<u64>,
     pub rss_bytes: u64,
     pub probes: Vec<ProbeResult>,
 }
@@ -50,6 +52,10 @@ pub struct Flatness {
     pub worst_round_trip: Option<(Probe, f64)>,
     /// The probe whose daemon CPU per round trip grew most.
     pub worst_round_trip_cpu: Option<(Probe, f64)>,
+    /// Under callgrind: instructions per item, last block / first block.
+    pub block_instructions: Option<f64>,
+    /// Under callgrind: the probe whose instructions grew most.
+    pub worst_round_trip_instructions: Option<(Probe, f64)>,
 }
 
 impl Run {
@@ -78,12 +84,12 @@ impl Run {
         };
         let empty = self.points.first();
         let full = self.points.last().filter(|p| p.size > 0);
-        let worst = |f: fn(&ProbeResult) -> f64| -> Option<(Probe, f64)> {
+        let worst = |f: fn(&ProbeResult) -> Option<f64>| -> Option<(Probe, f64)> {
             let (empty, full) = (empty?, full?);
             Probe::ALL
                 .into_iter()
                 .filter_map(|probe| {
-                    let (a, b) = (f(empty.probe(probe)?), f(full.probe(probe)?));
+                    let (a, b) = (f(empty.probe(probe)?)?, f(full.probe(probe)?)?);
                     (a > 0.0).then_some((probe, b / a))
                 })
                 .max_by(|a, b| a.1.total_cmp(&b.1))
@@ -97,8 +103,10 @@ impl Run {
                 }
                 _ => None,
             },
-            worst_round_trip: worst(|r| r.median_us),
-            worst_round_trip_cpu: worst(|r| r.daemon_cpu_us),
+            worst_round_trip: worst(|r| Some(r.median_us)),
+            worst_round_trip_cpu: worst(|r| Some(r.daemon_cpu_us)),
+            block_instructions: ratio(&|p| p.block_instructions.map(|n| n as f64)),
+            worst_round_trip_instructions: worst(|r| r.instructions),
         }
     }
 }
@@ -178,6 +186,7 @@ pub fn table(runs: &[Run], notes: &[String]) -> String {
                 let _ = writeln!(out, "{:<12} FAILED: {e}", run.bus.name());
             }
         }
+        instruction_table(&mut out, phase, &phase_runs);
         let _ = writeln!(
             out,
             "\n{} flatness (target ≤ {FLAT}): last block / first block per {}; \
@@ -207,12 +216,69 @@ pub fn table(runs: &[Run], notes: &[String]) -> String {
                 worst_text(f.worst_round_trip),
                 worst_text(f.worst_round_trip_cpu)
             );
+            if f.block_instructions.is_some() {
+                let _ = writeln!(
+                    out,
+                    "{:<12} {:>11} {:>11} {:>12} {:>30}   (daemon instructions, callgrind)",
+                    run.bus.name(),
+                    "",
+                    verdict(f.block_instructions),
+                    "",
+                    worst_text(f.worst_round_trip_instructions),
+                );
+            }
         }
     }
     for note in notes {
         let _ = writeln!(out, "note: {note}");
     }
     out
+}
+
+/// Daemon instructions per item and per round trip, for the runs made
+/// under callgrind.
+fn instruction_table(out: &mut String, phase: Phase, runs: &[&Run]) {
+    let counted: Vec<&&Run> = runs
+        .iter()
+        .filter(|r| r.points.iter().any(|p| p.block_instructions.is_some()))
+        .collect();
+    if counted.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n{}: daemon instructions (callgrind) per {} and per round trip",
+        phase.name(),
+        phase.item()
+    );
+    let _ = write!(out, "{:<12} {:>8} {:>11}", "bus", "size", "Ir/item");
+    for probe in Probe::ALL {
+        let _ = write!(out, " {:>16}", probe.name());
+    }
+    out.push('\n');
+    for run in counted {
+        let mut previous = 0;
+        for point in &run.points {
+            let items = point.size - previous;
+            previous = point.size;
+            let per_item = point
+                .block_instructions
+                .filter(|_| items > 0)
+                .map(|n| n as f64 / items as f64);
+            let _ = write!(
+                out,
+                "{:<12} {:>8} {:>11}",
+                run.bus.name(),
+                point.size,
+                opt(per_item, 0)
+            );
+            for probe in Probe::ALL {
+                let ir = point.probe(probe).and_then(|p| p.instructions);
+                let _ = write!(out, " {:>16}", opt(ir, 0));
+            }
+            out.push('\n');
+        }
+    }
 }
 
 pub fn json(runs: &[Run], command: &str, notes: &[String]) -> Value {
@@ -232,6 +298,7 @@ pub fn json(runs: &[Run], command: &str, notes: &[String]) -> Value {
                                 "probe": r.probe.name(),
                                 "median_us": r.median_us,
                                 "daemon_cpu_us": r.daemon_cpu_us,
+                                "daemon_instructions": r.instructions,
                             })
                         })
                         .collect();
@@ -239,6 +306,7 @@ pub fn json(runs: &[Run], command: &str, notes: &[String]) -> Value {
                         "size": p.size,
                         "block_seconds": p.block_seconds,
                         "block_daemon_cpu_seconds": p.block_cpu_seconds,
+                        "block_daemon_instructions": p.block_instructions,
                         "rss_bytes": p.rss_bytes,
                         "probes": probes,
                     })
@@ -256,6 +324,8 @@ pub fn json(runs: &[Run], command: &str, notes: &[String]) -> Value {
                     "rss_bytes_per_item": f.bytes_per_item,
                     "worst_round_trip": f.worst_round_trip.map(|(p, r)| json!({"probe": p.name(), "ratio": r})),
                     "worst_round_trip_cpu": f.worst_round_trip_cpu.map(|(p, r)| json!({"probe": p.name(), "ratio": r})),
+                    "block_instructions": f.block_instructions,
+                    "worst_round_trip_instructions": f.worst_round_trip_instructions.map(|(p, r)| json!({"probe": p.name(), "ratio": r})),
                 },
             })
         })
@@ -283,7 +353,7 @@ pub fn charts(runs: &[Run]) -> Vec<(String, String)> {
         };
         let item = phase.item();
         let installed = format!("{} installed", phase.items());
-        let per_block: [(&str, String, Vec<Series>); 2] = [
+        let per_block: [(&str, String, Vec<Series>); 3] = [
             (
                 "block",
                 format!("wall µs per {item} in each block"),
@@ -294,8 +364,16 @@ pub fn charts(runs: &[Run]) -> Vec<(String, String)> {
                 format!("daemon CPU µs per {item} in each block"),
                 series(&|p, n| Some(p.block_cpu_seconds? * 1e6 / n as f64)),
             ),
+            (
+                "instructions",
+                format!("daemon instructions per {item} (callgrind)"),
+                series(&|p, n| Some(p.block_instructions? as f64 / n as f64)),
+            ),
         ];
         for (file, label, series) in per_block {
+            if series.iter().all(|s| s.points.is_empty()) {
+                continue;
+            }
             let title = format!("{}: {label}", phase.name());
             if let Some(svg) = line_chart(&title, &installed, &label, &series) {
                 charts.push((format!("{}-{file}.svg", phase.name()), svg));
@@ -332,17 +410,20 @@ mod tests {
             size,
             block_seconds: block,
             block_cpu_seconds: block.map(|b| b / 2.0),
+            block_instructions: block.map(|b| (b * 1e6) as u64),
             rss_bytes: rss,
             probes: vec![
                 ProbeResult {
                     probe: Probe::Call,
                     median_us: call_us,
                     daemon_cpu_us: 10.0,
+                    instructions: Some(call_us * 1000.0),
                 },
                 ProbeResult {
                     probe: Probe::GetNameOwner,
                     median_us: 20.0,
                     daemon_cpu_us: 5.0,
+                    instructions: None,
                 },
             ],
         }
@@ -369,6 +450,8 @@ mod tests {
         assert_eq!(f.bytes_per_item, Some(100.0));
         assert_eq!(f.worst_round_trip, Some((Probe::Call, 1.5)));
         assert_eq!(f.worst_round_trip_cpu.map(|w| w.1), Some(1.0));
+        assert_eq!(f.block_instructions, Some(1.0));
+        assert_eq!(f.worst_round_trip_instructions, Some((Probe::Call, 1.5)));
     }
 
     #[test]
@@ -389,6 +472,10 @@ mod tests {
         assert!(text.contains("1.00 ok"), "{text}");
         assert!(text.contains("1.50 HIGH (call)"), "{text}");
         assert!(text.contains("note: a note"));
+        assert!(
+            text.contains("daemon instructions (callgrind) per name"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -401,5 +488,6 @@ mod tests {
         let names: Vec<&str> = charts.iter().map(|(n, _)| n.as_str()).collect();
         assert!(names.contains(&"names-block.svg"), "{names:?}");
         assert!(names.contains(&"names-call.svg"), "{names:?}");
+        assert!(names.contains(&"names-instructions.svg"), "{names:?}");
     }
 }
