@@ -300,7 +300,12 @@ impl Server {
                 // A short read says the socket is empty, but when the peer
                 // also hung up no further event will come: read on to EOF.
                 ReadStatus::Short if hung_up => {}
-                ReadStatus::Short | ReadStatus::Drained => return,
+                ReadStatus::Short | ReadStatus::Drained => {
+                    if let Some(conn) = self.conns.get_mut(&token) {
+                        conn.transport.release_idle_buffer();
+                    }
+                    return;
+                }
                 ReadStatus::Closed => {
                     self.close(token, HUNG_UP);
                     return;

@@ -85,7 +85,8 @@ impl Transport {
     pub fn new(stream: UnixStream) -> Transport {
         Transport {
             stream,
-            inbuf: BytesMut::with_capacity(MIN_READ_WINDOW),
+            // Allocated by the first read: an idle connection holds none.
+            inbuf: BytesMut::new(),
             read_window: MIN_READ_WINDOW,
             frame_need: 0,
             in_fds: VecDeque::new(),
@@ -117,6 +118,21 @@ impl Transport {
             return None;
         }
         Some(self.in_fds.drain(..n).collect())
+    }
+
+    /// Free the read buffer if everything read was consumed, so a quiet
+    /// connection holds no buffer (after a burst it could hold a 256 KiB
+    /// window); the next read allocates its window anew. With 10,000 mostly
+    /// idle connections this is most of the daemon's memory per connection.
+    pub fn release_idle_buffer(&mut self) {
+        if self.inbuf.is_empty() && self.inbuf.capacity() > 0 {
+            self.inbuf = BytesMut::new();
+        }
+    }
+
+    /// Bytes the read buffer holds allocated (tests, memory accounting).
+    pub fn input_capacity(&self) -> usize {
+        self.inbuf.capacity()
     }
 
     pub fn pending_fds(&self) -> usize {
@@ -365,6 +381,30 @@ mod tests {
         peer.write_all(&vec![1u8; 200_000]).unwrap();
         assert_eq!(t.read_once().unwrap(), ReadStatus::Budget);
         assert!(t.input().len() > 150_000, "got {}", t.input().len());
+    }
+
+    #[test]
+    fn a_consumed_buffer_is_freed_and_reads_still_work() {
+        use std::io::Write;
+        let (mut t, mut peer) = pair();
+        assert_eq!(t.input_capacity(), 0, "nothing allocated before a read");
+        peer.write_all(&vec![5u8; 100_000]).unwrap();
+        while t.read_once().unwrap() == ReadStatus::Budget {}
+        assert!(t.input_capacity() >= 100_000);
+        let frame = t.take_frame(60_000);
+        t.release_idle_buffer();
+        assert!(t.input_capacity() > 0, "unconsumed input is kept");
+        assert_eq!(t.input().len(), 40_000);
+        t.consume(40_000);
+        t.release_idle_buffer();
+        assert_eq!(t.input_capacity(), 0);
+        assert!(
+            frame.iter().all(|&b| b == 5),
+            "a taken frame outlives the buffer"
+        );
+        peer.write_all(b"again").unwrap();
+        assert_eq!(t.read_once().unwrap(), ReadStatus::Short);
+        assert_eq!(t.input(), b"again");
     }
 
     #[test]
