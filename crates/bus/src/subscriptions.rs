@@ -48,6 +48,12 @@ impl NameOwner for PeerNames<'_> {
     fn owns(&self, name: &str) -> bool {
         name == self.unique || self.registry.owner(name) == Some(self.id)
     }
+
+    /// Every name it owns or waits for, its unique name among them: O(1),
+    /// where listing its names is O(names).
+    fn name_count_bound(&self) -> usize {
+        self.registry.count(self.id).max(1)
+    }
 }
 
 pub(crate) fn parse_rule(text: &str) -> Result<MatchRule, BusError> {
