@@ -248,6 +248,27 @@ mod tests {
     }
 
     #[test]
+    fn a_peer_bounds_its_name_count_without_listing_names() {
+        let mut registry = NameRegistry::new();
+        let mut events = Vec::new();
+        let a = ConnId(1);
+        registry.add_unique(a, ":1.1", &mut events);
+        let alone = PeerNames::new(a, ":1.1", &registry);
+        assert_eq!(alone.name_count_bound(), 1);
+        for i in 0..1_000 {
+            registry.request(a, &format!("org.example.N{i}"), 0, &mut events);
+        }
+        let owner = PeerNames::new(a, ":1.1", &registry);
+        assert_eq!(owner.name_count_bound(), 1_001);
+        assert_eq!((0..).map_while(|i| owner.name(i)).count(), 1_001);
+        // A connection the registry does not know still has its unique name.
+        assert_eq!(
+            PeerNames::new(ConnId(9), ":1.9", &registry).name_count_bound(),
+            1
+        );
+    }
+
+    #[test]
     fn eavesdroppers_are_counted() {
         let mut subs = Subscriptions::new();
         let (a, b) = (ConnId(1), ConnId(2));
