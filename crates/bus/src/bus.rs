@@ -9,6 +9,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use quickbus_wire::{flags, Message, MessageBuilder, MessageType, Value};
 
+use crate::activation::Activations;
 use crate::errors::{self, BusError};
 use crate::match_rule::{BusDriver, MatchInput, MatchRule, NameOwner};
 use crate::registry::{NameEvent, NameRegistry};
@@ -60,6 +61,15 @@ pub struct Bus {
     /// dbus-daemon's stock session policy allows them, its system policy
     /// does not (`send_requested_reply`).
     pub(crate) allow_unrequested_replies: bool,
+    /// Services being started and what waits for them.
+    pub(crate) activations: Activations,
+    /// The time of the event being handled (for driver calls that start
+    /// timers).
+    pub(crate) now: Instant,
+    /// Set by a driver method that answers later (StartServiceByName).
+    pub(crate) reply_deferred: bool,
+    /// Actions a driver method caused besides its reply.
+    pub(crate) deferred_actions: Vec<Action>,
     empty_fds: Arc<Vec<OwnedFd>>,
 }
 
@@ -105,6 +115,10 @@ impl Bus {
             peaks: Peaks::default(),
             active: 0,
             active_per_uid: HashMap::new(),
+            activations: Activations::default(),
+            now: Instant::now(),
+            reply_deferred: false,
+            deferred_actions: Vec::new(),
             empty_fds: Arc::new(Vec::new()),
         }
     }
@@ -237,6 +251,7 @@ impl Bus {
         now: Instant,
         out: &mut Vec<Action>,
     ) {
+        self.now = now;
         let Some(conn) = self.conns.get(&from) else {
             return;
         };
@@ -268,12 +283,17 @@ impl Bus {
         }
         match msg.destination() {
             Some(BUS_NAME) => {
-                self.capture_driver_call(from, &msg, out);
                 if msg.msg_type() == MessageType::MethodCall {
+                    self.capture_driver_call(from, &msg, out);
                     self.driver_call(from, &msg, out);
+                } else {
+                    // The bus makes no calls: replies to it are dropped,
+                    // as dbus-daemon does; systemd's signals are heard,
+                    // and (as there) the errors they cause go out before
+                    // monitors see them.
+                    self.driver_signal(from, &msg, out);
+                    self.capture_driver_call(from, &msg, out);
                 }
-                // The bus makes no calls: replies and signals to it are
-                // dropped, as dbus-daemon does.
             }
             Some(dest) => self.unicast(from, &msg, fds, dest, now, out),
             None => {
@@ -328,12 +348,31 @@ impl Bus {
     ) {
         let target = self.registry.owner(dest);
         let out_msg = self.stamped(from, msg, fds);
+        if target.is_none() && self.auto_start(from, msg, &out_msg, dest, now, out) {
+            return;
+        }
         if !self.monitors.is_empty() {
             let watchers = self.with_input(msg, Some(from), target, |input| {
                 self.monitor_recipients(input)
             });
             self.deliver_all(&watchers, msg, &out_msg, out);
         }
+        self.route_unicast(from, msg, out_msg, dest, target, now, out);
+    }
+
+    /// Deliver a message to its addressed recipient (after monitors saw
+    /// it), or tell the sender why not.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn route_unicast(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        out_msg: OutMessage,
+        dest: &str,
+        target: Option<ConnId>,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
         // dbus-daemon tells the sender when its message cannot be
         // delivered, whatever its type; we leave out those who said they
         // want no reply.
@@ -409,7 +448,7 @@ impl Bus {
     /// Run `f` on the message as match rules see it. `from`: the sending
     /// connection, None for the bus itself; `to`: the connection it is
     /// addressed to, if any.
-    fn with_input<R>(
+    pub(crate) fn with_input<R>(
         &self,
         msg: &Message,
         from: Option<ConnId>,
@@ -445,7 +484,7 @@ impl Bus {
     }
 
     /// Monitors whose rules match; empty at once when there are none.
-    fn monitor_recipients(&self, input: &MatchInput<'_>) -> Vec<ConnId> {
+    pub(crate) fn monitor_recipients(&self, input: &MatchInput<'_>) -> Vec<ConnId> {
         let mut to = Vec::new();
         if !self.monitors.is_empty() {
             self.monitors.recipients(input, &mut to);
@@ -455,7 +494,7 @@ impl Bus {
 
     /// Deliver to each of `recipients`, skipping those that cannot take the
     /// message's fds (dbus-daemon skips them silently for broadcasts).
-    fn deliver_all(
+    pub(crate) fn deliver_all(
         &self,
         recipients: &[ConnId],
         msg: &Message,
@@ -530,7 +569,7 @@ impl Bus {
 
     /// Send a bus message to one connection, with its unique name as
     /// destination.
-    fn send_to(&mut self, to: ConnId, builder: MessageBuilder, out: &mut Vec<Action>) {
+    pub(crate) fn send_to(&mut self, to: ConnId, builder: MessageBuilder, out: &mut Vec<Action>) {
         let builder = match self.unique_name(to) {
             Some(name) => builder.destination(name.to_owned()),
             None => builder,
@@ -668,11 +707,20 @@ impl Bus {
 
     /// When the bus next needs [`Bus::handle_timeouts`].
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.replies.next_deadline()
+        match (
+            self.replies.next_deadline(),
+            self.activations.next_deadline(),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
-    /// Answer with NoReply every call whose reply time-out has passed.
+    /// Answer with NoReply every call whose reply time-out has passed, and
+    /// fail activations whose service_start_timeout has.
     pub fn handle_timeouts(&mut self, now: Instant, out: &mut Vec<Action>) {
+        self.now = now;
+        self.expire_activations(now, out);
         for (caller, serial) in self.replies.expire(now) {
             let err = BusError::new(
                 errors::NO_REPLY,

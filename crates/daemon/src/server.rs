@@ -13,11 +13,13 @@ use mio::net::{UnixListener, UnixStream};
 use mio::{Events, Interest, Poll, Token};
 use quickbus_bus::{Action, Bus, ConnId, Credentials};
 use quickbus_wire::{frame_length, ErrorKind, Message};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 use tracing::{debug, info, warn};
 
+use crate::activation::Launcher;
 use crate::auth::{AuthConfig, AuthProgress, SaslServer};
+use crate::service_file::ServiceFile;
 use crate::transport::{OutItem, ReadStatus, Transport};
 
 const SIGNALS: Token = Token(0);
@@ -30,9 +32,9 @@ const READS_PER_TURN: usize = 32;
 const HUNG_UP: &str = "peer closed the connection";
 
 /// Re-reads the configuration (SIGHUP, ReloadConfig) and returns the
-/// activatable names it now provides, or why the new configuration was
+/// service files it now provides, or why the new configuration was
 /// refused (the old one then stays in force).
-pub type Reloader = Box<dyn FnMut() -> Result<Vec<String>, String>>;
+pub type Reloader = Box<dyn FnMut() -> Result<Vec<ServiceFile>, String>>;
 
 /// What the loop needs beyond the bus itself.
 pub struct ServerOptions {
@@ -42,6 +44,8 @@ pub struct ServerOptions {
     pub max_connections: usize,
     pub max_message_size: usize,
     pub reload: Reloader,
+    /// Starts the services the bus activates.
+    pub launcher: Launcher,
 }
 
 enum Phase {
@@ -82,7 +86,8 @@ pub struct Server {
 impl Server {
     pub fn new(listeners: Vec<StdListener>, bus: Bus, opts: ServerOptions) -> io::Result<Server> {
         let poll = Poll::new()?;
-        let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+        // SIGCHLD: an activated service exited (see reap_services).
+        let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD])?;
         poll.registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)?;
         let mut registered = Vec::with_capacity(listeners.len());
@@ -173,6 +178,7 @@ impl Server {
                     return Some(Exit::Terminated);
                 }
                 SIGHUP => self.reload("SIGHUP"),
+                SIGCHLD => self.reap_services(),
                 _ => {}
             }
         }
@@ -184,14 +190,36 @@ impl Server {
     /// listen addresses and policy keep their start-up values.
     fn reload(&mut self, why: &str) {
         match (self.opts.reload)() {
-            Ok(names) => {
+            Ok(services) => {
                 info!(
                     "{why}: configuration reloaded, {} activatable services",
-                    names.len()
+                    services.len()
                 );
+                let names = services.iter().map(|s| s.name.clone()).collect();
+                self.bus
+                    .set_systemd_units(crate::service_file::systemd_units(&services));
+                self.opts.launcher.set_services(services);
                 self.bus.set_activatable_names(names, &mut self.actions);
             }
             Err(e) => warn!("{why}: new configuration refused, keeping the old one: {e}"),
+        }
+    }
+
+    /// The bus asked for `name` to be started.
+    fn activate(&mut self, name: &str) {
+        let started = self
+            .opts
+            .launcher
+            .start(name, self.bus.activation_environment());
+        if let Err(error) = started {
+            self.bus.activation_failed(name, error, &mut self.actions);
+        }
+    }
+
+    /// Services that died before taking their name fail their activation.
+    fn reap_services(&mut self) {
+        for (name, error) in self.opts.launcher.reap() {
+            self.bus.activation_failed(&name, error, &mut self.actions);
         }
     }
 
@@ -409,6 +437,7 @@ impl Server {
                             self.close(token, &reason);
                         }
                     }
+                    Action::Activate { name } => self.activate(&name),
                 }
             }
         }
