@@ -79,8 +79,18 @@ impl Bus {
     /// Starts the daemon with `--config-file=<fresh config> --nofork
     /// --print-address=<pipe fd>` and reads its address from the pipe.
     pub fn start_with(listen: Listen) -> Bus {
+        Bus::start_configured(listen, "")
+    }
+
+    /// A bus on `unix:path=` whose configuration has `extra` inside
+    /// `<busconfig>` (`<servicedir>`, `<limit>`, ...).
+    pub fn start_with_extra(extra: &str) -> Bus {
+        Bus::start_configured(Listen::UnixPath, extra)
+    }
+
+    fn start_configured(listen: Listen, extra: &str) -> Bus {
         let dir = TempDir::new();
-        let config = write_config(dir.path(), listen);
+        let config = write_config_with(dir.path(), listen, extra);
         let (read_end, write_end) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");
         let mut cmd = Command::new(daemon_path());
         cmd.arg(format!("--config-file={}", config.display()))
