@@ -11,8 +11,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 step() { printf '\n==> %s\n' "$*"; }
 
 # dbus-send, dbus-run-session, dbus-daemon (reference), busctl, gdbus,
-# dbus-python with GLib, and libdbus/sd-bus headers and tests for later work.
-packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev)
+# dbus-python with GLib, and libdbus/sd-bus headers and tests for later work;
+# tshark (reads quickbus captures), chromium (renders the HTML report) and
+# tmux (drives quickbus top) for the observe tests.
+packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux)
 
 install_packages() {
     if ! command -v dpkg-query >/dev/null; then
@@ -61,5 +63,13 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 step "cargo test --workspace"
 cargo test --workspace
+
+# dbus-daemon's own bus tests (Debian's dbus-tests), run by the project's
+# runner against the daemon just built. It prints one line per subtest and
+# the summary, and fails on any failure not in the expected-failures list.
+step "dbus-daemon's test suite against quickbus-daemon"
+cargo run --quiet -p quickbus-conformance -- \
+    "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon" \
+    --expected-failures tests/conformance/expected-failures.txt
 
 step "all checks passed"

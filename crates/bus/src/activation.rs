@@ -23,6 +23,7 @@ use quickbus_wire::{flags, Message, MessageBuilder, MessageType, Value};
 
 use crate::bus::Bus;
 use crate::errors::{self, BusError};
+use crate::policy::Delivery;
 use crate::registry::NameEvent;
 use crate::{Action, ConnId, OutMessage, BUS_PATH};
 
@@ -147,6 +148,20 @@ impl Bus {
             self.error_reply(from, msg, err, out);
             return true;
         }
+        // What the policy can say before the service exists: may the
+        // sender send to this name at all? (Receive rules are checked when
+        // the queued message is delivered.)
+        let to_service = Delivery {
+            from: Some(from),
+            addressed: None,
+            to: None,
+            requested_reply: false,
+        };
+        if let Err(denial) = self.check_policy(msg, to_service) {
+            self.capture_unicast(from, msg, stamped, out);
+            self.refuse(from, msg, &denial, out);
+            return true;
+        }
         let waiter = Waiter::Message {
             from,
             msg: msg.clone(),
@@ -161,7 +176,7 @@ impl Bus {
 
     /// Show monitors a message whose recipient does not exist yet.
     fn capture_unicast(
-        &self,
+        &mut self,
         from: ConnId,
         msg: &Message,
         stamped: &OutMessage,

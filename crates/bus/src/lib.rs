@@ -16,10 +16,12 @@ mod introspect;
 pub mod limits;
 pub mod match_index;
 pub mod match_rule;
+pub mod policy;
 pub mod registry;
 pub mod replies;
 mod stats;
 mod subscriptions;
+mod traffic;
 
 #[cfg(test)]
 mod tests;
@@ -29,7 +31,9 @@ use std::sync::Arc;
 
 pub use bus::Bus;
 pub use limits::Limits;
+pub use policy::PolicyConfig;
 pub use quickbus_wire::Frame;
+pub use traffic::Traffic;
 
 /// The bus's name for itself, also the sender of every message it makes.
 pub const BUS_NAME: &str = "org.freedesktop.DBus";

@@ -31,10 +31,18 @@ const READS_PER_TURN: usize = 32;
 /// The close reason of a peer that simply went away (not worth a warning).
 const HUNG_UP: &str = "peer closed the connection";
 
-/// Re-reads the configuration (SIGHUP, ReloadConfig) and returns the
-/// service files it now provides, or why the new configuration was
-/// refused (the old one then stays in force).
-pub type Reloader = Box<dyn FnMut() -> Result<Vec<ServiceFile>, String>>;
+/// Re-reads the configuration (SIGHUP, ReloadConfig) and returns what the
+/// bus takes from it, or why the new configuration was refused (the old
+/// one then stays in force).
+pub type Reloader = Box<dyn FnMut() -> Result<Reloaded, String>>;
+
+/// The parts of a reloaded configuration applied to the running bus.
+pub struct Reloaded {
+    /// The service files of the service directories.
+    pub services: Vec<ServiceFile>,
+    pub policy: quickbus_bus::PolicyConfig,
+    pub limits: quickbus_bus::Limits,
+}
 
 /// What the loop needs beyond the bus itself.
 pub struct ServerOptions {
@@ -185,12 +193,15 @@ impl Server {
         None
     }
 
-    /// Re-read the configuration; what it changes today is the set of
-    /// activatable services (ActivatableServicesChanged goes out). Limits,
-    /// listen addresses and policy keep their start-up values.
+    /// Re-read the configuration: the policy and the bus's limits apply
+    /// to every connection at once (none is dropped), and the set of
+    /// activatable services is replaced (ActivatableServicesChanged goes
+    /// out). Listen addresses and the socket-level limits keep their
+    /// start-up values.
     fn reload(&mut self, why: &str) {
         match (self.opts.reload)() {
-            Ok(services) => {
+            Ok(reloaded) => {
+                let services = reloaded.services;
                 info!(
                     "{why}: configuration reloaded, {} activatable services",
                     services.len()
@@ -199,6 +210,8 @@ impl Server {
                 self.bus
                     .set_systemd_units(crate::service_file::systemd_units(&services));
                 self.opts.launcher.set_services(services);
+                self.bus.set_policy(reloaded.policy);
+                self.bus.set_limits(reloaded.limits);
                 self.bus.set_activatable_names(names, &mut self.actions);
             }
             Err(e) => warn!("{why}: new configuration refused, keeping the old one: {e}"),
@@ -451,7 +464,20 @@ impl Server {
             let Some(conn) = self.conns.get_mut(&token) else {
                 continue;
             };
-            if let Err(e) = conn.transport.flush() {
+            // Debug.Stats shows the queue at its fullest (before the write)
+            // and what the socket did not take.
+            let id = match conn.phase {
+                Phase::Running { id } => Some(id),
+                Phase::Authenticating { .. } => None,
+            };
+            let before = conn.transport.queued_bytes();
+            let flushed = conn.transport.flush();
+            let after = conn.transport.queued_bytes();
+            if let Some(id) = id {
+                self.bus.set_queue_depth(id, before);
+                self.bus.set_queue_depth(id, after);
+            }
+            if let Err(e) = flushed {
                 self.close(token, &format!("write error: {e}"));
             }
         }

@@ -15,7 +15,7 @@ use crate::auth::AuthConfig;
 use crate::cli::{Options, PrintTarget};
 use crate::config::BusConfig;
 use crate::listen::{self, Listener};
-use crate::server::{Server, ServerOptions};
+use crate::server::{Reloaded, Server, ServerOptions};
 use crate::service_file;
 
 /// Run the daemon; the returned value is the process exit code.
@@ -158,7 +158,8 @@ fn serve(
     ensure_runtime_service_dir(&config);
     let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
     let bus_type = config.bus_type.clone().unwrap_or_else(|| "session".into());
-    let bus = Bus::new(BusOptions {
+    let policy = bus_policy(&config).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let mut bus = Bus::new(BusOptions {
         guid: guid.clone(),
         machine_id: crate::sys::machine_id(),
         limits: bus_limits(limits),
@@ -167,6 +168,7 @@ fn serve(
         systemd_activation: opts.systemd_activation,
         systemd_units: service_file::systemd_units(&services),
     });
+    bus.set_policy(policy);
     let launcher = Launcher::new(services, address.clone(), bus_type);
     let server_opts = ServerOptions {
         auth: AuthConfig::from_config(&config.auth, config.allow_anonymous, guid),
@@ -194,7 +196,13 @@ fn reloader(opts: Options) -> crate::server::Reloader {
     Box::new(move || {
         let config = crate::config::resolve(&opts).map_err(|e| e.to_string())?;
         ensure_runtime_service_dir(&config);
-        Ok(service_file::scan(config.service_dirs(), |w| warn!("{w}")))
+        let policy = bus_policy(&config)?;
+        let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
+        Ok(Reloaded {
+            services,
+            policy,
+            limits: bus_limits(&config.limits),
+        })
     })
 }
 
@@ -217,6 +225,13 @@ fn ensure_runtime_service_dir(config: &BusConfig) {
     {
         warn!("cannot create {}: {e}", dir.display());
     }
+}
+
+/// The configuration's policy for the bus core, names resolved with
+/// /etc/passwd and /etc/group.
+fn bus_policy(config: &BusConfig) -> Result<quickbus_bus::PolicyConfig, String> {
+    let db = crate::userdb::UserDb::load();
+    crate::policy::bus_policy(&config.policies, &db, &mut |w| warn!("{w}"))
 }
 
 /// The configured `<limit>`s the bus core enforces.
