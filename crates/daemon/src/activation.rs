@@ -156,6 +156,22 @@ impl Launcher {
         Ok(command)
     }
 
+    /// The other names whose `.service` file has the same Exec line as
+    /// `name`'s: one program's failure fails them too, as in dbus-daemon.
+    pub fn same_program(&self, name: &str) -> Vec<String> {
+        let Some(exec) = self.services.get(name).and_then(|s| s.exec.as_deref()) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = self
+            .services
+            .values()
+            .filter(|s| s.name != name && s.exec.as_deref() == Some(exec))
+            .map(|s| s.name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
     /// Collect the children that exited (after SIGCHLD). Returns the
     /// activations their exit fails: (name, error).
     pub fn reap(&mut self) -> Vec<(String, BusError)> {
@@ -263,6 +279,22 @@ mod tests {
             failed[1].1.message,
             "Process org.x.Fails exited with status 3"
         );
+    }
+
+    #[test]
+    fn names_sharing_a_program_are_found() {
+        let launcher = Launcher::new(
+            vec![
+                service("org.x.A", Some("/usr/bin/multi --serve")),
+                service("org.x.B", Some("/usr/bin/multi --serve")),
+                service("org.x.C", Some("/usr/bin/other")),
+            ],
+            "unix:path=/nonexistent".into(),
+            "session".into(),
+        );
+        assert_eq!(launcher.same_program("org.x.A"), ["org.x.B"]);
+        assert!(launcher.same_program("org.x.C").is_empty());
+        assert!(launcher.same_program("org.x.Unknown").is_empty());
     }
 
     #[test]

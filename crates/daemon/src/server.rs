@@ -229,9 +229,14 @@ impl Server {
         }
     }
 
-    /// Services that died before taking their name fail their activation.
+    /// Services that died before taking their name fail their activation,
+    /// and those of every name the same program provides.
     fn reap_services(&mut self) {
         for (name, error) in self.opts.launcher.reap() {
+            for other in self.opts.launcher.same_program(&name) {
+                self.bus
+                    .activation_failed(&other, error.clone(), &mut self.actions);
+            }
             self.bus.activation_failed(&name, error, &mut self.actions);
         }
     }
