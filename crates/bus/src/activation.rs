@@ -36,6 +36,12 @@ pub const START_REPLY_SUCCESS: u32 = 1;
 /// `DBUS_START_REPLY_ALREADY_RUNNING`.
 pub const START_REPLY_ALREADY_RUNNING: u32 = 2;
 
+/// Looks a name the bus does not know up in the service directories
+/// again: `Some(unit)` when a `.service` file now provides it (`unit`: its
+/// `SystemdService=`). dbus-daemon rescans on such a miss, so a file
+/// installed after start-up works without a reload.
+pub type ServiceLookup = Box<dyn FnMut(&str) -> Option<Option<String>> + Send>;
+
 /// Something waiting for a name to be owned.
 #[derive(Debug)]
 enum Waiter {
@@ -121,11 +127,35 @@ fn error_builder(reply_serial: u32, name: &str, text: &str) -> MessageBuilder {
 }
 
 impl Bus {
-    /// Whether `name` could be started: it has a .service file, or it is
-    /// systemd itself in systemd mode.
-    fn is_activatable(&self, name: &str) -> bool {
-        (self.opts.systemd_activation && name == SYSTEMD_NAME)
+    /// Whether `name` could be started: it has a .service file (known, or
+    /// found by the service lookup), or it is systemd itself in systemd
+    /// mode.
+    fn is_activatable(&mut self, name: &str) -> bool {
+        if (self.opts.systemd_activation && name == SYSTEMD_NAME)
             || self.opts.activatable_names.iter().any(|n| n == name)
+        {
+            return true;
+        }
+        if !quickbus_wire::names::is_valid_well_known_name(name) {
+            return false;
+        }
+        let Some(lookup) = self.service_lookup.as_mut() else {
+            return false;
+        };
+        let Some(unit) = lookup(name) else {
+            return false;
+        };
+        tracing::info!("found a new service file for {name}");
+        self.opts.activatable_names.push(name.to_owned());
+        if let Some(unit) = unit {
+            self.opts.systemd_units.insert(name.to_owned(), unit);
+        }
+        true
+    }
+
+    /// Install the lookup for names without a known `.service` file.
+    pub fn set_service_lookup(&mut self, lookup: ServiceLookup) {
+        self.service_lookup = Some(lookup);
     }
 
     /// A message (`stamped` as receivers see it) for `dest`, which has no

@@ -67,6 +67,8 @@ pub struct Bus {
     pub(crate) active_per_uid: HashMap<u32, usize>,
     /// Services being started and what waits for them.
     pub(crate) activations: Activations,
+    /// Finds service files installed since the last scan.
+    pub(crate) service_lookup: Option<crate::activation::ServiceLookup>,
     /// The time of the event being handled (for driver calls that start
     /// timers).
     pub(crate) now: Instant,
@@ -124,6 +126,7 @@ impl Bus {
             active: 0,
             active_per_uid: HashMap::new(),
             activations: Activations::default(),
+            service_lookup: None,
             now: Instant::now(),
             reply_deferred: false,
             deferred_actions: Vec::new(),

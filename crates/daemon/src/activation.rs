@@ -11,13 +11,106 @@
 //! the name is taken is.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
 
 use quickbus_bus::errors::{self, BusError};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use tracing::{info, warn};
 
-use crate::service_file::ServiceFile;
+use crate::service_file::{self, ServiceFile};
+
+/// The `.service` files the daemon knows and the directories they came
+/// from. Shared by the [`Launcher`] and the bus's service lookup (a name
+/// nobody knows makes the directories be read again, as dbus-daemon does,
+/// but only when one of them changed since the last reading).
+#[derive(Default)]
+pub struct ServiceTable {
+    dirs: Vec<PathBuf>,
+    /// Each directory's mtime at the last reading (None: unreadable).
+    dir_times: Vec<Option<SystemTime>>,
+    /// When the directories were last read.
+    read_at: Option<SystemTime>,
+    services: HashMap<String, ServiceFile>,
+}
+
+/// The coarsest directory mtime resolution we allow for: within this of the
+/// last reading, an unchanged mtime proves nothing.
+const MTIME_GRANULARITY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A [`ServiceTable`] shared between the launcher and the bus.
+pub type SharedServices = Arc<Mutex<ServiceTable>>;
+
+fn dir_times(dirs: &[PathBuf]) -> Vec<Option<SystemTime>> {
+    dirs.iter()
+        .map(|d| std::fs::metadata(d).and_then(|m| m.modified()).ok())
+        .collect()
+}
+
+impl ServiceTable {
+    /// `services` as just read from `dirs`.
+    pub fn new(dirs: Vec<PathBuf>, services: Vec<ServiceFile>) -> ServiceTable {
+        let mut table = ServiceTable::default();
+        table.replace(dirs, services);
+        table
+    }
+
+    /// After a reload: new activations use these.
+    pub fn replace(&mut self, dirs: Vec<PathBuf>, services: Vec<ServiceFile>) {
+        self.read_at = Some(SystemTime::now());
+        self.dir_times = dir_times(&dirs);
+        self.dirs = dirs;
+        self.services = services.into_iter().map(|s| (s.name.clone(), s)).collect();
+    }
+
+    pub fn get(&self, name: &str) -> Option<&ServiceFile> {
+        self.services.get(name)
+    }
+
+    /// `name` is not known: read the directories again if one changed,
+    /// and return its file if one appeared. Known names keep their files
+    /// (a reload replaces them).
+    pub fn find_new(&mut self, name: &str) -> Option<&ServiceFile> {
+        let times = dir_times(&self.dirs);
+        if times != self.dir_times || self.may_hide_changes() {
+            self.read_at = Some(SystemTime::now());
+            self.dir_times = times;
+            for service in service_file::scan(&self.dirs, |w| warn!("{w}")) {
+                self.services.entry(service.name.clone()).or_insert(service);
+            }
+        }
+        self.services.get(name)
+    }
+
+    /// Whether a directory changed so close to the last reading that a
+    /// coarse file-system clock could hide a later change.
+    fn may_hide_changes(&self) -> bool {
+        let Some(read_at) = self.read_at else {
+            return true;
+        };
+        self.dir_times
+            .iter()
+            .flatten()
+            .any(|&mtime| mtime + MTIME_GRANULARITY >= read_at)
+    }
+
+    /// The lookup the bus calls for names it does not know.
+    pub fn lookup(shared: SharedServices) -> quickbus_bus::activation::ServiceLookup {
+        Box::new(move |name: &str| {
+            let mut table = lock(&shared);
+            table.find_new(name).map(|s| s.systemd_service.clone())
+        })
+    }
+}
+
+/// The table, even if a panic poisoned the lock (the table stays valid).
+fn lock(shared: &SharedServices) -> MutexGuard<'_, ServiceTable> {
+    shared
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Variables of the daemon's own environment that belong to the daemon
 /// (systemd sets them for it), not to the services it starts.
@@ -38,7 +131,7 @@ struct Spawned {
 
 /// Starts services and watches them until they exit.
 pub struct Launcher {
-    services: HashMap<String, ServiceFile>,
+    services: SharedServices,
     /// The bus address the services connect back to.
     address: String,
     bus_type: String,
@@ -51,35 +144,33 @@ pub struct Launcher {
 }
 
 impl Launcher {
-    pub fn new(services: Vec<ServiceFile>, address: String, bus_type: String) -> Launcher {
+    pub fn new(services: SharedServices, address: String, bus_type: String) -> Launcher {
         let switch_user = bus_type == "system" && rustix::process::getuid().is_root();
-        let mut launcher = Launcher {
-            services: HashMap::new(),
+        Launcher {
+            services,
             address,
             bus_type,
             switch_user,
             children: Vec::new(),
             latest: HashMap::new(),
-        };
-        launcher.set_services(services);
-        launcher
+        }
     }
 
     /// The service files after a reload: new activations use them.
-    pub fn set_services(&mut self, services: Vec<ServiceFile>) {
-        self.services = services.into_iter().map(|s| (s.name.clone(), s)).collect();
+    pub fn set_services(&mut self, dirs: Vec<PathBuf>, services: Vec<ServiceFile>) {
+        lock(&self.services).replace(dirs, services);
     }
 
     /// Start the program that provides `name`. `env`: what
     /// UpdateActivationEnvironment set.
     pub fn start(&mut self, name: &str, env: &HashMap<String, String>) -> Result<(), BusError> {
-        let service = self.services.get(name).ok_or_else(|| {
+        let service = lock(&self.services).get(name).cloned().ok_or_else(|| {
             BusError::new(
                 errors::SPAWN_SERVICE_NOT_FOUND,
                 format!("The name {name} was not provided by any .service files"),
             )
         })?;
-        let mut command = self.command(service, env)?;
+        let mut command = self.command(&service, env)?;
         let program = command.get_program().to_string_lossy().into_owned();
         let child = command.spawn().map_err(|e| {
             warn!("failed to activate service '{name}': cannot run {program}: {e}");
@@ -159,10 +250,11 @@ impl Launcher {
     /// The other names whose `.service` file has the same Exec line as
     /// `name`'s: one program's failure fails them too, as in dbus-daemon.
     pub fn same_program(&self, name: &str) -> Vec<String> {
-        let Some(exec) = self.services.get(name).and_then(|s| s.exec.as_deref()) else {
+        let table = lock(&self.services);
+        let Some(exec) = table.get(name).and_then(|s| s.exec.as_deref()) else {
             return Vec::new();
         };
-        let mut names: Vec<String> = self
+        let mut names: Vec<String> = table
             .services
             .values()
             .filter(|s| s.name != name && s.exec.as_deref() == Some(exec))
@@ -237,6 +329,10 @@ mod tests {
         }
     }
 
+    fn table(services: Vec<ServiceFile>) -> SharedServices {
+        Arc::new(Mutex::new(ServiceTable::new(Vec::new(), services)))
+    }
+
     /// Reap until `launcher` has no children (bounded).
     fn reap_all(launcher: &mut Launcher) -> Vec<(String, BusError)> {
         let give_up = Instant::now() + Duration::from_secs(60);
@@ -252,11 +348,11 @@ mod tests {
     #[test]
     fn exits_become_errors_except_status_zero() {
         let mut launcher = Launcher::new(
-            vec![
+            table(vec![
                 service("org.x.Fails", Some("/bin/sh -c 'exit 3'")),
                 service("org.x.Daemonizes", Some("/bin/true")),
                 service("org.x.Crashes", Some("/bin/sh -c 'kill -9 $$'")),
-            ],
+            ]),
             "unix:path=/nonexistent".into(),
             "session".into(),
         );
@@ -284,11 +380,11 @@ mod tests {
     #[test]
     fn names_sharing_a_program_are_found() {
         let launcher = Launcher::new(
-            vec![
+            table(vec![
                 service("org.x.A", Some("/usr/bin/multi --serve")),
                 service("org.x.B", Some("/usr/bin/multi --serve")),
                 service("org.x.C", Some("/usr/bin/other")),
-            ],
+            ]),
             "unix:path=/nonexistent".into(),
             "session".into(),
         );
@@ -298,13 +394,40 @@ mod tests {
     }
 
     #[test]
+    fn a_file_added_later_is_found_by_a_lookup() {
+        let dir = std::env::temp_dir().join(format!("qb-table-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |file: &str, name: &str, extra: &str| {
+            let text = format!("[D-BUS Service]\nName={name}\nExec=/bin/true\n{extra}");
+            std::fs::write(dir.join(file), text).unwrap();
+        };
+        write("a.service", "org.x.A", "");
+        let dirs = vec![dir.clone()];
+        let found = service_file::scan(&dirs, |_| {});
+        let shared = Arc::new(Mutex::new(ServiceTable::new(dirs, found)));
+        let mut lookup = ServiceTable::lookup(shared.clone());
+        assert_eq!(lookup("org.x.B"), None);
+        // A new file (the directory's mtime moves; a coarse clock may need
+        // a nudge, which is why it is set explicitly).
+        write("b.service", "org.x.B", "SystemdService=b.service\n");
+        let later = SystemTime::now() + Duration::from_secs(5);
+        std::fs::File::open(&dir)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        assert_eq!(lookup("org.x.B"), Some(Some("b.service".to_owned())));
+        assert!(lock(&shared).get("org.x.B").is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn bad_exec_lines_fail_at_once() {
         let mut launcher = Launcher::new(
-            vec![
+            table(vec![
                 service("org.x.Missing", Some("/nonexistent/program --flag")),
                 service("org.x.NoExec", None),
                 service("org.x.BadQuote", Some("/bin/true 'unterminated")),
-            ],
+            ]),
             "unix:path=/nonexistent".into(),
             "session".into(),
         );
@@ -335,7 +458,7 @@ mod tests {
             out.display()
         );
         let mut launcher = Launcher::new(
-            vec![service("org.x.Env", Some(&script))],
+            table(vec![service("org.x.Env", Some(&script))]),
             "unix:path=/the/bus".into(),
             "session".into(),
         );

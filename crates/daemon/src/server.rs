@@ -38,7 +38,8 @@ pub type Reloader = Box<dyn FnMut() -> Result<Reloaded, String>>;
 
 /// The parts of a reloaded configuration applied to the running bus.
 pub struct Reloaded {
-    /// The service files of the service directories.
+    /// The service directories, and the service files they hold.
+    pub service_dirs: Vec<std::path::PathBuf>,
     pub services: Vec<ServiceFile>,
     pub policy: quickbus_bus::PolicyConfig,
     pub limits: quickbus_bus::Limits,
@@ -209,7 +210,9 @@ impl Server {
                 let names = services.iter().map(|s| s.name.clone()).collect();
                 self.bus
                     .set_systemd_units(crate::service_file::systemd_units(&services));
-                self.opts.launcher.set_services(services);
+                self.opts
+                    .launcher
+                    .set_services(reloaded.service_dirs, services);
                 self.bus.set_policy(reloaded.policy);
                 self.bus.set_limits(reloaded.limits);
                 self.bus.set_activatable_names(names, &mut self.actions);

@@ -5,12 +5,13 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use quickbus_bus::{Bus, BusOptions};
 use tracing::{error, info, warn};
 
-use crate::activation::Launcher;
+use crate::activation::{Launcher, ServiceTable};
 use crate::auth::AuthConfig;
 use crate::cli::{Options, PrintTarget};
 use crate::config::BusConfig;
@@ -169,7 +170,10 @@ fn serve(
         systemd_units: service_file::systemd_units(&services),
     });
     bus.set_policy(policy);
-    let launcher = Launcher::new(services, address.clone(), bus_type);
+    let table = ServiceTable::new(config.service_dirs().to_vec(), services);
+    let table = Arc::new(Mutex::new(table));
+    bus.set_service_lookup(ServiceTable::lookup(table.clone()));
+    let launcher = Launcher::new(table, address.clone(), bus_type);
     let server_opts = ServerOptions {
         auth: AuthConfig::from_config(&config.auth, config.allow_anonymous, guid),
         auth_timeout: Duration::from_millis(limits.auth_timeout_ms),
@@ -199,6 +203,7 @@ fn reloader(opts: Options) -> crate::server::Reloader {
         let policy = bus_policy(&config)?;
         let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
         Ok(Reloaded {
+            service_dirs: config.service_dirs().to_vec(),
             services,
             policy,
             limits: bus_limits(&config.limits),

@@ -244,3 +244,18 @@ fn services_added_before_a_reload_can_be_started() {
     assert!(out.stdout.contains(r#"string "late""#), "{out:#?}");
     services.call("org.example.Late", "Exit", &[]).success();
 }
+
+/// As with dbus-daemon, a name nobody knows makes the bus read its service
+/// directories again: a file installed after start-up works at once.
+#[test]
+fn a_service_file_installed_later_is_found_without_a_reload() {
+    let services = Services::new().start("");
+    services.add_python("org.example.Installed", "");
+    let out = services
+        .call("org.example.Installed", "Echo", &["string:new"])
+        .success();
+    assert!(out.stdout.contains(r#"string "new""#), "{out:#?}");
+    services
+        .call("org.example.Installed", "Exit", &[])
+        .success();
+}

@@ -364,3 +364,36 @@ fn features_name_systemd_activation_only_when_on() {
     assert!(features(systemd_options()).contains("SystemdActivation"));
     assert!(!features(options()).contains("SystemdActivation"));
 }
+
+#[test]
+fn a_service_file_found_on_a_miss_is_started() {
+    let mut h = Harness::new();
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    h.bus.set_service_lookup(Box::new(move |name: &str| {
+        seen.lock().unwrap().push(name.to_owned());
+        (name == "org.example.Late").then_some(None)
+    }));
+    let (a, _) = h.client();
+    let err = h.driver_error(
+        a,
+        MessageBuilder::method_call("/", "Call").destination("org.example.Never"),
+    );
+    assert_eq!(err.0, errors::SERVICE_UNKNOWN);
+    h.send(
+        a,
+        MessageBuilder::method_call("/", "Call").destination("org.example.Late"),
+    );
+    assert_eq!(drain(&mut h).0, ["org.example.Late"]);
+    let names = h.driver(a, "ListActivatableNames", vec![]);
+    assert!(format!("{names:?}").contains("org.example.Late"));
+    // Unique names are never looked up.
+    h.driver_error(
+        a,
+        MessageBuilder::method_call("/", "Call").destination(":1.99"),
+    );
+    assert_eq!(
+        *asked.lock().unwrap(),
+        ["org.example.Never", "org.example.Late"]
+    );
+}
