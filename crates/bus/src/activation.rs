@@ -76,6 +76,8 @@ struct Pending {
     deadline: Instant,
     /// The systemd unit asked to start the service, if systemd does.
     systemd_unit: Option<String>,
+    /// The daemon was asked to start a program for it.
+    spawned: bool,
     waiters: Vec<Waiter>,
 }
 
@@ -287,6 +289,7 @@ impl Bus {
             Pending {
                 deadline,
                 systemd_unit,
+                spawned: matches!(start, Start::Spawn),
                 waiters: vec![waiter],
             },
         );
@@ -423,7 +426,7 @@ impl Bus {
     /// The daemon could not start `name` (or it died before taking its
     /// name): every waiter gets `error`.
     pub fn activation_failed(&mut self, name: &str, error: BusError, out: &mut Vec<Action>) {
-        self.fail_activation(name, error.name, &error.message, out);
+        let _ = self.fail_activation(name, error.name, &error.message, out);
     }
 
     /// The `SystemdService=` units of the activatable names (after a
@@ -438,9 +441,17 @@ impl Bus {
         self.activations.is_pending(name)
     }
 
-    fn fail_activation(&mut self, name: &str, error: &str, text: &str, out: &mut Vec<Action>) {
+    /// Ends the activation of `name` with `error`; returns whether a
+    /// program was started for it.
+    fn fail_activation(
+        &mut self,
+        name: &str,
+        error: &str,
+        text: &str,
+        out: &mut Vec<Action>,
+    ) -> bool {
         let Some(pending) = self.activations.take(name) else {
-            return;
+            return false;
         };
         tracing::info!("activated service '{name}' failed: {text}");
         for waiter in &pending.waiters {
@@ -453,6 +464,7 @@ impl Bus {
                 }
             }
         }
+        pending.spawned
     }
 
     /// Fail activations whose `service_start_timeout` passed.
@@ -466,7 +478,9 @@ impl Bus {
                 "Failed to activate service '{name}': timed out (service_start_timeout={timeout}ms)"
             );
             tracing::warn!("{text}");
-            self.fail_activation(&name, errors::TIMED_OUT, &text, out);
+            if self.fail_activation(&name, errors::TIMED_OUT, &text, out) {
+                out.push(Action::CancelActivation { name });
+            }
         }
     }
 
@@ -515,7 +529,7 @@ impl Bus {
             .map(|(name, _)| name.clone())
             .collect();
         for name in names {
-            self.fail_activation(&name, error, text, out);
+            let _ = self.fail_activation(&name, error, text, out);
         }
     }
 

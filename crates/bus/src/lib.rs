@@ -80,6 +80,9 @@ pub enum Action {
     /// name getting an owner; failure goes back through
     /// [`Bus::activation_failed`].
     Activate { name: String },
+    /// The activation of `name` timed out: stop the program started for
+    /// it, as dbus-daemon does.
+    CancelActivation { name: String },
 }
 
 /// How the bus is set up.

@@ -116,7 +116,9 @@ impl Harness {
                 Action::Disconnect { conn, reason } => {
                     panic!("unexpected disconnect of {conn:?}: {reason}")
                 }
-                Action::Activate { name } => panic!("unexpected activation of {name}"),
+                Action::Activate { name } | Action::CancelActivation { name } => {
+                    panic!("unexpected activation of {name}")
+                }
             })
             .collect()
     }

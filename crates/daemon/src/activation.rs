@@ -247,6 +247,18 @@ impl Launcher {
         Ok(command)
     }
 
+    /// The activation of `name` timed out: kill the program started for
+    /// it (its exit is reaped as usual, and fails nothing any more).
+    pub fn stop(&mut self, name: &str) {
+        let Some(&pid) = self.latest.get(name) else {
+            return;
+        };
+        if let Some(spawned) = self.children.iter_mut().find(|c| c.child.id() == pid) {
+            warn!("killing service {name} (pid {pid}): it did not take its name in time");
+            let _ = spawned.child.kill();
+        }
+    }
+
     /// The other names whose `.service` file has the same Exec line as
     /// `name`'s: one program's failure fails them too, as in dbus-daemon.
     pub fn same_program(&self, name: &str) -> Vec<String> {
@@ -375,6 +387,22 @@ mod tests {
             failed[1].1.message,
             "Process org.x.Fails exited with status 3"
         );
+    }
+
+    #[test]
+    fn stop_kills_the_program_of_a_timed_out_activation() {
+        let mut launcher = Launcher::new(
+            table(vec![service("org.x.Slow", Some("/bin/sleep 600"))]),
+            "unix:path=/nonexistent".into(),
+            "session".into(),
+        );
+        launcher.start("org.x.Slow", &HashMap::new()).unwrap();
+        launcher.stop("org.x.Other"); // not started: nothing happens
+        assert!(launcher.reap().is_empty());
+        launcher.stop("org.x.Slow");
+        let failed = reap_all(&mut launcher);
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].1.name, errors::SPAWN_CHILD_SIGNALED);
     }
 
     #[test]

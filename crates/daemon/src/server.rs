@@ -459,6 +459,7 @@ impl Server {
                         }
                     }
                     Action::Activate { name } => self.activate(&name),
+                    Action::CancelActivation { name } => self.opts.launcher.stop(&name),
                 }
             }
         }

@@ -20,6 +20,7 @@ fn drain(h: &mut Harness) -> (Vec<String>, Vec<(ConnId, Message)>) {
         match action {
             Action::Deliver { to, msg } => delivered.push((to, parse_out(&msg))),
             Action::Activate { name } => started.push(name),
+            Action::CancelActivation { name } => started.push(format!("cancel {name}")),
             Action::Disconnect { conn, reason } => panic!("disconnect {conn:?}: {reason}"),
         }
     }
@@ -191,7 +192,12 @@ fn service_start_timeout_fails_the_activation() {
     assert!(drain(&mut h).1.is_empty());
     h.bus
         .handle_timeouts(t0 + Duration::from_secs(5), &mut h.out);
-    let (_, delivered) = drain(&mut h);
+    let (cancelled, delivered) = drain(&mut h);
+    assert_eq!(
+        cancelled,
+        [format!("cancel {SERVICE}")],
+        "the program is stopped"
+    );
     assert_eq!(delivered.len(), 1);
     let (to, err) = &delivered[0];
     assert_eq!(*to, a);
