@@ -11,6 +11,7 @@ pub mod listen;
 pub mod policy;
 pub mod server;
 pub mod service_file;
+pub mod socket_buffers;
 pub mod startup;
 pub mod sys;
 pub mod transport;

@@ -180,6 +180,7 @@ fn serve(
         max_incomplete_connections: limits.max_incomplete_connections as usize,
         max_connections: limits.max_completed_connections as usize,
         max_message_size: limits.max_message_size as usize,
+        socket_buffer_bytes: limits.socket_buffer_bytes as usize,
         reload: reloader(opts.clone()),
         launcher,
     };

@@ -79,16 +79,12 @@ impl Bus {
     /// Starts the daemon with `--config-file=<fresh config> --nofork
     /// --print-address=<pipe fd>` and reads its address from the pipe.
     pub fn start_with(listen: Listen) -> Bus {
-        Bus::start_configured(listen, "")
+        Bus::start_with_config(listen, "")
     }
 
-    /// A bus on `unix:path=` whose configuration has `extra` inside
-    /// `<busconfig>` (`<servicedir>`, `<limit>`, ...).
-    pub fn start_with_extra(extra: &str) -> Bus {
-        Bus::start_configured(Listen::UnixPath, extra)
-    }
-
-    fn start_configured(listen: Listen, extra: &str) -> Bus {
+    /// [`Bus::start_with`] with `extra` elements in the configuration
+    /// (see [`write_config_with`]).
+    pub fn start_with_config(listen: Listen, extra: &str) -> Bus {
         let dir = TempDir::new();
         let config = write_config_with(dir.path(), listen, extra);
         let (read_end, write_end) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use quickbus_e2e::{python_path, python_script, Bus, Finished, TempDir};
+use quickbus_e2e::{python_path, python_script, Bus, Finished, Listen, TempDir};
 
 const PATH: &str = "/org/example/Activated";
 const IFACE: &str = "org.example.Activated";
@@ -32,7 +32,7 @@ impl Services {
             "<servicedir>{}</servicedir>{extra}",
             self.dir.path().display()
         );
-        self.bus = Some(Bus::start_with_extra(&config));
+        self.bus = Some(Bus::start_with_config(Listen::UnixPath, &config));
         self
     }
 
