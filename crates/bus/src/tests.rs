@@ -40,7 +40,7 @@ pub(crate) fn creds(uid: u32, pid: u32) -> Credentials {
         gid: uid,
         pid: Some(pid),
         groups: vec![uid, 27],
-        security_label: None,
+        ..Credentials::default()
     }
 }
 
@@ -588,6 +588,7 @@ fn connection_credentials() {
             pid: Some(77),
             groups: vec![1001, 10],
             security_label: Some(b"unconfined".to_vec()),
+            ..Credentials::default()
         },
         false,
     );

@@ -243,7 +243,7 @@ impl Server {
             );
             return;
         }
-        let creds = match crate::sys::peer_credentials(&stream) {
+        let creds = match crate::peer::identify(&stream) {
             Ok(c) => c,
             Err(e) => {
                 warn!("refusing connection: no peer credentials: {e}");

@@ -117,7 +117,7 @@ pub fn peer_credentials(socket: impl AsFd) -> io::Result<Credentials> {
         gid,
         pid: Some(pid),
         groups,
-        security_label: None,
+        ..Credentials::default()
     })
 }
 
