@@ -102,6 +102,44 @@ pub fn detach_stdio() -> io::Result<()> {
     Ok(())
 }
 
+/// Become `uid`:`gid` with the supplementary `groups`, for good (real,
+/// effective and saved ids), as dbus-daemon does for `<user>` once its
+/// sockets and pid file exist.
+///
+/// rustix's calls change the calling thread's ids only (raw syscalls, not
+/// libc's process-wide broadcast), which is the whole process because the
+/// daemon has a single thread at the only call site (start-up, before the
+/// event loop). Groups first, then the gid, then the uid: after the uid
+/// change nothing else may be changed.
+pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
+    use rustix::process::{Gid, Uid};
+    // (uid_t) -1 and (gid_t) -1 mean "leave unchanged" to the kernel, so
+    // rustix's constructors are unsafe; refuse them before building ids.
+    if uid == u32::MAX || gid == u32::MAX || groups.contains(&u32::MAX) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "uid or gid -1 names no user or group",
+        ));
+    }
+    // SAFETY: none of the values is -1 (checked above), the only value
+    // `Gid::from_raw` and `Uid::from_raw` must not be given.
+    let (uid, gid, groups) = unsafe {
+        (
+            Uid::from_raw(uid),
+            Gid::from_raw(gid),
+            groups.iter().map(|&g| Gid::from_raw(g)).collect::<Vec<_>>(),
+        )
+    };
+    let failed =
+        |what: String| move |e: rustix::io::Errno| io::Error::new(e.kind(), format!("{what}: {e}"));
+    rustix::thread::set_thread_groups(&groups).map_err(failed("Failed to set groups".into()))?;
+    rustix::thread::set_thread_res_gid(gid, gid, gid)
+        .map_err(failed(format!("Failed to set GID to {}", gid.as_raw())))?;
+    rustix::thread::set_thread_res_uid(uid, uid, uid)
+        .map_err(failed(format!("Failed to set UID to {}", uid.as_raw())))?;
+    Ok(())
+}
+
 /// Credentials of the process at the other end of a connected unix socket,
 /// from the kernel (`SO_PEERCRED`), never from what the peer says.
 pub fn peer_credentials(socket: impl AsFd) -> io::Result<Credentials> {

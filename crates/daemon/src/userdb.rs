@@ -83,6 +83,12 @@ impl UserDb {
         name.parse().ok().or_else(|| self.groups.get(name).copied())
     }
 
+    /// The uid and primary gid of the user called `name` (or numbered so).
+    pub fn account(&self, name: &str) -> Option<(u32, u32)> {
+        let uid = self.uid(name)?;
+        self.accounts.get(&uid).map(|(_, gid)| (uid, *gid))
+    }
+
     /// The groups of `uid` as dbus-daemon takes them for policy decisions
     /// (`getgrouplist` of its user): the primary group, then every group
     /// listing the user as a member, sorted, without repeats.
@@ -131,5 +137,8 @@ mod tests {
         assert_eq!(db.groups_of(1000), UserGroups::Known(vec![10, 100, 1000]));
         assert_eq!(db.groups_of(1001), UserGroups::Known(vec![50, 100]));
         assert_eq!(db.groups_of(4321), UserGroups::UnknownUser);
+        assert_eq!(db.account("bob"), Some((1001, 100)));
+        assert_eq!(db.account("1000"), Some((1000, 1000)));
+        assert_eq!(db.account("carol"), None);
     }
 }
