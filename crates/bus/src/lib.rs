@@ -57,6 +57,9 @@ pub struct Credentials {
     /// and `group=` connect rules use these, as dbus-daemon does, not the
     /// socket's groups.
     pub user_groups: UserGroups,
+    /// Authenticated with ANONYMOUS: the bus reports no uid, pid or groups
+    /// for it (dbus-daemon's driver knows only the authenticated identity).
+    pub anonymous: bool,
     /// The peer's command line as dbus-daemon quotes it in log lines and
     /// AccessDenied texts (`comm="..."`), when the daemon could read it.
     pub comm: Option<String>,

@@ -347,6 +347,8 @@ impl Server {
                         AuthProgress::Begin { consumed } => {
                             conn.transport.consume(consumed);
                             let unix_fds = sasl.unix_fd_negotiated();
+                            conn.creds.anonymous =
+                                sasl.authenticated() == Some(crate::auth::AuthIdentity::Anonymous);
                             let id = self.bus.add_connection(conn.creds.clone(), unix_fds);
                             conn.phase = Phase::Running { id };
                             self.tokens.insert(id, token);

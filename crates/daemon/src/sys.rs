@@ -5,7 +5,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use quickbus_bus::Credentials;
 
@@ -155,8 +155,44 @@ pub fn peer_credentials(socket: impl AsFd) -> io::Result<Credentials> {
         gid,
         pid: Some(pid),
         groups,
+        security_label: peer_security_label(socket.as_fd()),
         ..Credentials::default()
     })
+}
+
+/// The peer's LSM label (`SO_PEERSEC`: SELinux context, AppArmor
+/// profile, ...), without trailing NULs; None when the kernel has no LSM
+/// that labels sockets (ENOPROTOOPT) or the label is empty.
+fn peer_security_label(socket: BorrowedFd<'_>) -> Option<Vec<u8>> {
+    let mut label = vec![0u8; 256];
+    loop {
+        let mut len = label.len() as libc::socklen_t;
+        // SAFETY: `label` is valid for writes of `len` bytes and `len` is a
+        // live socklen_t; the kernel writes at most `len` bytes and stores
+        // the length it needs or wrote. The fd is borrowed, so open.
+        let rc = unsafe {
+            libc::getsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PEERSEC,
+                label.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        let len = len as usize;
+        if rc == 0 {
+            label.truncate(len.min(label.len()));
+            while label.last() == Some(&0) {
+                label.pop();
+            }
+            return (!label.is_empty()).then_some(label);
+        }
+        let too_small = io::Error::last_os_error().raw_os_error() == Some(libc::ERANGE);
+        if !too_small || len <= label.len() || len > 65536 {
+            return None;
+        }
+        label.resize(len, 0);
+    }
 }
 
 /// The peer's supplementary groups, from /proc (SO_PEERGROUPS has no safe
