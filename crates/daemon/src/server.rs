@@ -436,7 +436,20 @@ impl Server {
             let Some(conn) = self.conns.get_mut(&token) else {
                 continue;
             };
-            if let Err(e) = conn.transport.flush() {
+            // Debug.Stats shows the queue at its fullest (before the write)
+            // and what the socket did not take.
+            let id = match conn.phase {
+                Phase::Running { id } => Some(id),
+                Phase::Authenticating { .. } => None,
+            };
+            let before = conn.transport.queued_bytes();
+            let flushed = conn.transport.flush();
+            let after = conn.transport.queued_bytes();
+            if let Some(id) = id {
+                self.bus.set_queue_depth(id, before);
+                self.bus.set_queue_depth(id, after);
+            }
+            if let Err(e) = flushed {
                 self.close(token, &format!("write error: {e}"));
             }
         }
