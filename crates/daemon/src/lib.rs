@@ -8,6 +8,7 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod listen;
+pub mod peer;
 pub mod policy;
 pub mod server;
 pub mod service_file;

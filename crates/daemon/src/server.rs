@@ -306,7 +306,7 @@ impl Server {
             );
             return;
         }
-        let creds = match crate::sys::peer_credentials(&stream) {
+        let creds = match crate::peer::identify(&stream) {
             Ok(c) => c,
             Err(e) => {
                 warn!("refusing connection: no peer credentials: {e}");
@@ -418,6 +418,8 @@ impl Server {
                         AuthProgress::Begin { consumed } => {
                             conn.transport.consume(consumed);
                             let unix_fds = sasl.unix_fd_negotiated();
+                            conn.creds.anonymous =
+                                sasl.authenticated() == Some(crate::auth::AuthIdentity::Anonymous);
                             let id = self.bus.add_connection(conn.creds.clone(), unix_fds);
                             conn.phase = Phase::Running { id };
                             self.tokens.insert(id, token);
