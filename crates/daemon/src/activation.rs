@@ -234,15 +234,15 @@ impl Launcher {
         // are not the service's business.
         command.process_group(0);
         if let (true, Some(user)) = (self.switch_user, service.user.as_deref()) {
-            let account = uzers::get_user_by_name(user).ok_or_else(|| {
+            let (uid, gid) = crate::userdb::UserDb::load().account(user).ok_or_else(|| {
                 BusError::new(
                     errors::SPAWN_SETUP_FAILED,
                     format!("Cannot launch {name}: no such user {user}"),
                 )
             })?;
             // std drops root's supplementary groups when it changes uid.
-            command.gid(account.primary_group_id());
-            command.uid(account.uid());
+            command.gid(gid);
+            command.uid(uid);
         }
         Ok(command)
     }
