@@ -3,13 +3,16 @@
 //! [`startup`] turns the command line into a running [`server`]; the server
 //! moves bytes between sockets ([`transport`]) and the sans-I/O bus core.
 
+pub mod activation;
 pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod listen;
+pub mod peer;
 pub mod policy;
 pub mod server;
 pub mod service_file;
+pub mod socket_buffers;
 pub mod startup;
 pub mod sys;
 pub mod transport;

@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,9 @@ impl BusKind {
 /// A bus daemon started by the bench, killed on drop.
 pub struct RunningBus {
     pub kind: BusKind,
+    /// The `socket_buffer_bytes` quickbus was configured with, when the
+    /// bench set one (a socket-buffer sweep); None: the daemon's default.
+    pub socket_buffer: Option<usize>,
     pub address: String,
     child: Child,
     dir: PathBuf,
@@ -55,6 +59,27 @@ impl RunningBus {
         RunningBus::start_with_limits(kind, quickbus_daemon, &[])
     }
 
+    /// [`RunningBus::start`], with quickbus's `socket_buffer_bytes` limit
+    /// set to `socket_buffer` (0: the kernel's default). The other buses
+    /// have no such setting: asking for one is refused.
+    pub fn start_with_socket_buffer(
+        kind: BusKind,
+        quickbus_daemon: &Path,
+        socket_buffer: Option<usize>,
+    ) -> Result<RunningBus, String> {
+        match socket_buffer {
+            None => RunningBus::start(kind, quickbus_daemon),
+            Some(_) if kind != BusKind::Quickbus => {
+                Err(format!("{} cannot set its socket buffers", kind.name()))
+            }
+            Some(bytes) => RunningBus::start_with_limits(
+                kind,
+                quickbus_daemon,
+                &[("socket_buffer_bytes", bytes as u64)],
+            ),
+        }
+    }
+
     /// Start `kind` with some limits of the bench configuration replaced
     /// (`(name, value)` as in `<limit name="...">`), e.g. raised far enough
     /// that a scale run measures data structures, not limits.
@@ -63,10 +88,17 @@ impl RunningBus {
         quickbus_daemon: &Path,
         limits: &[(&str, u64)],
     ) -> Result<RunningBus, String> {
+        // Several buses of one kind may run at once (socket buffer sweeps).
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
+        let socket_buffer = limits
+            .iter()
+            .find(|(name, _)| *name == "socket_buffer_bytes")
+            .map(|&(_, bytes)| bytes as usize);
         let dir = std::env::temp_dir().join(format!(
-            "quickbus-bench-{}-{}",
+            "quickbus-bench-{}-{}-{}",
             std::process::id(),
-            kind.name()
+            kind.name(),
+            STARTED.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -88,6 +120,7 @@ impl RunningBus {
         match started {
             Ok((child, journal)) => Ok(RunningBus {
                 kind,
+                socket_buffer,
                 address,
                 child,
                 dir,
@@ -454,6 +487,18 @@ mod tests {
         assert_eq!(parse_rss_kib("Name:\tx\nVmRSS:\t  1234 kB\n"), Some(1234));
         assert_eq!(parse_rss_kib("Name:\tx\n"), None);
         assert!(process_rss_bytes(std::process::id()).unwrap() > 0);
+    }
+
+    #[test]
+    fn only_quickbus_takes_a_socket_buffer_size() {
+        let config = config_text(Path::new("/tmp/x/bus"), &[("socket_buffer_bytes", 4096)]);
+        assert!(config.contains("<limit name=\"socket_buffer_bytes\">4096</limit>\n</busconfig>"));
+        let refused = RunningBus::start_with_socket_buffer(
+            BusKind::DbusBroker,
+            Path::new("/nonexistent"),
+            Some(4096),
+        );
+        assert!(refused.is_err());
     }
 
     #[test]
