@@ -139,6 +139,13 @@ impl Server {
                     }
                 }
             }
+            // Oldest connection first, whatever order epoll listed them in:
+            // when a caller's new calls and a callee's replies arrive in the
+            // same wake-up, the calls are seen first, as dbus-daemon (which
+            // walks its connections in order) sees them; the pending-reply
+            // limit depends on that order (dbus-tests
+            // /limits/max-replies-per-connection).
+            ready.sort_unstable_by_key(|&(token, _)| token);
             for (token, hung_up) in ready {
                 self.read_connection(token, hung_up);
             }
