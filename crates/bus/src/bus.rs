@@ -530,7 +530,7 @@ impl Bus {
 
     /// Send a bus message to one connection, with its unique name as
     /// destination.
-    fn send_to(&mut self, to: ConnId, builder: MessageBuilder, out: &mut Vec<Action>) {
+    pub(crate) fn send_to(&mut self, to: ConnId, builder: MessageBuilder, out: &mut Vec<Action>) {
         let builder = match self.unique_name(to) {
             Some(name) => builder.destination(name.to_owned()),
             None => builder,

@@ -15,6 +15,7 @@ mod introspect;
 pub mod limits;
 pub mod match_index;
 pub mod match_rule;
+pub mod overflow;
 pub mod registry;
 pub mod replies;
 mod stats;

@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod flow;
 pub mod listen;
 pub mod server;
 pub mod service_file;

@@ -18,7 +18,10 @@ use signal_hook_mio::v1_0::Signals;
 use tracing::{debug, info, warn};
 
 use crate::auth::{AuthConfig, AuthProgress, SaslServer};
+use crate::flow::{self, OutBounds};
 use crate::transport::{OutItem, ReadStatus, Transport};
+
+mod backpressure;
 
 const SIGNALS: Token = Token(0);
 const FIRST_LISTENER: usize = 1;
@@ -41,6 +44,14 @@ pub struct ServerOptions {
     pub max_incomplete_connections: usize,
     pub max_connections: usize,
     pub max_message_size: usize,
+    /// Bounds of each connection's outgoing queue and how long a signal's
+    /// sender is held back for a full receiver (see [`flow`]).
+    pub out_bounds: OutBounds,
+    /// Most fds a connection may have sent ahead of the message that
+    /// carries them (`max_incoming_unix_fds`).
+    pub max_incoming_unix_fds: usize,
+    /// How long such fds may wait for their message (`pending_fd_timeout`).
+    pub pending_fd_timeout: Duration,
     pub reload: Reloader,
 }
 
@@ -53,6 +64,21 @@ struct Conn {
     transport: Transport,
     phase: Phase,
     creds: Credentials,
+    /// Its outgoing queue's overflow state.
+    flow: flow::Receiver,
+    /// Set while the daemon does not read it: it sent a signal to a
+    /// receiver whose queue is full.
+    hold: Option<Hold>,
+    /// When the fds it sent ahead of their message must have it.
+    fd_deadline: Option<Instant>,
+}
+
+/// A sender held back for one full receiver.
+struct Hold {
+    on: Token,
+    until: Instant,
+    /// The peer hung up meanwhile: read it to EOF once released.
+    hung_up: bool,
 }
 
 /// Why the loop stopped.
@@ -71,6 +97,13 @@ pub struct Server {
     opts: ServerOptions,
     signals: Signals,
     auth_deadlines: BinaryHeap<Reverse<(Instant, Token)>>,
+    /// pending_fd_timeout deadlines (stale entries are skipped).
+    fd_deadlines: BinaryHeap<Reverse<(Instant, Token)>>,
+    /// Senders held back (see [`Hold`]).
+    held: Vec<Token>,
+    /// The connection whose message is being routed, if any: the sender to
+    /// hold back when a receiver is full.
+    routing_from: Option<Token>,
     incomplete: usize,
     /// Connections with data possibly left unread after their turn.
     unfinished_reads: Vec<(Token, bool)>,
@@ -103,6 +136,9 @@ impl Server {
             opts,
             signals,
             auth_deadlines: BinaryHeap::new(),
+            fd_deadlines: BinaryHeap::new(),
+            held: Vec::new(),
+            routing_from: None,
             incomplete: 0,
             unfinished_reads: Vec::new(),
             dirty: Vec::new(),
@@ -151,12 +187,14 @@ impl Server {
             }
             let now = Instant::now();
             self.expire_auth(now);
+            self.expire_pending_fds(now);
             self.bus.handle_timeouts(now, &mut self.actions);
             if self.bus.take_reload_request() {
                 self.reload("ReloadConfig");
             }
             self.apply_actions();
             self.flush_dirty();
+            self.release_holds(Instant::now());
         }
     }
 
@@ -165,10 +203,16 @@ impl Server {
             return Some(Duration::ZERO);
         }
         let auth = self.auth_deadlines.peek().map(|Reverse((t, _))| *t);
-        let deadline = match (auth, self.bus.next_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }?;
+        let fds = self.fd_deadlines.peek().map(|Reverse((t, _))| *t);
+        let holds = self
+            .held
+            .iter()
+            .filter_map(|t| Some(self.conns.get(t)?.hold.as_ref()?.until))
+            .min();
+        let deadline = [auth, fds, holds, self.bus.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min()?;
         Some(deadline.saturating_duration_since(Instant::now()))
     }
 
@@ -263,6 +307,9 @@ impl Server {
                 transport: Transport::new(stream),
                 phase: Phase::Authenticating { sasl },
                 creds,
+                flow: flow::Receiver::default(),
+                hold: None,
+                fd_deadline: None,
             },
         );
         self.incomplete += 1;
@@ -292,6 +339,11 @@ impl Server {
             let Some(conn) = self.conns.get_mut(&token) else {
                 return;
             };
+            if let Some(hold) = &mut conn.hold {
+                // Held back: its input waits in the kernel until released.
+                hold.hung_up |= hung_up;
+                return;
+            }
             let status = match conn.transport.read_once() {
                 Ok(s) => s,
                 Err(e) => {
@@ -300,6 +352,10 @@ impl Server {
                 }
             };
             if let Err(reason) = self.process_input(token) {
+                self.close(token, &reason);
+                return;
+            }
+            if let Err(reason) = self.check_pending_fds(token) {
                 self.close(token, &reason);
                 return;
             }
@@ -351,6 +407,10 @@ impl Server {
                 }
                 Phase::Running { id } => {
                     let id = *id;
+                    if conn.hold.is_some() {
+                        // The rest of its input waits for the release.
+                        return Ok(());
+                    }
                     let input = conn.transport.input();
                     let total = match frame_length(input) {
                         Ok(Some(total)) => total,
@@ -386,7 +446,9 @@ impl Server {
                     })?;
                     self.bus
                         .receive(id, msg, fds, Instant::now(), &mut self.actions);
+                    self.routing_from = Some(token);
                     self.apply_actions();
+                    self.routing_from = None;
                 }
             }
         }
@@ -398,19 +460,7 @@ impl Server {
             let actions = std::mem::take(&mut self.actions);
             for action in actions {
                 match action {
-                    Action::Deliver { to, msg } => {
-                        let Some(&token) = self.tokens.get(&to) else {
-                            continue;
-                        };
-                        if let Some(conn) = self.conns.get_mut(&token) {
-                            conn.transport.queue(OutItem {
-                                header: msg.frame.header,
-                                body: msg.frame.body,
-                                fds: (!msg.fds.is_empty()).then_some(msg.fds),
-                            });
-                            self.dirty.push(token);
-                        }
-                    }
+                    Action::Deliver { to, msg } => self.deliver(to, msg),
                     Action::Disconnect { conn, reason } => {
                         if let Some(&token) = self.tokens.get(&conn) {
                             self.close(token, &reason);
@@ -431,7 +481,9 @@ impl Server {
             };
             if let Err(e) = conn.transport.flush() {
                 self.close(token, &format!("write error: {e}"));
+                continue;
             }
+            self.note_drained(token);
         }
         self.apply_actions();
         if !self.dirty.is_empty() {

@@ -13,6 +13,7 @@ use tracing::{error, info, warn};
 use crate::auth::AuthConfig;
 use crate::cli::{Options, PrintTarget};
 use crate::config::BusConfig;
+use crate::flow::OutBounds;
 use crate::listen::{self, Listener};
 use crate::server::{Server, ServerOptions};
 use crate::service_file;
@@ -168,6 +169,13 @@ fn serve(
         max_incomplete_connections: limits.max_incomplete_connections as usize,
         max_connections: limits.max_completed_connections as usize,
         max_message_size: limits.max_message_size as usize,
+        out_bounds: OutBounds {
+            max_bytes: usize::try_from(limits.max_outgoing_bytes).unwrap_or(usize::MAX),
+            max_fds: usize::try_from(limits.max_outgoing_unix_fds).unwrap_or(usize::MAX),
+            hold: crate::flow::DEFAULT_HOLD,
+        },
+        max_incoming_unix_fds: usize::try_from(limits.max_incoming_unix_fds).unwrap_or(usize::MAX),
+        pending_fd_timeout: Duration::from_millis(limits.pending_fd_timeout_ms),
         reload: reloader(opts.clone()),
     };
     let sockets = listeners
