@@ -115,7 +115,7 @@ impl Server {
             };
             let (on, until) = (hold.on, hold.until);
             let receiver = self.conns.get_mut(&on);
-            let drained = receiver.as_ref().map_or(true, |r| {
+            let drained = receiver.as_ref().is_none_or(|r| {
                 bounds.drained(r.transport.queued_bytes(), r.transport.queued_fds())
             });
             if !drained && until > now {
