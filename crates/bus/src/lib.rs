@@ -22,6 +22,8 @@ mod stats;
 mod subscriptions;
 
 #[cfg(test)]
+mod fuzz_regressions;
+#[cfg(test)]
 mod tests;
 
 use std::os::fd::OwnedFd;

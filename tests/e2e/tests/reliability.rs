@@ -84,12 +84,25 @@ fn messages_lost_count(message: &Message) -> Option<u64> {
 }
 
 /// Reads burst signals until it has all of them; returns how many arrived
-/// and whether the bus said any were lost.
+/// and whether the bus said any were lost. Against other daemons (which
+/// may drop or disconnect) it stops when the bus goes quiet for 5 s or
+/// closes, to report what arrived.
 fn read_whole_burst(mut conn: Connection) -> (u32, Option<u64>) {
+    if !testing_quickbus() {
+        conn.set_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+    }
     let mut got = 0;
     let mut lost = None;
     while got < BURST {
-        let (message, _) = conn.receive().expect("a fast receiver keeps receiving");
+        let message = match conn.receive() {
+            Ok((message, _)) => message,
+            Err(e) if !testing_quickbus() => {
+                eprintln!("fast receiver stopped after {got}: {e}");
+                break;
+            }
+            Err(e) => panic!("a fast receiver's connection failed after {got} signals: {e}"),
+        };
         if message.interface() == Some(BURST_INTERFACE) {
             got += 1;
         } else if let Some(n) = messages_lost_count(&message) {
@@ -144,17 +157,25 @@ fn a_receiver_that_stops_reading_during_a_100k_burst_harms_nobody_and_is_told() 
         bytes[8..12].copy_from_slice(&sender.next_serial().to_le_bytes());
         batch.push(Bytes::from(bytes));
         if batch.len() == 1000 {
-            sender
-                .send_batch(&batch)
-                .expect("the sender is never refused");
+            if let Err(e) = sender.send_batch(&batch) {
+                assert!(!testing_quickbus(), "the sender was refused: {e}");
+                eprintln!("sender: cut off: {e}");
+                break;
+            }
             batch.clear();
         }
     }
-    sender.get_id().expect("the sender's own calls still work");
+    if let Err(e) = sender.get_id() {
+        assert!(!testing_quickbus(), "the sender's own calls fail: {e}");
+        eprintln!("sender: GetId after the burst failed: {e}");
+    }
     for reader in readers {
         let (got, lost) = reader.join().expect("fast reader");
-        assert_eq!(got, BURST, "a fast receiver missed signals");
-        assert_eq!(lost, None, "a fast receiver was told it lost signals");
+        eprintln!("fast receiver: {got} of {BURST}, told lost {lost:?}");
+        if testing_quickbus() {
+            assert_eq!(got, BURST, "a fast receiver missed signals");
+            assert_eq!(lost, None, "a fast receiver was told it lost signals");
+        }
     }
     let peak = status_kib(bus.pid(), "VmHWM:");
     let growth = peak.saturating_sub(baseline);
@@ -476,6 +497,12 @@ fn fds_sent_without_their_message_are_cut_off_at_pending_fd_timeout() {
 
 #[test]
 fn more_fds_ahead_of_their_message_than_max_incoming_unix_fds_are_cut_off() {
+    // dbus-daemon counts only fds of whole messages against this limit
+    // (these would wait for pending_fd_timeout, from which root is exempt).
+    if !testing_quickbus() {
+        eprintln!("skipped: dbus-daemon applies max_incoming_unix_fds to whole messages");
+        return;
+    }
     let mut scene = Scene::start_with(r#"<limit name="max_incoming_unix_fds">8</limit>"#);
     let before = scene.bus.fd_count();
     let mut hostile = scene.bus.connect();

@@ -13,6 +13,12 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let printed = rule.to_string();
+    // Escaping can make the canonical text longer than the 1024 bytes a
+    // rule text may have (found by this target: crash-6811c13d...); such a
+    // rule prints fine but cannot be re-added from its printed form.
+    if printed.len() > 1024 {
+        return;
+    }
     let again = MatchRule::parse(&printed)
         .unwrap_or_else(|e| panic!("{text:?} printed as {printed:?}, which fails: {e}"));
     assert_eq!(again, rule, "{text:?} printed as {printed:?}");
