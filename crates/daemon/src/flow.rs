@@ -37,6 +37,17 @@ impl OutBounds {
         bytes >= self.max_bytes || fds >= self.max_fds
     }
 
+    /// The bounds of all of one user's queues together (see
+    /// [`crate::accounting`]).
+    pub fn per_user(&self) -> OutBounds {
+        let times = crate::accounting::USER_QUEUES_PER_CONNECTION_BOUND;
+        OutBounds {
+            max_bytes: self.max_bytes.saturating_mul(times),
+            max_fds: self.max_fds.saturating_mul(times),
+            hold: self.hold,
+        }
+    }
+
     /// Drained enough to take more without holding anyone again.
     pub fn drained(&self, bytes: usize, fds: usize) -> bool {
         bytes <= self.max_bytes / 2 && fds <= self.max_fds / 2
@@ -100,24 +111,17 @@ pub struct Receiver {
 }
 
 impl Receiver {
-    /// Decide about a delivery to this receiver, whose queue holds `bytes`
-    /// and `fds` now.
-    pub fn judge(
-        &mut self,
-        kind: Kind,
-        bytes: usize,
-        fds: usize,
-        bounds: &OutBounds,
-        now: Instant,
-    ) -> Verdict {
-        if kind == Kind::Reply || !bounds.full(bytes, fds) {
+    /// Decide about a delivery to this receiver; `full`: its queue (or its
+    /// user's queues together) hold as much as they may.
+    pub fn judge(&mut self, kind: Kind, full: bool, hold: Duration, now: Instant) -> Verdict {
+        if kind == Kind::Reply || !full {
             return Verdict::Queue;
         }
         if kind == Kind::Call {
             return Verdict::RefuseCall;
         }
         let since = *self.full_since.get_or_insert(now);
-        if !self.lossy && now.saturating_duration_since(since) >= bounds.hold {
+        if !self.lossy && now.saturating_duration_since(since) >= hold {
             self.lossy = true;
         }
         if self.lossy {
@@ -169,7 +173,10 @@ mod tests {
         let mut r = Receiver::default();
         let now = Instant::now();
         for kind in [Kind::Call, Kind::Reply, Kind::Signal] {
-            assert_eq!(r.judge(kind, 999, 3, &BOUNDS, now), Verdict::Queue);
+            assert_eq!(
+                r.judge(kind, BOUNDS.full(999, 3), BOUNDS.hold, now),
+                Verdict::Queue
+            );
         }
         assert!(!r.is_overflowing());
     }
@@ -179,41 +186,46 @@ mod tests {
         let mut r = Receiver::default();
         let now = Instant::now();
         assert_eq!(
-            r.judge(Kind::Call, 1000, 0, &BOUNDS, now),
+            r.judge(Kind::Call, BOUNDS.full(1000, 0), BOUNDS.hold, now),
             Verdict::RefuseCall
         );
-        assert_eq!(r.judge(Kind::Call, 0, 4, &BOUNDS, now), Verdict::RefuseCall);
-        assert_eq!(r.judge(Kind::Reply, 5000, 9, &BOUNDS, now), Verdict::Queue);
+        assert_eq!(
+            r.judge(Kind::Call, BOUNDS.full(0, 4), BOUNDS.hold, now),
+            Verdict::RefuseCall
+        );
+        assert_eq!(
+            r.judge(Kind::Reply, BOUNDS.full(5000, 9), BOUNDS.hold, now),
+            Verdict::Queue
+        );
     }
 
     #[test]
     fn signals_hold_the_sender_then_are_dropped_and_counted() {
         let mut r = Receiver::default();
         let t0 = Instant::now();
-        let v = r.judge(Kind::Signal, 1000, 0, &BOUNDS, t0);
+        let v = r.judge(Kind::Signal, BOUNDS.full(1000, 0), BOUNDS.hold, t0);
         assert_eq!(v, Verdict::QueueAndHoldSender);
         let v = r.judge(
             Kind::Signal,
-            1100,
-            0,
-            &BOUNDS,
+            BOUNDS.full(1100, 0),
+            BOUNDS.hold,
             t0 + Duration::from_millis(500),
         );
         assert_eq!(v, Verdict::QueueAndHoldSender);
         // Full for a whole hold: lossy.
         let later = t0 + Duration::from_secs(1);
         assert_eq!(
-            r.judge(Kind::Signal, 1200, 0, &BOUNDS, later),
+            r.judge(Kind::Signal, BOUNDS.full(1200, 0), BOUNDS.hold, later),
             Verdict::Drop
         );
         assert_eq!(
-            r.judge(Kind::Signal, 1200, 0, &BOUNDS, later),
+            r.judge(Kind::Signal, BOUNDS.full(1200, 0), BOUNDS.hold, later),
             Verdict::Drop
         );
         assert!(r.is_lossy());
         // Replies still get through to a lossy receiver.
         assert_eq!(
-            r.judge(Kind::Reply, 1200, 0, &BOUNDS, later),
+            r.judge(Kind::Reply, BOUNDS.full(1200, 0), BOUNDS.hold, later),
             Verdict::Queue
         );
         assert_eq!(r.drained(), Some(2));
@@ -222,7 +234,7 @@ mod tests {
         // Told once: draining again reports nothing.
         assert_eq!(r.drained(), None);
         // A new episode starts with a new hold.
-        let v = r.judge(Kind::Signal, 1000, 0, &BOUNDS, later);
+        let v = r.judge(Kind::Signal, BOUNDS.full(1000, 0), BOUNDS.hold, later);
         assert_eq!(v, Verdict::QueueAndHoldSender);
     }
 
@@ -231,12 +243,15 @@ mod tests {
         let mut r = Receiver::default();
         let now = Instant::now();
         assert_eq!(
-            r.judge(Kind::Signal, 1000, 0, &BOUNDS, now),
+            r.judge(Kind::Signal, BOUNDS.full(1000, 0), BOUNDS.hold, now),
             Verdict::QueueAndHoldSender
         );
         assert!(r.hold_expired());
         assert!(!r.hold_expired());
-        assert_eq!(r.judge(Kind::Signal, 1000, 0, &BOUNDS, now), Verdict::Drop);
+        assert_eq!(
+            r.judge(Kind::Signal, BOUNDS.full(1000, 0), BOUNDS.hold, now),
+            Verdict::Drop
+        );
     }
 
     #[test]
@@ -249,6 +264,19 @@ mod tests {
         assert_eq!(Kind::of(&[b'l', 4], false), Kind::Signal);
         // A call that wants no reply could not hear a refusal.
         assert_eq!(Kind::of(&[b'l', 1, 1, 1], false), Kind::Signal);
+    }
+
+    #[test]
+    fn a_users_queues_together_may_hold_four_connections_worth() {
+        let user = BOUNDS.per_user();
+        assert_eq!((user.max_bytes, user.max_fds), (4000, 16));
+        assert!(!user.full(3999, 15));
+        assert!(user.full(4000, 0));
+        let huge = OutBounds {
+            max_bytes: usize::MAX,
+            ..BOUNDS
+        };
+        assert_eq!(huge.per_user().max_bytes, usize::MAX);
     }
 
     #[test]

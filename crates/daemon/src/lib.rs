@@ -3,6 +3,7 @@
 //! [`startup`] turns the command line into a running [`server`]; the server
 //! moves bytes between sockets ([`transport`]) and the sans-I/O bus core.
 
+pub mod accounting;
 pub mod auth;
 pub mod cli;
 pub mod config;

@@ -7,6 +7,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io;
 use std::os::unix::net::UnixListener as StdListener;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use mio::net::{UnixListener, UnixStream};
@@ -17,6 +18,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 use tracing::{debug, info, warn};
 
+use crate::accounting::{UserTally, Users};
 use crate::auth::{AuthConfig, AuthProgress, SaslServer};
 use crate::flow::{self, OutBounds};
 use crate::transport::{OutItem, ReadStatus, Transport};
@@ -66,6 +68,8 @@ struct Conn {
     creds: Credentials,
     /// Its outgoing queue's overflow state.
     flow: flow::Receiver,
+    /// What all connections of its user have queued.
+    user: Rc<UserTally>,
     /// Set while the daemon does not read it: it sent a signal to a
     /// receiver whose queue is full.
     hold: Option<Hold>,
@@ -104,6 +108,7 @@ pub struct Server {
     /// The connection whose message is being routed, if any: the sender to
     /// hold back when a receiver is full.
     routing_from: Option<Token>,
+    users: Users,
     incomplete: usize,
     /// Connections with data possibly left unread after their turn.
     unfinished_reads: Vec<(Token, bool)>,
@@ -139,6 +144,7 @@ impl Server {
             fd_deadlines: BinaryHeap::new(),
             held: Vec::new(),
             routing_from: None,
+            users: Users::default(),
             incomplete: 0,
             unfinished_reads: Vec::new(),
             dirty: Vec::new(),
@@ -300,6 +306,7 @@ impl Server {
             return;
         }
         let sasl = SaslServer::new(&self.opts.auth, creds.uid);
+        let user = self.users.tally(creds.uid);
         debug!(uid = creds.uid, pid = ?creds.pid, "new connection");
         self.conns.insert(
             token,
@@ -308,6 +315,7 @@ impl Server {
                 phase: Phase::Authenticating { sasl },
                 creds,
                 flow: flow::Receiver::default(),
+                user,
                 hold: None,
                 fd_deadline: None,
             },
@@ -479,7 +487,11 @@ impl Server {
             let Some(conn) = self.conns.get_mut(&token) else {
                 continue;
             };
-            if let Err(e) = conn.transport.flush() {
+            let before = (conn.transport.queued_bytes(), conn.transport.queued_fds());
+            let flushed = conn.transport.flush();
+            let after = (conn.transport.queued_bytes(), conn.transport.queued_fds());
+            conn.user.sent(before.0 - after.0, before.1 - after.1);
+            if let Err(e) = flushed {
                 self.close(token, &format!("write error: {e}"));
                 continue;
             }
@@ -518,5 +530,11 @@ impl Server {
                 self.bus.remove_connection(id, &mut self.actions);
             }
         }
+        // Whatever is still queued goes with the connection.
+        conn.user
+            .sent(conn.transport.queued_bytes(), conn.transport.queued_fds());
+        let uid = conn.user.uid;
+        drop(conn);
+        self.users.forget_unused(uid);
     }
 }

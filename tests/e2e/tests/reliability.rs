@@ -518,3 +518,47 @@ fn more_fds_ahead_of_their_message_than_max_incoming_unix_fds_are_cut_off() {
     scene.assert_unharmed();
     scene.bus.wait_fds_at_most(before + 1);
 }
+
+#[test]
+fn a_users_full_queues_refuse_calls_to_its_other_connections_until_they_drain() {
+    // quickbus bounds the queues of all of one user's connections together
+    // (4 × max_outgoing_bytes); every peer of this test is the same user.
+    if !testing_quickbus() {
+        eprintln!("skipped: only quickbus bounds queues per user");
+        return;
+    }
+    let scene_limits = r#"<limit name="max_outgoing_bytes">65536</limit>"#;
+    let mut scene = Scene::start_with(scene_limits);
+    let rule = "type='signal',interface='org.example.Flood'";
+    let sinks: Vec<Connection> = (0..6)
+        .map(|_| {
+            let mut sink = scene.bus.connect();
+            sink.add_match(rule).expect("AddMatch");
+            sink
+        })
+        .collect();
+    let mut sender = scene.bus.connect();
+    let signal = MessageBuilder::signal("/f", "org.example.Flood", "Chunk")
+        .body(vec![Value::String("f".repeat(16 * 1024))]);
+    // 6 sinks × (socket buffers + 64 KiB): 600 × 16 KiB is plenty.
+    for _ in 0..600 {
+        sender.send(signal.clone(), &[]).expect("emit");
+    }
+    sender
+        .get_id()
+        .expect("the sender is served after its burst");
+    // The victim reads, but its user's queues are full: a call to it fails.
+    let caller = &mut scene.witness;
+    let call = MessageBuilder::method_call("/org/example/Victim", "Hello")
+        .interface("org.example.Victim")
+        .destination(VICTIM_NAME);
+    match caller.call(call.clone()) {
+        Err(quickbus_client::CallError::Remote(e)) => {
+            assert_eq!(e.name, "org.freedesktop.DBus.Error.LimitsExceeded", "{e:?}")
+        }
+        other => panic!("a call to a full user's connection: {other:?}"),
+    }
+    // The sinks go; the queues they held go with them.
+    drop(sinks);
+    scene.assert_unharmed();
+}

@@ -10,8 +10,8 @@ use mio::Token;
 use quickbus_bus::{ConnId, OutMessage};
 use tracing::{debug, info, warn};
 
-use super::{Hold, Phase, Server};
-use crate::flow::{Kind, Verdict};
+use super::{Conn, Hold, Phase, Server};
+use crate::flow::{Kind, OutBounds, Verdict};
 use crate::transport::OutItem;
 
 impl Server {
@@ -25,15 +25,20 @@ impl Server {
         let Some(conn) = self.conns.get_mut(&token) else {
             return;
         };
-        let (bytes, fds) = (conn.transport.queued_bytes(), conn.transport.queued_fds());
-        let verdict = if bounds.full(bytes, fds) {
+        let full = bounds.full(conn.transport.queued_bytes(), conn.transport.queued_fds())
+            || bounds
+                .per_user()
+                .full(conn.user.out_bytes(), conn.user.out_fds());
+        let verdict = if full {
             let kind = Kind::of(&msg.frame.header, self.bus.is_monitor(to));
-            conn.flow.judge(kind, bytes, fds, &bounds, Instant::now())
+            conn.flow.judge(kind, true, bounds.hold, Instant::now())
         } else {
             Verdict::Queue
         };
         match verdict {
             Verdict::Queue | Verdict::QueueAndHoldSender => {
+                let len = msg.frame.header.len() + msg.frame.body.len();
+                conn.user.queued(len, msg.fds.len());
                 conn.transport.queue(OutItem {
                     header: msg.frame.header,
                     body: msg.frame.body,
@@ -44,7 +49,9 @@ impl Server {
                     self.hold_sender(token);
                 }
             }
-            Verdict::Drop => {}
+            // Revisited at the end of the turn: with nothing queued of its
+            // own (its user's other queues being full), it may be drained.
+            Verdict::Drop => self.dirty.push(token),
             Verdict::RefuseCall => {
                 debug!("{to:?}'s queue is full: refusing a call to it");
                 self.bus.call_not_queued(to, &msg, &mut self.actions);
@@ -82,9 +89,7 @@ impl Server {
         let Some(conn) = self.conns.get_mut(&token) else {
             return;
         };
-        if !conn.flow.is_overflowing()
-            || !bounds.drained(conn.transport.queued_bytes(), conn.transport.queued_fds())
-        {
+        if !conn.flow.is_overflowing() || !drained(conn, &bounds) {
             return;
         }
         let lost = conn.flow.drained();
@@ -115,9 +120,7 @@ impl Server {
             };
             let (on, until) = (hold.on, hold.until);
             let receiver = self.conns.get_mut(&on);
-            let drained = receiver.as_ref().is_none_or(|r| {
-                bounds.drained(r.transport.queued_bytes(), r.transport.queued_fds())
-            });
+            let drained = receiver.as_ref().is_none_or(|r| drained(r, &bounds));
             if !drained && until > now {
                 self.held.push(sender);
                 continue;
@@ -193,4 +196,13 @@ impl Server {
             }
         }
     }
+}
+
+/// A receiver's queue, and its user's queues together, went down to half
+/// their bounds.
+fn drained(conn: &Conn, bounds: &OutBounds) -> bool {
+    bounds.drained(conn.transport.queued_bytes(), conn.transport.queued_fds())
+        && bounds
+            .per_user()
+            .drained(conn.user.out_bytes(), conn.user.out_fds())
 }
