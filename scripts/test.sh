@@ -62,4 +62,12 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "cargo test --workspace"
 cargo test --workspace
 
+# dbus-daemon's own bus tests (Debian's dbus-tests), run by the project's
+# runner against the daemon just built. It prints one line per subtest and
+# the summary, and fails on any failure not in the expected-failures list.
+step "dbus-daemon's test suite against quickbus-daemon"
+cargo run --quiet -p quickbus-conformance -- \
+    "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon" \
+    --expected-failures tests/conformance/expected-failures.txt
+
 step "all checks passed"

@@ -11,6 +11,7 @@ use quickbus_wire::{flags, Message, MessageBuilder, MessageType, Value};
 
 use crate::errors::{self, BusError};
 use crate::match_rule::{BusDriver, MatchInput, MatchRule, NameOwner};
+use crate::policy::{ClientPolicy, CompiledPolicy, Delivery, Denial, PolicyConfig};
 use crate::registry::{NameEvent, NameRegistry};
 use crate::replies::PendingReplies;
 use crate::stats::{ConnPeaks, Peaks};
@@ -28,6 +29,9 @@ pub(crate) struct Connection {
     /// The peer negotiated fd passing.
     pub unix_fds: bool,
     pub peaks: ConnPeaks,
+    /// The policy rules that apply to it (shared with every connection of
+    /// the same user and groups).
+    pub policy: Arc<ClientPolicy>,
 }
 
 /// The broker. Feed it events; it appends the resulting [`Action`]s.
@@ -56,10 +60,9 @@ pub struct Bus {
     pub(crate) active: usize,
     /// Connections past Hello, per uid (`max_connections_per_user`).
     pub(crate) active_per_uid: HashMap<u32, usize>,
-    /// Deliver method returns and errors that answer no pending call.
-    /// dbus-daemon's stock session policy allows them, its system policy
-    /// does not (`send_requested_reply`).
-    pub(crate) allow_unrequested_replies: bool,
+    /// The security policy (allow-all until the daemon sets the
+    /// configured one).
+    pub(crate) policy: CompiledPolicy,
     empty_fds: Arc<Vec<OwnedFd>>,
 }
 
@@ -87,7 +90,7 @@ fn frame_of(msg: &Message) -> Frame {
 impl Bus {
     pub fn new(opts: BusOptions) -> Bus {
         Bus {
-            allow_unrequested_replies: opts.bus_type != "system",
+            policy: CompiledPolicy::new(PolicyConfig::allow_all()),
             opts,
             conns: HashMap::new(),
             next_conn: 1,
@@ -114,12 +117,6 @@ impl Bus {
     pub fn set_own_credentials(&mut self, uid: u32, pid: u32) {
         self.own_uid = Some(uid);
         self.own_pid = pid;
-    }
-
-    /// Whether method returns and errors that answer no pending call are
-    /// delivered (the configuration's `send_requested_reply` policy).
-    pub fn set_allow_unrequested_replies(&mut self, allow: bool) {
-        self.allow_unrequested_replies = allow;
     }
 
     /// True once after a peer called ReloadConfig: the daemon should reload
@@ -150,12 +147,20 @@ impl Bus {
         let Some((out_msg, msg)) = self.build(builder) else {
             return;
         };
-        let recipients = self.with_input(&msg, None, None, |input| {
-            let mut to = self.monitor_recipients(input);
+        let (watchers, mut recipients) = self.with_input(&msg, None, None, |input| {
+            let mut to = Vec::new();
             self.subs.recipients(input, None, &mut to);
-            to
+            (self.monitor_recipients(input), to)
         });
+        self.deliver_all(&watchers, &msg, &out_msg, out);
+        self.keep_allowed(None, None, &msg, &mut recipients, out);
         self.deliver_all(&recipients, &msg, &out_msg, out);
+    }
+
+    /// New limits (a reload); existing names, rules and pending calls are
+    /// kept even where they now exceed them.
+    pub fn set_limits(&mut self, limits: crate::Limits) {
+        self.opts.limits = limits;
     }
 
     pub fn options(&self) -> &BusOptions {
@@ -176,6 +181,7 @@ impl Bus {
     pub fn add_connection(&mut self, creds: Credentials, unix_fds: bool) -> ConnId {
         let id = ConnId(self.next_conn);
         self.next_conn += 1;
+        let policy = self.policy.client(&creds);
         self.conns.insert(
             id,
             Connection {
@@ -183,6 +189,7 @@ impl Bus {
                 creds,
                 unix_fds,
                 peaks: ConnPeaks::default(),
+                policy,
             },
         );
         id
@@ -254,7 +261,15 @@ impl Bus {
             return;
         }
         if conn.unique.is_none() {
-            if is_hello(&msg) {
+            if is_hello(&msg) && !self.allows_connection(&conn.creds) {
+                out.push(Action::Disconnect {
+                    conn: from,
+                    reason: format!(
+                        "uid {} is not allowed to connect by the bus policy (<allow user/group>)",
+                        conn.creds.uid
+                    ),
+                });
+            } else if is_hello(&msg) {
                 self.driver_call(from, &msg, out);
             } else {
                 out.push(Action::Disconnect {
@@ -269,7 +284,15 @@ impl Bus {
         match msg.destination() {
             Some(BUS_NAME) => {
                 self.capture_driver_call(from, &msg, out);
-                if msg.msg_type() == MessageType::MethodCall {
+                let to_bus = Delivery {
+                    from: Some(from),
+                    addressed: None,
+                    to: None,
+                    requested_reply: false,
+                };
+                if let Err(denial) = self.check_policy(&msg, to_bus) {
+                    self.refuse(from, &msg, &denial, out);
+                } else if msg.msg_type() == MessageType::MethodCall {
                     self.driver_call(from, &msg, out);
                 }
                 // The bus makes no calls: replies and signals to it are
@@ -360,16 +383,23 @@ impl Bus {
             self.error_reply(from, msg, err, out);
             return;
         }
+        let requested_reply = matches!(
+            msg.msg_type(),
+            MessageType::MethodReturn | MessageType::Error
+        ) && msg
+            .reply_serial()
+            .is_some_and(|serial| self.replies.take_reply(from, target, serial));
+        let delivery = Delivery {
+            from: Some(from),
+            addressed: Some(target),
+            to: Some(target),
+            requested_reply,
+        };
+        if let Err(denial) = self.check_policy(msg, delivery) {
+            self.refuse(from, msg, &denial, out);
+            return;
+        }
         match msg.msg_type() {
-            MessageType::MethodReturn | MessageType::Error => {
-                let expected = msg
-                    .reply_serial()
-                    .is_some_and(|serial| self.replies.take_reply(from, target, serial));
-                if !expected && !self.allow_unrequested_replies {
-                    tracing::debug!(?from, dest, "dropping unrequested reply");
-                    return;
-                }
-            }
             MessageType::MethodCall if expects_reply(msg) => {
                 let limit = self.opts.limits.max_replies_per_connection;
                 if self.replies.waiting(from) >= limit {
@@ -383,27 +413,94 @@ impl Bus {
                 let deadline = self.opts.limits.reply_timeout.map(|t| now + t);
                 self.replies.expect(from, msg.serial(), target, deadline);
             }
-            MessageType::MethodCall | MessageType::Signal => {}
+            _ => {}
         }
         self.deliver(target, &out_msg, out);
         if self.subs.has_eavesdroppers() {
-            let eavesdroppers = self.with_input(msg, Some(from), Some(target), |input| {
+            let mut eavesdroppers = self.with_input(msg, Some(from), Some(target), |input| {
                 let mut to = Vec::new();
                 self.subs.recipients(input, Some(target), &mut to);
                 to
             });
+            self.keep_allowed(Some(from), Some(target), msg, &mut eavesdroppers, out);
             self.deliver_all(&eavesdroppers, msg, &out_msg, out);
         }
     }
 
     fn broadcast(&mut self, from: ConnId, msg: &Message, fds: Vec<OwnedFd>, out: &mut Vec<Action>) {
         let out_msg = self.stamped(from, msg, fds);
-        let recipients = self.with_input(msg, Some(from), None, |input| {
-            let mut to = self.monitor_recipients(input);
+        let (watchers, mut recipients) = self.with_input(msg, Some(from), None, |input| {
+            let mut to = Vec::new();
             self.subs.recipients(input, None, &mut to);
-            to
+            (self.monitor_recipients(input), to)
         });
+        self.deliver_all(&watchers, msg, &out_msg, out);
+        self.keep_allowed(Some(from), None, msg, &mut recipients, out);
         self.deliver_all(&recipients, msg, &out_msg, out);
+    }
+
+    /// Drop the `recipients` (not the addressed one) the policy keeps
+    /// this message from. As in dbus-daemon nobody is told, but monitors
+    /// see the AccessDenied the sender would have got.
+    fn keep_allowed(
+        &mut self,
+        from: Option<ConnId>,
+        addressed: Option<ConnId>,
+        msg: &Message,
+        recipients: &mut Vec<ConnId>,
+        out: &mut Vec<Action>,
+    ) {
+        let mut refused = Vec::new();
+        recipients.retain(|&to| {
+            let delivery = Delivery {
+                from,
+                addressed,
+                to: Some(to),
+                requested_reply: false,
+            };
+            match self.check_policy(msg, delivery) {
+                Ok(()) => true,
+                Err(denial) => {
+                    refused.push(denial);
+                    false
+                }
+            }
+        });
+        if let Some(from) = from.filter(|_| !self.monitors.is_empty()) {
+            for denial in refused {
+                self.capture_error(from, msg, &denial, out);
+            }
+        }
+    }
+
+    /// The policy refused `msg` from `from`: AccessDenied goes back even
+    /// when the sender wants no reply, as dbus-daemon does (its monitors
+    /// see it either way).
+    fn refuse(&mut self, from: ConnId, msg: &Message, denial: &Denial, out: &mut Vec<Action>) {
+        tracing::info!("{}", denial.text);
+        self.send_error(from, msg.serial(), denial.to_error(), out);
+    }
+
+    /// Show monitors the AccessDenied error `from` would have got.
+    fn capture_error(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        denial: &Denial,
+        out: &mut Vec<Action>,
+    ) {
+        let err = denial.to_error();
+        let mut builder =
+            MessageBuilder::error(msg.serial(), err.name).body(vec![Value::String(err.message)]);
+        if let Some(name) = self.unique_name(from) {
+            builder = builder.destination(name.to_owned());
+        }
+        if let Some((out_msg, built)) = self.build(builder) {
+            let watchers = self.with_input(&built, None, Some(from), |input| {
+                self.monitor_recipients(input)
+            });
+            self.deliver_all(&watchers, &built, &out_msg, out);
+        }
     }
 
     /// Run `f` on the message as match rules see it. `from`: the sending
@@ -541,7 +638,32 @@ impl Bus {
                     self.with_input(&msg, None, Some(to), |input| self.monitor_recipients(input));
                 self.deliver_all(&watchers, &msg, &out_msg, out);
             }
-            self.deliver(to, &out_msg, out);
+            // The bus does not insist: what the receiver's policy refuses
+            // is dropped (monitors saw it), as in dbus-daemon.
+            let delivery = Delivery {
+                from: None,
+                addressed: Some(to),
+                to: Some(to),
+                requested_reply: true,
+            };
+            match self.check_policy(&msg, delivery) {
+                Ok(()) => self.deliver(to, &out_msg, out),
+                Err(denial) if !self.monitors.is_empty() => {
+                    // Monitors see why, addressed as dbus-daemon does: an
+                    // error from the bus in reply to the bus.
+                    let err = denial.to_error();
+                    let builder = MessageBuilder::error(msg.serial(), err.name)
+                        .destination(BUS_NAME)
+                        .body(vec![Value::String(err.message)]);
+                    if let Some((out_err, built)) = self.build(builder) {
+                        let watchers = self.with_input(&built, None, Some(to), |input| {
+                            self.monitor_recipients(input)
+                        });
+                        self.deliver_all(&watchers, &built, &out_err, out);
+                    }
+                }
+                Err(_) => {}
+            }
         }
     }
 
@@ -622,12 +744,14 @@ impl Bus {
                     let Some((out_msg, msg)) = self.build(builder) else {
                         continue;
                     };
-                    let recipients = self.with_input(&msg, None, None, |input| {
-                        let mut to = self.monitor_recipients(input);
+                    let (watchers, mut recipients) = self.with_input(&msg, None, None, |input| {
+                        let mut to = Vec::new();
                         self.subs.recipients(input, None, &mut to);
-                        to
+                        (self.monitor_recipients(input), to)
                     });
-                    for to in recipients {
+                    recipients.retain(|&to| Some(to) != gone);
+                    self.keep_allowed(None, None, &msg, &mut recipients, out);
+                    for to in watchers.into_iter().chain(recipients) {
                         if Some(to) != gone {
                             self.deliver(to, &out_msg, out);
                         }

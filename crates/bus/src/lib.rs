@@ -16,6 +16,7 @@ pub mod limits;
 pub mod match_index;
 pub mod match_rule;
 pub mod overflow;
+pub mod policy;
 pub mod registry;
 pub mod replies;
 mod stats;
@@ -31,6 +32,7 @@ use std::sync::Arc;
 
 pub use bus::Bus;
 pub use limits::Limits;
+pub use policy::PolicyConfig;
 pub use quickbus_wire::Frame;
 
 /// The bus's name for itself, also the sender of every message it makes.

@@ -149,6 +149,17 @@ impl NameRegistry {
         self.held.get(&conn).map_or(0, HashMap::len)
     }
 
+    /// Call `f` with every name `conn` owns or waits for, its unique name
+    /// included (what a policy's send_destination or receive_sender may
+    /// name).
+    pub fn for_each_held(&self, conn: ConnId, f: &mut dyn FnMut(&str)) {
+        if let Some(names) = self.held.get(&conn) {
+            for name in names.keys() {
+                f(name);
+            }
+        }
+    }
+
     /// Whether `conn` owns or waits for `name`.
     pub fn holds(&self, conn: ConnId, name: &str) -> bool {
         self.held

@@ -34,10 +34,17 @@ const READS_PER_TURN: usize = 32;
 /// The close reason of a peer that simply went away (not worth a warning).
 const HUNG_UP: &str = "peer closed the connection";
 
-/// Re-reads the configuration (SIGHUP, ReloadConfig) and returns the
-/// activatable names it now provides, or why the new configuration was
-/// refused (the old one then stays in force).
-pub type Reloader = Box<dyn FnMut() -> Result<Vec<String>, String>>;
+/// Re-reads the configuration (SIGHUP, ReloadConfig) and returns what the
+/// bus takes from it, or why the new configuration was refused (the old
+/// one then stays in force).
+pub type Reloader = Box<dyn FnMut() -> Result<Reloaded, String>>;
+
+/// The parts of a reloaded configuration applied to the running bus.
+pub struct Reloaded {
+    pub activatable_names: Vec<String>,
+    pub policy: quickbus_bus::PolicyConfig,
+    pub limits: quickbus_bus::Limits,
+}
 
 /// What the loop needs beyond the bus itself.
 pub struct ServerOptions {
@@ -236,16 +243,21 @@ impl Server {
         None
     }
 
-    /// Re-read the configuration; what it changes today is the set of
-    /// activatable services (ActivatableServicesChanged goes out). Limits,
-    /// listen addresses and policy keep their start-up values.
+    /// Re-read the configuration: the policy and the bus's limits apply
+    /// to every connection at once (none is dropped), and the set of
+    /// activatable services is replaced (ActivatableServicesChanged goes
+    /// out). Listen addresses and the socket-level limits keep their
+    /// start-up values.
     fn reload(&mut self, why: &str) {
         match (self.opts.reload)() {
-            Ok(names) => {
+            Ok(reloaded) => {
+                let names = reloaded.activatable_names;
                 info!(
                     "{why}: configuration reloaded, {} activatable services",
                     names.len()
                 );
+                self.bus.set_policy(reloaded.policy);
+                self.bus.set_limits(reloaded.limits);
                 self.bus.set_activatable_names(names, &mut self.actions);
             }
             Err(e) => warn!("{why}: new configuration refused, keeping the old one: {e}"),

@@ -15,7 +15,7 @@ use crate::cli::{Options, PrintTarget};
 use crate::config::BusConfig;
 use crate::flow::OutBounds;
 use crate::listen::{self, Listener};
-use crate::server::{Server, ServerOptions};
+use crate::server::{Reloaded, Server, ServerOptions};
 use crate::service_file;
 
 /// Run the daemon; the returned value is the process exit code.
@@ -156,13 +156,15 @@ fn serve(
 
     let limits = &config.limits;
     let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
-    let bus = Bus::new(BusOptions {
+    let policy = bus_policy(&config).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let mut bus = Bus::new(BusOptions {
         guid: guid.clone(),
         machine_id: crate::sys::machine_id(),
         limits: bus_limits(limits),
         activatable_names: services.iter().map(|s| s.name.clone()).collect(),
         bus_type: config.bus_type.clone().unwrap_or_else(|| "session".into()),
     });
+    bus.set_policy(policy);
     let server_opts = ServerOptions {
         auth: AuthConfig::from_config(&config.auth, config.allow_anonymous, guid),
         auth_timeout: Duration::from_millis(limits.auth_timeout_ms),
@@ -194,9 +196,21 @@ fn serve(
 fn reloader(opts: Options) -> crate::server::Reloader {
     Box::new(move || {
         let config = crate::config::resolve(&opts).map_err(|e| e.to_string())?;
+        let policy = bus_policy(&config)?;
         let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
-        Ok(services.into_iter().map(|s| s.name).collect())
+        Ok(Reloaded {
+            activatable_names: services.into_iter().map(|s| s.name).collect(),
+            policy,
+            limits: bus_limits(&config.limits),
+        })
     })
+}
+
+/// The configuration's policy for the bus core, names resolved with
+/// /etc/passwd and /etc/group.
+fn bus_policy(config: &BusConfig) -> Result<quickbus_bus::PolicyConfig, String> {
+    let db = crate::userdb::UserDb::load();
+    crate::policy::bus_policy(&config.policies, &db, &mut |w| warn!("{w}"))
 }
 
 /// The configured `<limit>`s the bus core enforces.

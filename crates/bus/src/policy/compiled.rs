@@ -1,0 +1,149 @@
+//! From [`PolicyConfig`] to what checks use: the connect rules, and one
+//! [`ClientPolicy`] per distinct set of applicable scopes, built when a
+//! connection with those credentials first appears and shared by every
+//! connection with the same ones.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::index::{MessageRules, OwnRules, Side};
+use super::{PolicyConfig, PolicyRule, RuleKind};
+use crate::Credentials;
+
+/// The rules that apply to one connection, in dbus-daemon's order.
+#[derive(Debug)]
+pub struct ClientPolicy {
+    pub(crate) send: MessageRules,
+    pub(crate) receive: MessageRules,
+    pub(crate) own: OwnRules,
+}
+
+impl ClientPolicy {
+    fn build<'a>(lists: impl Iterator<Item = &'a [PolicyRule]>) -> ClientPolicy {
+        let mut policy = ClientPolicy {
+            send: MessageRules::new(Side::Send),
+            receive: MessageRules::new(Side::Receive),
+            own: OwnRules::default(),
+        };
+        for rule in lists.flatten() {
+            match &rule.kind {
+                RuleKind::Send(spec) => policy.send.push(rule.allow, spec.clone()),
+                RuleKind::Receive(spec) => policy.receive.push(rule.allow, spec.clone()),
+                RuleKind::Own(name) => policy.own.push(rule.allow, name),
+                // Bus-wide: checked once at connection time.
+                RuleKind::User(_) | RuleKind::Group(_) => {}
+            }
+        }
+        policy
+    }
+
+    /// Whether the connection may own `name` (RequestName).
+    pub fn can_own(&self, name: &str) -> bool {
+        self.own.allows(name)
+    }
+
+    /// Rules in all (tests and diagnostics).
+    pub fn len(&self) -> usize {
+        self.send.len() + self.receive.len() + self.own.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Which scopes apply to a connection: its uid if it has a user policy,
+/// and its groups that have group policies, in the order it lists them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct ScopeKey {
+    uid: Option<u32>,
+    groups: Vec<u32>,
+}
+
+/// The whole policy, ready for checks.
+#[derive(Debug)]
+pub struct CompiledPolicy {
+    config: PolicyConfig,
+    /// Client policies built so far, by the scopes they combine.
+    clients: HashMap<ScopeKey, Arc<ClientPolicy>>,
+}
+
+impl CompiledPolicy {
+    pub fn new(config: PolicyConfig) -> CompiledPolicy {
+        CompiledPolicy {
+            config,
+            clients: HashMap::new(),
+        }
+    }
+
+    pub fn config(&self) -> &PolicyConfig {
+        &self.config
+    }
+
+    /// Whether a peer with `creds` may connect: `bus_uid` (the bus's own
+    /// user) may by default, then the user and group rules of the default
+    /// and mandatory contexts decide, the last matching one winning.
+    pub fn allows_connection(&self, creds: &Credentials, bus_uid: Option<u32>) -> bool {
+        let groups = groups_of(creds);
+        let mut allowed = Some(creds.uid) == bus_uid;
+        for rule in self.config.default.iter().chain(&self.config.mandatory) {
+            let applies = match rule.kind {
+                RuleKind::User(uid) => uid.is_none_or(|u| u == creds.uid),
+                RuleKind::Group(gid) => gid.is_none_or(|g| groups.contains(&g)),
+                _ => false,
+            };
+            if applies {
+                allowed = rule.allow;
+            }
+        }
+        allowed
+    }
+
+    /// The rules for a connection with `creds`.
+    pub fn client(&mut self, creds: &Credentials) -> Arc<ClientPolicy> {
+        let key = ScopeKey {
+            uid: self
+                .config
+                .by_user
+                .contains_key(&creds.uid)
+                .then_some(creds.uid),
+            groups: Vec::new(),
+        };
+        let mut key = key;
+        for &gid in groups_of(creds) {
+            if self.config.by_group.contains_key(&gid) && !key.groups.contains(&gid) {
+                key.groups.push(gid);
+            }
+        }
+        if let Some(policy) = self.clients.get(&key) {
+            return policy.clone();
+        }
+        let config = &self.config;
+        let groups = key
+            .groups
+            .iter()
+            .filter_map(|g| config.by_group.get(g).map(Vec::as_slice));
+        let user = key
+            .uid
+            .and_then(|u| config.by_user.get(&u).map(Vec::as_slice));
+        let lists = std::iter::once(config.default.as_slice())
+            .chain(groups)
+            .chain(user)
+            .chain([
+                config.not_at_console.as_slice(),
+                config.mandatory.as_slice(),
+            ]);
+        let policy = Arc::new(ClientPolicy::build(lists));
+        self.clients.insert(key, policy.clone());
+        policy
+    }
+}
+
+/// The connection's groups, its primary group when the list is empty.
+fn groups_of(creds: &Credentials) -> &[u32] {
+    if creds.groups.is_empty() {
+        std::slice::from_ref(&creds.gid)
+    } else {
+        &creds.groups
+    }
+}

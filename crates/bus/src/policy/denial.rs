@@ -1,0 +1,81 @@
+//! The AccessDenied text of a refused message, worded as dbus-daemon's
+//! (`complain_about_message`), so logs and clients read the same.
+
+use quickbus_wire::{Message, MessageType};
+
+use crate::errors::{self, BusError};
+use crate::BUS_NAME;
+
+/// Which check refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    Send,
+    Receive,
+}
+
+/// One party of a refused message, as the text names it.
+pub(crate) struct Party<'a> {
+    /// Unique name; None for the bus.
+    pub name: Option<&'a str>,
+    pub uid: u32,
+    pub pid: Option<u32>,
+}
+
+/// A refused message and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Denial {
+    pub text: String,
+}
+
+fn type_name(t: MessageType) -> &'static str {
+    match t {
+        MessageType::MethodCall => "method_call",
+        MessageType::MethodReturn => "method_return",
+        MessageType::Error => "error",
+        MessageType::Signal => "signal",
+    }
+}
+
+/// dbus-daemon's "loginfo": who a connection is, for people.
+fn loginfo(party: Option<&Party<'_>>, bus: &str) -> String {
+    match party {
+        None => bus.to_owned(),
+        Some(p) => match p.pid {
+            Some(pid) => format!("uid={} pid={pid}", p.uid),
+            None => format!("uid={}", p.uid),
+        },
+    }
+}
+
+impl Denial {
+    pub fn new(
+        refusal: Refusal,
+        matched_rules: usize,
+        msg: &Message,
+        sender: Option<&Party<'_>>,
+        recipient: Option<&Party<'_>>,
+        requested_reply: bool,
+    ) -> Denial {
+        let complaint = match refusal {
+            Refusal::Send => "Rejected send message",
+            Refusal::Receive => "Rejected receive message",
+        };
+        let text = format!(
+            "{complaint}, {matched_rules} matched rules; type=\"{}\", sender=\"{}\" ({}) interface=\"{}\" member=\"{}\" error name=\"{}\" requested_reply=\"{}\" destination=\"{}\" ({})",
+            type_name(msg.msg_type()),
+            sender.and_then(|s| s.name).unwrap_or("(unset)"),
+            loginfo(sender, "(bus)"),
+            msg.interface().unwrap_or("(unset)"),
+            msg.member().unwrap_or("(unset)"),
+            msg.error_name().unwrap_or("(unset)"),
+            u8::from(requested_reply),
+            msg.destination().unwrap_or(BUS_NAME),
+            loginfo(recipient, "bus"),
+        );
+        Denial { text }
+    }
+
+    pub fn to_error(&self) -> BusError {
+        BusError::new(errors::ACCESS_DENIED, self.text.clone())
+    }
+}

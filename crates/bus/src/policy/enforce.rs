@@ -1,0 +1,133 @@
+//! The bus's side of the policy: dbus-daemon's
+//! `bus_context_check_security_policy` over this bus's connections and
+//! names.
+
+use quickbus_wire::{Message, MessageType};
+
+use super::denial::{Party, Refusal};
+use super::index::Facts;
+use super::{CompiledPolicy, Denial, PolicyConfig};
+use crate::bus::Bus;
+use crate::{ConnId, Credentials, BUS_NAME};
+
+/// One message on its way to one receiver.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Delivery {
+    /// The sending connection; None for the bus.
+    pub from: Option<ConnId>,
+    /// The connection the message is addressed to (None: a broadcast, or
+    /// a message to the bus).
+    pub addressed: Option<ConnId>,
+    /// The receiver being checked (None: the bus itself).
+    pub to: Option<ConnId>,
+    /// A reply answering a call the bus tracked (always true for replies
+    /// from the bus).
+    pub requested_reply: bool,
+}
+
+impl Bus {
+    /// Replace the policy; every connection gets its new rules at once
+    /// (ReloadConfig, SIGHUP). Nobody is disconnected, even a peer the new
+    /// connect rules would refuse (dbus-daemon only checks at connect).
+    pub fn set_policy(&mut self, config: PolicyConfig) {
+        self.policy = CompiledPolicy::new(config);
+        for conn in self.conns.values_mut() {
+            conn.policy = self.policy.client(&conn.creds);
+        }
+    }
+
+    /// Whether a peer with these credentials may connect (checked at Hello).
+    pub fn allows_connection(&self, creds: &Credentials) -> bool {
+        self.policy.allows_connection(creds, self.own_uid)
+    }
+
+    /// Whether `to` may own `name` (RequestName).
+    pub(crate) fn can_own(&self, from: ConnId, name: &str) -> bool {
+        self.conns
+            .get(&from)
+            .is_some_and(|c| c.policy.can_own(name))
+    }
+
+    fn party(&self, id: Option<ConnId>) -> Option<Party<'_>> {
+        let conn = self.conns.get(&id?)?;
+        Some(Party {
+            name: conn.unique.as_deref(),
+            uid: conn.creds.uid,
+            pid: conn.creds.pid,
+        })
+    }
+
+    /// Call `f` with the names of `id` (everything it owns or waits for),
+    /// or with `literal` when the party is the bus.
+    fn names_of(&self, id: Option<ConnId>, literal: Option<&str>, f: &mut dyn FnMut(&str)) {
+        match id {
+            Some(id) => self.registry.for_each_held(id, f),
+            None => {
+                if let Some(name) = literal {
+                    f(name);
+                }
+            }
+        }
+    }
+
+    /// May `msg` go from `d.from` to `d.to`? The sender's send rules, then
+    /// the receiver's receive rules, as dbus-daemon checks them.
+    pub(crate) fn check_policy(&self, msg: &Message, d: Delivery) -> Result<(), Denial> {
+        let facts = Facts {
+            msg_type: msg.msg_type(),
+            path: msg.path(),
+            interface: msg.interface(),
+            member: msg.member(),
+            error: msg.error_name(),
+            is_reply: msg.reply_serial().is_some(),
+            broadcast: msg.destination().is_none() && msg.msg_type() == MessageType::Signal,
+            unix_fds: msg.unix_fds(),
+            requested_reply: d.requested_reply,
+            eavesdropping: d.to != d.addressed && msg.destination().is_some(),
+        };
+        let deny = |refusal, count| {
+            let sender = self.party(d.from);
+            let recipient = self.party(d.to);
+            Denial::new(
+                refusal,
+                count,
+                msg,
+                sender.as_ref(),
+                recipient.as_ref(),
+                d.requested_reply,
+            )
+        };
+        if let Some(sender) = d.from.and_then(|id| self.conns.get(&id)) {
+            let receiver_names =
+                |f: &mut dyn FnMut(&str)| self.names_of(d.to, msg.destination(), f);
+            match sender.policy.send.decide(&facts, &receiver_names) {
+                Some(rule) if rule.allow => {
+                    if rule.spec.log {
+                        let would = deny(Refusal::Send, 1).text;
+                        tracing::info!("{}", would.replacen("Rejected", "Would reject", 1));
+                    }
+                }
+                _ => {
+                    let count = sender.policy.send.count_matches(&facts, &receiver_names);
+                    return Err(deny(Refusal::Send, count));
+                }
+            }
+        }
+        // A connection before Hello only ever hears from the bus, and
+        // dbus-daemon lets it hear anything.
+        let Some(receiver) =
+            d.to.and_then(|id| self.conns.get(&id))
+                .filter(|c| c.unique.is_some())
+        else {
+            return Ok(());
+        };
+        let sender_names = |f: &mut dyn FnMut(&str)| self.names_of(d.from, Some(BUS_NAME), f);
+        match receiver.policy.receive.decide(&facts, &sender_names) {
+            Some(rule) if rule.allow => Ok(()),
+            _ => {
+                let count = receiver.policy.receive.count_matches(&facts, &sender_names);
+                Err(deny(Refusal::Receive, count))
+            }
+        }
+    }
+}

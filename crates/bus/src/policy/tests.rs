@@ -1,0 +1,227 @@
+//! The policy matrix: each attribute, allow and deny, send and receive
+//! side, order and context precedence, through whole Bus conversations.
+
+use quickbus_wire::{flags, MessageBuilder};
+
+use super::{MessageRule, NameMatch, PolicyConfig, PolicyRule, RuleKind};
+use crate::errors;
+use crate::tests::{call_bus, creds, s, Harness};
+
+fn send(spec: MessageRule) -> RuleKind {
+    RuleKind::Send(spec)
+}
+
+fn receive(spec: MessageRule) -> RuleKind {
+    RuleKind::Receive(spec)
+}
+
+/// Everything allowed (requested replies only), then `extra`.
+fn policy(extra: Vec<PolicyRule>) -> PolicyConfig {
+    let mut default = vec![
+        PolicyRule::allow(RuleKind::User(None)),
+        PolicyRule::allow(send(MessageRule::default())),
+        PolicyRule::allow(receive(MessageRule::default())),
+        PolicyRule::allow(RuleKind::Own(NameMatch::Any)),
+    ];
+    default.extend(extra);
+    PolicyConfig {
+        default,
+        ..PolicyConfig::default()
+    }
+}
+
+fn iface(name: &str) -> MessageRule {
+    MessageRule {
+        interface: Some(name.into()),
+        ..MessageRule::default()
+    }
+}
+
+/// Whether a signal on `interface` from a to b arrives.
+fn unicast_arrives(h: &mut Harness, interface: &str) -> Result<(), String> {
+    let (a, _) = h.client();
+    let (b, name_b) = h.client();
+    h.send(
+        a,
+        MessageBuilder::signal("/p", interface, "Sig").destination(name_b),
+    );
+    let got = h.take();
+    if got.iter().any(|(to, _)| *to == b) {
+        return Ok(());
+    }
+    let (to, err) = got.first().expect("an error back");
+    assert_eq!(*to, a);
+    assert_eq!(err.error_name(), Some(errors::ACCESS_DENIED));
+    match err.body_values().unwrap().first() {
+        Some(quickbus_wire::Value::String(text)) => Err(text.clone()),
+        other => panic!("no text: {other:?}"),
+    }
+}
+
+#[test]
+fn send_and_receive_denies_by_interface() {
+    let mut h = Harness::new();
+    h.bus.set_policy(policy(vec![
+        PolicyRule::deny(send(iface("com.example.CannotSend"))),
+        PolicyRule::deny(receive(iface("com.example.CannotReceive"))),
+    ]));
+    assert!(unicast_arrives(&mut h, "com.example.Fine").is_ok());
+    let err = unicast_arrives(&mut h, "com.example.CannotSend").unwrap_err();
+    assert!(
+        err.starts_with("Rejected send message, 2 matched rules; type=\"signal\""),
+        "{err}"
+    );
+    assert!(err.contains("interface=\"com.example.CannotSend\" member=\"Sig\" error name=\"(unset)\" requested_reply=\"0\""), "{err}");
+    let err = unicast_arrives(&mut h, "com.example.CannotReceive").unwrap_err();
+    assert!(err.starts_with("Rejected receive message"), "{err}");
+}
+
+#[test]
+fn last_matching_rule_wins_and_mandatory_comes_last() {
+    let mut h = Harness::new();
+    let mut config = policy(vec![
+        PolicyRule::deny(send(iface("a.B"))),
+        PolicyRule::allow(send(iface("a.B"))),
+        PolicyRule::allow(send(iface("a.C"))),
+    ]);
+    config.mandatory = vec![PolicyRule::deny(send(iface("a.C")))];
+    h.bus.set_policy(config);
+    assert!(unicast_arrives(&mut h, "a.B").is_ok());
+    assert!(unicast_arrives(&mut h, "a.C").is_err());
+}
+
+#[test]
+fn user_and_group_policies_apply_to_their_members_only() {
+    let mut h = Harness::new();
+    let mut config = policy(vec![PolicyRule::deny(RuleKind::Own(NameMatch::Prefix(
+        "org.example".into(),
+    )))]);
+    config.by_user.insert(
+        1000,
+        vec![PolicyRule::allow(RuleKind::Own(NameMatch::Exact(
+            "org.example.Mine".into(),
+        )))],
+    );
+    config.by_group.insert(
+        27,
+        vec![PolicyRule::allow(RuleKind::Own(NameMatch::Exact(
+            "org.example.Group".into(),
+        )))],
+    );
+    h.bus.set_policy(config);
+    let (me, _) = h.client(); // uid 1000, groups 1000 and 27
+    let request = |name: &str| {
+        call_bus(
+            "RequestName",
+            vec![s(name), quickbus_wire::Value::Uint32(0)],
+        )
+    };
+    h.call(me, request("org.example.Mine"));
+    h.call(me, request("org.example.Group"));
+    let err = h.driver_error(me, request("org.example.Other"));
+    assert_eq!(err.0, errors::ACCESS_DENIED);
+    assert!(err.1.contains(
+        "is not allowed to own the service \"org.example.Other\" due to security policies"
+    ));
+    // Another user in neither scope.
+    let other = h.bus.add_connection(creds(2000, 7), false);
+    h.driver(other, "Hello", vec![]);
+    let err = h.driver_error(other, request("org.example.Mine"));
+    assert_eq!(err.0, errors::ACCESS_DENIED);
+    // Names outside the denied prefix (word-wise) stay allowed.
+    h.call(other, request("org.examples.Free"));
+}
+
+#[test]
+fn connect_rules_decide_at_hello() {
+    let mut h = Harness::new();
+    let mut config = policy(vec![PolicyRule::deny(RuleKind::User(Some(2000)))]);
+    config
+        .default
+        .push(PolicyRule::allow(RuleKind::Group(Some(3000))));
+    h.bus.set_policy(config);
+    let refused = h.bus.add_connection(creds(2000, 7), false);
+    h.send(refused, call_bus("Hello", vec![]));
+    assert!(matches!(
+        h.out.pop(),
+        Some(crate::Action::Disconnect { conn, .. }) if conn == refused
+    ));
+    let mut in_group = creds(2000, 8);
+    in_group.groups = vec![2000, 3000];
+    let allowed = h.bus.add_connection(in_group, false);
+    h.driver(allowed, "Hello", vec![]);
+}
+
+#[test]
+fn destination_rules_match_any_name_the_receiver_holds() {
+    let mut h = Harness::new();
+    let mut base = policy(vec![]);
+    base.default
+        .retain(|r| !matches!(r.kind, RuleKind::Send(_)));
+    base.default.push(PolicyRule::allow(send(MessageRule {
+        name: NameMatch::Prefix("org.example.svc".into()),
+        ..MessageRule::default()
+    })));
+    base.default.push(PolicyRule::allow(send(MessageRule {
+        name: NameMatch::Exact(crate::BUS_NAME.into()),
+        ..MessageRule::default()
+    })));
+    h.bus.set_policy(base);
+    let (a, _) = h.client();
+    let (b, name_b) = h.client();
+    // b has no name under the prefix yet: refused.
+    h.send(
+        a,
+        MessageBuilder::method_call("/", "Do").destination(name_b.clone()),
+    );
+    assert_eq!(h.take()[0].1.error_name(), Some(errors::ACCESS_DENIED));
+    h.call(
+        b,
+        call_bus(
+            "RequestName",
+            vec![s("org.example.svc.One"), quickbus_wire::Value::Uint32(0)],
+        ),
+    );
+    h.take();
+    // Now by its unique name too.
+    h.send(
+        a,
+        MessageBuilder::method_call("/", "Do").destination(name_b),
+    );
+    assert_eq!(h.take()[0].0, b);
+}
+
+#[test]
+fn fd_counts_and_broadcast_attributes() {
+    let mut h = Harness::new();
+    h.bus.set_policy(policy(vec![
+        PolicyRule::deny(send(MessageRule {
+            path: Some("/max0".into()),
+            max_fds: 0,
+            ..MessageRule::default()
+        })),
+        PolicyRule::deny(send(MessageRule {
+            interface: Some("a.NoBroadcast".into()),
+            broadcast: Some(true),
+            ..MessageRule::default()
+        })),
+    ]));
+    let (a, _) = h.client();
+    let (b, name_b) = h.client();
+    // max_fds=0 matches a message without fds: denied.
+    h.send(
+        a,
+        MessageBuilder::method_call("/max0", "Do").destination(name_b.clone()),
+    );
+    assert_eq!(h.take()[0].1.error_name(), Some(errors::ACCESS_DENIED));
+    h.add_match(b, "type='signal'");
+    h.send(a, MessageBuilder::signal("/", "a.NoBroadcast", "S"));
+    assert!(h.take().is_empty(), "the broadcast is silently withheld");
+    h.send(
+        a,
+        MessageBuilder::signal("/", "a.NoBroadcast", "S")
+            .destination(name_b)
+            .flags(flags::NO_REPLY_EXPECTED),
+    );
+    assert_eq!(h.take()[0].0, b, "unicast is not a broadcast");
+}

@@ -1,0 +1,128 @@
+//! The runner's verdicts as a user sees them: exit status and lines.
+
+use std::process::Command;
+
+const RUNNER: &str = env!("CARGO_BIN_EXE_quickbus-conformance");
+const INSTALLED: &str = "/usr/lib/dbus-1.0/installed-tests/dbus";
+
+fn installed() -> bool {
+    let there = std::path::Path::new(INSTALLED)
+        .join("test-header-fields")
+        .exists();
+    if !there {
+        eprintln!("dbus-tests is not installed; scripts/test.sh installs it");
+    }
+    there
+}
+
+/// A "daemon" that prints the address of a socket nobody listens on and
+/// exits: every test that starts it fails at once.
+fn broken_daemon() -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    // One file per call: tests run in parallel.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("qb-broken-bus-{}-{n}", std::process::id()));
+    std::fs::write(
+        &path,
+        "#!/bin/sh\necho unix:path=/nonexistent/bus,guid=00000000000000000000000000000000\n",
+    )
+    .expect("write the broken daemon");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+#[test]
+fn a_daemon_that_cannot_start_fails_every_subtest_and_the_run() {
+    assert!(installed(), "dbus-tests missing");
+    let daemon = broken_daemon();
+    let out = Command::new(RUNNER)
+        .arg(&daemon)
+        .args(["--only", "test-header-fields", "--timeout", "30"])
+        .output()
+        .expect("run the runner");
+    let _ = std::fs::remove_file(&daemon);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let fails = stdout.lines().filter(|l| l.starts_with("FAIL ")).count();
+    assert!(fails >= 5, "{stdout}");
+    assert!(!stdout.lines().any(|l| l.starts_with("PASS ")), "{stdout}");
+    let summary = stdout.lines().last().unwrap_or("");
+    assert_eq!(summary, format!("0 passed, {fails} failed, 0 skipped"));
+}
+
+#[test]
+fn the_reference_daemon_passes_a_sample() {
+    assert!(installed(), "dbus-tests missing");
+    let out = Command::new(RUNNER)
+        .args([
+            "/usr/bin/dbus-daemon",
+            "--only",
+            "test-dbus-daemon-fork.sh",
+            "--only",
+            "test-header-fields",
+        ])
+        .output()
+        .expect("run the runner");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("PASS test-dbus-daemon-fork.sh #3"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("PASS test-header-fields /message/weird-header-field/none"));
+}
+
+#[test]
+fn a_missing_suite_or_daemon_is_a_setup_error() {
+    let out = Command::new(RUNNER)
+        .args(["/usr/bin/dbus-daemon", "--tests", "/nonexistent"])
+        .output()
+        .expect("run the runner");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("apt-get install dbus-tests"));
+    let out = Command::new(RUNNER)
+        .arg("/nonexistent/daemon")
+        .output()
+        .expect("run the runner");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an executable file"));
+}
+
+#[test]
+fn listed_failures_are_tolerated_but_listed_passes_fail_the_run() {
+    assert!(installed(), "dbus-tests missing");
+    let dir = std::env::temp_dir().join(format!("qb-expected-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let list = dir.join("expected");
+    std::fs::write(
+        &list,
+        "# known\ntest-header-fields /message/weird-header-field/none\n",
+    )
+    .unwrap();
+    let run = |daemon: &std::path::Path| {
+        Command::new(RUNNER)
+            .arg(daemon)
+            .args(["--only", "test-header-fields", "--filter", "field/none"])
+            .arg("--expected-failures")
+            .arg(&list)
+            .output()
+            .expect("run the runner")
+    };
+    let daemon = broken_daemon();
+    let failing = run(&daemon);
+    let _ = std::fs::remove_file(&daemon);
+    let stdout = String::from_utf8_lossy(&failing.stdout);
+    assert_eq!(failing.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("XFAIL test-header-fields /message/weird-header-field/none"));
+    assert!(
+        stdout.ends_with("0 passed, 1 failed, 0 skipped\n"),
+        "{stdout}"
+    );
+
+    let passing = run(std::path::Path::new("/usr/bin/dbus-daemon"));
+    let stdout = String::from_utf8_lossy(&passing.stdout);
+    assert_eq!(passing.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("XPASS test-header-fields /message/weird-header-field/none"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
