@@ -562,3 +562,46 @@ fn a_users_full_queues_refuse_calls_to_its_other_connections_until_they_drain() 
     drop(sinks);
     scene.assert_unharmed();
 }
+
+#[test]
+fn a_call_to_a_receiver_whose_queue_is_full_fails_with_limits_exceeded() {
+    let mut scene = Scene::start_with(r#"<limit name="max_outgoing_bytes">65536</limit>"#);
+    let sink = scene.bus.connect();
+    let sink_name = sink.unique_name().to_owned();
+    let mut caller = scene.bus.connect();
+    // 64 KiB calls the sink never reads: its socket buffers, then its queue
+    // fill up long before max_replies_per_connection (128) calls.
+    let call = MessageBuilder::method_call("/sink", "Take")
+        .interface("org.example.Sink")
+        .destination(sink_name.as_str())
+        .body(vec![Value::String("c".repeat(64 * 1024))]);
+    let serials: Vec<u32> = (0..100)
+        .map(|_| caller.send(call.clone(), &[]).expect("send"))
+        .collect();
+    let mut refused = 0;
+    // The bus answers calls in order; GetId's reply comes after every
+    // refusal it made.
+    let probe = caller
+        .send(quickbus_client::bus_call("GetId"), &[])
+        .expect("GetId");
+    loop {
+        let (message, _) = caller.receive().expect("the caller keeps receiving");
+        if message.reply_serial() == Some(probe) {
+            break;
+        }
+        if message.reply_serial().is_some_and(|s| serials.contains(&s)) {
+            assert_eq!(
+                message.error_name(),
+                Some("org.freedesktop.DBus.Error.LimitsExceeded"),
+                "{}",
+                describe(&message)
+            );
+            refused += 1;
+        }
+    }
+    eprintln!("full queue: {refused} of 100 calls refused with LimitsExceeded");
+    assert!(refused > 0, "no call was refused");
+    assert!(refused < 100, "calls were refused before the queue filled");
+    drop(sink);
+    scene.assert_unharmed();
+}
