@@ -6,8 +6,10 @@
 //!
 //! - A receiver's queue is bounded by `max_outgoing_bytes` and
 //!   `max_outgoing_unix_fds`.
-//! - Replies and errors always go in: the receiver asked for them, and
-//!   `max_replies_per_connection` bounds how many can come.
+//! - Replies and errors go in: the receiver asked for them. Up to twice
+//!   the bound, that is: a peer that keeps calling without reading its
+//!   replies past that is disconnected, with a log line naming it (its
+//!   queue has no other way to grow that far).
 //! - A method call to a full receiver is refused: its caller gets
 //!   `LimitsExceeded` at once.
 //! - A signal to a full receiver still goes in, and the sender is held back
@@ -31,10 +33,31 @@ pub struct OutBounds {
     pub hold: Duration,
 }
 
+/// How full a queue is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Fill {
+    Room,
+    /// At its bound: only replies go in.
+    Full,
+    /// At twice its bound: not even replies.
+    Overflowing,
+}
+
 impl OutBounds {
     /// The queue holds as much as it may.
     pub fn full(&self, bytes: usize, fds: usize) -> bool {
         bytes >= self.max_bytes || fds >= self.max_fds
+    }
+
+    pub fn fill(&self, bytes: usize, fds: usize) -> Fill {
+        let twice = |max: usize| max.saturating_mul(2);
+        if bytes >= twice(self.max_bytes) || fds >= twice(self.max_fds) {
+            Fill::Overflowing
+        } else if self.full(bytes, fds) {
+            Fill::Full
+        } else {
+            Fill::Room
+        }
     }
 
     /// The bounds of all of one user's queues together (see
@@ -95,6 +118,9 @@ pub enum Verdict {
     Drop,
     /// Do not queue it; answer the caller with LimitsExceeded.
     RefuseCall,
+    /// A reply to a receiver whose queue is at twice its bound: it does
+    /// not read what it asks for; disconnect it.
+    DisconnectReceiver,
 }
 
 /// One receiver's overflow state.
@@ -111,14 +137,14 @@ pub struct Receiver {
 }
 
 impl Receiver {
-    /// Decide about a delivery to this receiver; `full`: its queue (or its
-    /// user's queues together) hold as much as they may.
-    pub fn judge(&mut self, kind: Kind, full: bool, hold: Duration, now: Instant) -> Verdict {
-        if kind == Kind::Reply || !full {
-            return Verdict::Queue;
-        }
-        if kind == Kind::Call {
-            return Verdict::RefuseCall;
+    /// Decide about a delivery to this receiver, given how full its queue
+    /// is (or its user's queues together: those make it at most `Full`).
+    pub fn judge(&mut self, kind: Kind, fill: Fill, hold: Duration, now: Instant) -> Verdict {
+        match (kind, fill) {
+            (_, Fill::Room) | (Kind::Reply, Fill::Full) => return Verdict::Queue,
+            (Kind::Reply, Fill::Overflowing) => return Verdict::DisconnectReceiver,
+            (Kind::Call, _) => return Verdict::RefuseCall,
+            (Kind::Signal, _) => {}
         }
         let since = *self.full_since.get_or_insert(now);
         if !self.lossy && now.saturating_duration_since(since) >= hold {
@@ -174,7 +200,7 @@ mod tests {
         let now = Instant::now();
         for kind in [Kind::Call, Kind::Reply, Kind::Signal] {
             assert_eq!(
-                r.judge(kind, BOUNDS.full(999, 3), BOUNDS.hold, now),
+                r.judge(kind, BOUNDS.fill(999, 3), BOUNDS.hold, now),
                 Verdict::Queue
             );
         }
@@ -186,16 +212,25 @@ mod tests {
         let mut r = Receiver::default();
         let now = Instant::now();
         assert_eq!(
-            r.judge(Kind::Call, BOUNDS.full(1000, 0), BOUNDS.hold, now),
+            r.judge(Kind::Call, BOUNDS.fill(1000, 0), BOUNDS.hold, now),
             Verdict::RefuseCall
         );
         assert_eq!(
-            r.judge(Kind::Call, BOUNDS.full(0, 4), BOUNDS.hold, now),
+            r.judge(Kind::Call, BOUNDS.fill(0, 4), BOUNDS.hold, now),
             Verdict::RefuseCall
         );
         assert_eq!(
-            r.judge(Kind::Reply, BOUNDS.full(5000, 9), BOUNDS.hold, now),
+            r.judge(Kind::Reply, BOUNDS.fill(1999, 7), BOUNDS.hold, now),
             Verdict::Queue
+        );
+        // Twice the bound: a peer that asks and does not read.
+        assert_eq!(
+            r.judge(Kind::Reply, BOUNDS.fill(2000, 0), BOUNDS.hold, now),
+            Verdict::DisconnectReceiver
+        );
+        assert_eq!(
+            r.judge(Kind::Reply, BOUNDS.fill(0, 8), BOUNDS.hold, now),
+            Verdict::DisconnectReceiver
         );
     }
 
@@ -203,11 +238,11 @@ mod tests {
     fn signals_hold_the_sender_then_are_dropped_and_counted() {
         let mut r = Receiver::default();
         let t0 = Instant::now();
-        let v = r.judge(Kind::Signal, BOUNDS.full(1000, 0), BOUNDS.hold, t0);
+        let v = r.judge(Kind::Signal, BOUNDS.fill(1000, 0), BOUNDS.hold, t0);
         assert_eq!(v, Verdict::QueueAndHoldSender);
         let v = r.judge(
             Kind::Signal,
-            BOUNDS.full(1100, 0),
+            BOUNDS.fill(1100, 0),
             BOUNDS.hold,
             t0 + Duration::from_millis(500),
         );
@@ -215,17 +250,17 @@ mod tests {
         // Full for a whole hold: lossy.
         let later = t0 + Duration::from_secs(1);
         assert_eq!(
-            r.judge(Kind::Signal, BOUNDS.full(1200, 0), BOUNDS.hold, later),
+            r.judge(Kind::Signal, BOUNDS.fill(1200, 0), BOUNDS.hold, later),
             Verdict::Drop
         );
         assert_eq!(
-            r.judge(Kind::Signal, BOUNDS.full(1200, 0), BOUNDS.hold, later),
+            r.judge(Kind::Signal, BOUNDS.fill(1200, 0), BOUNDS.hold, later),
             Verdict::Drop
         );
         assert!(r.is_lossy());
         // Replies still get through to a lossy receiver.
         assert_eq!(
-            r.judge(Kind::Reply, BOUNDS.full(1200, 0), BOUNDS.hold, later),
+            r.judge(Kind::Reply, BOUNDS.fill(1200, 0), BOUNDS.hold, later),
             Verdict::Queue
         );
         assert_eq!(r.drained(), Some(2));
@@ -234,7 +269,7 @@ mod tests {
         // Told once: draining again reports nothing.
         assert_eq!(r.drained(), None);
         // A new episode starts with a new hold.
-        let v = r.judge(Kind::Signal, BOUNDS.full(1000, 0), BOUNDS.hold, later);
+        let v = r.judge(Kind::Signal, BOUNDS.fill(1000, 0), BOUNDS.hold, later);
         assert_eq!(v, Verdict::QueueAndHoldSender);
     }
 
@@ -243,13 +278,13 @@ mod tests {
         let mut r = Receiver::default();
         let now = Instant::now();
         assert_eq!(
-            r.judge(Kind::Signal, BOUNDS.full(1000, 0), BOUNDS.hold, now),
+            r.judge(Kind::Signal, BOUNDS.fill(1000, 0), BOUNDS.hold, now),
             Verdict::QueueAndHoldSender
         );
         assert!(r.hold_expired());
         assert!(!r.hold_expired());
         assert_eq!(
-            r.judge(Kind::Signal, BOUNDS.full(1000, 0), BOUNDS.hold, now),
+            r.judge(Kind::Signal, BOUNDS.fill(1000, 0), BOUNDS.hold, now),
             Verdict::Drop
         );
     }

@@ -534,7 +534,8 @@ impl Server {
                 if reason == HUNG_UP {
                     debug!(uid = conn.creds.uid, "connection {id:?} closed");
                 } else {
-                    warn!(uid = conn.creds.uid, pid = ?conn.creds.pid, "disconnecting {id:?}: {reason}");
+                    let name = self.bus.unique_name(id).unwrap_or("(before Hello)");
+                    warn!(uid = conn.creds.uid, pid = ?conn.creds.pid, "disconnecting {name} ({id:?}): {reason}");
                 }
                 // Best effort: anything already queued for it (an error
                 // reply explaining the disconnect) goes out before the close.

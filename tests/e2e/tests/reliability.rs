@@ -605,3 +605,53 @@ fn a_call_to_a_receiver_whose_queue_is_full_fails_with_limits_exceeded() {
     drop(sink);
     scene.assert_unharmed();
 }
+
+#[test]
+fn a_peer_that_calls_and_never_reads_its_replies_is_cut_off_alone() {
+    const CALLS: usize = 20_000;
+    let mut scene = Scene::start_with(r#"<limit name="max_outgoing_bytes">65536</limit>"#);
+    let mut greedy = scene.bus.connect();
+    let name = greedy.unique_name().to_owned();
+    let template = quickbus_client::bus_call("GetId")
+        .build(1)
+        .expect("build")
+        .to_vec();
+    let mut sent = 0;
+    'send: for _ in 0..CALLS / 500 {
+        let batch: Vec<Bytes> = (0..500)
+            .map(|_| {
+                let mut bytes = template.clone();
+                bytes[8..12].copy_from_slice(&greedy.next_serial().to_le_bytes());
+                Bytes::from(bytes)
+            })
+            .collect();
+        if greedy.send_batch(&batch).is_err() {
+            break 'send;
+        }
+        sent += batch.len();
+    }
+    if !testing_quickbus() {
+        greedy
+            .set_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+    }
+    let mut replies = 0;
+    let closed = loop {
+        match greedy.receive() {
+            Ok((m, _)) if m.msg_type() == MessageType::MethodReturn => replies += 1,
+            Ok(_) => {}
+            Err(Error::Timeout) => break false,
+            Err(_) => break true,
+        }
+    };
+    eprintln!("greedy caller: sent {sent} calls, read {replies} replies, cut off: {closed}");
+    if testing_quickbus() {
+        assert!(closed, "the caller that never reads was not cut off");
+        let log = scene.bus.log();
+        assert!(
+            log.contains(&format!("disconnecting {name}")) && log.contains("does not read them"),
+            "no log line names {name}: {log}"
+        );
+    }
+    scene.assert_unharmed();
+}

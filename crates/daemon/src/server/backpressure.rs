@@ -11,7 +11,7 @@ use quickbus_bus::{ConnId, OutMessage};
 use tracing::{debug, info, warn};
 
 use super::{Conn, Hold, Phase, Server};
-use crate::flow::{Kind, OutBounds, Verdict};
+use crate::flow::{Fill, Kind, OutBounds, Verdict};
 use crate::transport::OutItem;
 
 impl Server {
@@ -25,15 +25,19 @@ impl Server {
         let Some(conn) = self.conns.get_mut(&token) else {
             return;
         };
-        let full = bounds.full(conn.transport.queued_bytes(), conn.transport.queued_fds())
-            || bounds
-                .per_user()
-                .full(conn.user.out_bytes(), conn.user.out_fds());
-        let verdict = if full {
-            let kind = Kind::of(&msg.frame.header, self.bus.is_monitor(to));
-            conn.flow.judge(kind, true, bounds.hold, Instant::now())
-        } else {
+        let own = bounds.fill(conn.transport.queued_bytes(), conn.transport.queued_fds());
+        // A user's full queues make each of its connections full, but only
+        // a connection's own queue can get it disconnected.
+        let user = bounds
+            .per_user()
+            .fill(conn.user.out_bytes(), conn.user.out_fds())
+            .min(Fill::Full);
+        let fill = own.max(user);
+        let verdict = if fill == Fill::Room {
             Verdict::Queue
+        } else {
+            let kind = Kind::of(&msg.frame.header, self.bus.is_monitor(to));
+            conn.flow.judge(kind, fill, bounds.hold, Instant::now())
         };
         match verdict {
             Verdict::Queue | Verdict::QueueAndHoldSender => {
@@ -55,6 +59,17 @@ impl Server {
             Verdict::RefuseCall => {
                 debug!("{to:?}'s queue is full: refusing a call to it");
                 self.bus.call_not_queued(to, &msg, &mut self.actions);
+            }
+            Verdict::DisconnectReceiver => {
+                let reason = format!(
+                    "{} bytes and {} fds are queued for it, twice max_outgoing_bytes={} or \
+                     max_outgoing_unix_fds={}: it asks for replies and does not read them",
+                    conn.transport.queued_bytes(),
+                    conn.transport.queued_fds(),
+                    bounds.max_bytes,
+                    bounds.max_fds
+                );
+                self.close(token, &reason);
             }
         }
     }
