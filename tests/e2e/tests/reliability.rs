@@ -655,3 +655,43 @@ fn a_peer_that_calls_and_never_reads_its_replies_is_cut_off_alone() {
     }
     scene.assert_unharmed();
 }
+
+#[test]
+fn dbus_tests_pending_fd_timeout_passes_as_an_unprivileged_user() {
+    use std::os::unix::fs::PermissionsExt;
+    const TEST: &str = "/usr/lib/dbus-1.0/installed-tests/dbus/test-dbus-daemon";
+    const SETPRIV: &str = "/usr/bin/setpriv";
+    // dbus-tests skips this subtest as root (root is exempt from the limit
+    // in dbus-daemon), so run it as nobody when we can.
+    if rustix::process::getuid().as_raw() != 0
+        || !std::path::Path::new(TEST).exists()
+        || !std::path::Path::new(SETPRIV).exists()
+    {
+        eprintln!("skipped: needs root, {SETPRIV} and dbus-tests");
+        return;
+    }
+    // nobody must reach the daemon: a copy in a world-readable directory.
+    let dir = quickbus_e2e::TempDir::new();
+    let daemon = dir.path().join("daemon");
+    std::fs::copy(quickbus_e2e::daemon_path(), &daemon).expect("copy the daemon");
+    for path in [dir.path(), daemon.as_path()] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let data = "/usr/lib/dbus-1.0/installed-tests/dbus";
+    let finished = quickbus_e2e::run_bounded(
+        std::process::Command::new(SETPRIV)
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", TEST])
+            .args(["-p", "/limits/pending-fd-timeout"])
+            .env("DBUS_TEST_DAEMON", &daemon)
+            .env("DBUS_TEST_DATA", format!("{data}/data"))
+            .env("DBUS_TEST_EXEC", data)
+            .env("HOME", dir.path())
+            .env_remove("DBUS_SESSION_BUS_ADDRESS"),
+    );
+    assert!(
+        finished.status.success() && finished.stdout.contains("ok 1 /limits/pending-fd-timeout"),
+        "{}\n{}",
+        finished.stdout,
+        finished.stderr
+    );
+}
