@@ -407,6 +407,7 @@ impl Server {
                         .feed(conn.transport.input(), &mut reply)
                         .map_err(|e| format!("authentication failed: {e}"))?;
                     if !reply.is_empty() {
+                        conn.user.queued(reply.len(), 0);
                         conn.transport.queue(OutItem::raw(reply.into()));
                         self.dirty.push(token);
                     }
@@ -521,6 +522,8 @@ impl Server {
             return;
         };
         let _ = self.poll.registry().deregister(&mut conn.transport.stream);
+        // Its whole queue leaves its user's tally, written or not.
+        let held = (conn.transport.queued_bytes(), conn.transport.queued_fds());
         match conn.phase {
             Phase::Authenticating { .. } => {
                 self.incomplete -= 1;
@@ -543,9 +546,16 @@ impl Server {
                 self.bus.remove_connection(id, &mut self.actions);
             }
         }
-        // Whatever is still queued goes with the connection.
-        conn.user
-            .sent(conn.transport.queued_bytes(), conn.transport.queued_fds());
+        conn.user.sent(held.0, held.1);
+        // The tests run debug builds: a tally that leaks fails them.
+        debug_assert!(
+            Rc::strong_count(&conn.user) > 1
+                || (conn.user.out_bytes() == 0 && conn.user.out_fds() == 0),
+            "uid {}'s last connection left {} bytes, {} fds in its tally",
+            conn.user.uid,
+            conn.user.out_bytes(),
+            conn.user.out_fds()
+        );
         let uid = conn.user.uid;
         drop(conn);
         self.users.forget_unused(uid);

@@ -88,6 +88,11 @@ impl Server {
             return;
         };
         if conn.hold.is_none() {
+            // Nothing is lost by a hold, so nobody is told; the log says it.
+            debug!(
+                uid = conn.creds.uid,
+                "holding a sender back for a full receiver"
+            );
             conn.hold = Some(Hold {
                 on: receiver,
                 until,
