@@ -53,9 +53,10 @@ impl Server {
                     self.hold_sender(token);
                 }
             }
-            // Revisited at the end of the turn: with nothing queued of its
-            // own (its user's other queues being full), it may be drained.
-            Verdict::Drop => self.dirty.push(token),
+            // Full only through its user's other queues: nothing of its
+            // own may be left to flush, so look at it at the end of the turn.
+            Verdict::Drop if own == Fill::Room => self.dirty.push(token),
+            Verdict::Drop => {}
             Verdict::RefuseCall => {
                 debug!("{to:?}'s queue is full: refusing a call to it");
                 self.bus.call_not_queued(to, &msg, &mut self.actions);
