@@ -451,7 +451,7 @@ fn hostile_inputs_leave_the_daemons_memory_and_fds_at_their_baseline() {
     }
     let rss = status_kib(scene.bus.pid(), "VmRSS:");
     eprintln!(
-        "hostile: {ROUNDS} rounds of 8 bad inputs; RSS after the first {rss_after_first} KiB, \
+        "hostile: {ROUNDS} rounds of 7 bad inputs; RSS after the first {rss_after_first} KiB, \
          after the last {rss} KiB; fds back to {}",
         scene.bus.fd_count()
     );
