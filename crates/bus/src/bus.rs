@@ -16,6 +16,7 @@ use crate::registry::{NameEvent, NameRegistry};
 use crate::replies::PendingReplies;
 use crate::stats::{ConnPeaks, Peaks};
 use crate::subscriptions::{Monitors, PeerNames, Subscriptions};
+use crate::traffic::Traffic;
 use crate::{
     Action, BusOptions, ConnId, Credentials, Frame, OutMessage, BUS_INTERFACE, BUS_NAME, BUS_PATH,
 };
@@ -29,6 +30,7 @@ pub(crate) struct Connection {
     /// The peer negotiated fd passing.
     pub unix_fds: bool,
     pub peaks: ConnPeaks,
+    pub traffic: Traffic,
     /// The policy rules that apply to it (shared with every connection of
     /// the same user and groups).
     pub policy: Arc<ClientPolicy>,
@@ -56,6 +58,8 @@ pub struct Bus {
     pub(crate) activation_env: HashMap<String, String>,
     pub(crate) reload_requested: bool,
     pub(crate) peaks: Peaks,
+    /// Bus-wide totals of what was routed.
+    pub(crate) traffic: Traffic,
     /// Connections past Hello (kept so GetStats need not count).
     pub(crate) active: usize,
     /// Connections past Hello, per uid (`max_connections_per_user`).
@@ -106,6 +110,7 @@ impl Bus {
             activation_env: HashMap::new(),
             reload_requested: false,
             peaks: Peaks::default(),
+            traffic: Traffic::default(),
             active: 0,
             active_per_uid: HashMap::new(),
             empty_fds: Arc::new(Vec::new()),
@@ -189,6 +194,7 @@ impl Bus {
                 creds,
                 unix_fds,
                 peaks: ConnPeaks::default(),
+                traffic: Traffic::default(),
                 policy,
             },
         );
@@ -244,9 +250,11 @@ impl Bus {
         now: Instant,
         out: &mut Vec<Action>,
     ) {
-        let Some(conn) = self.conns.get(&from) else {
+        if !self.conns.contains_key(&from) {
             return;
-        };
+        }
+        self.count_in(from, msg.raw().len());
+        let conn = &self.conns[&from];
         if let Some(reason) = self.over_message_limits(&msg, fds.len()) {
             // dbus-daemon cannot even load such a message and drops the
             // connection; so do we.
@@ -530,7 +538,12 @@ impl Bus {
 
     /// Show monitors a message addressed to the driver (stamped with the
     /// caller's unique name; for Hello, the name it was just given).
-    pub(crate) fn capture_driver_call(&self, from: ConnId, msg: &Message, out: &mut Vec<Action>) {
+    pub(crate) fn capture_driver_call(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        out: &mut Vec<Action>,
+    ) {
         if self.monitors.is_empty() {
             return;
         }
@@ -553,7 +566,7 @@ impl Bus {
     /// Deliver to each of `recipients`, skipping those that cannot take the
     /// message's fds (dbus-daemon skips them silently for broadcasts).
     fn deliver_all(
-        &self,
+        &mut self,
         recipients: &[ConnId],
         msg: &Message,
         out_msg: &OutMessage,
@@ -585,7 +598,8 @@ impl Bus {
         }
     }
 
-    pub(crate) fn deliver(&self, to: ConnId, msg: &OutMessage, out: &mut Vec<Action>) {
+    pub(crate) fn deliver(&mut self, to: ConnId, msg: &OutMessage, out: &mut Vec<Action>) {
+        self.count_out(to, msg.frame.header.len() + msg.frame.body.len());
         out.push(Action::Deliver {
             to,
             msg: msg.clone(),
@@ -701,6 +715,7 @@ impl Bus {
     }
 
     fn send_error(&mut self, to: ConnId, reply_serial: u32, err: BusError, out: &mut Vec<Action>) {
+        self.count_error(to);
         let builder =
             MessageBuilder::error(reply_serial, err.name).body(vec![Value::String(err.message)]);
         self.send_to(to, builder, out);
@@ -712,6 +727,7 @@ impl Bus {
         if !self.conns.contains_key(&caller) {
             return;
         }
+        self.count_error(caller);
         let builder =
             MessageBuilder::error(serial, err.name).body(vec![Value::String(err.message)]);
         self.send_to(caller, builder, out);

@@ -21,6 +21,7 @@ pub mod registry;
 pub mod replies;
 mod stats;
 mod subscriptions;
+mod traffic;
 
 #[cfg(test)]
 mod fuzz_regressions;
@@ -34,6 +35,7 @@ pub use bus::Bus;
 pub use limits::Limits;
 pub use policy::PolicyConfig;
 pub use quickbus_wire::Frame;
+pub use traffic::Traffic;
 
 /// The bus's name for itself, also the sender of every message it makes.
 pub const BUS_NAME: &str = "org.freedesktop.DBus";

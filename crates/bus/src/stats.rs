@@ -1,6 +1,6 @@
 //! org.freedesktop.DBus.Debug.Stats: counts and peaks of what the bus
-//! holds, with dbus-daemon's keys (only those the bus core knows: queue
-//! sizes and memory pools belong to the daemon).
+//! holds, with dbus-daemon's keys (memory pools have no counterpart), then
+//! quickbus's own traffic counters (see [`crate::traffic`]).
 
 use quickbus_wire::Value;
 
@@ -48,7 +48,7 @@ impl Bus {
     pub(crate) fn get_stats(&self) -> DriverResult {
         let active = self.active;
         let p = &self.peaks;
-        Ok(vec![dict_sv(vec![
+        let mut entries = vec![
             ("Serial", Value::Uint32(0)),
             ("ActiveConnections", u32_of(active)),
             ("IncompleteConnections", u32_of(self.conns.len() - active)),
@@ -61,7 +61,9 @@ impl Bus {
             ("BusNames", u32_of(self.registry.len())),
             ("PeakBusNames", u32_of(p.names)),
             ("PeakBusNamesPerConnection", u32_of(p.names_per_connection)),
-        ])])
+        ];
+        entries.extend(self.traffic.stats_entries());
+        Ok(vec![dict_sv(entries)])
     }
 
     pub(crate) fn get_connection_stats(&self, name: &str) -> DriverResult {
@@ -78,7 +80,9 @@ impl Bus {
             )
         })?;
         let conn = &self.conns[&id];
-        Ok(vec![dict_sv(vec![
+        let queued = conn.traffic.queued_bytes;
+        let peak_queued = conn.traffic.peak_queued_bytes;
+        let mut entries = vec![
             ("Serial", Value::Uint32(0)),
             ("MatchRules", u32_of(self.subs.count(id))),
             ("PeakMatchRules", u32_of(conn.peaks.match_rules)),
@@ -88,7 +92,14 @@ impl Bus {
                 "UniqueName",
                 Value::String(conn.unique.clone().unwrap_or_default()),
             ),
-        ])])
+            // dbus-daemon's names for its outgoing queue; quickbus routes
+            // each message as soon as it is read, so nothing waits inbound.
+            ("OutgoingBytes", u32_of(queued as usize)),
+            ("PeakOutgoingBytes", u32_of(peak_queued as usize)),
+            ("PendingReplies", u32_of(self.replies.waiting(id))),
+        ];
+        entries.extend(conn.traffic.stats_entries());
+        Ok(vec![dict_sv(entries)])
     }
 
     /// Every connection's rules, in their canonical text.

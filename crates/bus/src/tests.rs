@@ -1847,6 +1847,12 @@ fn stats_count_and_remember_peaks() {
     assert_eq!(stat(&conn, "BusNames"), Value::Uint32(2));
     assert_eq!(stat(&conn, "PeakBusNames"), Value::Uint32(3));
     assert_eq!(stat(&conn, "MatchRules"), Value::Uint32(0));
+    // quickbus's own counters follow dbus-daemon's keys.
+    assert!(matches!(stat(&conn, "MessagesIn"), Value::Uint64(n) if n >= 4));
+    assert!(matches!(stat(&conn, "BytesOut"), Value::Uint64(n) if n > 0));
+    assert_eq!(stat(&conn, "PendingReplies"), Value::Uint32(0));
+    assert_eq!(stat(&conn, "OutgoingBytes"), Value::Uint32(0));
+    assert!(matches!(stat(&stats, "MessagesOut"), Value::Uint64(n) if n >= 8));
     let err = h.driver_error(b, stats_call("GetConnectionStats", vec![s("org.nope")]));
     assert_eq!(
         err,

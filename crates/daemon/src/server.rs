@@ -500,10 +500,20 @@ impl Server {
             let Some(conn) = self.conns.get_mut(&token) else {
                 continue;
             };
+            // Debug.Stats shows the queue at its fullest (before the write)
+            // and what the socket did not take.
+            let id = match conn.phase {
+                Phase::Running { id } => Some(id),
+                Phase::Authenticating { .. } => None,
+            };
             let before = (conn.transport.queued_bytes(), conn.transport.queued_fds());
             let flushed = conn.transport.flush();
             let after = (conn.transport.queued_bytes(), conn.transport.queued_fds());
             conn.user.sent(before.0 - after.0, before.1 - after.1);
+            if let Some(id) = id {
+                self.bus.set_queue_depth(id, before.0);
+                self.bus.set_queue_depth(id, after.0);
+            }
             if let Err(e) = flushed {
                 self.close(token, &format!("write error: {e}"));
                 continue;

@@ -1,10 +1,18 @@
 //! `quickbus`: talk to a D-Bus message bus from the command line.
 
+mod analysis;
 mod args;
 mod bench;
+mod bus_monitor;
+mod capture;
 mod list;
+mod monitor;
+mod pcap;
 mod print;
+mod report;
 mod signature;
+mod stats;
+mod top;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -76,6 +84,16 @@ enum Command {
     },
     /// Measure quickbus-daemon against dbus-daemon and dbus-broker
     Bench(bench::BenchArgs),
+    /// Print every message on the bus (dbus-monitor's formats): [MATCH RULE...]
+    Monitor(monitor::MonitorArgs),
+    /// Record the bus to a pcap file (Wireshark, tshark, Bustle): -o FILE [MATCH RULE...]
+    Capture(capture::CaptureArgs),
+    /// Statistics of a capture: frequencies, method durations, sizes, top talkers
+    Stats(stats::StatsArgs),
+    /// One self-contained HTML page of a capture: FILE -o report.html
+    Report(report::ReportArgs),
+    /// Live view of the bus's connections from Debug.Stats (q quits)
+    Top(top::TopArgs),
 }
 
 /// Why the tool failed, printed on stderr.
@@ -115,19 +133,22 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {
-    if let Command::Bench(args) = &cli.command {
-        return bench::run(args).map_err(Failure);
+    match &cli.command {
+        Command::Bench(args) => return bench::run(args).map_err(Failure),
+        Command::Stats(args) => return stats::run(args),
+        Command::Report(args) => return report::run(args),
+        _ => {}
     }
     let timeout = timeout_of(cli.timeout)?;
+    match &cli.command {
+        Command::Monitor(args) => return monitor::run(args, &bus_address(&cli)?, timeout),
+        Command::Capture(args) => return capture::run(args, &bus_address(&cli)?, timeout),
+        Command::Top(args) => return top::run(args, &bus_address(&cli)?, timeout),
+        _ => {}
+    }
     // Check the arguments before touching the bus.
     let prepared = prepare(&cli.command)?;
-    let address = match (&cli.address, cli.system) {
-        (Some(address), _) => address.clone(),
-        (None, true) => quickbus_client::system_bus_address(),
-        (None, false) => std::env::var("DBUS_SESSION_BUS_ADDRESS").map_err(|_| {
-            Failure("DBUS_SESSION_BUS_ADDRESS is not set; use --address or --system".into())
-        })?,
-    };
+    let address = bus_address(&cli)?;
     let mut bus = Connection::connect_with_timeout(&address, timeout)?;
     match (&cli.command, prepared) {
         (
@@ -173,6 +194,17 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         _ => unreachable!("prepare() matches the command"),
     }
+}
+
+/// --address, --system, or the session bus.
+fn bus_address(cli: &Cli) -> Result<String, Failure> {
+    Ok(match (&cli.address, cli.system) {
+        (Some(address), _) => address.clone(),
+        (None, true) => quickbus_client::system_bus_address(),
+        (None, false) => std::env::var("DBUS_SESSION_BUS_ADDRESS").map_err(|_| {
+            Failure("DBUS_SESSION_BUS_ADDRESS is not set; use --address or --system".into())
+        })?,
+    })
 }
 
 fn message_flags(command: &Command) -> u8 {
@@ -232,7 +264,7 @@ fn prepare(command: &Command) -> Result<Option<MessageBuilder>, Failure> {
             }
             message
         }
-        Command::List { .. } | Command::Bench(_) => return Ok(None),
+        _ => return Ok(None),
     };
     Ok(Some(message))
 }

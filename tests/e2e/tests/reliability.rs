@@ -73,6 +73,31 @@ fn become_monitor(conn: &mut Connection, rules: &[&str]) {
     conn.call(call).expect("BecomeMonitor");
 }
 
+/// quickbus's `Dropped` count for `name` in Debug.Stats.
+fn dropped_for(conn: &mut Connection, name: &str) -> u64 {
+    let call = quickbus_client::bus_call("GetConnectionStats")
+        .interface("org.freedesktop.DBus.Debug.Stats")
+        .body(vec![Value::String(name.into())]);
+    let reply = conn.call(call).expect("GetConnectionStats");
+    let Some(Value::Array { items, .. }) = reply.body_values().expect("body").into_iter().next()
+    else {
+        panic!("GetConnectionStats returned no dict");
+    };
+    items
+        .into_iter()
+        .find_map(|entry| match entry {
+            Value::DictEntry(key, value) => match (*key, *value) {
+                (Value::String(k), Value::Variant(v)) if k == "Dropped" => match *v {
+                    Value::Uint64(n) => Some(n),
+                    _ => None,
+                },
+                _ => None,
+            },
+            _ => None,
+        })
+        .expect("a Dropped key")
+}
+
 fn messages_lost_count(message: &Message) -> Option<u64> {
     if message.interface() != Some(QUICKBUS_INTERFACE) || message.member() != Some("MessagesLost") {
         return None;
@@ -181,6 +206,9 @@ fn a_receiver_that_stops_reading_during_a_100k_burst_harms_nobody_and_is_told() 
     let growth = peak.saturating_sub(baseline);
     eprintln!("memory: baseline {baseline} KiB, peak {peak} KiB, growth {growth} KiB");
 
+    // Debug.Stats counts the drops before the receiver hears of them.
+    let dropped = testing_quickbus().then(|| dropped_for(&mut sender, &slow_name));
+
     // The slow reader wakes up: what is queued for it, then (quickbus) how
     // many it lost.
     let mut received = 0u64;
@@ -228,6 +256,7 @@ fn a_receiver_that_stops_reading_during_a_100k_burst_harms_nobody_and_is_told() 
             .expect("the monitor saw MessagesLost");
         assert_eq!(seen, told);
         assert_eq!(to.as_deref(), Some(slow_name.as_str()));
+        assert_eq!(dropped, Some(told), "Debug.Stats counted every drop");
     }
 }
 

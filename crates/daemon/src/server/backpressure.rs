@@ -53,10 +53,16 @@ impl Server {
                     self.hold_sender(token);
                 }
             }
-            // Full only through its user's other queues: nothing of its
-            // own may be left to flush, so look at it at the end of the turn.
-            Verdict::Drop if own == Fill::Room => self.dirty.push(token),
-            Verdict::Drop => {}
+            Verdict::Drop => {
+                // Debug.Stats counts it (the receiver hears the total later).
+                self.bus.record_dropped(to, 1);
+                // Full only through its user's other queues: nothing of its
+                // own may be left to flush, so look at it at the end of the
+                // turn.
+                if own == Fill::Room {
+                    self.dirty.push(token);
+                }
+            }
             Verdict::RefuseCall => {
                 debug!("{to:?}'s queue is full: refusing a call to it");
                 self.bus.call_not_queued(to, &msg, &mut self.actions);

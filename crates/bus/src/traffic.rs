@@ -1,0 +1,178 @@
+//! quickbus's own traffic counters, per connection and bus-wide, reported
+//! by Debug.Stats beside dbus-daemon's keys. The bus core counts what it
+//! routes; the daemon, which owns the sockets, reports queue depth and
+//! messages it had to drop.
+
+use quickbus_wire::Value;
+
+use crate::bus::Bus;
+use crate::ConnId;
+
+/// Running totals since a connection (or the bus) started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Messages the peer sent to the bus, and their bytes.
+    pub messages_in: u64,
+    pub bytes_in: u64,
+    /// Messages the bus routed to the peer (including its own replies and
+    /// signals), and their bytes.
+    pub messages_out: u64,
+    pub bytes_out: u64,
+    /// Error replies the bus itself sent to the peer.
+    pub errors: u64,
+    /// Messages for the peer the daemon could not queue.
+    pub dropped: u64,
+    /// Bytes waiting in the peer's outgoing queue (as the daemon last
+    /// said), and the largest such value seen.
+    pub queued_bytes: u64,
+    pub peak_queued_bytes: u64,
+}
+
+impl Traffic {
+    pub(crate) fn count_in(&mut self, bytes: usize) {
+        self.messages_in += 1;
+        self.bytes_in += bytes as u64;
+    }
+
+    pub(crate) fn count_out(&mut self, bytes: usize) {
+        self.messages_out += 1;
+        self.bytes_out += bytes as u64;
+    }
+
+    /// quickbus's keys for Debug.Stats (dbus-daemon has none of these, so
+    /// clients that only know its keys are not confused).
+    pub(crate) fn stats_entries(&self) -> Vec<(&'static str, Value)> {
+        vec![
+            ("MessagesIn", Value::Uint64(self.messages_in)),
+            ("BytesIn", Value::Uint64(self.bytes_in)),
+            ("MessagesOut", Value::Uint64(self.messages_out)),
+            ("BytesOut", Value::Uint64(self.bytes_out)),
+            ("Errors", Value::Uint64(self.errors)),
+            ("Dropped", Value::Uint64(self.dropped)),
+            ("QueuedBytes", Value::Uint64(self.queued_bytes)),
+            ("PeakQueuedBytes", Value::Uint64(self.peak_queued_bytes)),
+        ]
+    }
+}
+
+impl Bus {
+    /// The daemon tells the bus how many bytes wait in `conn`'s outgoing
+    /// queue (after queueing and after each flush), for Debug.Stats.
+    pub fn set_queue_depth(&mut self, conn: ConnId, bytes: usize) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            let t = &mut c.traffic;
+            t.queued_bytes = bytes as u64;
+            t.peak_queued_bytes = t.peak_queued_bytes.max(t.queued_bytes);
+        }
+    }
+
+    /// The daemon dropped `count` messages meant for `conn`.
+    pub fn record_dropped(&mut self, conn: ConnId, count: u64) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.traffic.dropped += count;
+            self.traffic.dropped += count;
+        }
+    }
+
+    /// One connection's counters (None for an unknown connection).
+    pub fn traffic(&self, conn: ConnId) -> Option<Traffic> {
+        self.conns.get(&conn).map(|c| c.traffic)
+    }
+
+    /// Bus-wide totals (queue fields are unused there).
+    pub fn total_traffic(&self) -> Traffic {
+        self.traffic
+    }
+
+    pub(crate) fn count_in(&mut self, from: ConnId, bytes: usize) {
+        if let Some(c) = self.conns.get_mut(&from) {
+            c.traffic.count_in(bytes);
+            self.traffic.count_in(bytes);
+        }
+    }
+
+    pub(crate) fn count_out(&mut self, to: ConnId, bytes: usize) {
+        if let Some(c) = self.conns.get_mut(&to) {
+            c.traffic.count_out(bytes);
+            self.traffic.count_out(bytes);
+        }
+    }
+
+    pub(crate) fn count_error(&mut self, to: ConnId) {
+        if let Some(c) = self.conns.get_mut(&to) {
+            c.traffic.errors += 1;
+            self.traffic.errors += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use quickbus_wire::MessageBuilder;
+
+    use crate::tests::{call_bus, Harness};
+    use crate::{Action, ConnId, Traffic};
+
+    /// Total size of every delivery in `out` addressed to `to`.
+    fn bytes_to(out: &[Action], to: ConnId) -> (u64, u64) {
+        out.iter().fold((0, 0), |(n, bytes), a| match a {
+            Action::Deliver { to: t, msg } if *t == to => (
+                n + 1,
+                bytes + (msg.frame.header.len() + msg.frame.body.len()) as u64,
+            ),
+            _ => (n, bytes),
+        })
+    }
+
+    #[test]
+    fn routed_messages_are_counted_both_ways() {
+        let mut h = Harness::new();
+        let (a, _) = h.client();
+        let (b, name_b) = h.client();
+        let before_a = h.bus.traffic(a).unwrap();
+        let before_b = h.bus.traffic(b).unwrap();
+        let call = MessageBuilder::method_call("/x", "Ping")
+            .interface("org.example.Test")
+            .destination(name_b);
+        let size = call.build(100).unwrap().len() as u64;
+        h.send(a, call);
+        let (n, bytes) = bytes_to(&h.out, b);
+        assert_eq!(n, 1);
+        let after_a = h.bus.traffic(a).unwrap();
+        let after_b = h.bus.traffic(b).unwrap();
+        assert_eq!(after_a.messages_in - before_a.messages_in, 1);
+        assert_eq!(after_a.bytes_in - before_a.bytes_in, size);
+        assert_eq!(after_b.messages_out - before_b.messages_out, 1);
+        // The stamped copy carries the sender field, so it is larger.
+        assert_eq!(after_b.bytes_out - before_b.bytes_out, bytes);
+        assert!(bytes > size);
+        let total = h.bus.total_traffic();
+        assert!(total.messages_in >= 3 && total.messages_out >= 3);
+    }
+
+    #[test]
+    fn bus_errors_drops_and_queue_depth_are_counted() {
+        let mut h = Harness::new();
+        let (a, _) = h.client();
+        let err = h.driver_error(
+            a,
+            call_bus("GetNameOwner", vec![crate::tests::s("org.nope")]),
+        );
+        assert_eq!(err.0, crate::errors::NAME_HAS_NO_OWNER);
+        assert_eq!(h.bus.traffic(a).unwrap().errors, 1);
+        h.bus.set_queue_depth(a, 500);
+        h.bus.set_queue_depth(a, 20);
+        h.bus.record_dropped(a, 2);
+        let t: Traffic = h.bus.traffic(a).unwrap();
+        assert_eq!(
+            (t.queued_bytes, t.peak_queued_bytes, t.dropped),
+            (20, 500, 2)
+        );
+        assert_eq!(h.bus.total_traffic().dropped, 2);
+        assert_eq!(h.bus.total_traffic().errors, 1);
+        // Unknown connections are ignored, not a panic.
+        h.bus.set_queue_depth(ConnId(999), 1);
+        h.bus.record_dropped(ConnId(999), 1);
+        assert!(h.bus.traffic(ConnId(999)).is_none());
+    }
+}
