@@ -15,6 +15,8 @@
 //! - A signal to a full receiver still goes in, and the sender is held back
 //!   (the daemon stops reading it, so the kernel pushes back on it) until
 //!   the receiver drains to half its bound, or for at most the hold time.
+//!   With no sender to hold (the bus's own signal, or one the receiver
+//!   sent itself) the signal is dropped and counted at once.
 //! - A receiver still full when a hold ends is *lossy*: further signals to
 //!   it are dropped and counted, nobody is held for it any more, and a log
 //!   line names it. Once it drains to half its bound it gets one
@@ -139,7 +141,16 @@ pub struct Receiver {
 impl Receiver {
     /// Decide about a delivery to this receiver, given how full its queue
     /// is (or its user's queues together: those make it at most `Full`).
-    pub fn judge(&mut self, kind: Kind, fill: Fill, hold: Duration, now: Instant) -> Verdict {
+    /// `hold`: how long its sender may be held back; None when there is no
+    /// sender to hold (the bus's own message, or one the receiver sent
+    /// itself): then a signal to a full queue is dropped and counted at once.
+    pub fn judge(
+        &mut self,
+        kind: Kind,
+        fill: Fill,
+        hold: Option<Duration>,
+        now: Instant,
+    ) -> Verdict {
         match (kind, fill) {
             (_, Fill::Room) | (Kind::Reply, Fill::Full) => return Verdict::Queue,
             (Kind::Reply, Fill::Overflowing) => return Verdict::DisconnectReceiver,
@@ -147,10 +158,12 @@ impl Receiver {
             (Kind::Signal, _) => {}
         }
         let since = *self.full_since.get_or_insert(now);
-        if !self.lossy && now.saturating_duration_since(since) >= hold {
-            self.lossy = true;
+        if let Some(hold) = hold {
+            if !self.lossy && now.saturating_duration_since(since) >= hold {
+                self.lossy = true;
+            }
         }
-        if self.lossy {
+        if self.lossy || hold.is_none() {
             self.lost += 1;
             self.lost_total += 1;
             Verdict::Drop
@@ -200,7 +213,7 @@ mod tests {
         let now = Instant::now();
         for kind in [Kind::Call, Kind::Reply, Kind::Signal] {
             assert_eq!(
-                r.judge(kind, BOUNDS.fill(999, 3), BOUNDS.hold, now),
+                r.judge(kind, BOUNDS.fill(999, 3), Some(BOUNDS.hold), now),
                 Verdict::Queue
             );
         }
@@ -212,24 +225,24 @@ mod tests {
         let mut r = Receiver::default();
         let now = Instant::now();
         assert_eq!(
-            r.judge(Kind::Call, BOUNDS.fill(1000, 0), BOUNDS.hold, now),
+            r.judge(Kind::Call, BOUNDS.fill(1000, 0), Some(BOUNDS.hold), now),
             Verdict::RefuseCall
         );
         assert_eq!(
-            r.judge(Kind::Call, BOUNDS.fill(0, 4), BOUNDS.hold, now),
+            r.judge(Kind::Call, BOUNDS.fill(0, 4), Some(BOUNDS.hold), now),
             Verdict::RefuseCall
         );
         assert_eq!(
-            r.judge(Kind::Reply, BOUNDS.fill(1999, 7), BOUNDS.hold, now),
+            r.judge(Kind::Reply, BOUNDS.fill(1999, 7), Some(BOUNDS.hold), now),
             Verdict::Queue
         );
         // Twice the bound: a peer that asks and does not read.
         assert_eq!(
-            r.judge(Kind::Reply, BOUNDS.fill(2000, 0), BOUNDS.hold, now),
+            r.judge(Kind::Reply, BOUNDS.fill(2000, 0), Some(BOUNDS.hold), now),
             Verdict::DisconnectReceiver
         );
         assert_eq!(
-            r.judge(Kind::Reply, BOUNDS.fill(0, 8), BOUNDS.hold, now),
+            r.judge(Kind::Reply, BOUNDS.fill(0, 8), Some(BOUNDS.hold), now),
             Verdict::DisconnectReceiver
         );
     }
@@ -238,29 +251,29 @@ mod tests {
     fn signals_hold_the_sender_then_are_dropped_and_counted() {
         let mut r = Receiver::default();
         let t0 = Instant::now();
-        let v = r.judge(Kind::Signal, BOUNDS.fill(1000, 0), BOUNDS.hold, t0);
+        let v = r.judge(Kind::Signal, BOUNDS.fill(1000, 0), Some(BOUNDS.hold), t0);
         assert_eq!(v, Verdict::QueueAndHoldSender);
         let v = r.judge(
             Kind::Signal,
             BOUNDS.fill(1100, 0),
-            BOUNDS.hold,
+            Some(BOUNDS.hold),
             t0 + Duration::from_millis(500),
         );
         assert_eq!(v, Verdict::QueueAndHoldSender);
         // Full for a whole hold: lossy.
         let later = t0 + Duration::from_secs(1);
         assert_eq!(
-            r.judge(Kind::Signal, BOUNDS.fill(1200, 0), BOUNDS.hold, later),
+            r.judge(Kind::Signal, BOUNDS.fill(1200, 0), Some(BOUNDS.hold), later),
             Verdict::Drop
         );
         assert_eq!(
-            r.judge(Kind::Signal, BOUNDS.fill(1200, 0), BOUNDS.hold, later),
+            r.judge(Kind::Signal, BOUNDS.fill(1200, 0), Some(BOUNDS.hold), later),
             Verdict::Drop
         );
         assert!(r.is_lossy());
         // Replies still get through to a lossy receiver.
         assert_eq!(
-            r.judge(Kind::Reply, BOUNDS.fill(1200, 0), BOUNDS.hold, later),
+            r.judge(Kind::Reply, BOUNDS.fill(1200, 0), Some(BOUNDS.hold), later),
             Verdict::Queue
         );
         assert_eq!(r.drained(), Some(2));
@@ -269,8 +282,23 @@ mod tests {
         // Told once: draining again reports nothing.
         assert_eq!(r.drained(), None);
         // A new episode starts with a new hold.
-        let v = r.judge(Kind::Signal, BOUNDS.fill(1000, 0), BOUNDS.hold, later);
+        let v = r.judge(Kind::Signal, BOUNDS.fill(1000, 0), Some(BOUNDS.hold), later);
         assert_eq!(v, Verdict::QueueAndHoldSender);
+    }
+
+    #[test]
+    fn without_a_sender_to_hold_a_signal_to_a_full_queue_is_dropped_and_counted() {
+        let mut r = Receiver::default();
+        let now = Instant::now();
+        let full = BOUNDS.fill(1000, 0);
+        assert_eq!(r.judge(Kind::Signal, full, None, now), Verdict::Drop);
+        // Not lossy for it: a signal whose sender can be held still is.
+        assert!(!r.is_lossy());
+        assert_eq!(
+            r.judge(Kind::Signal, full, Some(BOUNDS.hold), now),
+            Verdict::QueueAndHoldSender
+        );
+        assert_eq!(r.drained(), Some(1));
     }
 
     #[test]
@@ -278,13 +306,13 @@ mod tests {
         let mut r = Receiver::default();
         let now = Instant::now();
         assert_eq!(
-            r.judge(Kind::Signal, BOUNDS.fill(1000, 0), BOUNDS.hold, now),
+            r.judge(Kind::Signal, BOUNDS.fill(1000, 0), Some(BOUNDS.hold), now),
             Verdict::QueueAndHoldSender
         );
         assert!(r.hold_expired());
         assert!(!r.hold_expired());
         assert_eq!(
-            r.judge(Kind::Signal, BOUNDS.fill(1000, 0), BOUNDS.hold, now),
+            r.judge(Kind::Signal, BOUNDS.fill(1000, 0), Some(BOUNDS.hold), now),
             Verdict::Drop
         );
     }

@@ -37,7 +37,11 @@ impl Server {
             Verdict::Queue
         } else {
             let kind = Kind::of(&msg.frame.header, self.bus.is_monitor(to));
-            conn.flow.judge(kind, fill, bounds.hold, Instant::now())
+            // A sender can be held unless the bus itself sent it, or the
+            // receiver did (holding it would stop it from ever draining).
+            let holdable = self.routing_from.is_some_and(|from| from != token);
+            conn.flow
+                .judge(kind, fill, holdable.then_some(bounds.hold), Instant::now())
         };
         match verdict {
             Verdict::Queue | Verdict::QueueAndHoldSender => {
