@@ -13,8 +13,9 @@ step() { printf '\n==> %s\n' "$*"; }
 # dbus-send, dbus-run-session, dbus-daemon (reference), busctl, gdbus,
 # dbus-python with GLib, and libdbus/sd-bus headers and tests for later work;
 # tshark (reads quickbus captures), chromium (renders the HTML report) and
-# tmux (drives quickbus top) for the observe tests.
-packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux)
+# tmux (drives quickbus top) for the observe tests; ss (iproute2) shows the
+# socket buffers the daemon set.
+packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2)
 
 install_packages() {
     if ! command -v dpkg-query >/dev/null; then

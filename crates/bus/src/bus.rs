@@ -17,6 +17,7 @@ use crate::replies::PendingReplies;
 use crate::stats::{ConnPeaks, Peaks};
 use crate::subscriptions::{Monitors, PeerNames, Subscriptions};
 use crate::traffic::Traffic;
+use crate::FastMap;
 use crate::{
     Action, BusOptions, ConnId, Credentials, Frame, OutMessage, BUS_INTERFACE, BUS_NAME, BUS_PATH,
 };
@@ -39,7 +40,7 @@ pub(crate) struct Connection {
 /// The broker. Feed it events; it appends the resulting [`Action`]s.
 pub struct Bus {
     pub(crate) opts: BusOptions,
-    pub(crate) conns: HashMap<ConnId, Connection>,
+    pub(crate) conns: FastMap<ConnId, Connection>,
     next_conn: u64,
     /// N of the next unique name ":1.N"; never reused.
     pub(crate) next_unique: u64,
@@ -96,7 +97,7 @@ impl Bus {
         Bus {
             policy: CompiledPolicy::new(PolicyConfig::allow_all()),
             opts,
-            conns: HashMap::new(),
+            conns: FastMap::default(),
             next_conn: 1,
             next_unique: 0,
             serial: 0,

@@ -505,14 +505,22 @@ impl Bus {
     fn uid_of(&self, subject: &Subject) -> Option<u32> {
         match subject {
             Subject::Bus => self.own_uid,
-            Subject::Peer(id) => self.conns.get(id).map(|c| c.creds.uid),
+            Subject::Peer(id) => self
+                .conns
+                .get(id)
+                .filter(|c| !c.creds.anonymous)
+                .map(|c| c.creds.uid),
         }
     }
 
     fn pid_of(&self, subject: &Subject) -> Option<u32> {
         match subject {
             Subject::Bus => Some(self.own_pid),
-            Subject::Peer(id) => self.conns.get(id).and_then(|c| c.creds.pid),
+            Subject::Peer(id) => self
+                .conns
+                .get(id)
+                .filter(|c| !c.creds.anonymous)
+                .and_then(|c| c.creds.pid),
         }
     }
 
@@ -549,7 +557,7 @@ impl Bus {
         }
         if let Subject::Peer(id) = subject {
             if let Some(conn) = self.conns.get(&id) {
-                if !conn.creds.groups.is_empty() {
+                if !conn.creds.groups.is_empty() && !conn.creds.anonymous {
                     let mut groups = conn.creds.groups.clone();
                     groups.sort_unstable();
                     groups.dedup();

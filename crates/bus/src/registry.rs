@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::ConnId;
+use crate::{ConnId, FastMap};
 
 /// `RequestName` flags.
 pub const ALLOW_REPLACEMENT: u32 = 0x1;
@@ -86,11 +86,11 @@ impl NameQueue {
 
 #[derive(Debug, Default)]
 pub struct NameRegistry {
-    names: HashMap<String, NameQueue>,
+    names: FastMap<String, NameQueue>,
     /// Per connection: every name it owns or waits for, with the order in
     /// which it joined (disconnect releases the newest first, so the unique
     /// name goes last, as in dbus-daemon).
-    held: HashMap<ConnId, HashMap<String, u64>>,
+    held: FastMap<ConnId, HashMap<String, u64>>,
     next_seq: u64,
 }
 

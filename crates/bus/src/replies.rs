@@ -6,10 +6,10 @@
 //! passes. Every lookup is by hash or by ordered deadline: no scan over all
 //! pending calls.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 use std::time::Instant;
 
-use crate::ConnId;
+use crate::{ConnId, FastMap, FastSet};
 
 /// A call is named by who made it and its serial there.
 pub type CallKey = (ConnId, u32);
@@ -22,9 +22,11 @@ struct Pending {
 
 #[derive(Debug, Default)]
 pub struct PendingReplies {
-    calls: HashMap<CallKey, Pending>,
-    by_caller: HashMap<ConnId, HashSet<u32>>,
-    by_callee: HashMap<ConnId, HashSet<CallKey>>,
+    calls: FastMap<CallKey, Pending>,
+    /// Per connection, kept (possibly empty) until it disconnects, so a
+    /// call does not allocate and free a set each time.
+    by_caller: FastMap<ConnId, FastSet<u32>>,
+    by_callee: FastMap<ConnId, FastSet<CallKey>>,
     deadlines: BTreeSet<(Instant, CallKey)>,
 }
 
@@ -35,7 +37,9 @@ impl PendingReplies {
 
     /// How many replies `caller` waits for.
     pub fn waiting(&self, caller: ConnId) -> usize {
-        self.by_caller.get(&caller).map_or(0, HashSet::len)
+        self.by_caller
+            .get(&caller)
+            .map_or(0, |serials| serials.len())
     }
 
     pub fn len(&self) -> usize {
@@ -81,15 +85,9 @@ impl PendingReplies {
         let pending = self.calls.remove(&key)?;
         if let Some(serials) = self.by_caller.get_mut(&key.0) {
             serials.remove(&key.1);
-            if serials.is_empty() {
-                self.by_caller.remove(&key.0);
-            }
         }
         if let Some(keys) = self.by_callee.get_mut(&pending.callee) {
             keys.remove(&key);
-            if keys.is_empty() {
-                self.by_callee.remove(&pending.callee);
-            }
         }
         if let Some(at) = pending.deadline {
             self.deadlines.remove(&(at, key));
@@ -117,6 +115,9 @@ impl PendingReplies {
             self.by_callee.entry(conn).or_default().insert(key);
             self.forget(key);
         }
+        // forget() leaves the emptied sets in place: drop them with `conn`.
+        self.by_caller.remove(&conn);
+        self.by_callee.remove(&conn);
         owed
     }
 
@@ -178,6 +179,20 @@ mod tests {
         p.expect(A, 1, B, None);
         assert!(p.remove_connection(A).is_empty());
         assert!(!p.take_reply(B, A, 1));
+    }
+
+    #[test]
+    fn a_disconnect_drops_the_per_connection_sets() {
+        let mut p = PendingReplies::new();
+        p.expect(A, 1, B, None);
+        assert!(p.take_reply(B, A, 1));
+        // Answered calls leave empty sets behind for reuse...
+        assert_eq!(p.waiting(A), 0);
+        p.expect(B, 7, A, None);
+        assert_eq!(p.remove_connection(A), vec![(B, 7)]);
+        assert_eq!(p.remove_connection(B), vec![]);
+        // ...until their connection goes.
+        assert!(p.by_caller.is_empty() && p.by_callee.is_empty(), "{p:?}");
     }
 
     #[test]

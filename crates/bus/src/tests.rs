@@ -40,7 +40,7 @@ pub(crate) fn creds(uid: u32, pid: u32) -> Credentials {
         gid: uid,
         pid: Some(pid),
         groups: vec![uid, 27],
-        security_label: None,
+        ..Credentials::default()
     }
 }
 
@@ -579,6 +579,35 @@ fn name_queries() {
 // ---------------------------------------------------------------- driver
 
 #[test]
+fn anonymous_connections_have_no_uid_pid_or_groups() {
+    let mut h = Harness::new();
+    let id = h.bus.add_connection(
+        Credentials {
+            anonymous: true,
+            ..creds(1001, 77)
+        },
+        false,
+    );
+    let name = match &h.driver(id, "Hello", vec![])[0] {
+        Value::String(n) => n.clone(),
+        _ => unreachable!(),
+    };
+    h.take();
+    let (error, _) = h.driver_error(id, call_bus("GetConnectionUnixUser", vec![s(&name)]));
+    assert_eq!(error, errors::FAILED);
+    let (error, _) = h.driver_error(id, call_bus("GetConnectionUnixProcessID", vec![s(&name)]));
+    assert_eq!(error, errors::UNIX_PROCESS_ID_UNKNOWN);
+    let creds = h.driver(id, "GetConnectionCredentials", vec![s(&name)]);
+    assert_eq!(
+        creds,
+        vec![Value::Array {
+            elem_sig: "{sv}".into(),
+            items: vec![]
+        }]
+    );
+}
+
+#[test]
 fn connection_credentials() {
     let mut h = Harness::new();
     let id = h.bus.add_connection(
@@ -588,6 +617,7 @@ fn connection_credentials() {
             pid: Some(77),
             groups: vec![1001, 10],
             security_label: Some(b"unconfined".to_vec()),
+            ..Credentials::default()
         },
         false,
     );

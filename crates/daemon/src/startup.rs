@@ -150,6 +150,10 @@ fn serve(
     if let Some(out) = print_pid {
         out.emit(&format!("{}\n", std::process::id()))?;
     }
+    // Sockets bound and pid file written: now `<user>`, as dbus-daemon.
+    if let Some(user) = &config.user {
+        become_configured_user(user)?;
+    }
     if let Some(ready) = ready {
         ready.signal()?;
     }
@@ -178,6 +182,7 @@ fn serve(
         },
         max_incoming_unix_fds: usize::try_from(limits.max_incoming_unix_fds).unwrap_or(usize::MAX),
         pending_fd_timeout: Duration::from_millis(limits.pending_fd_timeout_ms),
+        socket_buffer_bytes: limits.socket_buffer_bytes as usize,
         reload: reloader(opts.clone()),
     };
     let sockets = listeners
@@ -188,6 +193,25 @@ fn serve(
     info!("listening on {address}");
     server.run()?;
     drop(listeners); // removes socket files we created
+    Ok(())
+}
+
+/// Switch to the `<user>` of the configuration with its groups from the
+/// user database (dbus-daemon's `_dbus_change_to_daemon_user`).
+fn become_configured_user(user: &str) -> io::Result<()> {
+    let db = crate::userdb::UserDb::load();
+    let Some((uid, gid)) = db.account(user) else {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("Could not get UID and GID for username \"{user}\""),
+        ));
+    };
+    let groups = match db.groups_of(uid) {
+        quickbus_bus::UserGroups::Known(groups) => groups,
+        _ => vec![gid],
+    };
+    crate::sys::become_user(uid, gid, &groups)?;
+    info!("running as {user} (uid {uid}, gid {gid})");
     Ok(())
 }
 

@@ -1,11 +1,12 @@
 //! The few operating-system calls that safe wrappers don't cover: adopting
-//! an inherited fd by number, forking into the background, and reading
-//! kernel-provided peer credentials. Every `unsafe` block of the daemon is
+//! an inherited fd by number, forking into the background, reading
+//! kernel-provided peer credentials, and receiving into a buffer's
+//! uninitialised spare capacity. Every `unsafe` block of the daemon is
 //! here, each with the argument for its soundness.
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use quickbus_bus::Credentials;
 
@@ -102,6 +103,126 @@ pub fn detach_stdio() -> io::Result<()> {
     Ok(())
 }
 
+/// Room for the control message of one `recvmsg`: a `cmsghdr` and up to
+/// 253 fds (the kernel's SCM_MAX_FD) need 1,032 bytes on 64-bit Linux;
+/// `u64` elements give the alignment `cmsghdr` needs.
+type ControlSpace = [u64; 160];
+
+/// One `recvmsg(MSG_DONTWAIT | MSG_CMSG_CLOEXEC)` of at most `want` bytes,
+/// appended to `buf` without zero-filling its spare capacity first (safe
+/// Rust's `recvmsg` wants initialised memory, and zeroing the read window
+/// cost more than the rest of routing a small message; see
+/// docs/performance.md). Fds that arrive with SCM_RIGHTS are appended to
+/// `fds`. Returns the byte count (0 at end of stream) and whether fds came.
+pub fn recv_appending(
+    socket: impl AsFd,
+    buf: &mut bytes::BytesMut,
+    want: usize,
+    fds: &mut std::collections::VecDeque<OwnedFd>,
+) -> Result<(usize, bool), rustix::io::Errno> {
+    buf.reserve(want);
+    let spare = buf.spare_capacity_mut();
+    let mut iov = libc::iovec {
+        iov_base: spare.as_mut_ptr().cast(),
+        iov_len: want.min(spare.len()),
+    };
+    let mut control: ControlSpace = [0; 160];
+    // SAFETY: an all-zero msghdr is valid (null name, no iovecs).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of::<ControlSpace>();
+    // SAFETY: the iovec covers `iov_len` bytes of `buf`'s spare capacity,
+    // which `buf` owns and we borrow exclusively; the kernel only writes
+    // there (uninitialised memory is fine to write to through a raw
+    // pointer). The control buffer is a live, aligned local of the
+    // declared length. `msg` outlives the call.
+    let got = unsafe {
+        libc::recvmsg(
+            socket.as_fd().as_raw_fd(),
+            &mut msg,
+            libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
+        )
+    };
+    if got < 0 {
+        return Err(
+            rustix::io::Errno::from_io_error(&io::Error::last_os_error())
+                .unwrap_or(rustix::io::Errno::IO),
+        );
+    }
+    let got = got as usize;
+    // SAFETY: recvmsg returned `got` <= iov_len: the kernel initialised
+    // that many bytes right after the current length, within capacity.
+    unsafe { buf.set_len(buf.len() + got) };
+    let mut got_fds = false;
+    // SAFETY: the kernel filled `msg_controllen` bytes of the control
+    // buffer with well-formed cmsghdrs; CMSG_FIRSTHDR/CMSG_NXTHDR walk
+    // them within that length and return null at the end.
+    let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+    while !cmsg.is_null() {
+        // SAFETY: non-null cmsg points at a header inside `control`.
+        let header = unsafe { &*cmsg };
+        if header.cmsg_level == libc::SOL_SOCKET && header.cmsg_type == libc::SCM_RIGHTS {
+            // SAFETY: CMSG_LEN(0) is arithmetic on a constant.
+            let data_len = header.cmsg_len as usize - unsafe { libc::CMSG_LEN(0) } as usize;
+            // SAFETY: the data of an SCM_RIGHTS message is `data_len`
+            // bytes of ints inside `control`; read_unaligned copes with
+            // any alignment.
+            let data = unsafe { libc::CMSG_DATA(cmsg) }.cast::<RawFd>();
+            for i in 0..data_len / std::mem::size_of::<RawFd>() {
+                // SAFETY: i is within the message's data (see above).
+                let fd = unsafe { data.add(i).read_unaligned() };
+                // SAFETY: the kernel just installed this fd in our table
+                // for us (SCM_RIGHTS); nothing else knows or owns it.
+                fds.push_back(unsafe { OwnedFd::from_raw_fd(fd) });
+                got_fds = true;
+            }
+        }
+        // SAFETY: as for CMSG_FIRSTHDR above.
+        cmsg = unsafe { libc::CMSG_NXTHDR(&msg, cmsg) };
+    }
+    Ok((got, got_fds))
+}
+
+/// Become `uid`:`gid` with the supplementary `groups`, for good (real,
+/// effective and saved ids), as dbus-daemon does for `<user>` once its
+/// sockets and pid file exist.
+///
+/// rustix's calls change the calling thread's ids only (raw syscalls, not
+/// libc's process-wide broadcast), which is the whole process because the
+/// daemon has a single thread at the only call site (start-up, before the
+/// event loop). Groups first, then the gid, then the uid: after the uid
+/// change nothing else may be changed.
+pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
+    use rustix::process::{Gid, Uid};
+    // (uid_t) -1 and (gid_t) -1 mean "leave unchanged" to the kernel, so
+    // rustix's constructors are unsafe; refuse them before building ids.
+    if uid == u32::MAX || gid == u32::MAX || groups.contains(&u32::MAX) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "uid or gid -1 names no user or group",
+        ));
+    }
+    // SAFETY: none of the values is -1 (checked above), the only value
+    // `Gid::from_raw` and `Uid::from_raw` must not be given.
+    let (uid, gid, groups) = unsafe {
+        (
+            Uid::from_raw(uid),
+            Gid::from_raw(gid),
+            groups.iter().map(|&g| Gid::from_raw(g)).collect::<Vec<_>>(),
+        )
+    };
+    let failed =
+        |what: String| move |e: rustix::io::Errno| io::Error::new(e.kind(), format!("{what}: {e}"));
+    rustix::thread::set_thread_groups(&groups).map_err(failed("Failed to set groups".into()))?;
+    rustix::thread::set_thread_res_gid(gid, gid, gid)
+        .map_err(failed(format!("Failed to set GID to {}", gid.as_raw())))?;
+    rustix::thread::set_thread_res_uid(uid, uid, uid)
+        .map_err(failed(format!("Failed to set UID to {}", uid.as_raw())))?;
+    Ok(())
+}
+
 /// Credentials of the process at the other end of a connected unix socket,
 /// from the kernel (`SO_PEERCRED`), never from what the peer says.
 pub fn peer_credentials(socket: impl AsFd) -> io::Result<Credentials> {
@@ -117,8 +238,44 @@ pub fn peer_credentials(socket: impl AsFd) -> io::Result<Credentials> {
         gid,
         pid: Some(pid),
         groups,
-        security_label: None,
+        security_label: peer_security_label(socket.as_fd()),
+        ..Credentials::default()
     })
+}
+
+/// The peer's LSM label (`SO_PEERSEC`: SELinux context, AppArmor
+/// profile, ...), without trailing NULs; None when the kernel has no LSM
+/// that labels sockets (ENOPROTOOPT) or the label is empty.
+fn peer_security_label(socket: BorrowedFd<'_>) -> Option<Vec<u8>> {
+    let mut label = vec![0u8; 256];
+    loop {
+        let mut len = label.len() as libc::socklen_t;
+        // SAFETY: `label` is valid for writes of `len` bytes and `len` is a
+        // live socklen_t; the kernel writes at most `len` bytes and stores
+        // the length it needs or wrote. The fd is borrowed, so open.
+        let rc = unsafe {
+            libc::getsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PEERSEC,
+                label.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        let len = len as usize;
+        if rc == 0 {
+            label.truncate(len.min(label.len()));
+            while label.last() == Some(&0) {
+                label.pop();
+            }
+            return (!label.is_empty()).then_some(label);
+        }
+        let too_small = io::Error::last_os_error().raw_os_error() == Some(libc::ERANGE);
+        if !too_small || len <= label.len() || len > 65536 {
+            return None;
+        }
+        label.resize(len, 0);
+    }
 }
 
 /// The peer's supplementary groups, from /proc (SO_PEERGROUPS has no safe
@@ -189,6 +346,61 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recv_appends_bytes_and_every_fd_of_the_message() {
+        use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+        let (ours, peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        let pipes: Vec<_> = (0..3).map(|_| rustix::pipe::pipe().unwrap()).collect();
+        let sent: Vec<_> = pipes.iter().map(|(r, _)| r.as_fd()).collect();
+        let mut space = [0u8; rustix::cmsg_space!(ScmRights(3))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        control.push(SendAncillaryMessage::ScmRights(&sent));
+        let data = [io::IoSlice::new(b"abc")];
+        rustix::net::sendmsg(&peer, &data, &mut control, SendFlags::empty()).unwrap();
+
+        let mut buf = bytes::BytesMut::from(&b"xy"[..]);
+        let mut fds = std::collections::VecDeque::new();
+        let (got, got_fds) = recv_appending(&ours, &mut buf, 64, &mut fds).unwrap();
+        assert_eq!((got, got_fds), (3, true));
+        assert_eq!(&buf[..], b"xyabc");
+        assert_eq!(fds.len(), 3);
+        for (fd, (_, write_end)) in fds.iter().zip(&pipes) {
+            let flags = rustix::io::fcntl_getfd(fd).unwrap();
+            assert!(flags.contains(rustix::io::FdFlags::CLOEXEC));
+            // Each received fd is the read end of the matching pipe.
+            rustix::io::write(write_end, b"!").unwrap();
+            let mut one = [0u8; 1];
+            assert_eq!(rustix::io::read(fd, &mut one).unwrap(), 1);
+        }
+
+        // Nothing left: EAGAIN, the buffer untouched; then EOF reads 0.
+        let empty = recv_appending(&ours, &mut buf, 64, &mut fds);
+        assert_eq!(empty, Err(rustix::io::Errno::AGAIN));
+        drop(peer);
+        assert_eq!(
+            recv_appending(&ours, &mut buf, 64, &mut fds),
+            Ok((0, false))
+        );
+        assert_eq!(&buf[..], b"xyabc");
+    }
+
+    #[test]
+    fn recv_reads_no_more_than_asked() {
+        let (ours, mut peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        std::io::Write::write_all(&mut peer, &[5u8; 100]).unwrap();
+        let mut buf = bytes::BytesMut::new();
+        let mut fds = std::collections::VecDeque::new();
+        assert_eq!(
+            recv_appending(&ours, &mut buf, 40, &mut fds),
+            Ok((40, false))
+        );
+        assert_eq!(
+            recv_appending(&ours, &mut buf, 400, &mut fds),
+            Ok((60, false))
+        );
+        assert_eq!(&buf[..], &[5u8; 100][..]);
+    }
 
     #[test]
     fn guid_is_32_hex_digits_and_random() {

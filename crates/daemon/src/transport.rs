@@ -4,22 +4,19 @@
 //! byte of the message that carries them).
 
 use std::collections::VecDeque;
-use std::io::{IoSlice, IoSliceMut};
+use std::io::IoSlice;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use mio::net::UnixStream;
 use rustix::io::Errno;
-use rustix::net::{
-    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
-    SendAncillaryMessage, SendFlags,
-};
+use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 
-/// Bounds of the read window: how much one `recvmsg` asks for. Safe Rust
-/// must zero the window before the kernel fills it, so the window adapts:
-/// it doubles while reads fill it (bulk traffic) and halves while they
-/// don't (ping-pong), and grows at once to whatever a pending frame lacks.
+/// Bounds of the read window: how much one `recvmsg` asks for (and so how
+/// much spare capacity the input buffer keeps). It adapts: it doubles
+/// while reads fill it (bulk traffic) and halves while they don't
+/// (ping-pong), and grows at once to whatever a pending frame lacks.
 const MIN_READ_WINDOW: usize = 4 * 1024;
 const MAX_READ_WINDOW: usize = 256 * 1024;
 /// Most fds one `sendmsg`/`recvmsg` can carry (the kernel's SCM_MAX_FD).
@@ -131,49 +128,48 @@ impl Transport {
     }
 
     /// Make room so the next read can complete a frame of `total` bytes.
+    /// The input then holds only the start of that frame. A buffer too
+    /// small is replaced by one of the frame's size holding a copy of that
+    /// start, rather than grown with `reserve`, whose `realloc` copies the
+    /// whole old block (measured: 28 % of the daemon's instructions in
+    /// bursts of large signals).
     pub fn reserve_frame(&mut self, total: usize) {
         self.frame_need = total;
-        if total > self.inbuf.len() {
-            self.inbuf.reserve(total - self.inbuf.len());
+        if total > self.inbuf.capacity() {
+            let mut fresh = BytesMut::with_capacity(total);
+            fresh.extend_from_slice(&self.inbuf);
+            self.inbuf = fresh;
         }
     }
 
     /// One `recvmsg`: appends data to the input buffer and fds to the fd queue.
     pub fn read_once(&mut self) -> Result<ReadStatus, Errno> {
-        let start = self.inbuf.len();
-        let want = self.read_window.max(self.frame_need.saturating_sub(start));
-        self.inbuf.resize(start + want, 0);
-        let mut space = [0u8; rustix::cmsg_space!(ScmRights(SCM_MAX_FD))];
-        let mut control = RecvAncillaryBuffer::new(&mut space);
-        let result = rustix::net::recvmsg(
-            &self.stream,
-            &mut [IoSliceMut::new(&mut self.inbuf[start..])],
-            &mut control,
-            RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
-        );
-        let got = match result {
-            Ok(r) => r.bytes,
-            Err(e) => {
-                self.inbuf.truncate(start);
-                return match e {
-                    Errno::AGAIN => Ok(ReadStatus::Drained),
-                    Errno::INTR => Ok(ReadStatus::Budget),
-                    e => Err(e),
-                };
-            }
+        // While a frame is pending, read exactly what it lacks: its buffer
+        // was sized for it, and reading past it would make `reserve`
+        // reallocate and copy the frame so far.
+        let want = match self.frame_need.checked_sub(self.inbuf.len()) {
+            Some(lacking) if lacking > 0 => lacking,
+            _ => self.read_window,
         };
-        self.inbuf.truncate(start + got);
+        if self.inbuf.capacity() - self.inbuf.len() < want {
+            // A new allocation gets room for two reads: a large frame that
+            // a read ends inside of then usually completes in place, where
+            // otherwise `reserve_frame` would copy its start to a buffer of
+            // its own (measured: 47 KiB copied per 128 KiB signal).
+            self.inbuf.reserve(2 * want);
+        }
+        let result =
+            crate::sys::recv_appending(&self.stream, &mut self.inbuf, want, &mut self.in_fds);
+        let (got, got_fds) = match result {
+            Ok(r) => r,
+            Err(Errno::AGAIN) => return Ok(ReadStatus::Drained),
+            Err(Errno::INTR) => return Ok(ReadStatus::Budget),
+            Err(e) => return Err(e),
+        };
         if got == want {
             self.read_window = (self.read_window * 2).min(MAX_READ_WINDOW);
         } else if got < self.read_window / 4 {
             self.read_window = (self.read_window / 2).max(MIN_READ_WINDOW);
-        }
-        let mut got_fds = false;
-        for msg in control.drain() {
-            if let RecvAncillaryMessage::ScmRights(fds) = msg {
-                self.in_fds.extend(fds);
-                got_fds = true;
-            }
         }
         if got == 0 {
             return Ok(ReadStatus::Closed);
@@ -399,6 +395,26 @@ mod tests {
         let mut got = [0u8; 13];
         peer.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"with fdsplain");
+    }
+
+    #[test]
+    fn a_large_frame_gets_a_buffer_of_its_own_size() {
+        use std::io::Write;
+        let (mut t, mut peer) = pair();
+        peer.write_all(b"start").unwrap();
+        t.read_once().unwrap();
+        t.reserve_frame(300_000);
+        assert_eq!(t.input(), b"start", "the frame's start is kept");
+        assert!(t.inbuf.capacity() >= 300_000);
+        let rest = vec![3u8; 300_000 - 5];
+        let writer = std::thread::spawn(move || peer.write_all(&rest).map(|_| peer));
+        while t.input().len() < 300_000 {
+            assert_ne!(t.read_once().unwrap(), ReadStatus::Closed);
+        }
+        let _peer = writer.join().unwrap().unwrap();
+        let frame = t.take_frame(300_000);
+        assert_eq!(&frame[..5], b"start");
+        assert!(frame[5..].iter().all(|&b| b == 3));
     }
 
     #[test]

@@ -8,7 +8,10 @@
 //! go to `unkeyed`. A message lacking a keyed field still meets the rules
 //! keyed by it (dbus-daemon lets path, member and error rules match
 //! messages without those fields, and interface deny rules match messages
-//! without an interface), so those rules are also listed per field.
+//! without an interface), so those rules are also listed per field, split
+//! by message type and by whether they can apply to a requested reply: a
+//! reply, which has no interface or member, does not visit every
+//! method-call rule of the policy.
 
 use std::collections::HashMap;
 
@@ -115,14 +118,59 @@ pub(crate) struct MessageRules {
     by_prefix: Buckets,
     by_interface: Buckets,
     /// Interface-keyed deny rules: they apply to messages without one.
-    interface_denies: Vec<u32>,
+    interface_denies: Fallback,
     by_member: Buckets,
-    member_keyed: Vec<u32>,
+    member_keyed: Fallback,
     by_path: Buckets,
-    path_keyed: Vec<u32>,
+    path_keyed: Fallback,
     by_error: Buckets,
-    error_keyed: Vec<u32>,
+    error_keyed: Fallback,
     unkeyed: Vec<u32>,
+}
+
+/// Keyed rules that a message lacking the key's field still meets, split
+/// so a message visits only those that could match it.
+#[derive(Debug, Default)]
+struct Fallback {
+    /// Rules for one message type, by [`type_slot`].
+    typed: [Vec<u32>; 4],
+    /// Rules for any type.
+    untyped: Vec<u32>,
+    /// The untyped rules that can match a requested reply: deny rules
+    /// only do with `requested_reply="true"`.
+    untyped_for_requested_replies: Vec<u32>,
+}
+
+fn type_slot(t: MessageType) -> usize {
+    match t {
+        MessageType::MethodCall => 0,
+        MessageType::MethodReturn => 1,
+        MessageType::Error => 2,
+        MessageType::Signal => 3,
+    }
+}
+
+impl Fallback {
+    fn push(&mut self, pos: u32, allow: bool, spec: &MessageRule) {
+        match spec.msg_type {
+            Some(t) => self.typed[type_slot(t)].push(pos),
+            None => {
+                self.untyped.push(pos);
+                if allow || spec.requested_reply == Some(true) {
+                    self.untyped_for_requested_replies.push(pos);
+                }
+            }
+        }
+    }
+
+    fn visit<'s>(&'s self, m: &Facts<'_>, visit: &mut dyn FnMut(&'s [u32])) {
+        visit(&self.typed[type_slot(m.msg_type)]);
+        if m.is_reply && m.requested_reply {
+            visit(&self.untyped_for_requested_replies);
+        } else {
+            visit(&self.untyped);
+        }
+    }
 }
 
 fn push(buckets: &mut Buckets, key: &str, pos: u32) {
@@ -160,17 +208,17 @@ impl MessageRules {
                 if let Some(interface) = &spec.interface {
                     push(&mut self.by_interface, interface, pos);
                     if !allow {
-                        self.interface_denies.push(pos);
+                        self.interface_denies.push(pos, allow, &spec);
                     }
                 } else if let Some(member) = &spec.member {
                     push(&mut self.by_member, member, pos);
-                    self.member_keyed.push(pos);
+                    self.member_keyed.push(pos, allow, &spec);
                 } else if let Some(path) = &spec.path {
                     push(&mut self.by_path, path, pos);
-                    self.path_keyed.push(pos);
+                    self.path_keyed.push(pos, allow, &spec);
                 } else if let Some(error) = &spec.error {
                     push(&mut self.by_error, error, pos);
-                    self.error_keyed.push(pos);
+                    self.error_keyed.push(pos, allow, &spec);
                 } else {
                     self.unkeyed.push(pos);
                 }
@@ -182,20 +230,15 @@ impl MessageRules {
     /// Call `visit` with each candidate list for this message.
     fn candidates<'s>(&'s self, m: &Facts<'_>, names: Names<'_>, visit: &mut dyn FnMut(&'s [u32])) {
         visit(&self.unkeyed);
-        let keyed = |buckets: &'s Buckets, all: &'s [u32], value: Option<&str>| -> &'s [u32] {
-            match value {
-                Some(v) => buckets.get(v).map_or(&[][..], Vec::as_slice),
-                None => all,
-            }
-        };
-        visit(keyed(
-            &self.by_interface,
-            &self.interface_denies,
-            m.interface,
-        ));
-        visit(keyed(&self.by_member, &self.member_keyed, m.member));
-        visit(keyed(&self.by_path, &self.path_keyed, m.path));
-        visit(keyed(&self.by_error, &self.error_keyed, m.error));
+        let mut keyed =
+            |buckets: &'s Buckets, fallback: &'s Fallback, value: Option<&str>| match value {
+                Some(v) => visit(buckets.get(v).map_or(&[][..], Vec::as_slice)),
+                None => fallback.visit(m, visit),
+            };
+        keyed(&self.by_interface, &self.interface_denies, m.interface);
+        keyed(&self.by_member, &self.member_keyed, m.member);
+        keyed(&self.by_path, &self.path_keyed, m.path);
+        keyed(&self.by_error, &self.error_keyed, m.error);
         if self.by_name.is_empty() && self.by_prefix.is_empty() {
             return;
         }
@@ -286,5 +329,94 @@ impl OwnRules {
             }
         }
         best.is_some_and(|p| self.allow[p as usize])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TYPES: [MessageType; 4] = [
+        MessageType::MethodCall,
+        MessageType::MethodReturn,
+        MessageType::Error,
+        MessageType::Signal,
+    ];
+
+    /// The index must decide exactly as a scan of every rule would, for
+    /// rules and messages with and without each keyed field.
+    #[test]
+    fn indexed_decisions_equal_a_linear_scan() {
+        let mut rules = MessageRules::new(Side::Send);
+        let types = [None].into_iter().chain(TYPES.map(Some));
+        for msg_type in types {
+            for interface in [None, Some("a.I")] {
+                for member in [None, Some("M")] {
+                    for path in [None, Some("/p")] {
+                        for requested_reply in [None, Some(true), Some(false)] {
+                            for allow in [true, false] {
+                                let spec = MessageRule {
+                                    msg_type,
+                                    interface: interface.map(Into::into),
+                                    member: member.map(Into::into),
+                                    path: path.map(Into::into),
+                                    requested_reply,
+                                    ..MessageRule::default()
+                                };
+                                rules.push(allow, spec);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let no_names = |_: &mut dyn FnMut(&str)| {};
+        let mut checked = 0;
+        for msg_type in TYPES {
+            for interface in [None, Some("a.I"), Some("a.J")] {
+                for member in [None, Some("M"), Some("N")] {
+                    for path in [None, Some("/p"), Some("/q")] {
+                        for (is_reply, requested_reply) in
+                            [(false, false), (true, false), (true, true)]
+                        {
+                            let facts = Facts {
+                                msg_type,
+                                path,
+                                interface,
+                                member,
+                                error: None,
+                                is_reply,
+                                broadcast: false,
+                                unix_fds: 0,
+                                requested_reply,
+                                eavesdropping: false,
+                            };
+                            let scanned = rules
+                                .rules
+                                .iter()
+                                .rev()
+                                .find(|r| r.matches(Side::Send, &facts));
+                            let indexed = rules.decide(&facts, &no_names);
+                            assert!(
+                                match (scanned, indexed) {
+                                    (Some(a), Some(b)) => std::ptr::eq(a, b),
+                                    (None, None) => true,
+                                    _ => false,
+                                },
+                                "{facts:?}: scan {scanned:?}, index {indexed:?}"
+                            );
+                            let all = rules
+                                .rules
+                                .iter()
+                                .filter(|r| r.matches(Side::Send, &facts))
+                                .count();
+                            assert_eq!(rules.count_matches(&facts, &no_names), all, "{facts:?}");
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 4 * 3 * 3 * 3 * 3);
     }
 }

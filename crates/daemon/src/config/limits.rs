@@ -26,12 +26,17 @@ pub struct Limits {
     pub max_containers_per_user: u64,
     pub max_container_metadata_bytes: u64,
     pub max_connections_per_container: u64,
+    /// quickbus's own: SO_SNDBUF/SO_RCVBUF of accepted connections, 0 for
+    /// the kernel's default. dbus-daemon refuses a file that sets it.
+    pub socket_buffer_bytes: u64,
 }
 
 /// Descriptors one message may carry by default (dbus-daemon's
 /// DBUS_DEFAULT_MESSAGE_UNIX_FDS on Linux).
 const DEFAULT_MESSAGE_UNIX_FDS: u64 = 16;
 const MIB: u64 = 1024 * 1024;
+/// The socket buffer size the sweep in docs/performance.md measured best.
+pub const DEFAULT_SOCKET_BUFFER_BYTES: u64 = 0;
 
 /// dbus-daemon's built-in values, used for every limit a file leaves out.
 impl Default for Limits {
@@ -58,6 +63,7 @@ impl Default for Limits {
             max_containers_per_user: 16,
             max_container_metadata_bytes: 4096,
             max_connections_per_container: 8,
+            socket_buffer_bytes: DEFAULT_SOCKET_BUFFER_BYTES,
         }
     }
 }
@@ -124,6 +130,7 @@ impl Limits {
             "max_containers_per_user" => plain(&mut self.max_containers_per_user, Int),
             "max_container_metadata_bytes" => plain(&mut self.max_container_metadata_bytes, Int),
             "max_connections_per_container" => plain(&mut self.max_connections_per_container, Int),
+            "socket_buffer_bytes" => plain(&mut self.socket_buffer_bytes, Int),
             _ => None,
         }
     }
@@ -229,5 +236,18 @@ mod tests {
         limits.set("auth_timeout", " +42 ").unwrap();
         assert_eq!(limits.auth_timeout_ms, 42);
         assert!(limits.set("auth_timeout", "10 seconds").is_err());
+    }
+
+    #[test]
+    fn socket_buffer_size_is_quickbus_own_limit() {
+        let mut limits = Limits::default();
+        assert_eq!(limits.socket_buffer_bytes, DEFAULT_SOCKET_BUFFER_BYTES);
+        limits.set("socket_buffer_bytes", "1048576").unwrap();
+        assert_eq!(limits.socket_buffer_bytes, 1 << 20);
+        limits.set("socket_buffer_bytes", "0").unwrap();
+        assert_eq!(limits.socket_buffer_bytes, 0);
+        // setsockopt takes an int.
+        assert!(limits.set("socket_buffer_bytes", "4294967296").is_err());
+        assert!(limits.set("socket_buffer_bytes", "-1").is_err());
     }
 }

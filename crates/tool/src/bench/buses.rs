@@ -41,6 +41,9 @@ impl BusKind {
 /// A bus daemon started by the bench, killed on drop.
 pub struct RunningBus {
     pub kind: BusKind,
+    /// The `socket_buffer_bytes` quickbus was configured with, when the
+    /// bench set one (a socket-buffer sweep); None: the daemon's default.
+    pub socket_buffer: Option<usize>,
     pub address: String,
     child: Child,
     dir: PathBuf,
@@ -52,16 +55,34 @@ impl RunningBus {
     /// Start `kind`; `quickbus_daemon` is the quickbus-daemon binary.
     /// Err(note) when the bus is not installed or does not start.
     pub fn start(kind: BusKind, quickbus_daemon: &Path) -> Result<RunningBus, String> {
+        RunningBus::start_with_socket_buffer(kind, quickbus_daemon, None)
+    }
+
+    /// [`RunningBus::start`], with quickbus's `socket_buffer_bytes` limit
+    /// set to `socket_buffer` (0: the kernel's default). The other buses
+    /// have no such setting: asking for one is refused.
+    pub fn start_with_socket_buffer(
+        kind: BusKind,
+        quickbus_daemon: &Path,
+        socket_buffer: Option<usize>,
+    ) -> Result<RunningBus, String> {
+        if socket_buffer.is_some() && kind != BusKind::Quickbus {
+            return Err(format!("{} cannot set its socket buffers", kind.name()));
+        }
         let dir = std::env::temp_dir().join(format!(
-            "quickbus-bench-{}-{}",
+            "quickbus-bench-{}-{}{}",
             std::process::id(),
-            kind.name()
+            kind.name(),
+            socket_buffer.map_or(String::new(), |b| format!("-sockbuf-{b}"))
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let socket = dir.join("bus");
         let config = dir.join("bus.conf");
-        std::fs::write(&config, config_text(&socket))
+        let extra = socket_buffer.map_or(String::new(), |bytes| {
+            format!("<limit name=\"socket_buffer_bytes\">{bytes}</limit>")
+        });
+        std::fs::write(&config, config_text(&socket, &extra))
             .map_err(|e| format!("{}: {e}", config.display()))?;
         let address = format!("unix:path={}", socket.display());
         let started = match kind {
@@ -77,6 +98,7 @@ impl RunningBus {
         match started {
             Ok((child, journal)) => Ok(RunningBus {
                 kind,
+                socket_buffer,
                 address,
                 child,
                 dir,
@@ -255,8 +277,8 @@ fn ensure_journal_socket() -> Result<Option<JournalSocket>, String> {
 }
 
 /// The same permissive session configuration for every bus, with limits
-/// raised so no bus refuses the bench's traffic.
-fn config_text(socket: &Path) -> String {
+/// raised so no bus refuses the bench's traffic, and `extra` elements.
+fn config_text(socket: &Path, extra: &str) -> String {
     format!(
         r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -277,9 +299,11 @@ fn config_text(socket: &Path) -> String {
   <limit name="max_connections_per_user">100000</limit>
   <limit name="max_match_rules_per_connection">50000</limit>
   <limit name="max_replies_per_connection">50000</limit>
+  {}
 </busconfig>
 "#,
-        socket.display()
+        socket.display(),
+        extra
     )
 }
 
@@ -371,6 +395,18 @@ mod tests {
         }
         assert!(x > 0);
         assert!(process_run_ns(me).unwrap() > 0);
+    }
+
+    #[test]
+    fn only_quickbus_takes_a_socket_buffer_size() {
+        let config = config_text(Path::new("/tmp/x/bus"), "<limit name=\"a\">1</limit>");
+        assert!(config.contains("<limit name=\"a\">1</limit>\n</busconfig>"));
+        let refused = RunningBus::start_with_socket_buffer(
+            BusKind::DbusBroker,
+            Path::new("/nonexistent"),
+            Some(4096),
+        );
+        assert!(refused.is_err());
     }
 
     #[test]

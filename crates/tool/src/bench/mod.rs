@@ -46,6 +46,15 @@ pub struct BenchArgs {
     /// Messages (or round trips) per run, overriding the defaults
     #[arg(long, value_name = "N")]
     count: Option<u32>,
+    /// Payload sizes in bytes, overriding every workload's default sizes
+    #[arg(long, value_name = "BYTES", value_delimiter = ',')]
+    sizes: Vec<usize>,
+    /// Also run quickbus once per socket buffer size (SO_SNDBUF/SO_RCVBUF,
+    /// its socket_buffer_bytes limit) from the kernel default to 4 MiB;
+    /// the other buses run at their defaults. Without --only: the signal
+    /// burst and round trip workloads.
+    #[arg(long)]
+    sweep_socket_buffers: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -57,6 +66,19 @@ pub enum Workload {
 
 /// A round trip measured without a bus: (payload size, count) -> sample.
 type Floor = fn(usize, u32) -> Sample;
+
+/// The socket buffer sizes of a sweep (seed 002): 0 is the kernel's
+/// default (net.core.wmem_default, 208 KiB here), then 64 KiB to 4 MiB.
+const SWEEP_SOCKET_BUFFERS: [usize; 8] = [
+    0,
+    64 * KIB,
+    128 * KIB,
+    256 * KIB,
+    512 * KIB,
+    KIB * KIB,
+    2 * KIB * KIB,
+    4 * KIB * KIB,
+];
 
 /// Receivers in the fan-out workload.
 const FAN_OUT_RECEIVERS: usize = 10;
@@ -88,8 +110,11 @@ impl Workload {
         }
     }
 
-    fn sizes(self, quick: bool) -> &'static [usize] {
-        match (self, quick) {
+    fn sizes(self, args: &BenchArgs) -> &[usize] {
+        if !args.sizes.is_empty() {
+            return &args.sizes;
+        }
+        match (self, args.quick) {
             (Workload::RoundTrip, false) => &CALL_SIZES,
             (Workload::RoundTrip, true) => &QUICK_CALL_SIZES,
             (_, false) => &SIGNAL_SIZES,
@@ -118,11 +143,15 @@ impl Workload {
 struct Plan {
     workloads: Vec<Workload>,
     buses: Vec<BusKind>,
+    /// Extra quickbus instances, one per socket buffer size.
+    socket_buffers: Vec<usize>,
     reps: u32,
 }
 
 fn plan(args: &BenchArgs) -> Result<Plan, String> {
-    let workloads = if args.only.is_empty() {
+    let workloads = if args.only.is_empty() && args.sweep_socket_buffers {
+        vec![Workload::SignalBurst, Workload::RoundTrip]
+    } else if args.only.is_empty() {
         Workload::ALL.to_vec()
     } else {
         args.only
@@ -146,9 +175,15 @@ fn plan(args: &BenchArgs) -> Result<Plan, String> {
         })
         .collect::<Result<Vec<_>, _>>()?;
     let reps = if args.quick { 1 } else { args.reps.max(1) };
+    let socket_buffers = if args.sweep_socket_buffers {
+        SWEEP_SOCKET_BUFFERS.to_vec()
+    } else {
+        Vec::new()
+    };
     Ok(Plan {
         workloads,
         buses,
+        socket_buffers,
         reps,
     })
 }
@@ -174,6 +209,14 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             Err(note) => notes.push(format!("{} skipped: {note}", kind.name())),
         }
     }
+    for &bytes in &plan.socket_buffers {
+        match RunningBus::start_with_socket_buffer(BusKind::Quickbus, &daemon, Some(bytes)) {
+            Ok(bus) => running.push(bus),
+            Err(note) => notes.push(format!(
+                "quickbus with {bytes} B socket buffers skipped: {note}"
+            )),
+        }
+    }
     for note in &notes {
         eprintln!("note: {note}");
     }
@@ -181,7 +224,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     for rep in 0..plan.reps {
         eprintln!("rep {}/{}", rep + 1, plan.reps);
         for &workload in &plan.workloads {
-            for &size in workload.sizes(args.quick) {
+            for &size in workload.sizes(args) {
                 let count = workload.count(size, args);
                 // Rotate the order of buses each repetition so none always
                 // runs first (or last) after the others warmed the caches.
@@ -195,7 +238,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
                         }
                         Workload::RoundTrip => workloads::bus_round_trip(bus, size, count),
                     });
-                    results.add(key(workload, size, count, Subject::Bus(bus.kind)), sample);
+                    results.add(key(workload, size, count, subject_of(bus)), sample);
                 }
                 if workload == Workload::RoundTrip {
                     let floors: [(Subject, Floor); 2] = [
@@ -228,6 +271,13 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+fn subject_of(bus: &RunningBus) -> Subject {
+    match bus.socket_buffer {
+        Some(bytes) => Subject::QuickbusSocketBuffer(bytes),
+        None => Subject::Bus(bus.kind),
+    }
 }
 
 fn key(workload: Workload, size: usize, count: u32, subject: Subject) -> Key {
@@ -270,7 +320,23 @@ mod tests {
         let plan = plan(&a).unwrap();
         assert_eq!(plan.reps, 1);
         assert_eq!(plan.workloads, [Workload::FanOut, Workload::RoundTrip]);
-        assert!(Workload::FanOut.sizes(true).len() < Workload::FanOut.sizes(false).len());
+        assert!(Workload::FanOut.sizes(&a).len() < Workload::FanOut.sizes(&args(&[])).len());
+    }
+
+    #[test]
+    fn a_sweep_adds_quickbus_per_buffer_size_on_bursts_and_round_trips() {
+        let sweep = plan(&args(&["--sweep-socket-buffers"])).unwrap();
+        assert_eq!(
+            sweep.workloads,
+            [Workload::SignalBurst, Workload::RoundTrip]
+        );
+        assert_eq!(sweep.buses, BusKind::ALL);
+        assert_eq!(sweep.socket_buffers[0], 0, "the kernel default comes first");
+        assert_eq!(*sweep.socket_buffers.last().unwrap(), 4 * KIB * KIB);
+        assert!(sweep.socket_buffers.windows(2).all(|w| w[0] < w[1]));
+        let narrowed = plan(&args(&["--sweep-socket-buffers", "--only", "round-trip"])).unwrap();
+        assert_eq!(narrowed.workloads, [Workload::RoundTrip]);
+        assert!(plan(&args(&[])).unwrap().socket_buffers.is_empty());
     }
 
     #[test]
@@ -286,7 +352,8 @@ mod tests {
         assert_eq!(Workload::FanOut.count(128 * KIB, &full), 2_000);
         assert_eq!(Workload::RoundTrip.count(1, &full), 2_000);
         assert_eq!(Workload::RoundTrip.count(128 * KIB, &full), 512);
-        let tiny = args(&["--count", "7"]);
+        let tiny = args(&["--count", "7", "--sizes", "1,64"]);
         assert_eq!(Workload::FanOut.count(32, &tiny), 7);
+        assert_eq!(Workload::RoundTrip.sizes(&tiny), [1, 64]);
     }
 }

@@ -15,6 +15,9 @@ use super::{Workload, FAN_OUT_RECEIVERS};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Subject {
     Bus(BusKind),
+    /// quickbus with its socket buffers set to this many bytes (0: the
+    /// kernel's default), in a socket-buffer sweep.
+    QuickbusSocketBuffer(usize),
     /// Client to client over a socketpair, no bus.
     PeerToPeer,
     /// Bare bytes over a socketpair, no D-Bus.
@@ -22,11 +25,13 @@ pub enum Subject {
 }
 
 impl Subject {
-    pub fn name(self) -> &'static str {
+    pub fn name(self) -> String {
         match self {
-            Subject::Bus(kind) => kind.name(),
-            Subject::PeerToPeer => "peer-to-peer",
-            Subject::Socket => "bare-socket",
+            Subject::Bus(kind) => kind.name().to_owned(),
+            Subject::QuickbusSocketBuffer(0) => "qb buf=dflt".to_owned(),
+            Subject::QuickbusSocketBuffer(bytes) => format!("qb buf={}", buffer_text(bytes)),
+            Subject::PeerToPeer => "peer-to-peer".to_owned(),
+            Subject::Socket => "bare-socket".to_owned(),
         }
     }
 }
@@ -106,6 +111,15 @@ fn size_text(size: usize) -> String {
         format!("{} KiB", size / 1024)
     } else {
         format!("{size} B")
+    }
+}
+
+/// A socket buffer size, short enough for the bus column.
+fn buffer_text(bytes: usize) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}K", b >> 10),
+        b => b.to_string(),
     }
 }
 
@@ -225,6 +239,7 @@ impl Results {
             }
         }
         out.push_str(&self.bus_overhead(&summaries));
+        out.push_str(&socket_buffer_sweep(&summaries));
         if !notes.is_empty() {
             out.push('\n');
             for note in notes {
@@ -302,7 +317,7 @@ impl Results {
                 let series: Vec<Series> = subjects
                     .iter()
                     .map(|&subject| Series {
-                        name: subject.name().to_owned(),
+                        name: subject.name(),
                         points: keys
                             .iter()
                             .filter(|k| k.subject == subject)
@@ -364,6 +379,62 @@ impl Results {
             "results": rows,
         })
     }
+}
+
+/// Each swept socket buffer size against the kernel's default: rate and
+/// mean latency ratios per workload and payload size, and which size did
+/// best (the highest rate).
+fn socket_buffer_sweep(summaries: &BTreeMap<Key, Summary>) -> String {
+    let mut out = String::new();
+    let mut groups: BTreeMap<(Workload, usize), Vec<(usize, &Summary)>> = BTreeMap::new();
+    for (key, summary) in summaries {
+        if let Subject::QuickbusSocketBuffer(bytes) = key.subject {
+            groups
+                .entry((key.workload, key.size))
+                .or_default()
+                .push((bytes, summary));
+        }
+    }
+    if groups.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\n== socket buffer sweep: quickbus's SO_SNDBUF/SO_RCVBUF against the kernel default (rate ratio / latency ratio) =="
+    );
+    for ((workload, size), rows) in groups {
+        let default = rows.iter().find(|(bytes, _)| *bytes == 0).map(|(_, s)| *s);
+        let best = rows
+            .iter()
+            .max_by(|a, b| a.1.rate.total_cmp(&b.1.rate))
+            .map(|(bytes, _)| *bytes);
+        let cells: Vec<String> = rows
+            .iter()
+            .map(|(bytes, s)| {
+                let (rate, latency) = default.map_or(("-".into(), "-".into()), |d| {
+                    (
+                        ratio(s.rate, d.rate),
+                        ratio(s.latency_mean_us, d.latency_mean_us),
+                    )
+                });
+                let name = if *bytes == 0 {
+                    "dflt".to_owned()
+                } else {
+                    buffer_text(*bytes)
+                };
+                let mark = if Some(*bytes) == best { "*" } else { "" };
+                format!("{name}{mark} {rate}/{latency}")
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "{:<14} {:>9}  {}",
+            workload.name(),
+            size_text(size),
+            cells.join("  ")
+        );
+    }
+    out
 }
 
 fn short(kind: BusKind) -> &'static str {
@@ -433,5 +504,29 @@ mod tests {
         let json = results.json("quickbus bench", 1, &[]);
         assert_eq!(json["results"].as_array().unwrap().len(), 2);
         assert_eq!(json["results"][0]["median"]["received_percent"], 100.0);
+    }
+
+    #[test]
+    fn a_sweep_reports_each_size_against_the_kernel_default() {
+        let mut results = Results::default();
+        let key = |bytes| Key {
+            workload: Workload::RoundTrip,
+            size: 1,
+            count: 10,
+            subject: Subject::QuickbusSocketBuffer(bytes),
+        };
+        results.add(key(0), sample(10, 1.0));
+        results.add(key(256 * 1024), sample(10, 0.5));
+        results.add(key(4 << 20), sample(10, 2.0));
+        let table = results.table(&[]);
+        assert!(
+            table.contains("qb buf=dflt") && table.contains("qb buf=4M"),
+            "{table}"
+        );
+        let sweep = &table[table.find("socket buffer sweep").expect(&table)..];
+        // 256 KiB: twice the rate, half the latency of the default; best.
+        assert!(sweep.contains("256K* 2.00x/0.50x"), "{sweep}");
+        assert!(sweep.contains("dflt 1.00x/1.00x"), "{sweep}");
+        assert!(sweep.contains("4M 0.50x/2.00x"), "{sweep}");
     }
 }
