@@ -126,6 +126,8 @@ pub struct Server {
     /// hold back when a receiver is full.
     routing_from: Option<Token>,
     users: Users,
+    /// `opts.out_bounds` for all of one user's queues together.
+    user_bounds: OutBounds,
     incomplete: usize,
     /// Connections with data possibly left unread after their turn.
     unfinished_reads: Vec<(Token, bool)>,
@@ -160,6 +162,7 @@ impl Server {
                 .register(&mut l, Token(FIRST_LISTENER + i), Interest::READABLE)?;
             registered.push(l);
         }
+        let user_bounds = opts.out_bounds.per_user();
         Ok(Server {
             poll,
             listeners: registered,
@@ -174,6 +177,7 @@ impl Server {
             held: Vec::new(),
             routing_from: None,
             users: Users::default(),
+            user_bounds,
             incomplete: 0,
             unfinished_reads: Vec::new(),
             dirty: Vec::new(),

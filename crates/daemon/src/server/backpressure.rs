@@ -21,21 +21,19 @@ impl Server {
         let Some(&token) = self.tokens.get(&to) else {
             return;
         };
-        let bounds = self.opts.out_bounds;
+        let (bounds, user_bounds) = (self.opts.out_bounds, self.user_bounds);
         let Some(conn) = self.conns.get_mut(&token) else {
             return;
         };
         let own = bounds.fill(conn.transport.queued_bytes(), conn.transport.queued_fds());
-        // A user's full queues make each of its connections full, but only
-        // a connection's own queue can get it disconnected.
-        let user = bounds
-            .per_user()
-            .fill(conn.user.out_bytes(), conn.user.out_fds())
-            .min(Fill::Full);
-        let fill = own.max(user);
-        let verdict = if fill == Fill::Room {
+        // The common case in four comparisons: room everywhere.
+        let user_full = user_bounds.full(conn.user.out_bytes(), conn.user.out_fds());
+        let verdict = if own == Fill::Room && !user_full {
             Verdict::Queue
         } else {
+            // A user's full queues make each of its connections full, but
+            // only a connection's own queue can get it disconnected.
+            let fill = if user_full { own.max(Fill::Full) } else { own };
             let kind = Kind::of(&msg.frame.header, self.bus.is_monitor(to));
             // A sender can be held unless the bus itself sent it, or the
             // receiver did (holding it would stop it from ever draining).
