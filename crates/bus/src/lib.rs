@@ -8,6 +8,7 @@
 //! (calls waiting for a reply), [`driver`] (the `org.freedesktop.DBus`
 //! object), [`bus`] (connections and routing), [`limits`].
 
+pub mod activation;
 pub mod bus;
 pub mod driver;
 pub mod errors;
@@ -108,6 +109,14 @@ pub enum Action {
     /// Close connection `conn`, logging `reason`. The daemon then calls
     /// [`Bus::remove_connection`].
     Disconnect { conn: ConnId, reason: String },
+    /// Start the service that provides `name` (its `.service` file's
+    /// Exec line, with [`Bus::activation_environment`]). Success is the
+    /// name getting an owner; failure goes back through
+    /// [`Bus::activation_failed`].
+    Activate { name: String },
+    /// The activation of `name` timed out: stop the program started for
+    /// it, as dbus-daemon does.
+    CancelActivation { name: String },
 }
 
 /// How the bus is set up.
@@ -122,6 +131,11 @@ pub struct BusOptions {
     pub activatable_names: Vec<String>,
     /// "session", "system", or whatever the configuration says.
     pub bus_type: String,
+    /// `--systemd-activation`: services with a `SystemdService=` are
+    /// started by asking systemd.
+    pub systemd_activation: bool,
+    /// Activatable name -> its `SystemdService=` unit.
+    pub systemd_units: std::collections::HashMap<String, String>,
 }
 
 /// The driver's introspection XML at `path` (also `quickbus-daemon --introspect`).

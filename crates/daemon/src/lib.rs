@@ -4,6 +4,7 @@
 //! moves bytes between sockets ([`transport`]) and the sans-I/O bus core.
 
 pub mod accounting;
+pub mod activation;
 pub mod auth;
 pub mod cli;
 pub mod config;

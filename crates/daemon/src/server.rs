@@ -14,13 +14,15 @@ use mio::net::{UnixListener, UnixStream};
 use mio::{Events, Interest, Poll, Token};
 use quickbus_bus::{Action, Bus, ConnId, Credentials};
 use quickbus_wire::{frame_length, ErrorKind, Message};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 use tracing::{debug, info, warn};
 
 use crate::accounting::{UserTally, Users};
+use crate::activation::Launcher;
 use crate::auth::{AuthConfig, AuthProgress, SaslServer};
 use crate::flow::{self, OutBounds};
+use crate::service_file::ServiceFile;
 use crate::transport::{OutItem, ReadStatus, Transport};
 
 mod backpressure;
@@ -46,7 +48,9 @@ pub type Reloader = Box<dyn FnMut() -> Result<Reloaded, String>>;
 
 /// The parts of a reloaded configuration applied to the running bus.
 pub struct Reloaded {
-    pub activatable_names: Vec<String>,
+    /// The service directories, and the service files they hold.
+    pub service_dirs: Vec<std::path::PathBuf>,
+    pub services: Vec<ServiceFile>,
     pub policy: quickbus_bus::PolicyConfig,
     pub limits: quickbus_bus::Limits,
 }
@@ -70,6 +74,8 @@ pub struct ServerOptions {
     /// kernel's default.
     pub socket_buffer_bytes: usize,
     pub reload: Reloader,
+    /// Starts the services the bus activates.
+    pub launcher: Launcher,
 }
 
 enum Phase {
@@ -151,7 +157,8 @@ struct Spare {
 impl Server {
     pub fn new(listeners: Vec<StdListener>, bus: Bus, opts: ServerOptions) -> io::Result<Server> {
         let poll = Poll::new()?;
-        let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+        // SIGCHLD: an activated service exited (see reap_services).
+        let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD])?;
         poll.registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)?;
         let mut registered = Vec::with_capacity(listeners.len());
@@ -267,6 +274,7 @@ impl Server {
                     return Some(Exit::Terminated);
                 }
                 SIGHUP => self.reload("SIGHUP"),
+                SIGCHLD => self.reap_services(),
                 _ => {}
             }
         }
@@ -281,16 +289,45 @@ impl Server {
     fn reload(&mut self, why: &str) {
         match (self.opts.reload)() {
             Ok(reloaded) => {
-                let names = reloaded.activatable_names;
+                let services = reloaded.services;
                 info!(
                     "{why}: configuration reloaded, {} activatable services",
-                    names.len()
+                    services.len()
                 );
+                let names = services.iter().map(|s| s.name.clone()).collect();
+                self.bus
+                    .set_systemd_units(crate::service_file::systemd_units(&services));
+                self.opts
+                    .launcher
+                    .set_services(reloaded.service_dirs, services);
                 self.bus.set_policy(reloaded.policy);
                 self.bus.set_limits(reloaded.limits);
                 self.bus.set_activatable_names(names, &mut self.actions);
             }
             Err(e) => warn!("{why}: new configuration refused, keeping the old one: {e}"),
+        }
+    }
+
+    /// The bus asked for `name` to be started.
+    fn activate(&mut self, name: &str) {
+        let started = self
+            .opts
+            .launcher
+            .start(name, self.bus.activation_environment());
+        if let Err(error) = started {
+            self.bus.activation_failed(name, error, &mut self.actions);
+        }
+    }
+
+    /// Services that died before taking their name fail their activation,
+    /// and those of every name the same program provides.
+    fn reap_services(&mut self) {
+        for (name, error) in self.opts.launcher.reap() {
+            for other in self.opts.launcher.same_program(&name) {
+                self.bus
+                    .activation_failed(&other, error.clone(), &mut self.actions);
+            }
+            self.bus.activation_failed(&name, error, &mut self.actions);
         }
     }
 
@@ -528,6 +565,8 @@ impl Server {
                             self.close(token, &reason);
                         }
                     }
+                    Action::Activate { name } => self.activate(&name),
+                    Action::CancelActivation { name } => self.opts.launcher.stop(&name),
                 }
             }
             self.spare.applying = actions;

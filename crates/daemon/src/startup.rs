@@ -5,11 +5,13 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use quickbus_bus::{Bus, BusOptions};
 use tracing::{error, info, warn};
 
+use crate::activation::{Launcher, ServiceTable};
 use crate::auth::AuthConfig;
 use crate::cli::{Options, PrintTarget};
 use crate::config::BusConfig;
@@ -159,16 +161,24 @@ fn serve(
     }
 
     let limits = &config.limits;
+    ensure_runtime_service_dir(&config);
     let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
+    let bus_type = config.bus_type.clone().unwrap_or_else(|| "session".into());
     let policy = bus_policy(&config).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     let mut bus = Bus::new(BusOptions {
         guid: guid.clone(),
         machine_id: crate::sys::machine_id(),
         limits: bus_limits(limits),
         activatable_names: services.iter().map(|s| s.name.clone()).collect(),
-        bus_type: config.bus_type.clone().unwrap_or_else(|| "session".into()),
+        bus_type: bus_type.clone(),
+        systemd_activation: opts.systemd_activation,
+        systemd_units: service_file::systemd_units(&services),
     });
     bus.set_policy(policy);
+    let table = ServiceTable::new(config.service_dirs().to_vec(), services);
+    let table = Arc::new(Mutex::new(table));
+    bus.set_service_lookup(ServiceTable::lookup(table.clone()));
+    let launcher = Launcher::new(table, address.clone(), bus_type);
     let server_opts = ServerOptions {
         auth: AuthConfig::from_config(&config.auth, config.allow_anonymous, guid),
         auth_timeout: Duration::from_millis(limits.auth_timeout_ms),
@@ -184,6 +194,7 @@ fn serve(
         pending_fd_timeout: Duration::from_millis(limits.pending_fd_timeout_ms),
         socket_buffer_bytes: limits.socket_buffer_bytes as usize,
         reload: reloader(opts.clone()),
+        launcher,
     };
     let sockets = listeners
         .iter()
@@ -220,14 +231,37 @@ fn become_configured_user(user: &str) -> io::Result<()> {
 fn reloader(opts: Options) -> crate::server::Reloader {
     Box::new(move || {
         let config = crate::config::resolve(&opts).map_err(|e| e.to_string())?;
+        ensure_runtime_service_dir(&config);
         let policy = bus_policy(&config)?;
         let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
         Ok(Reloaded {
-            activatable_names: services.into_iter().map(|s| s.name).collect(),
+            service_dirs: config.service_dirs().to_vec(),
+            services,
             policy,
             limits: bus_limits(&config.limits),
         })
     })
+}
+
+/// `$XDG_RUNTIME_DIR/dbus-1/services`, when it is one of the service
+/// directories, is created (mode 0700) as dbus-daemon does: programs drop
+/// "transient" service files there without creating it.
+fn ensure_runtime_service_dir(config: &BusConfig) {
+    use std::os::unix::fs::DirBuilderExt;
+    let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) else {
+        return;
+    };
+    let dir = PathBuf::from(runtime).join("dbus-1/services");
+    if !config.service_dirs().contains(&dir) || dir.is_dir() {
+        return;
+    }
+    if let Err(e) = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+    {
+        warn!("cannot create {}: {e}", dir.display());
+    }
 }
 
 /// The configuration's policy for the bus core, names resolved with
@@ -251,6 +285,8 @@ fn bus_limits(limits: &crate::config::Limits) -> quickbus_bus::Limits {
         max_message_unix_fds: size(limits.max_message_unix_fds).min(crate::transport::SCM_MAX_FD),
         max_completed_connections: size(limits.max_completed_connections),
         max_connections_per_user: size(limits.max_connections_per_user),
+        service_start_timeout: Duration::from_millis(limits.service_start_timeout_ms),
+        max_pending_service_starts: size(limits.max_pending_service_starts),
     }
 }
 
