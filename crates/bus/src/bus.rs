@@ -9,6 +9,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use quickbus_wire::{flags, Message, MessageBuilder, MessageType, Value};
 
+use crate::activation::Activations;
 use crate::errors::{self, BusError};
 use crate::match_rule::{BusDriver, MatchInput, MatchRule, NameOwner};
 use crate::policy::{ClientPolicy, CompiledPolicy, Delivery, Denial, PolicyConfig};
@@ -65,6 +66,17 @@ pub struct Bus {
     pub(crate) active: usize,
     /// Connections past Hello, per uid (`max_connections_per_user`).
     pub(crate) active_per_uid: HashMap<u32, usize>,
+    /// Services being started and what waits for them.
+    pub(crate) activations: Activations,
+    /// Finds service files installed since the last scan.
+    pub(crate) service_lookup: Option<crate::activation::ServiceLookup>,
+    /// The time of the event being handled (for driver calls that start
+    /// timers).
+    pub(crate) now: Instant,
+    /// Set by a driver method that answers later (StartServiceByName).
+    pub(crate) reply_deferred: bool,
+    /// Actions a driver method caused besides its reply.
+    pub(crate) deferred_actions: Vec<Action>,
     /// The security policy (allow-all until the daemon sets the
     /// configured one).
     pub(crate) policy: CompiledPolicy,
@@ -114,6 +126,11 @@ impl Bus {
             traffic: Traffic::default(),
             active: 0,
             active_per_uid: HashMap::new(),
+            activations: Activations::default(),
+            service_lookup: None,
+            now: Instant::now(),
+            reply_deferred: false,
+            deferred_actions: Vec::new(),
             empty_fds: Arc::new(Vec::new()),
         }
     }
@@ -251,6 +268,7 @@ impl Bus {
         now: Instant,
         out: &mut Vec<Action>,
     ) {
+        self.now = now;
         if !self.conns.contains_key(&from) {
             return;
         }
@@ -292,7 +310,10 @@ impl Bus {
         }
         match msg.destination() {
             Some(BUS_NAME) => {
-                self.capture_driver_call(from, &msg, out);
+                let is_call = msg.msg_type() == MessageType::MethodCall;
+                if is_call {
+                    self.capture_driver_call(from, &msg, out);
+                }
                 let to_bus = Delivery {
                     from: Some(from),
                     addressed: None,
@@ -300,12 +321,20 @@ impl Bus {
                     requested_reply: false,
                 };
                 if let Err(denial) = self.check_policy(&msg, to_bus) {
+                    if !is_call {
+                        self.capture_driver_call(from, &msg, out);
+                    }
                     self.refuse(from, &msg, &denial, out);
-                } else if msg.msg_type() == MessageType::MethodCall {
+                } else if is_call {
                     self.driver_call(from, &msg, out);
+                } else {
+                    // The bus makes no calls: replies to it are dropped,
+                    // as dbus-daemon does; systemd's signals are heard,
+                    // and (as there) the errors they cause go out before
+                    // monitors see them.
+                    self.driver_signal(from, &msg, out);
+                    self.capture_driver_call(from, &msg, out);
                 }
-                // The bus makes no calls: replies and signals to it are
-                // dropped, as dbus-daemon does.
             }
             Some(dest) => self.unicast(from, &msg, fds, dest, now, out),
             None => {
@@ -360,12 +389,31 @@ impl Bus {
     ) {
         let target = self.registry.owner(dest);
         let out_msg = self.stamped(from, msg, fds);
+        if target.is_none() && self.auto_start(from, msg, &out_msg, dest, now, out) {
+            return;
+        }
         if !self.monitors.is_empty() {
             let watchers = self.with_input(msg, Some(from), target, |input| {
                 self.monitor_recipients(input)
             });
             self.deliver_all(&watchers, msg, &out_msg, out);
         }
+        self.route_unicast(from, msg, out_msg, dest, target, now, out);
+    }
+
+    /// Deliver a message to its addressed recipient (after monitors saw
+    /// it), or tell the sender why not.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn route_unicast(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        out_msg: OutMessage,
+        dest: &str,
+        target: Option<ConnId>,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
         // dbus-daemon tells the sender when its message cannot be
         // delivered, whatever its type; we leave out those who said they
         // want no reply.
@@ -487,7 +535,13 @@ impl Bus {
     /// The policy refused `msg` from `from`: AccessDenied goes back even
     /// when the sender wants no reply, as dbus-daemon does (its monitors
     /// see it either way).
-    fn refuse(&mut self, from: ConnId, msg: &Message, denial: &Denial, out: &mut Vec<Action>) {
+    pub(crate) fn refuse(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        denial: &Denial,
+        out: &mut Vec<Action>,
+    ) {
         tracing::info!("{}", denial.text);
         self.send_error(from, msg.serial(), denial.to_error(), out);
     }
@@ -517,7 +571,7 @@ impl Bus {
     /// Run `f` on the message as match rules see it. `from`: the sending
     /// connection, None for the bus itself; `to`: the connection it is
     /// addressed to, if any.
-    fn with_input<R>(
+    pub(crate) fn with_input<R>(
         &self,
         msg: &Message,
         from: Option<ConnId>,
@@ -558,7 +612,7 @@ impl Bus {
     }
 
     /// Monitors whose rules match; empty at once when there are none.
-    fn monitor_recipients(&self, input: &MatchInput<'_>) -> Vec<ConnId> {
+    pub(crate) fn monitor_recipients(&self, input: &MatchInput<'_>) -> Vec<ConnId> {
         let mut to = Vec::new();
         if !self.monitors.is_empty() {
             self.monitors.recipients(input, &mut to);
@@ -568,7 +622,7 @@ impl Bus {
 
     /// Deliver to each of `recipients`, skipping those that cannot take the
     /// message's fds (dbus-daemon skips them silently for broadcasts).
-    fn deliver_all(
+    pub(crate) fn deliver_all(
         &mut self,
         recipients: &[ConnId],
         msg: &Message,
@@ -648,7 +702,7 @@ impl Bus {
 
     /// Send a bus message to one connection, with its unique name as
     /// destination.
-    fn send_to(&mut self, to: ConnId, builder: MessageBuilder, out: &mut Vec<Action>) {
+    pub(crate) fn send_to(&mut self, to: ConnId, builder: MessageBuilder, out: &mut Vec<Action>) {
         let builder = match self.unique_name(to) {
             Some(name) => builder.destination(name.to_owned()),
             None => builder,
@@ -815,11 +869,20 @@ impl Bus {
 
     /// When the bus next needs [`Bus::handle_timeouts`].
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.replies.next_deadline()
+        match (
+            self.replies.next_deadline(),
+            self.activations.next_deadline(),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
-    /// Answer with NoReply every call whose reply time-out has passed.
+    /// Answer with NoReply every call whose reply time-out has passed, and
+    /// fail activations whose service_start_timeout has.
     pub fn handle_timeouts(&mut self, now: Instant, out: &mut Vec<Action>) {
+        self.now = now;
+        self.expire_activations(now, out);
         for (caller, serial) in self.replies.expire(now) {
             let err = BusError::new(
                 errors::NO_REPLY,

@@ -113,14 +113,20 @@ impl Bus {
                 } else {
                     // The signals a call caused come before its reply.
                     self.emit(&events, None, out);
-                    self.reply(from, msg, body, out);
+                    if !std::mem::take(&mut self.reply_deferred) {
+                        self.reply(from, msg, body, out);
+                    }
                 }
+                // A name just taken may be one a service was started for.
+                self.names_owned(&events, out);
             }
             Err(err) => {
                 self.becoming_monitor = None;
                 self.error_reply(from, msg, err, out)
             }
         }
+        self.reply_deferred = false;
+        out.append(&mut self.deferred_actions);
         if let Some((id, rules)) = self.becoming_monitor.take() {
             self.become_monitor(id, rules, out);
         }
@@ -164,7 +170,15 @@ impl Bus {
             (_, "Hello") => self.hello(from, events),
             (_, "RequestName") => self.request_name(from, args.str(0), args.u32(1), events),
             (_, "ReleaseName") => self.release_name(from, args.str(0), events),
-            (_, "StartServiceByName") => self.start_service_by_name(args.str(0)),
+            (_, "StartServiceByName") => {
+                match self.start_service_by_name(from, msg, args.str(0))? {
+                    Some(reply) => Ok(vec![Value::Uint32(reply)]),
+                    None => {
+                        self.reply_deferred = true;
+                        Ok(vec![])
+                    }
+                }
+            }
             (_, "UpdateActivationEnvironment") => self.update_activation_environment(args),
             (_, "NameHasOwner") => {
                 let name = args.str(0);
@@ -365,26 +379,6 @@ impl Bus {
         Ok(vec![Value::Uint32(reply as u32)])
     }
 
-    /// dbus-daemon looks the name up among the activatable services first:
-    /// a running name without a .service file is still unknown.
-    fn start_service_by_name(&mut self, name: &str) -> DriverResult {
-        const ALREADY_RUNNING: u32 = 2;
-        if !self.opts.activatable_names.iter().any(|n| n == name) {
-            return Err(BusError::new(
-                errors::SERVICE_UNKNOWN,
-                format!("The name {name} was not provided by any .service files"),
-            ));
-        }
-        if self.registry.has_owner(name) {
-            return Ok(vec![Value::Uint32(ALREADY_RUNNING)]);
-        }
-        // Activation is not implemented yet: nothing can be started.
-        Err(BusError::new(
-            errors::SPAWN_FAILED,
-            format!("Cannot activate {name}: service activation is not supported yet"),
-        ))
-    }
-
     fn update_activation_environment(&mut self, args: Args) -> DriverResult {
         if self.opts.bus_type == "system" {
             return Err(BusError::new(
@@ -395,13 +389,18 @@ impl Bus {
         let Some(Value::Array { items, .. }) = args.0.into_iter().next() else {
             return Ok(vec![]);
         };
+        let mut pairs = Vec::with_capacity(items.len());
         for item in items {
             if let Value::DictEntry(k, v) = item {
                 if let (Value::String(k), Value::String(v)) = (*k, *v) {
-                    self.activation_env.insert(k, v);
+                    self.activation_env.insert(k.clone(), v.clone());
+                    pairs.push((k, v));
                 }
             }
         }
+        let mut out = Vec::new();
+        self.forward_environment(&pairs, &mut out);
+        self.deferred_actions.extend(out);
         Ok(vec![])
     }
 
@@ -505,14 +504,22 @@ impl Bus {
     fn uid_of(&self, subject: &Subject) -> Option<u32> {
         match subject {
             Subject::Bus => self.own_uid,
-            Subject::Peer(id) => self.conns.get(id).map(|c| c.creds.uid),
+            Subject::Peer(id) => self
+                .conns
+                .get(id)
+                .filter(|c| !c.creds.anonymous)
+                .map(|c| c.creds.uid),
         }
     }
 
     fn pid_of(&self, subject: &Subject) -> Option<u32> {
         match subject {
             Subject::Bus => Some(self.own_pid),
-            Subject::Peer(id) => self.conns.get(id).and_then(|c| c.creds.pid),
+            Subject::Peer(id) => self
+                .conns
+                .get(id)
+                .filter(|c| !c.creds.anonymous)
+                .and_then(|c| c.creds.pid),
         }
     }
 
@@ -549,7 +556,7 @@ impl Bus {
         }
         if let Subject::Peer(id) = subject {
             if let Some(conn) = self.conns.get(&id) {
-                if !conn.creds.groups.is_empty() {
+                if !conn.creds.groups.is_empty() && !conn.creds.anonymous {
                     let mut groups = conn.creds.groups.clone();
                     groups.sort_unstable();
                     groups.dedup();
@@ -594,10 +601,16 @@ impl Bus {
         Ok(match prop {
             // ActivatableServicesChanged: see Bus::set_activatable_names;
             // HeaderFiltering: Message::stamp drops unknown header fields.
-            "Features" => string_array([
-                "ActivatableServicesChanged".to_owned(),
-                "HeaderFiltering".to_owned(),
-            ]),
+            "Features" => {
+                let mut features = vec![
+                    "ActivatableServicesChanged".to_owned(),
+                    "HeaderFiltering".to_owned(),
+                ];
+                if self.opts.systemd_activation {
+                    features.push("SystemdActivation".to_owned());
+                }
+                string_array(features)
+            }
             _ => string_array(
                 introspect::INTERESTING_INTERFACES
                     .iter()

@@ -8,6 +8,7 @@
 //! (calls waiting for a reply), [`driver`] (the `org.freedesktop.DBus`
 //! object), [`bus`] (connections and routing), [`limits`].
 
+pub mod activation;
 pub mod bus;
 pub mod driver;
 pub mod errors;
@@ -15,6 +16,7 @@ mod introspect;
 pub mod limits;
 pub mod match_index;
 pub mod match_rule;
+pub mod overflow;
 pub mod policy;
 pub mod registry;
 pub mod replies;
@@ -22,6 +24,8 @@ mod stats;
 mod subscriptions;
 mod traffic;
 
+#[cfg(test)]
+mod fuzz_regressions;
 #[cfg(test)]
 mod tests;
 
@@ -62,6 +66,30 @@ pub struct Credentials {
     pub groups: Vec<u32>,
     /// The LSM label (`SO_PEERSEC`), without a trailing NUL.
     pub security_label: Option<Vec<u8>>,
+    /// What the user database says about the uid's groups; group policies
+    /// and `group=` connect rules use these, as dbus-daemon does, not the
+    /// socket's groups.
+    pub user_groups: UserGroups,
+    /// Authenticated with ANONYMOUS: the bus reports no uid, pid or groups
+    /// for it (dbus-daemon's driver knows only the authenticated identity).
+    pub anonymous: bool,
+    /// The peer's command line as dbus-daemon quotes it in log lines and
+    /// AccessDenied texts (`comm="..."`), when the daemon could read it.
+    pub comm: Option<String>,
+}
+
+/// A uid's groups according to the user database.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum UserGroups {
+    /// Nobody looked them up (the bus core's own tests): the socket's
+    /// groups stand in.
+    #[default]
+    Unresolved,
+    /// The database has no such user. dbus-daemon cannot tell its groups
+    /// and refuses it whenever the policy is consulted at connection time.
+    UnknownUser,
+    /// Primary and supplementary groups.
+    Known(Vec<u32>),
 }
 
 /// One message ready to go out: the stamped header and shared body, and the
@@ -81,6 +109,14 @@ pub enum Action {
     /// Close connection `conn`, logging `reason`. The daemon then calls
     /// [`Bus::remove_connection`].
     Disconnect { conn: ConnId, reason: String },
+    /// Start the service that provides `name` (its `.service` file's
+    /// Exec line, with [`Bus::activation_environment`]). Success is the
+    /// name getting an owner; failure goes back through
+    /// [`Bus::activation_failed`].
+    Activate { name: String },
+    /// The activation of `name` timed out: stop the program started for
+    /// it, as dbus-daemon does.
+    CancelActivation { name: String },
 }
 
 /// How the bus is set up.
@@ -95,6 +131,11 @@ pub struct BusOptions {
     pub activatable_names: Vec<String>,
     /// "session", "system", or whatever the configuration says.
     pub bus_type: String,
+    /// `--systemd-activation`: services with a `SystemdService=` are
+    /// started by asking systemd.
+    pub systemd_activation: bool,
+    /// Activatable name -> its `SystemdService=` unit.
+    pub systemd_units: std::collections::HashMap<String, String>,
 }
 
 /// The driver's introspection XML at `path` (also `quickbus-daemon --introspect`).

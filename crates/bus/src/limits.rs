@@ -29,6 +29,12 @@ pub struct Limits {
     pub max_completed_connections: usize,
     /// Connections that completed Hello, per uid (`max_connections_per_user`).
     pub max_connections_per_user: usize,
+    /// How long an activated service has to take its name
+    /// (`service_start_timeout`).
+    pub service_start_timeout: Duration,
+    /// Messages and StartServiceByName calls waiting for services to start,
+    /// over all names (`max_pending_service_starts`).
+    pub max_pending_service_starts: usize,
 }
 
 impl Default for Limits {
@@ -42,6 +48,8 @@ impl Default for Limits {
             max_message_unix_fds: 16,
             max_completed_connections: 2048,
             max_connections_per_user: 256,
+            service_start_timeout: Duration::from_secs(25),
+            max_pending_service_starts: 10_000,
         }
     }
 }
@@ -58,6 +66,8 @@ impl Limits {
             max_message_unix_fds: 16,
             max_completed_connections: 2048,
             max_connections_per_user: 256,
+            service_start_timeout: Duration::from_secs(25),
+            max_pending_service_starts: 512,
         }
     }
 }

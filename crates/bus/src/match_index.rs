@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use quickbus_wire::StrKind;
 
-use crate::match_rule::{ArgKind, MatchInput, MatchRule, PathMatch};
+use crate::match_rule::{ArgKind, MatchInput, MatchRule, NameOwner, PathMatch};
 
 /// Which lookup keys a rule carries (bit set).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -425,6 +425,16 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
         let start = out.len();
         let probe = Probe::new(input);
         for (&shape, table) in &self.shapes {
+            // Listing the names of a sender (or recipient) that owns more
+            // names than the table has rules would cost more than checking
+            // those rules: a service owning 100,000 names must not pay for
+            // them on every signal it sends.
+            if probe.names_outnumber(shape, table.len) {
+                for id in table.buckets.values().flat_map(Bucket::ids) {
+                    self.check(*id, input, out);
+                }
+                continue;
+            }
             let Some(keys) = probe.keys_for(shape) else {
                 continue;
             };
@@ -559,6 +569,14 @@ impl<'i, 'a> Probe<'i, 'a> {
             sender_names: OnceCell::new(),
             destination_names: OnceCell::new(),
         }
+    }
+
+    /// Whether a table of `shape` with `rules` rules would have to be probed
+    /// with more sender (or recipient) names than it has rules.
+    fn names_outnumber(&self, shape: Shape, rules: usize) -> bool {
+        let many = |owner: &dyn NameOwner| owner.name_count_bound() > rules;
+        (shape.has(Shape::SENDER) && many(self.input.sender()))
+            || (shape.has(Shape::DESTINATION) && self.input.recipient().is_some_and(many))
     }
 
     fn string_arg0(&self) -> Option<&'a str> {
@@ -893,6 +911,52 @@ mod tests {
         index.matching(&MatchInput::new(&msg, &many, None), &mut out);
         assert_eq!(out, [1]);
         assert_eq!(index.checks.get(), 2, "scanned the two rules, no 51 probes");
+    }
+
+    /// A party owning many names that counts how often they are listed.
+    struct CountingOwner {
+        names: Vec<String>,
+        listed: std::cell::Cell<usize>,
+    }
+
+    impl NameOwner for CountingOwner {
+        fn name(&self, index: usize) -> Option<&str> {
+            self.listed.set(self.listed.get() + 1);
+            self.names.get(index).map(String::as_str)
+        }
+
+        fn owns(&self, name: &str) -> bool {
+            self.names.iter().any(|n| n == name)
+        }
+
+        fn name_count_bound(&self) -> usize {
+            self.names.len()
+        }
+    }
+
+    #[test]
+    fn a_sender_owning_many_names_is_not_listed_for_a_few_rules() {
+        let mut index = MatchIndex::new();
+        index.add(1, rule("sender='org.example.N7000'"));
+        index.add(2, rule("sender='org.example.Other'"));
+        index.add(3, rule("member='M'"));
+        let mut names = vec![":1.1".to_owned()];
+        names.extend((0..10_000).map(|i| format!("org.example.N{i}")));
+        let owner = CountingOwner {
+            names,
+            listed: std::cell::Cell::new(0),
+        };
+        let msg = signal("/", "M", vec![]);
+        let mut out = Vec::new();
+        index.checks.set(0);
+        index.matching(&MatchInput::new(&msg, &owner, None), &mut out);
+        assert_eq!(out, [1, 3]);
+        assert_eq!(owner.listed.get(), 0, "no name listed");
+        assert_eq!(
+            index.checks.get(),
+            3,
+            "two sender rules scanned, one probed"
+        );
     }
 
     #[test]

@@ -125,6 +125,14 @@ pub trait NameOwner {
     fn owns(&self, name: &str) -> bool {
         (0..).map_while(|i| self.name(i)).any(|n| n == name)
     }
+
+    /// At least as many as [`NameOwner::name`] yields, known without
+    /// listing them, so the match index can tell when listing every name
+    /// of a party owning thousands costs more than scanning a few rules.
+    /// The default counts; override it with what is at hand.
+    fn name_count_bound(&self) -> usize {
+        (0..).map_while(|i| self.name(i)).count()
+    }
 }
 
 /// The bus driver as a sender or recipient: it owns only `org.freedesktop.DBus`.
@@ -134,6 +142,10 @@ pub struct BusDriver;
 impl NameOwner for BusDriver {
     fn name(&self, index: usize) -> Option<&str> {
         (index == 0).then_some(BUS_DRIVER_NAME)
+    }
+
+    fn name_count_bound(&self) -> usize {
+        1
     }
 }
 
@@ -151,6 +163,10 @@ impl<S: AsRef<str>> NameOwner for OwnedNames<'_, S> {
             0 => Some(self.unique),
             i => self.well_known.get(i - 1).map(AsRef::as_ref),
         }
+    }
+
+    fn name_count_bound(&self) -> usize {
+        1 + self.well_known.len()
     }
 }
 

@@ -48,6 +48,12 @@ impl NameOwner for PeerNames<'_> {
     fn owns(&self, name: &str) -> bool {
         name == self.unique || self.registry.owner(name) == Some(self.id)
     }
+
+    /// Every name it owns or waits for, its unique name among them: O(1),
+    /// where listing its names is O(names).
+    fn name_count_bound(&self) -> usize {
+        self.registry.count(self.id).max(1)
+    }
 }
 
 pub(crate) fn parse_rule(text: &str) -> Result<MatchRule, BusError> {
@@ -239,6 +245,27 @@ mod tests {
             .remove(a, &parse_rule("type='signal'").unwrap())
             .unwrap_err();
         assert_eq!(err.name, crate::errors::MATCH_RULE_NOT_FOUND);
+    }
+
+    #[test]
+    fn a_peer_bounds_its_name_count_without_listing_names() {
+        let mut registry = NameRegistry::new();
+        let mut events = Vec::new();
+        let a = ConnId(1);
+        registry.add_unique(a, ":1.1", &mut events);
+        let alone = PeerNames::new(a, ":1.1", &registry);
+        assert_eq!(alone.name_count_bound(), 1);
+        for i in 0..1_000 {
+            registry.request(a, &format!("org.example.N{i}"), 0, &mut events);
+        }
+        let owner = PeerNames::new(a, ":1.1", &registry);
+        assert_eq!(owner.name_count_bound(), 1_001);
+        assert_eq!((0..).map_while(|i| owner.name(i)).count(), 1_001);
+        // A connection the registry does not know still has its unique name.
+        assert_eq!(
+            PeerNames::new(ConnId(9), ":1.9", &registry).name_count_bound(),
+            1
+        );
     }
 
     #[test]

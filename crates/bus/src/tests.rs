@@ -24,6 +24,7 @@ pub(crate) fn options() -> BusOptions {
         limits: Limits::default(),
         activatable_names: vec!["org.example.Activatable".into()],
         bus_type: "session".into(),
+        ..BusOptions::default()
     }
 }
 
@@ -40,7 +41,7 @@ pub(crate) fn creds(uid: u32, pid: u32) -> Credentials {
         gid: uid,
         pid: Some(pid),
         groups: vec![uid, 27],
-        security_label: None,
+        ..Credentials::default()
     }
 }
 
@@ -114,6 +115,9 @@ impl Harness {
                 Action::Deliver { to, msg } => (to, parse_out(&msg)),
                 Action::Disconnect { conn, reason } => {
                     panic!("unexpected disconnect of {conn:?}: {reason}")
+                }
+                Action::Activate { name } | Action::CancelActivation { name } => {
+                    panic!("unexpected activation of {name}")
                 }
             })
             .collect()
@@ -579,6 +583,35 @@ fn name_queries() {
 // ---------------------------------------------------------------- driver
 
 #[test]
+fn anonymous_connections_have_no_uid_pid_or_groups() {
+    let mut h = Harness::new();
+    let id = h.bus.add_connection(
+        Credentials {
+            anonymous: true,
+            ..creds(1001, 77)
+        },
+        false,
+    );
+    let name = match &h.driver(id, "Hello", vec![])[0] {
+        Value::String(n) => n.clone(),
+        _ => unreachable!(),
+    };
+    h.take();
+    let (error, _) = h.driver_error(id, call_bus("GetConnectionUnixUser", vec![s(&name)]));
+    assert_eq!(error, errors::FAILED);
+    let (error, _) = h.driver_error(id, call_bus("GetConnectionUnixProcessID", vec![s(&name)]));
+    assert_eq!(error, errors::UNIX_PROCESS_ID_UNKNOWN);
+    let creds = h.driver(id, "GetConnectionCredentials", vec![s(&name)]);
+    assert_eq!(
+        creds,
+        vec![Value::Array {
+            elem_sig: "{sv}".into(),
+            items: vec![]
+        }]
+    );
+}
+
+#[test]
 fn connection_credentials() {
     let mut h = Harness::new();
     let id = h.bus.add_connection(
@@ -588,6 +621,7 @@ fn connection_credentials() {
             pid: Some(77),
             groups: vec![1001, 10],
             security_label: Some(b"unconfined".to_vec()),
+            ..Credentials::default()
         },
         false,
     );
@@ -755,12 +789,7 @@ fn start_service_by_name() {
         ),
         vec![Value::Uint32(2)]
     );
-    // Activatable, not running: activation does not exist yet.
-    h.driver(a, "ReleaseName", vec![s("org.example.Activatable")]);
-    assert_eq!(
-        h.driver_error(a, start("org.example.Activatable")).0,
-        errors::SPAWN_FAILED
-    );
+    // Activatable, not running: see activation::tests.
 }
 
 #[test]

@@ -84,6 +84,14 @@ fn bind_path(path: &Path) -> io::Result<Listener> {
             format!("cannot listen on {}: {e}", path.display()),
         )
     })?;
+    // Who may connect is the bus's decision (authentication, then the
+    // policy's user and group rules), not the file mode's: open the socket
+    // to everyone as dbus-daemon does, whatever the umask. The directory's
+    // own permissions still apply.
+    use std::os::unix::fs::PermissionsExt;
+    if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)) {
+        tracing::warn!("cannot set mode 0777 on socket {}: {e}", path.display());
+    }
     let address = format!(
         "unix:path={}",
         escape_value(path.as_os_str().as_encoded_bytes())

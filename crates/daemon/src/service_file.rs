@@ -2,7 +2,7 @@
 //! activatable service (`Name`, `Exec`, `User`, `SystemdService`), and the
 //! scan of the configured service directories.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use quickbus_wire::names::is_valid_bus_name;
@@ -89,6 +89,14 @@ pub fn parse(path: &Path, text: &str) -> Result<ServiceFile, ServiceFileError> {
         user: get("User"),
         systemd_service: get("SystemdService"),
     })
+}
+
+/// Activatable name -> `SystemdService=` unit, for the names that have one.
+pub fn systemd_units(services: &[ServiceFile]) -> HashMap<String, String> {
+    services
+        .iter()
+        .filter_map(|s| Some((s.name.clone(), s.systemd_service.clone()?)))
+        .collect()
 }
 
 /// Every valid `*.service` file of the directories, in directory order;

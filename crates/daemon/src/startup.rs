@@ -5,14 +5,17 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use quickbus_bus::{Bus, BusOptions};
 use tracing::{error, info, warn};
 
+use crate::activation::{Launcher, ServiceTable};
 use crate::auth::AuthConfig;
 use crate::cli::{Options, PrintTarget};
 use crate::config::BusConfig;
+use crate::flow::OutBounds;
 use crate::listen::{self, Listener};
 use crate::server::{Reloaded, Server, ServerOptions};
 use crate::service_file;
@@ -149,29 +152,49 @@ fn serve(
     if let Some(out) = print_pid {
         out.emit(&format!("{}\n", std::process::id()))?;
     }
+    // Sockets bound and pid file written: now `<user>`, as dbus-daemon.
+    if let Some(user) = &config.user {
+        become_configured_user(user)?;
+    }
     if let Some(ready) = ready {
         ready.signal()?;
     }
 
     let limits = &config.limits;
+    ensure_runtime_service_dir(&config);
     let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
+    let bus_type = config.bus_type.clone().unwrap_or_else(|| "session".into());
     let policy = bus_policy(&config).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     let mut bus = Bus::new(BusOptions {
         guid: guid.clone(),
         machine_id: crate::sys::machine_id(),
         limits: bus_limits(limits),
         activatable_names: services.iter().map(|s| s.name.clone()).collect(),
-        bus_type: config.bus_type.clone().unwrap_or_else(|| "session".into()),
+        bus_type: bus_type.clone(),
+        systemd_activation: opts.systemd_activation,
+        systemd_units: service_file::systemd_units(&services),
     });
     bus.set_policy(policy);
+    let table = ServiceTable::new(config.service_dirs().to_vec(), services);
+    let table = Arc::new(Mutex::new(table));
+    bus.set_service_lookup(ServiceTable::lookup(table.clone()));
+    let launcher = Launcher::new(table, address.clone(), bus_type);
     let server_opts = ServerOptions {
         auth: AuthConfig::from_config(&config.auth, config.allow_anonymous, guid),
         auth_timeout: Duration::from_millis(limits.auth_timeout_ms),
         max_incomplete_connections: limits.max_incomplete_connections as usize,
         max_connections: limits.max_completed_connections as usize,
         max_message_size: limits.max_message_size as usize,
+        out_bounds: OutBounds {
+            max_bytes: usize::try_from(limits.max_outgoing_bytes).unwrap_or(usize::MAX),
+            max_fds: usize::try_from(limits.max_outgoing_unix_fds).unwrap_or(usize::MAX),
+            hold: crate::flow::DEFAULT_HOLD,
+        },
+        max_incoming_unix_fds: usize::try_from(limits.max_incoming_unix_fds).unwrap_or(usize::MAX),
+        pending_fd_timeout: Duration::from_millis(limits.pending_fd_timeout_ms),
         socket_buffer_bytes: limits.socket_buffer_bytes as usize,
         reload: reloader(opts.clone()),
+        launcher,
     };
     let sockets = listeners
         .iter()
@@ -184,19 +207,61 @@ fn serve(
     Ok(())
 }
 
+/// Switch to the `<user>` of the configuration with its groups from the
+/// user database (dbus-daemon's `_dbus_change_to_daemon_user`).
+fn become_configured_user(user: &str) -> io::Result<()> {
+    let db = crate::userdb::UserDb::load();
+    let Some((uid, gid)) = db.account(user) else {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("Could not get UID and GID for username \"{user}\""),
+        ));
+    };
+    let groups = match db.groups_of(uid) {
+        quickbus_bus::UserGroups::Known(groups) => groups,
+        _ => vec![gid],
+    };
+    crate::sys::become_user(uid, gid, &groups)?;
+    info!("running as {user} (uid {uid}, gid {gid})");
+    Ok(())
+}
+
 /// Loads the configuration the daemon started from again and lists the
 /// services its service directories now hold.
 fn reloader(opts: Options) -> crate::server::Reloader {
     Box::new(move || {
         let config = crate::config::resolve(&opts).map_err(|e| e.to_string())?;
+        ensure_runtime_service_dir(&config);
         let policy = bus_policy(&config)?;
         let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
         Ok(Reloaded {
-            activatable_names: services.into_iter().map(|s| s.name).collect(),
+            service_dirs: config.service_dirs().to_vec(),
+            services,
             policy,
             limits: bus_limits(&config.limits),
         })
     })
+}
+
+/// `$XDG_RUNTIME_DIR/dbus-1/services`, when it is one of the service
+/// directories, is created (mode 0700) as dbus-daemon does: programs drop
+/// "transient" service files there without creating it.
+fn ensure_runtime_service_dir(config: &BusConfig) {
+    use std::os::unix::fs::DirBuilderExt;
+    let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) else {
+        return;
+    };
+    let dir = PathBuf::from(runtime).join("dbus-1/services");
+    if !config.service_dirs().contains(&dir) || dir.is_dir() {
+        return;
+    }
+    if let Err(e) = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+    {
+        warn!("cannot create {}: {e}", dir.display());
+    }
 }
 
 /// The configuration's policy for the bus core, names resolved with
@@ -220,6 +285,8 @@ fn bus_limits(limits: &crate::config::Limits) -> quickbus_bus::Limits {
         max_message_unix_fds: size(limits.max_message_unix_fds).min(crate::transport::SCM_MAX_FD),
         max_completed_connections: size(limits.max_completed_connections),
         max_connections_per_user: size(limits.max_connections_per_user),
+        service_start_timeout: Duration::from_millis(limits.service_start_timeout_ms),
+        max_pending_service_starts: size(limits.max_pending_service_starts),
     }
 }
 

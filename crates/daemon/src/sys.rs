@@ -6,7 +6,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use quickbus_bus::Credentials;
 
@@ -191,6 +191,44 @@ pub fn recv_appending(
     Ok((got, got_fds))
 }
 
+/// Become `uid`:`gid` with the supplementary `groups`, for good (real,
+/// effective and saved ids), as dbus-daemon does for `<user>` once its
+/// sockets and pid file exist.
+///
+/// rustix's calls change the calling thread's ids only (raw syscalls, not
+/// libc's process-wide broadcast), which is the whole process because the
+/// daemon has a single thread at the only call site (start-up, before the
+/// event loop). Groups first, then the gid, then the uid: after the uid
+/// change nothing else may be changed.
+pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
+    use rustix::process::{Gid, Uid};
+    // (uid_t) -1 and (gid_t) -1 mean "leave unchanged" to the kernel, so
+    // rustix's constructors are unsafe; refuse them before building ids.
+    if uid == u32::MAX || gid == u32::MAX || groups.contains(&u32::MAX) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "uid or gid -1 names no user or group",
+        ));
+    }
+    // SAFETY: none of the values is -1 (checked above), the only value
+    // `Gid::from_raw` and `Uid::from_raw` must not be given.
+    let (uid, gid, groups) = unsafe {
+        (
+            Uid::from_raw(uid),
+            Gid::from_raw(gid),
+            groups.iter().map(|&g| Gid::from_raw(g)).collect::<Vec<_>>(),
+        )
+    };
+    let failed =
+        |what: String| move |e: rustix::io::Errno| io::Error::new(e.kind(), format!("{what}: {e}"));
+    rustix::thread::set_thread_groups(&groups).map_err(failed("Failed to set groups".into()))?;
+    rustix::thread::set_thread_res_gid(gid, gid, gid)
+        .map_err(failed(format!("Failed to set GID to {}", gid.as_raw())))?;
+    rustix::thread::set_thread_res_uid(uid, uid, uid)
+        .map_err(failed(format!("Failed to set UID to {}", uid.as_raw())))?;
+    Ok(())
+}
+
 /// Credentials of the process at the other end of a connected unix socket,
 /// from the kernel (`SO_PEERCRED`), never from what the peer says.
 pub fn peer_credentials(socket: impl AsFd) -> io::Result<Credentials> {
@@ -206,8 +244,44 @@ pub fn peer_credentials(socket: impl AsFd) -> io::Result<Credentials> {
         gid,
         pid: Some(pid),
         groups,
-        security_label: None,
+        security_label: peer_security_label(socket.as_fd()),
+        ..Credentials::default()
     })
+}
+
+/// The peer's LSM label (`SO_PEERSEC`: SELinux context, AppArmor
+/// profile, ...), without trailing NULs; None when the kernel has no LSM
+/// that labels sockets (ENOPROTOOPT) or the label is empty.
+fn peer_security_label(socket: BorrowedFd<'_>) -> Option<Vec<u8>> {
+    let mut label = vec![0u8; 256];
+    loop {
+        let mut len = label.len() as libc::socklen_t;
+        // SAFETY: `label` is valid for writes of `len` bytes and `len` is a
+        // live socklen_t; the kernel writes at most `len` bytes and stores
+        // the length it needs or wrote. The fd is borrowed, so open.
+        let rc = unsafe {
+            libc::getsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PEERSEC,
+                label.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        let len = len as usize;
+        if rc == 0 {
+            label.truncate(len.min(label.len()));
+            while label.last() == Some(&0) {
+                label.pop();
+            }
+            return (!label.is_empty()).then_some(label);
+        }
+        let too_small = io::Error::last_os_error().raw_os_error() == Some(libc::ERANGE);
+        if !too_small || len <= label.len() || len > 65536 {
+            return None;
+        }
+        label.resize(len, 0);
+    }
 }
 
 /// The peer's supplementary groups, from /proc (SO_PEERGROUPS has no safe

@@ -53,6 +53,10 @@ impl OutItem {
     fn has_fds(&self) -> bool {
         self.fds.as_ref().is_some_and(|f| !f.is_empty())
     }
+
+    fn fd_count(&self) -> usize {
+        self.fds.as_ref().map_or(0, |f| f.len())
+    }
 }
 
 /// Outcome of draining the socket.
@@ -80,19 +84,23 @@ pub struct Transport {
     /// Bytes of `out.front()` already written.
     out_offset: usize,
     out_bytes: usize,
+    /// Fds held by the items in `out`.
+    out_fds: usize,
 }
 
 impl Transport {
     pub fn new(stream: UnixStream) -> Transport {
         Transport {
             stream,
-            inbuf: BytesMut::with_capacity(MIN_READ_WINDOW),
+            // Allocated by the first read: an idle connection holds none.
+            inbuf: BytesMut::new(),
             read_window: MIN_READ_WINDOW,
             frame_need: 0,
             in_fds: VecDeque::new(),
             out: VecDeque::new(),
             out_offset: 0,
             out_bytes: 0,
+            out_fds: 0,
         }
     }
 
@@ -118,6 +126,21 @@ impl Transport {
             return None;
         }
         Some(self.in_fds.drain(..n).collect())
+    }
+
+    /// Free the read buffer if everything read was consumed, so a quiet
+    /// connection holds no buffer (after a burst it could hold a 256 KiB
+    /// window); the next read allocates its window anew. With 10,000 mostly
+    /// idle connections this is most of the daemon's memory per connection.
+    pub fn release_idle_buffer(&mut self) {
+        if self.inbuf.is_empty() && self.inbuf.capacity() > 0 {
+            self.inbuf = BytesMut::new();
+        }
+    }
+
+    /// Bytes the read buffer holds allocated (tests, memory accounting).
+    pub fn input_capacity(&self) -> usize {
+        self.inbuf.capacity()
     }
 
     pub fn pending_fds(&self) -> usize {
@@ -183,11 +206,17 @@ impl Transport {
 
     pub fn queue(&mut self, item: OutItem) {
         self.out_bytes += item.len();
+        self.out_fds += item.fd_count();
         self.out.push_back(item);
     }
 
     pub fn queued_bytes(&self) -> usize {
         self.out_bytes - self.out_offset
+    }
+
+    /// Fds waiting in the outgoing queue (`max_outgoing_unix_fds`).
+    pub fn queued_fds(&self) -> usize {
+        self.out_fds
     }
 
     pub fn has_output(&self) -> bool {
@@ -259,6 +288,7 @@ impl Transport {
             }
             written -= left;
             self.out_bytes -= front.len();
+            self.out_fds -= front.fd_count();
             self.out_offset = 0;
             self.out.pop_front();
         }
@@ -303,6 +333,7 @@ mod tests {
         assert_eq!(t.queued_bytes(), 110);
         assert!(t.flush().unwrap());
         assert_eq!(t.queued_bytes(), 0);
+        assert_eq!(t.queued_fds(), 0);
         let mut got = vec![0u8; 110];
         peer.read_exact(&mut got).unwrap();
         for i in 0..10u8 {
@@ -367,6 +398,49 @@ mod tests {
         peer.write_all(&vec![1u8; 200_000]).unwrap();
         assert_eq!(t.read_once().unwrap(), ReadStatus::Budget);
         assert!(t.input().len() > 150_000, "got {}", t.input().len());
+    }
+
+    #[test]
+    fn a_consumed_buffer_is_freed_and_reads_still_work() {
+        use std::io::Write;
+        let (mut t, mut peer) = pair();
+        assert_eq!(t.input_capacity(), 0, "nothing allocated before a read");
+        peer.write_all(&vec![5u8; 100_000]).unwrap();
+        while t.read_once().unwrap() == ReadStatus::Budget {}
+        assert!(t.input_capacity() >= 100_000);
+        let frame = t.take_frame(60_000);
+        t.release_idle_buffer();
+        assert!(t.input_capacity() > 0, "unconsumed input is kept");
+        assert_eq!(t.input().len(), 40_000);
+        t.consume(40_000);
+        t.release_idle_buffer();
+        assert_eq!(t.input_capacity(), 0);
+        assert!(
+            frame.iter().all(|&b| b == 5),
+            "a taken frame outlives the buffer"
+        );
+        peer.write_all(b"again").unwrap();
+        assert_eq!(t.read_once().unwrap(), ReadStatus::Short);
+        assert_eq!(t.input(), b"again");
+    }
+
+    #[test]
+    fn queued_fds_are_counted_until_written() {
+        let (mut t, mut peer) = pair();
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        t.queue(OutItem {
+            header: Bytes::from_static(b"with fds"),
+            body: Bytes::new(),
+            fds: Some(Arc::new(vec![r, w])),
+        });
+        t.queue(OutItem::raw(Bytes::from_static(b"plain")));
+        assert_eq!(t.queued_fds(), 2);
+        assert_eq!(t.queued_bytes(), 13);
+        assert!(t.flush().unwrap());
+        assert_eq!(t.queued_fds(), 0);
+        let mut got = [0u8; 13];
+        peer.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"with fdsplain");
     }
 
     #[test]

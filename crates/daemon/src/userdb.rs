@@ -5,23 +5,34 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use quickbus_bus::UserGroups;
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct UserDb {
     users: HashMap<String, u32>,
     groups: HashMap<String, u32>,
+    /// uid to (name, primary gid), the first entry of each uid.
+    accounts: HashMap<u32, (String, u32)>,
+    /// gid and the user names /etc/group lists as members.
+    members: Vec<(u32, Vec<String>)>,
 }
 
-/// `name:password:id:...` lines: name to the third field. Comments, blank
-/// and malformed lines are skipped.
-fn parse_ids(text: &str) -> HashMap<String, u32> {
+/// `name:password:id:...` lines split into fields. Comments, blank and
+/// malformed lines (no name, no numeric third field) are skipped.
+fn records(text: &str) -> impl Iterator<Item = (&str, u32, Vec<&str>)> {
     text.lines()
         .filter(|line| !line.starts_with('#'))
         .filter_map(|line| {
-            let mut fields = line.split(':');
-            let name = fields.next()?;
-            let id = fields.nth(1)?.parse().ok()?;
-            (!name.is_empty()).then(|| (name.to_owned(), id))
+            let fields: Vec<&str> = line.split(':').collect();
+            let name = *fields.first()?;
+            let id = fields.get(2)?.parse().ok()?;
+            (!name.is_empty()).then_some((name, id, fields))
         })
+}
+
+fn parse_ids(text: &str) -> HashMap<String, u32> {
+    records(text)
+        .map(|(name, id, _)| (name.to_owned(), id))
         .collect()
 }
 
@@ -37,9 +48,30 @@ impl UserDb {
     }
 
     pub fn from_texts(passwd: &str, group: &str) -> UserDb {
+        let mut accounts = HashMap::new();
+        for (name, uid, fields) in records(passwd) {
+            if let Some(gid) = fields.get(3).and_then(|g| g.parse().ok()) {
+                accounts
+                    .entry(uid)
+                    .or_insert_with(|| (name.to_owned(), gid));
+            }
+        }
+        let members = records(group)
+            .map(|(_, gid, fields)| {
+                let list = fields.get(3).copied().unwrap_or_default();
+                let names = list
+                    .split(',')
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                (gid, names)
+            })
+            .collect();
         UserDb {
             users: parse_ids(passwd),
             groups: parse_ids(group),
+            accounts,
+            members,
         }
     }
 
@@ -49,6 +81,30 @@ impl UserDb {
 
     pub fn gid(&self, name: &str) -> Option<u32> {
         name.parse().ok().or_else(|| self.groups.get(name).copied())
+    }
+
+    /// The uid and primary gid of the user called `name` (or numbered so).
+    pub fn account(&self, name: &str) -> Option<(u32, u32)> {
+        let uid = self.uid(name)?;
+        self.accounts.get(&uid).map(|(_, gid)| (uid, *gid))
+    }
+
+    /// The groups of `uid` as dbus-daemon takes them for policy decisions
+    /// (`getgrouplist` of its user): the primary group, then every group
+    /// listing the user as a member, sorted, without repeats.
+    pub fn groups_of(&self, uid: u32) -> UserGroups {
+        let Some((name, primary)) = self.accounts.get(&uid) else {
+            return UserGroups::UnknownUser;
+        };
+        let mut groups = vec![*primary];
+        for (gid, names) in &self.members {
+            if names.iter().any(|n| n == name) {
+                groups.push(*gid);
+            }
+        }
+        groups.sort_unstable();
+        groups.dedup();
+        UserGroups::Known(groups)
     }
 }
 
@@ -70,5 +126,19 @@ mod tests {
         assert_eq!(db.uid("wheel"), None);
         assert_eq!(db.gid("wheel"), Some(10));
         assert_eq!(db.gid("*"), None);
+    }
+
+    #[test]
+    fn groups_come_from_the_primary_group_and_member_lists() {
+        let db = UserDb::from_texts(
+            "alice:x:1000:1000::/home/alice:/bin/sh\nbob:x:1001:100::/:/bin/sh\n",
+            "alice:x:1000:\nusers:x:100:alice,carol\nwheel:x:10:alice\nstaff:x:50:bob\n",
+        );
+        assert_eq!(db.groups_of(1000), UserGroups::Known(vec![10, 100, 1000]));
+        assert_eq!(db.groups_of(1001), UserGroups::Known(vec![50, 100]));
+        assert_eq!(db.groups_of(4321), UserGroups::UnknownUser);
+        assert_eq!(db.account("bob"), Some((1001, 100)));
+        assert_eq!(db.account("1000"), Some((1000, 1000)));
+        assert_eq!(db.account("carol"), None);
     }
 }

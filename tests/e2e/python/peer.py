@@ -19,6 +19,7 @@ Commands (JSON arguments are converted by dbus-python using the signature,
     sendfd DEST PATH TEXT               write TEXT into a pipe, pass its read end to
                                         com.example.Test.ReadFd: `sendfd <json reply>`
     ping                                round trip to the bus: `pong`
+    timeout SECONDS                     how long later calls wait for their reply: `timeout ok`
 
 A failed call prints `error <D-Bus error name> <message>` instead. Method calls
 served by the exported object are printed as `called <Method> <json args> no_reply=<bool>`.
@@ -120,6 +121,7 @@ class Peer:
     def __init__(self, conn):
         self.conn = conn
         self.objects = []
+        self.timeout = 60
         conn.add_message_filter(self.on_message)
 
     def on_message(self, _conn, msg):
@@ -135,7 +137,7 @@ class Peer:
         return dbus.lowlevel.HANDLER_RESULT_NOT_YET_HANDLED
 
     def call(self, dest, path, iface, method, sig, args):
-        return self.conn.call_blocking(dest, path, iface, method, sig, tuple(args), timeout=60)
+        return self.conn.call_blocking(dest, path, iface, method, sig, tuple(args), timeout=self.timeout)
 
     def run(self, line):
         words = line.split(" ")
@@ -191,6 +193,9 @@ class Peer:
                 fd = dbus.types.UnixFd(read_end)  # dbus-python keeps its own duplicate
                 os.close(read_end)
                 out("sendfd", to_json(self.call(dest, path, TEST_IFACE, "ReadFd", "h", [fd])))
+            elif op == "timeout":
+                self.timeout = float(words[1])
+                out("timeout", "ok")
             elif op == "ping":
                 self.call(*BUS, "GetId", "", [])
                 out("pong")

@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -13,7 +14,7 @@ use rustix::io::{fcntl_setfd, FdFlags};
 use rustix::pipe::{pipe_with, PipeFlags};
 use rustix::process::{kill_process, Pid, Signal};
 
-use crate::locate::{daemon_path, TempDir};
+use crate::locate::{daemon_path, python_path, TempDir};
 use crate::process::{describe, run_bounded, spawn_lock, wait_bounded, Background, Finished};
 use crate::{Peer, TIMEOUT};
 
@@ -87,9 +88,24 @@ impl Bus {
     pub fn start_with_config(listen: Listen, extra: &str) -> Bus {
         let dir = TempDir::new();
         let config = write_config_with(dir.path(), listen, extra);
+        Bus::start_args(dir, &[format!("--config-file={}", config.display())])
+    }
+
+    /// A bus whose configuration `write` puts in the bus's fresh directory
+    /// (it returns the file's path).
+    pub fn start_configured(write: impl FnOnce(&Path) -> PathBuf) -> Bus {
+        let dir = TempDir::new();
+        let config = write(dir.path());
+        Bus::start_args(dir, &[format!("--config-file={}", config.display())])
+    }
+
+    /// Starts the daemon with `args` (which choose the configuration, e.g.
+    /// `--system --address=...`) plus `--nofork --print-address=<pipe fd>`,
+    /// `dir` as its scratch directory, and reads its address from the pipe.
+    pub fn start_args(dir: TempDir, args: &[String]) -> Bus {
         let (read_end, write_end) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");
         let mut cmd = Command::new(daemon_path());
-        cmd.arg(format!("--config-file={}", config.display()))
+        cmd.args(args)
             .arg("--nofork")
             .arg(format!("--print-address={}", write_end.as_raw_fd()))
             .stdin(Stdio::null())
@@ -171,6 +187,15 @@ impl Bus {
         cmd
     }
 
+    /// [`Bus::client`] running as `uid`:`gid` with no supplementary
+    /// groups (the test runs as root to use this).
+    pub fn client_as(&self, program: impl AsRef<std::ffi::OsStr>, uid: u32, gid: u32) -> Command {
+        let mut cmd = self.client(program);
+        // std drops the supplementary groups when root changes uid.
+        cmd.uid(uid).gid(gid);
+        cmd
+    }
+
     /// Runs a client to completion (bounded) against this bus.
     pub fn run(&self, program: &str, args: &[&str]) -> Finished {
         run_bounded(self.client(program).args(args))
@@ -183,7 +208,12 @@ impl Bus {
 
     /// Starts a scriptable dbus-python peer on this bus (see python/peer.py).
     pub fn peer(&self) -> Peer {
-        Peer::start(self)
+        Peer::start(self.client(python_path()))
+    }
+
+    /// A dbus-python peer running as `uid`:`gid` (see [`Bus::client_as`]).
+    pub fn peer_as(&self, uid: u32, gid: u32) -> Peer {
+        Peer::start(self.client_as(python_path(), uid, gid))
     }
 
     /// Sends SIGTERM and waits (bounded) for the daemon to exit.

@@ -6,11 +6,12 @@
 //! away; [`Peer::wait_event`] finds them.
 
 use std::io::Write;
+use std::process::Command;
 use std::time::Instant;
 
-use crate::locate::{python_path, python_script};
+use crate::locate::python_script;
 use crate::process::Background;
-use crate::{Bus, TIMEOUT};
+use crate::TIMEOUT;
 
 /// `RequestName` flags (D-Bus specification).
 pub mod flags {
@@ -32,8 +33,9 @@ fn is_event(line: &str) -> bool {
 }
 
 impl Peer {
-    pub(crate) fn start(bus: &Bus) -> Peer {
-        let mut cmd = bus.client(python_path());
+    /// `cmd` runs the python interpreter against the bus (see
+    /// [`Bus::peer`]).
+    pub(crate) fn start(mut cmd: Command) -> Peer {
         cmd.arg("-u").arg(python_script("peer.py"));
         let mut process = Background::spawn(&mut cmd);
         let ready = process.wait_for_line(|line| line.starts_with("ready "));

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::index::{MessageRules, OwnRules, Side};
 use super::{PolicyConfig, PolicyRule, RuleKind};
-use crate::Credentials;
+use crate::{Credentials, UserGroups};
 
 /// The rules that apply to one connection, in dbus-daemon's order.
 #[derive(Debug)]
@@ -84,6 +84,9 @@ impl CompiledPolicy {
     /// user) may by default, then the user and group rules of the default
     /// and mandatory contexts decide, the last matching one winning.
     pub fn allows_connection(&self, creds: &Credentials, bus_uid: Option<u32>) -> bool {
+        if creds.user_groups == UserGroups::UnknownUser {
+            return false;
+        }
         let groups = groups_of(creds);
         let mut allowed = Some(creds.uid) == bus_uid;
         for rule in self.config.default.iter().chain(&self.config.mandatory) {
@@ -139,8 +142,14 @@ impl CompiledPolicy {
     }
 }
 
-/// The connection's groups, its primary group when the list is empty.
+/// The connection's groups: the user database's when the daemon looked
+/// them up, else the socket's (its primary group when the list is empty).
 fn groups_of(creds: &Credentials) -> &[u32] {
+    match &creds.user_groups {
+        UserGroups::Known(groups) => return groups,
+        UserGroups::UnknownUser => return &[],
+        UserGroups::Unresolved => {}
+    }
     if creds.groups.is_empty() {
         std::slice::from_ref(&creds.gid)
     } else {

@@ -1,5 +1,6 @@
 //! The AccessDenied text of a refused message, worded as dbus-daemon's
-//! (`complain_about_message`), so logs and clients read the same.
+//! (`complain_about_message`), so logs and clients read the same. The
+//! command line (`comm=`) is the one the daemon read at accept time.
 
 use quickbus_wire::{Message, MessageType};
 
@@ -19,6 +20,8 @@ pub(crate) struct Party<'a> {
     pub name: Option<&'a str>,
     pub uid: u32,
     pub pid: Option<u32>,
+    /// The command line, when the daemon could read it.
+    pub comm: Option<&'a str>,
 }
 
 /// A refused message and why.
@@ -40,10 +43,16 @@ fn type_name(t: MessageType) -> &'static str {
 fn loginfo(party: Option<&Party<'_>>, bus: &str) -> String {
     match party {
         None => bus.to_owned(),
-        Some(p) => match p.pid {
-            Some(pid) => format!("uid={} pid={pid}", p.uid),
-            None => format!("uid={}", p.uid),
-        },
+        Some(p) => {
+            let mut info = format!("uid={}", p.uid);
+            if let Some(pid) = p.pid {
+                info.push_str(&format!(" pid={pid}"));
+            }
+            if let Some(comm) = p.comm {
+                info.push_str(&format!(" comm=\"{comm}\""));
+            }
+            info
+        }
     }
 }
 

@@ -54,6 +54,7 @@ impl Bus {
             name: conn.unique.as_deref(),
             uid: conn.creds.uid,
             pid: conn.creds.pid,
+            comm: conn.creds.comm.as_deref(),
         })
     }
 

@@ -8,7 +8,10 @@
 //! go to `unkeyed`. A message lacking a keyed field still meets the rules
 //! keyed by it (dbus-daemon lets path, member and error rules match
 //! messages without those fields, and interface deny rules match messages
-//! without an interface), so those rules are also listed per field.
+//! without an interface), so those rules are also listed per field, split
+//! by message type and by whether they can apply to a requested reply: a
+//! reply, which has no interface or member, does not visit every
+//! method-call rule of the policy.
 
 use quickbus_wire::MessageType;
 
@@ -124,13 +127,13 @@ pub(crate) struct MessageRules {
     by_prefix: Buckets,
     by_interface: Buckets,
     /// Interface-keyed deny rules: they apply to messages without one.
-    interface_denies: Vec<u32>,
+    interface_denies: Fallback,
     by_member: Buckets,
-    member_keyed: Vec<u32>,
+    member_keyed: Fallback,
     by_path: Buckets,
-    path_keyed: Vec<u32>,
+    path_keyed: Fallback,
     by_error: Buckets,
-    error_keyed: Vec<u32>,
+    error_keyed: Fallback,
     unkeyed: Vec<u32>,
     open: Openness,
 }
@@ -151,30 +154,46 @@ struct Openness {
 
 impl Openness {
     fn add(&mut self, side: Side, allow: bool, r: &MessageRule) {
-        if !allow || r.log {
+        // Every field named, so that a new rule attribute cannot be
+        // overlooked here.
+        let MessageRule {
+            msg_type,
+            path,
+            interface,
+            member,
+            error,
+            name,
+            requested_reply,
+            eavesdrop,
+            broadcast,
+            min_fds,
+            max_fds,
+            log,
+        } = r;
+        if !allow || *log {
             *self = Openness::default();
             return;
         }
-        let unconditional = r.name == NameMatch::Any
-            && r.msg_type.is_none()
-            && r.path.is_none()
-            && r.interface.is_none()
-            && r.member.is_none()
-            && r.error.is_none()
-            && r.broadcast.is_none()
-            && r.min_fds == 0;
+        let unconditional = *name == NameMatch::Any
+            && msg_type.is_none()
+            && path.is_none()
+            && interface.is_none()
+            && member.is_none()
+            && error.is_none()
+            && broadcast.is_none()
+            && *min_fds == 0;
         if !unconditional {
             return;
         }
         let widen =
-            |limit: &mut Option<u32>| *limit = Some(limit.map_or(r.max_fds, |l| l.max(r.max_fds)));
+            |limit: &mut Option<u32>| *limit = Some(limit.map_or(*max_fds, |l| l.max(*max_fds)));
         widen(&mut self.ordinary_up_to_fds);
         // See Rule::matches: eavesdrop="true" opens an allow rule to
         // eavesdropping and to unrequested replies; requested_reply="false"
         // only to the latter.
         let all = match side {
-            Side::Send => r.eavesdrop || r.requested_reply == Some(false),
-            Side::Receive => r.eavesdrop,
+            Side::Send => *eavesdrop || *requested_reply == Some(false),
+            Side::Receive => *eavesdrop,
         };
         if all {
             widen(&mut self.all_up_to_fds);
@@ -188,6 +207,51 @@ impl Openness {
             self.all_up_to_fds
         };
         limit.is_some_and(|max| m.unix_fds <= max)
+    }
+}
+
+/// Keyed rules that a message lacking the key's field still meets, split
+/// so a message visits only those that could match it.
+#[derive(Debug, Default)]
+struct Fallback {
+    /// Rules for one message type, by [`type_slot`].
+    typed: [Vec<u32>; 4],
+    /// Rules for any type.
+    untyped: Vec<u32>,
+    /// The untyped rules that can match a requested reply: deny rules
+    /// only do with `requested_reply="true"`.
+    untyped_for_requested_replies: Vec<u32>,
+}
+
+fn type_slot(t: MessageType) -> usize {
+    match t {
+        MessageType::MethodCall => 0,
+        MessageType::MethodReturn => 1,
+        MessageType::Error => 2,
+        MessageType::Signal => 3,
+    }
+}
+
+impl Fallback {
+    fn push(&mut self, pos: u32, allow: bool, spec: &MessageRule) {
+        match spec.msg_type {
+            Some(t) => self.typed[type_slot(t)].push(pos),
+            None => {
+                self.untyped.push(pos);
+                if allow || spec.requested_reply == Some(true) {
+                    self.untyped_for_requested_replies.push(pos);
+                }
+            }
+        }
+    }
+
+    fn visit<'s>(&'s self, m: &Facts<'_>, visit: &mut dyn FnMut(&'s [u32])) {
+        visit(&self.typed[type_slot(m.msg_type)]);
+        if m.is_reply && m.requested_reply {
+            visit(&self.untyped_for_requested_replies);
+        } else {
+            visit(&self.untyped);
+        }
     }
 }
 
@@ -227,17 +291,17 @@ impl MessageRules {
                 if let Some(interface) = &spec.interface {
                     push(&mut self.by_interface, interface, pos);
                     if !allow {
-                        self.interface_denies.push(pos);
+                        self.interface_denies.push(pos, allow, &spec);
                     }
                 } else if let Some(member) = &spec.member {
                     push(&mut self.by_member, member, pos);
-                    self.member_keyed.push(pos);
+                    self.member_keyed.push(pos, allow, &spec);
                 } else if let Some(path) = &spec.path {
                     push(&mut self.by_path, path, pos);
-                    self.path_keyed.push(pos);
+                    self.path_keyed.push(pos, allow, &spec);
                 } else if let Some(error) = &spec.error {
                     push(&mut self.by_error, error, pos);
-                    self.error_keyed.push(pos);
+                    self.error_keyed.push(pos, allow, &spec);
                 } else {
                     self.unkeyed.push(pos);
                 }
@@ -266,20 +330,15 @@ impl MessageRules {
         visit: &mut dyn FnMut(&'s [u32]),
     ) {
         visit(&self.unkeyed);
-        let keyed = |buckets: &'s Buckets, all: &'s [u32], value: Option<&str>| -> &'s [u32] {
-            match value {
-                Some(v) => buckets.get(v).map_or(&[][..], Vec::as_slice),
-                None => all,
-            }
-        };
-        visit(keyed(
-            &self.by_interface,
-            &self.interface_denies,
-            m.interface,
-        ));
-        visit(keyed(&self.by_member, &self.member_keyed, m.member));
-        visit(keyed(&self.by_path, &self.path_keyed, m.path));
-        visit(keyed(&self.by_error, &self.error_keyed, m.error));
+        let mut keyed =
+            |buckets: &'s Buckets, fallback: &'s Fallback, value: Option<&str>| match value {
+                Some(v) => visit(buckets.get(v).map_or(&[][..], Vec::as_slice)),
+                None => fallback.visit(m, visit),
+            };
+        keyed(&self.by_interface, &self.interface_denies, m.interface);
+        keyed(&self.by_member, &self.member_keyed, m.member);
+        keyed(&self.by_path, &self.path_keyed, m.path);
+        keyed(&self.by_error, &self.error_keyed, m.error);
         if self.by_name.is_empty() && self.by_prefix.is_empty() {
             return;
         }

@@ -153,6 +153,52 @@ fn connect_rules_decide_at_hello() {
 }
 
 #[test]
+fn user_database_groups_replace_the_sockets_and_unknown_users_are_refused() {
+    let mut h = Harness::new();
+    let mut config = policy(vec![PolicyRule::deny(RuleKind::Group(Some(3000)))]);
+    config.by_group.insert(
+        4000,
+        vec![PolicyRule::deny(RuleKind::Own(NameMatch::Exact(
+            "org.example.NotForGroup".into(),
+        )))],
+    );
+    h.bus.set_policy(config);
+    let request = |name: &str| {
+        call_bus(
+            "RequestName",
+            vec![s(name), quickbus_wire::Value::Uint32(0)],
+        )
+    };
+    // The socket says group 3000, the database does not: allowed.
+    let mut listed = creds(2000, 7);
+    listed.groups = vec![2000, 3000];
+    listed.user_groups = crate::UserGroups::Known(vec![2000, 4000]);
+    let allowed = h.bus.add_connection(listed, false);
+    h.driver(allowed, "Hello", vec![]);
+    // Group policies follow the database too.
+    let err = h.driver_error(allowed, request("org.example.NotForGroup"));
+    assert_eq!(err.0, errors::ACCESS_DENIED);
+    // The database says 3000 whatever the socket says: refused.
+    let mut member = creds(2001, 8);
+    member.user_groups = crate::UserGroups::Known(vec![2001, 3000]);
+    let refused = h.bus.add_connection(member, false);
+    h.send(refused, call_bus("Hello", vec![]));
+    assert!(matches!(
+        h.out.pop(),
+        Some(crate::Action::Disconnect { conn, .. }) if conn == refused
+    ));
+    // A uid the database does not know is refused even by allow-all rules.
+    let mut stranger = creds(2002, 9);
+    stranger.user_groups = crate::UserGroups::UnknownUser;
+    let refused = h.bus.add_connection(stranger, false);
+    h.send(refused, call_bus("Hello", vec![]));
+    assert!(matches!(
+        h.out.pop(),
+        Some(crate::Action::Disconnect { conn, .. }) if conn == refused
+    ));
+}
+
+#[test]
 fn destination_rules_match_any_name_the_receiver_holds() {
     let mut h = Harness::new();
     let mut base = policy(vec![]);

@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -55,7 +56,7 @@ impl RunningBus {
     /// Start `kind`; `quickbus_daemon` is the quickbus-daemon binary.
     /// Err(note) when the bus is not installed or does not start.
     pub fn start(kind: BusKind, quickbus_daemon: &Path) -> Result<RunningBus, String> {
-        RunningBus::start_with_socket_buffer(kind, quickbus_daemon, None)
+        RunningBus::start_with_limits(kind, quickbus_daemon, &[])
     }
 
     /// [`RunningBus::start`], with quickbus's `socket_buffer_bytes` limit
@@ -66,23 +67,44 @@ impl RunningBus {
         quickbus_daemon: &Path,
         socket_buffer: Option<usize>,
     ) -> Result<RunningBus, String> {
-        if socket_buffer.is_some() && kind != BusKind::Quickbus {
-            return Err(format!("{} cannot set its socket buffers", kind.name()));
+        match socket_buffer {
+            None => RunningBus::start(kind, quickbus_daemon),
+            Some(_) if kind != BusKind::Quickbus => {
+                Err(format!("{} cannot set its socket buffers", kind.name()))
+            }
+            Some(bytes) => RunningBus::start_with_limits(
+                kind,
+                quickbus_daemon,
+                &[("socket_buffer_bytes", bytes as u64)],
+            ),
         }
+    }
+
+    /// Start `kind` with some limits of the bench configuration replaced
+    /// (`(name, value)` as in `<limit name="...">`), e.g. raised far enough
+    /// that a scale run measures data structures, not limits.
+    pub fn start_with_limits(
+        kind: BusKind,
+        quickbus_daemon: &Path,
+        limits: &[(&str, u64)],
+    ) -> Result<RunningBus, String> {
+        // Several buses of one kind may run at once (socket buffer sweeps).
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
+        let socket_buffer = limits
+            .iter()
+            .find(|(name, _)| *name == "socket_buffer_bytes")
+            .map(|&(_, bytes)| bytes as usize);
         let dir = std::env::temp_dir().join(format!(
-            "quickbus-bench-{}-{}{}",
+            "quickbus-bench-{}-{}-{}",
             std::process::id(),
             kind.name(),
-            socket_buffer.map_or(String::new(), |b| format!("-sockbuf-{b}"))
+            STARTED.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let socket = dir.join("bus");
         let config = dir.join("bus.conf");
-        let extra = socket_buffer.map_or(String::new(), |bytes| {
-            format!("<limit name=\"socket_buffer_bytes\">{bytes}</limit>")
-        });
-        std::fs::write(&config, config_text(&socket, &extra))
+        std::fs::write(&config, config_text(&socket, limits))
             .map_err(|e| format!("{}: {e}", config.display()))?;
         let address = format!("unix:path={}", socket.display());
         let started = match kind {
@@ -113,6 +135,21 @@ impl RunningBus {
 
     pub fn connect(&self, timeout: Duration) -> Result<Connection, quickbus_client::Error> {
         Connection::connect_with_timeout(&self.address, timeout)
+    }
+
+    /// The process the bench started (the daemon itself, a wrapper that
+    /// exec'd it, or dbus-broker's socket activator).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Resident memory of the daemon and its descendants, in bytes
+    /// (VmRSS of each process).
+    pub fn rss_bytes(&self) -> u64 {
+        process_tree(self.child.id())
+            .into_iter()
+            .filter_map(process_rss_bytes)
+            .sum()
     }
 
     /// CPU seconds of the daemon and its descendants (dbus-broker runs as
@@ -276,9 +313,33 @@ fn ensure_journal_socket() -> Result<Option<JournalSocket>, String> {
     Ok(Some(JournalSocket))
 }
 
-/// The same permissive session configuration for every bus, with limits
-/// raised so no bus refuses the bench's traffic, and `extra` elements.
-fn config_text(socket: &Path, extra: &str) -> String {
+/// Limits of the bench configuration, raised so no bus refuses the
+/// bench's traffic.
+const BENCH_LIMITS: [(&str, u64); 7] = [
+    ("max_incoming_bytes", 1_000_000_000),
+    ("max_outgoing_bytes", 1_000_000_000),
+    ("max_message_size", 134_217_728),
+    ("max_completed_connections", 100_000),
+    ("max_connections_per_user", 100_000),
+    ("max_match_rules_per_connection", 50_000),
+    ("max_replies_per_connection", 50_000),
+];
+
+/// The same permissive session configuration for every bus, with
+/// [`BENCH_LIMITS`], each replaced by its entry in `overrides` if any (and
+/// the overrides not among them added).
+fn config_text(socket: &Path, overrides: &[(&str, u64)]) -> String {
+    let mut limits: Vec<(&str, u64)> = BENCH_LIMITS.to_vec();
+    for &(name, value) in overrides {
+        match limits.iter_mut().find(|(n, _)| *n == name) {
+            Some(limit) => limit.1 = value,
+            None => limits.push((name, value)),
+        }
+    }
+    let limits: String = limits
+        .iter()
+        .map(|(name, value)| format!("  <limit name=\"{name}\">{value}</limit>\n"))
+        .collect();
     format!(
         r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
@@ -292,19 +353,22 @@ fn config_text(socket: &Path, extra: &str) -> String {
     <allow receive_sender="*"/>
     <allow own="*"/>
   </policy>
-  <limit name="max_incoming_bytes">1000000000</limit>
-  <limit name="max_outgoing_bytes">1000000000</limit>
-  <limit name="max_message_size">134217728</limit>
-  <limit name="max_completed_connections">100000</limit>
-  <limit name="max_connections_per_user">100000</limit>
-  <limit name="max_match_rules_per_connection">50000</limit>
-  <limit name="max_replies_per_connection">50000</limit>
-  {}
-</busconfig>
+{limits}</busconfig>
 "#,
-        socket.display(),
-        extra
+        socket.display()
     )
+}
+
+/// VmRSS of `pid` from /proc/PID/status, in bytes.
+fn process_rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_rss_kib(&status).map(|kib| kib * 1024)
+}
+
+/// The `VmRSS:` line of a /proc/PID/status text, in KiB.
+fn parse_rss_kib(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// `pid` and all its descendants.
@@ -321,12 +385,17 @@ fn process_tree(pid: u32) -> Vec<u32> {
 /// Nanoseconds on CPU of all threads of `pid` (first schedstat field).
 fn process_run_ns(pid: u32) -> Option<u64> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    let mut total = 0;
+    // A thread may end between listing and reading: it is skipped. None
+    // only when no thread has a readable schedstat (no such kernel support).
+    let mut total = None;
     for task in tasks.flatten() {
-        let text = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
-        total += text.split_whitespace().next()?.parse::<u64>().ok()?;
+        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
+            continue;
+        };
+        let ns = text.split_whitespace().next()?.parse::<u64>().ok()?;
+        total = Some(total.unwrap_or(0) + ns);
     }
-    Some(total)
+    total
 }
 
 fn process_ticks(pid: u32) -> Option<u64> {
@@ -398,9 +467,32 @@ mod tests {
     }
 
     #[test]
+    fn limits_are_replaced_or_added() {
+        let text = config_text(
+            Path::new("/tmp/x"),
+            &[
+                ("max_match_rules_per_connection", 7),
+                ("max_names_per_connection", 9),
+            ],
+        );
+        assert!(text.contains(r#"<limit name="max_match_rules_per_connection">7</limit>"#));
+        assert!(!text.contains(r#"<limit name="max_match_rules_per_connection">50000"#));
+        assert!(text.contains(r#"<limit name="max_names_per_connection">9</limit>"#));
+        assert!(text.contains(r#"<limit name="max_incoming_bytes">1000000000</limit>"#));
+        assert_eq!(text.matches("<limit ").count(), BENCH_LIMITS.len() + 1);
+    }
+
+    #[test]
+    fn resident_memory_is_read_from_status() {
+        assert_eq!(parse_rss_kib("Name:\tx\nVmRSS:\t  1234 kB\n"), Some(1234));
+        assert_eq!(parse_rss_kib("Name:\tx\n"), None);
+        assert!(process_rss_bytes(std::process::id()).unwrap() > 0);
+    }
+
+    #[test]
     fn only_quickbus_takes_a_socket_buffer_size() {
-        let config = config_text(Path::new("/tmp/x/bus"), "<limit name=\"a\">1</limit>");
-        assert!(config.contains("<limit name=\"a\">1</limit>\n</busconfig>"));
+        let config = config_text(Path::new("/tmp/x/bus"), &[("socket_buffer_bytes", 4096)]);
+        assert!(config.contains("<limit name=\"socket_buffer_bytes\">4096</limit>\n</busconfig>"));
         let refused = RunningBus::start_with_socket_buffer(
             BusKind::DbusBroker,
             Path::new("/nonexistent"),

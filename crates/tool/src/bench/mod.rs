@@ -8,6 +8,7 @@ mod endpoint;
 mod messages;
 mod plot;
 mod report;
+mod scale;
 mod workloads;
 
 use std::path::PathBuf;
@@ -17,7 +18,10 @@ use report::{Key, Results, Subject};
 use workloads::Sample;
 
 #[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
+    #[command(subcommand)]
+    command: Option<BenchCommand>,
     /// Repetitions of every measurement (the report shows medians)
     #[arg(long, default_value_t = 3)]
     reps: u32,
@@ -55,6 +59,13 @@ pub struct BenchArgs {
     /// burst and round trip workloads.
     #[arg(long)]
     sweep_socket_buffers: bool,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum BenchCommand {
+    /// Cost per item as names, match rules, connections and pending
+    /// replies grow to 100,000 (issue 6)
+    Scale(Box<scale::ScaleArgs>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -188,7 +199,7 @@ fn plan(args: &BenchArgs) -> Result<Plan, String> {
     })
 }
 
-fn default_quickbus_daemon() -> PathBuf {
+pub(super) fn default_quickbus_daemon() -> PathBuf {
     std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().map(|dir| dir.join("quickbus-daemon")))
@@ -196,6 +207,9 @@ fn default_quickbus_daemon() -> PathBuf {
 }
 
 pub fn run(args: &BenchArgs) -> Result<(), String> {
+    if let Some(BenchCommand::Scale(scale)) = &args.command {
+        return scale::run(scale);
+    }
     let plan = plan(args)?;
     let daemon = args
         .quickbus

@@ -1,5 +1,6 @@
-//! The fast path ([`MessageRules::lets_through`]) against the full search
-//! over every combination of message facts.
+//! The index against a linear scan of the rules, and the fast path
+//! ([`MessageRules::lets_through`]) against the full search, over every
+//! combination of message facts.
 
 use quickbus_wire::MessageType;
 
@@ -187,4 +188,87 @@ fn conditional_allows_and_fd_limits_are_left_to_the_search() {
     );
     let without_fds = all_facts().iter().filter(|m| m.unix_fds == 0).count();
     assert_eq!(checked_fast_passes(&no_fds), without_fds);
+}
+
+const TYPES: [MessageType; 4] = [
+    MessageType::MethodCall,
+    MessageType::MethodReturn,
+    MessageType::Error,
+    MessageType::Signal,
+];
+
+/// The index must decide exactly as a scan of every rule would, for
+/// rules and messages with and without each keyed field.
+#[test]
+fn indexed_decisions_equal_a_linear_scan() {
+    let mut rules = MessageRules::new(Side::Send);
+    let types = [None].into_iter().chain(TYPES.map(Some));
+    for msg_type in types {
+        for interface in [None, Some("a.I")] {
+            for member in [None, Some("M")] {
+                for path in [None, Some("/p")] {
+                    for requested_reply in [None, Some(true), Some(false)] {
+                        for allow in [true, false] {
+                            let spec = MessageRule {
+                                msg_type,
+                                interface: interface.map(Into::into),
+                                member: member.map(Into::into),
+                                path: path.map(Into::into),
+                                requested_reply,
+                                ..MessageRule::default()
+                            };
+                            rules.push(allow, spec);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let no_names = |_: &mut dyn FnMut(&str)| {};
+    let mut checked = 0;
+    for msg_type in TYPES {
+        for interface in [None, Some("a.I"), Some("a.J")] {
+            for member in [None, Some("M"), Some("N")] {
+                for path in [None, Some("/p"), Some("/q")] {
+                    for (is_reply, requested_reply) in [(false, false), (true, false), (true, true)]
+                    {
+                        let facts = Facts {
+                            msg_type,
+                            path,
+                            interface,
+                            member,
+                            error: None,
+                            is_reply,
+                            broadcast: false,
+                            unix_fds: 0,
+                            requested_reply,
+                            eavesdropping: false,
+                        };
+                        let scanned = rules
+                            .rules
+                            .iter()
+                            .rev()
+                            .find(|r| r.matches(Side::Send, &facts));
+                        let indexed = rules.decide(&facts, &no_names);
+                        assert!(
+                            match (scanned, indexed) {
+                                (Some(a), Some(b)) => std::ptr::eq(a, b),
+                                (None, None) => true,
+                                _ => false,
+                            },
+                            "{facts:?}: scan {scanned:?}, index {indexed:?}"
+                        );
+                        let all = rules
+                            .rules
+                            .iter()
+                            .filter(|r| r.matches(Side::Send, &facts))
+                            .count();
+                        assert_eq!(rules.count_matches(&facts, &no_names), all, "{facts:?}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(checked, 4 * 3 * 3 * 3 * 3);
 }

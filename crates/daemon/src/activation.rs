@@ -1,0 +1,500 @@
+//! Starting the program of a `.service` file when the bus asks for it
+//! ([`quickbus_bus::Action::Activate`]), and turning its early death into
+//! the error every waiter gets.
+//!
+//! The child gets dbus-daemon's treatment: the `Exec=` line split with
+//! shell-like quoting, the daemon's environment plus the activation
+//! environment and `DBUS_STARTER_ADDRESS`/`DBUS_STARTER_BUS_TYPE`, stdin
+//! from /dev/null, its own process group, and on a system bus run by root
+//! the `User=` of its file. A child that exits with status 0 is not a
+//! failure (a service may fork into the background); any other exit before
+//! the name is taken is.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use quickbus_bus::errors::{self, BusError};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use tracing::{info, warn};
+
+use crate::service_file::{self, ServiceFile};
+
+/// The `.service` files the daemon knows and the directories they came
+/// from. Shared by the [`Launcher`] and the bus's service lookup (a name
+/// nobody knows makes the directories be read again, as dbus-daemon does,
+/// but only when one of them changed since the last reading).
+#[derive(Default)]
+pub struct ServiceTable {
+    dirs: Vec<PathBuf>,
+    /// Each directory's mtime at the last reading (None: unreadable).
+    dir_times: Vec<Option<SystemTime>>,
+    /// When the directories were last read.
+    read_at: Option<SystemTime>,
+    services: HashMap<String, ServiceFile>,
+}
+
+/// The coarsest directory mtime resolution we allow for: within this of the
+/// last reading, an unchanged mtime proves nothing.
+const MTIME_GRANULARITY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A [`ServiceTable`] shared between the launcher and the bus.
+pub type SharedServices = Arc<Mutex<ServiceTable>>;
+
+fn dir_times(dirs: &[PathBuf]) -> Vec<Option<SystemTime>> {
+    dirs.iter()
+        .map(|d| std::fs::metadata(d).and_then(|m| m.modified()).ok())
+        .collect()
+}
+
+impl ServiceTable {
+    /// `services` as just read from `dirs`.
+    pub fn new(dirs: Vec<PathBuf>, services: Vec<ServiceFile>) -> ServiceTable {
+        let mut table = ServiceTable::default();
+        table.replace(dirs, services);
+        table
+    }
+
+    /// After a reload: new activations use these.
+    pub fn replace(&mut self, dirs: Vec<PathBuf>, services: Vec<ServiceFile>) {
+        self.read_at = Some(SystemTime::now());
+        self.dir_times = dir_times(&dirs);
+        self.dirs = dirs;
+        self.services = services.into_iter().map(|s| (s.name.clone(), s)).collect();
+    }
+
+    pub fn get(&self, name: &str) -> Option<&ServiceFile> {
+        self.services.get(name)
+    }
+
+    /// `name` is not known: read the directories again if one changed,
+    /// and return its file if one appeared. Known names keep their files
+    /// (a reload replaces them).
+    pub fn find_new(&mut self, name: &str) -> Option<&ServiceFile> {
+        let times = dir_times(&self.dirs);
+        if times != self.dir_times || self.may_hide_changes() {
+            self.read_at = Some(SystemTime::now());
+            self.dir_times = times;
+            for service in service_file::scan(&self.dirs, |w| warn!("{w}")) {
+                self.services.entry(service.name.clone()).or_insert(service);
+            }
+        }
+        self.services.get(name)
+    }
+
+    /// Whether a directory changed so close to the last reading that a
+    /// coarse file-system clock could hide a later change.
+    fn may_hide_changes(&self) -> bool {
+        let Some(read_at) = self.read_at else {
+            return true;
+        };
+        self.dir_times
+            .iter()
+            .flatten()
+            .any(|&mtime| mtime + MTIME_GRANULARITY >= read_at)
+    }
+
+    /// The lookup the bus calls for names it does not know.
+    pub fn lookup(shared: SharedServices) -> quickbus_bus::activation::ServiceLookup {
+        Box::new(move |name: &str| {
+            let mut table = lock(&shared);
+            table.find_new(name).map(|s| s.systemd_service.clone())
+        })
+    }
+}
+
+/// The table, even if a panic poisoned the lock (the table stays valid).
+fn lock(shared: &SharedServices) -> MutexGuard<'_, ServiceTable> {
+    shared
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Variables of the daemon's own environment that belong to the daemon
+/// (systemd sets them for it), not to the services it starts.
+const DAEMON_ONLY_VARIABLES: &[&str] = &[
+    "JOURNAL_STREAM",
+    "LISTEN_FDNAMES",
+    "LISTEN_FDS",
+    "LISTEN_PID",
+    "NOTIFY_SOCKET",
+    "INVOCATION_ID",
+];
+
+/// One started program, until it exits.
+struct Spawned {
+    name: String,
+    child: Child,
+}
+
+/// Starts services and watches them until they exit.
+pub struct Launcher {
+    services: SharedServices,
+    /// The bus address the services connect back to.
+    address: String,
+    bus_type: String,
+    /// `User=` is honoured: we are root on a system bus.
+    switch_user: bool,
+    children: Vec<Spawned>,
+    /// The pid last started for each name: only its exit can fail the
+    /// activation under way.
+    latest: HashMap<String, u32>,
+}
+
+impl Launcher {
+    pub fn new(services: SharedServices, address: String, bus_type: String) -> Launcher {
+        let switch_user = bus_type == "system" && rustix::process::getuid().is_root();
+        Launcher {
+            services,
+            address,
+            bus_type,
+            switch_user,
+            children: Vec::new(),
+            latest: HashMap::new(),
+        }
+    }
+
+    /// The service files after a reload: new activations use them.
+    pub fn set_services(&mut self, dirs: Vec<PathBuf>, services: Vec<ServiceFile>) {
+        lock(&self.services).replace(dirs, services);
+    }
+
+    /// Start the program that provides `name`. `env`: what
+    /// UpdateActivationEnvironment set.
+    pub fn start(&mut self, name: &str, env: &HashMap<String, String>) -> Result<(), BusError> {
+        let service = lock(&self.services).get(name).cloned().ok_or_else(|| {
+            BusError::new(
+                errors::SPAWN_SERVICE_NOT_FOUND,
+                format!("The name {name} was not provided by any .service files"),
+            )
+        })?;
+        let mut command = self.command(&service, env)?;
+        let program = command.get_program().to_string_lossy().into_owned();
+        let child = command.spawn().map_err(|e| {
+            warn!("failed to activate service '{name}': cannot run {program}: {e}");
+            BusError::new(
+                errors::SPAWN_EXEC_FAILED,
+                format!("Failed to execute program {program}: {e}"),
+            )
+        })?;
+        info!("activating service name='{name}' pid={}", child.id());
+        self.latest.insert(name.to_owned(), child.id());
+        self.children.push(Spawned {
+            name: name.to_owned(),
+            child,
+        });
+        Ok(())
+    }
+
+    fn command(
+        &self,
+        service: &ServiceFile,
+        env: &HashMap<String, String>,
+    ) -> Result<Command, BusError> {
+        let name = &service.name;
+        let exec = service.exec.as_deref().unwrap_or("").trim();
+        if exec.is_empty() {
+            return Err(BusError::new(
+                errors::SPAWN_EXEC_FAILED,
+                format!(
+                    "Cannot launch {name}: {} has no Exec= line",
+                    service.path.display()
+                ),
+            ));
+        }
+        let argv = shlex::split(exec)
+            .filter(|a| !a.is_empty())
+            .ok_or_else(|| {
+                BusError::new(
+                    errors::SPAWN_EXEC_FAILED,
+                    format!("Cannot launch {name}: cannot parse Exec={exec}"),
+                )
+            })?;
+        let mut command = Command::new(&argv[0]);
+        command.args(&argv[1..]);
+        for var in DAEMON_ONLY_VARIABLES {
+            command.env_remove(var);
+        }
+        command.envs(env);
+        command.env("DBUS_STARTER_ADDRESS", &self.address);
+        command.env("DBUS_STARTER_BUS_TYPE", &self.bus_type);
+        match self.bus_type.as_str() {
+            "session" => {
+                command.env("DBUS_SESSION_BUS_ADDRESS", &self.address);
+            }
+            "system" => {
+                command.env("DBUS_SYSTEM_BUS_ADDRESS", &self.address);
+            }
+            _ => {}
+        }
+        command.stdin(Stdio::null());
+        // Signals meant for the daemon's process group (a terminal's ^C)
+        // are not the service's business.
+        command.process_group(0);
+        if let (true, Some(user)) = (self.switch_user, service.user.as_deref()) {
+            let (uid, gid) = crate::userdb::UserDb::load().account(user).ok_or_else(|| {
+                BusError::new(
+                    errors::SPAWN_SETUP_FAILED,
+                    format!("Cannot launch {name}: no such user {user}"),
+                )
+            })?;
+            // std drops root's supplementary groups when it changes uid.
+            command.gid(gid);
+            command.uid(uid);
+        }
+        Ok(command)
+    }
+
+    /// The activation of `name` timed out: kill the program started for
+    /// it (its exit is reaped as usual, and fails nothing any more).
+    pub fn stop(&mut self, name: &str) {
+        let Some(&pid) = self.latest.get(name) else {
+            return;
+        };
+        if let Some(spawned) = self.children.iter_mut().find(|c| c.child.id() == pid) {
+            warn!("killing service {name} (pid {pid}): it did not take its name in time");
+            let _ = spawned.child.kill();
+        }
+    }
+
+    /// The other names whose `.service` file has the same Exec line as
+    /// `name`'s: one program's failure fails them too, as in dbus-daemon.
+    pub fn same_program(&self, name: &str) -> Vec<String> {
+        let table = lock(&self.services);
+        let Some(exec) = table.get(name).and_then(|s| s.exec.as_deref()) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = table
+            .services
+            .values()
+            .filter(|s| s.name != name && s.exec.as_deref() == Some(exec))
+            .map(|s| s.name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Collect the children that exited (after SIGCHLD). Returns the
+    /// activations their exit fails: (name, error).
+    pub fn reap(&mut self) -> Vec<(String, BusError)> {
+        let mut failed = Vec::new();
+        let mut still_running = Vec::with_capacity(self.children.len());
+        for mut spawned in std::mem::take(&mut self.children) {
+            let status = match spawned.child.try_wait() {
+                Ok(Some(status)) => status,
+                Ok(None) => {
+                    still_running.push(spawned);
+                    continue;
+                }
+                Err(e) => {
+                    warn!("cannot wait for service {}: {e}", spawned.name);
+                    continue;
+                }
+            };
+            let pid = spawned.child.id();
+            let name = spawned.name;
+            if self.latest.get(&name) == Some(&pid) {
+                self.latest.remove(&name);
+            } else {
+                continue; // an older instance: its activation is long over
+            }
+            if let Some(code) = status.code() {
+                if code != 0 {
+                    failed.push((
+                        name.clone(),
+                        BusError::new(
+                            errors::SPAWN_CHILD_EXITED,
+                            format!("Process {name} exited with status {code}"),
+                        ),
+                    ));
+                }
+            } else if let Some(signal) = status.signal() {
+                failed.push((
+                    name.clone(),
+                    BusError::new(
+                        errors::SPAWN_CHILD_SIGNALED,
+                        format!("Process {name} received signal {signal}"),
+                    ),
+                ));
+            }
+        }
+        self.children = still_running;
+        failed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+    use std::time::{Duration, Instant};
+
+    fn service(name: &str, exec: Option<&str>) -> ServiceFile {
+        ServiceFile {
+            path: PathBuf::from(format!("/x/{name}.service")),
+            name: name.into(),
+            exec: exec.map(str::to_owned),
+            user: None,
+            systemd_service: None,
+        }
+    }
+
+    fn table(services: Vec<ServiceFile>) -> SharedServices {
+        Arc::new(Mutex::new(ServiceTable::new(Vec::new(), services)))
+    }
+
+    /// Reap until `launcher` has no children (bounded).
+    fn reap_all(launcher: &mut Launcher) -> Vec<(String, BusError)> {
+        let give_up = Instant::now() + Duration::from_secs(60);
+        let mut failed = Vec::new();
+        while !launcher.children.is_empty() {
+            assert!(Instant::now() < give_up, "children never exited");
+            failed.extend(launcher.reap());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        failed
+    }
+
+    #[test]
+    fn exits_become_errors_except_status_zero() {
+        let mut launcher = Launcher::new(
+            table(vec![
+                service("org.x.Fails", Some("/bin/sh -c 'exit 3'")),
+                service("org.x.Daemonizes", Some("/bin/true")),
+                service("org.x.Crashes", Some("/bin/sh -c 'kill -9 $$'")),
+            ]),
+            "unix:path=/nonexistent".into(),
+            "session".into(),
+        );
+        let env = HashMap::new();
+        for name in ["org.x.Fails", "org.x.Daemonizes", "org.x.Crashes"] {
+            launcher.start(name, &env).unwrap();
+        }
+        let mut failed = reap_all(&mut launcher);
+        failed.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(failed.len(), 2, "{failed:?}");
+        assert_eq!(failed[0].0, "org.x.Crashes");
+        assert_eq!(failed[0].1.name, errors::SPAWN_CHILD_SIGNALED);
+        assert_eq!(
+            failed[0].1.message,
+            "Process org.x.Crashes received signal 9"
+        );
+        assert_eq!(failed[1].0, "org.x.Fails");
+        assert_eq!(failed[1].1.name, errors::SPAWN_CHILD_EXITED);
+        assert_eq!(
+            failed[1].1.message,
+            "Process org.x.Fails exited with status 3"
+        );
+    }
+
+    #[test]
+    fn stop_kills_the_program_of_a_timed_out_activation() {
+        let mut launcher = Launcher::new(
+            table(vec![service("org.x.Slow", Some("/bin/sleep 600"))]),
+            "unix:path=/nonexistent".into(),
+            "session".into(),
+        );
+        launcher.start("org.x.Slow", &HashMap::new()).unwrap();
+        launcher.stop("org.x.Other"); // not started: nothing happens
+        assert!(launcher.reap().is_empty());
+        launcher.stop("org.x.Slow");
+        let failed = reap_all(&mut launcher);
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].1.name, errors::SPAWN_CHILD_SIGNALED);
+    }
+
+    #[test]
+    fn names_sharing_a_program_are_found() {
+        let launcher = Launcher::new(
+            table(vec![
+                service("org.x.A", Some("/usr/bin/multi --serve")),
+                service("org.x.B", Some("/usr/bin/multi --serve")),
+                service("org.x.C", Some("/usr/bin/other")),
+            ]),
+            "unix:path=/nonexistent".into(),
+            "session".into(),
+        );
+        assert_eq!(launcher.same_program("org.x.A"), ["org.x.B"]);
+        assert!(launcher.same_program("org.x.C").is_empty());
+        assert!(launcher.same_program("org.x.Unknown").is_empty());
+    }
+
+    #[test]
+    fn a_file_added_later_is_found_by_a_lookup() {
+        let dir = std::env::temp_dir().join(format!("qb-table-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |file: &str, name: &str, extra: &str| {
+            let text = format!("[D-BUS Service]\nName={name}\nExec=/bin/true\n{extra}");
+            std::fs::write(dir.join(file), text).unwrap();
+        };
+        write("a.service", "org.x.A", "");
+        let dirs = vec![dir.clone()];
+        let found = service_file::scan(&dirs, |_| {});
+        let shared = Arc::new(Mutex::new(ServiceTable::new(dirs, found)));
+        let mut lookup = ServiceTable::lookup(shared.clone());
+        assert_eq!(lookup("org.x.B"), None);
+        // A new file (the directory's mtime moves; a coarse clock may need
+        // a nudge, which is why it is set explicitly).
+        write("b.service", "org.x.B", "SystemdService=b.service\n");
+        let later = SystemTime::now() + Duration::from_secs(5);
+        std::fs::File::open(&dir)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        assert_eq!(lookup("org.x.B"), Some(Some("b.service".to_owned())));
+        assert!(lock(&shared).get("org.x.B").is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bad_exec_lines_fail_at_once() {
+        let mut launcher = Launcher::new(
+            table(vec![
+                service("org.x.Missing", Some("/nonexistent/program --flag")),
+                service("org.x.NoExec", None),
+                service("org.x.BadQuote", Some("/bin/true 'unterminated")),
+            ]),
+            "unix:path=/nonexistent".into(),
+            "session".into(),
+        );
+        let env = HashMap::new();
+        let err = launcher.start("org.x.Missing", &env).unwrap_err();
+        assert_eq!(err.name, errors::SPAWN_EXEC_FAILED);
+        assert!(
+            err.message.contains("/nonexistent/program"),
+            "{}",
+            err.message
+        );
+        let err = launcher.start("org.x.NoExec", &env).unwrap_err();
+        assert_eq!(err.name, errors::SPAWN_EXEC_FAILED);
+        let err = launcher.start("org.x.BadQuote", &env).unwrap_err();
+        assert_eq!(err.name, errors::SPAWN_EXEC_FAILED);
+        let err = launcher.start("org.x.Unknown", &env).unwrap_err();
+        assert_eq!(err.name, errors::SPAWN_SERVICE_NOT_FOUND);
+        assert!(launcher.children.is_empty());
+    }
+
+    #[test]
+    fn the_child_sees_quoted_arguments_and_the_starter_environment() {
+        let dir = std::env::temp_dir().join(format!("qb-launch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("env");
+        let script = format!(
+            "/bin/sh -c 'printf \"%s|%s|%s|%s|%s\" \"$1\" \"$DBUS_STARTER_ADDRESS\" \"$DBUS_STARTER_BUS_TYPE\" \"$FROM_UAE\" \"$(cat)\" > {}' sh \"two words\"",
+            out.display()
+        );
+        let mut launcher = Launcher::new(
+            table(vec![service("org.x.Env", Some(&script))]),
+            "unix:path=/the/bus".into(),
+            "session".into(),
+        );
+        let env = HashMap::from([("FROM_UAE".to_owned(), "yes".to_owned())]);
+        launcher.start("org.x.Env", &env).unwrap();
+        assert!(reap_all(&mut launcher).is_empty());
+        let seen = std::fs::read_to_string(&out).unwrap();
+        assert_eq!(seen, "two words|unix:path=/the/bus|session|yes|");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

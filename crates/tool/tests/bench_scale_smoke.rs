@@ -1,0 +1,98 @@
+//! A tiny run of `quickbus bench scale` against quickbus-daemon and
+//! dbus-daemon: every phase fills every block on both buses, reports its
+//! ratios, and writes JSON and charts. No timing is checked. Needs
+//! quickbus-daemon built next to quickbus (`cargo build -p
+//! quickbus-daemon`) and /usr/bin/dbus-daemon.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const PHASES: [&str; 4] = ["names", "rules", "connections", "pending"];
+const BUSES: [&str; 2] = ["quickbus", "dbus-daemon"];
+
+fn quickbus_daemon() -> PathBuf {
+    let tool = PathBuf::from(env!("CARGO_BIN_EXE_quickbus"));
+    let daemon = tool.with_file_name("quickbus-daemon");
+    assert!(
+        daemon.exists(),
+        "{} missing: run `cargo build -p quickbus-daemon` first",
+        daemon.display()
+    );
+    daemon
+}
+
+#[test]
+fn quick_scale_run_fills_every_phase_on_both_buses() {
+    let dir = std::env::temp_dir().join(format!("quickbus-scale-smoke-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("scale.json");
+    let plots = dir.join("plots");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quickbus"))
+        .args([
+            "bench", "scale", "--quick", "--names", "300", "--rules", "300",
+        ])
+        .args([
+            "--connections",
+            "40",
+            "--pending",
+            "300",
+            "--probe-reps",
+            "3",
+        ])
+        .args(["--buses", "quickbus,dbus-daemon"])
+        .arg("--quickbus")
+        .arg(quickbus_daemon())
+        .arg("--json")
+        .arg(&json)
+        .arg("--plots")
+        .arg(&plots)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start quickbus bench scale");
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while child.try_wait().expect("wait for bench").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("bench scale did not finish: {:?}", child.wait_with_output());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().expect("bench output");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("FAILED"), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("skipped"), "{stdout}");
+    for phase in PHASES {
+        assert!(
+            stdout.contains(&format!("{phase} flatness")),
+            "no {phase} summary:\n{stdout}"
+        );
+    }
+
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written")).unwrap();
+    let runs = report["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), PHASES.len() * BUSES.len(), "{report}");
+    for run in runs {
+        assert!(run["error"].is_null(), "{run}");
+        let points = run["points"].as_array().unwrap();
+        // The empty bus, then 4 blocks, the last holding every item.
+        assert_eq!(points.len(), 5, "{run}");
+        assert_eq!(points[4]["size"], run["count"], "{run}");
+        for point in points {
+            assert_eq!(point["probes"].as_array().unwrap().len(), 5, "{point}");
+            assert!(point["rss_bytes"].as_u64().unwrap() > 0, "{point}");
+        }
+        assert!(run["flatness"]["block_wall"].is_number(), "{run}");
+    }
+    for chart in ["names-block.svg", "rules-cpu.svg", "pending-call.svg"] {
+        let svg = std::fs::read_to_string(plots.join(chart)).expect(chart);
+        assert_eq!(svg.matches("<polyline").count(), BUSES.len(), "{chart}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
