@@ -9,6 +9,7 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod flow;
+pub mod idle_buffers;
 pub mod listen;
 pub mod peer;
 pub mod policy;

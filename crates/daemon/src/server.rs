@@ -22,6 +22,7 @@ use crate::accounting::{UserTally, Users};
 use crate::activation::Launcher;
 use crate::auth::{AuthConfig, AuthProgress, SaslServer};
 use crate::flow::{self, OutBounds};
+use crate::idle_buffers::IdleBuffers;
 use crate::service_file::ServiceFile;
 use crate::transport::{OutItem, ReadStatus, Transport};
 
@@ -98,6 +99,8 @@ struct Conn {
     fd_deadline: Option<Instant>,
     /// Registered for writability too (see `Server::watch_writable`).
     watching_writable: bool,
+    /// The loop turn of its last read (see `IdleBuffers`).
+    last_read_turn: u64,
 }
 
 /// A sender held back for one full receiver.
@@ -145,6 +148,9 @@ pub struct Server {
     /// per message once warm (callgrind: a fresh actions vector per message
     /// and two per turn).
     spare: Spare,
+    /// Emptied read buffers waiting to be freed if their connection stays
+    /// quiet.
+    idle_buffers: IdleBuffers,
 }
 
 #[derive(Default)]
@@ -190,6 +196,7 @@ impl Server {
             dirty: Vec::new(),
             actions: Vec::new(),
             spare: Spare::default(),
+            idle_buffers: IdleBuffers::default(),
         })
     }
 
@@ -245,6 +252,14 @@ impl Server {
             self.apply_actions();
             self.flush_dirty();
             self.release_holds(Instant::now());
+            let conns = &mut self.conns;
+            self.idle_buffers.end_turn(|token, emptied_at| {
+                if let Some(conn) = conns.get_mut(&token) {
+                    if conn.last_read_turn == emptied_at {
+                        conn.transport.release_idle_buffer();
+                    }
+                }
+            });
         }
     }
 
@@ -405,6 +420,7 @@ impl Server {
                 hold: None,
                 fd_deadline: None,
                 watching_writable: false,
+                last_read_turn: 0,
             },
         );
         self.incomplete += 1;
@@ -460,7 +476,10 @@ impl Server {
                 ReadStatus::Short if hung_up => {}
                 ReadStatus::Short | ReadStatus::Drained => {
                     if let Some(conn) = self.conns.get_mut(&token) {
-                        conn.transport.release_idle_buffer();
+                        conn.last_read_turn = self.idle_buffers.turn();
+                        if conn.transport.input().is_empty() {
+                            self.idle_buffers.emptied(token);
+                        }
                     }
                     return;
                 }
