@@ -5,6 +5,7 @@
 
 pub mod activation;
 pub mod auth;
+pub mod bus_identity;
 pub mod cli;
 pub mod config;
 pub mod listen;
