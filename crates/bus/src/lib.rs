@@ -16,6 +16,7 @@ mod introspect;
 pub mod limits;
 pub mod match_index;
 pub mod match_rule;
+pub mod overflow;
 pub mod policy;
 pub mod registry;
 pub mod replies;
@@ -23,6 +24,8 @@ mod stats;
 mod subscriptions;
 mod traffic;
 
+#[cfg(test)]
+mod fuzz_regressions;
 #[cfg(test)]
 mod tests;
 

@@ -3,11 +3,13 @@
 //! [`startup`] turns the command line into a running [`server`]; the server
 //! moves bytes between sockets ([`transport`]) and the sans-I/O bus core.
 
+pub mod accounting;
 pub mod activation;
 pub mod auth;
 pub mod bus_identity;
 pub mod cli;
 pub mod config;
+pub mod flow;
 pub mod listen;
 pub mod peer;
 pub mod policy;

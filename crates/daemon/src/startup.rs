@@ -15,6 +15,7 @@ use crate::activation::{Launcher, ServiceTable};
 use crate::auth::AuthConfig;
 use crate::cli::{Options, PrintTarget};
 use crate::config::BusConfig;
+use crate::flow::OutBounds;
 use crate::listen::{self, Listener};
 use crate::server::{Reloaded, Server, ServerOptions};
 use crate::service_file;
@@ -185,6 +186,13 @@ fn serve(
         max_incomplete_connections: limits.max_incomplete_connections as usize,
         max_connections: limits.max_completed_connections as usize,
         max_message_size: limits.max_message_size as usize,
+        out_bounds: OutBounds {
+            max_bytes: usize::try_from(limits.max_outgoing_bytes).unwrap_or(usize::MAX),
+            max_fds: usize::try_from(limits.max_outgoing_unix_fds).unwrap_or(usize::MAX),
+            hold: crate::flow::DEFAULT_HOLD,
+        },
+        max_incoming_unix_fds: usize::try_from(limits.max_incoming_unix_fds).unwrap_or(usize::MAX),
+        pending_fd_timeout: Duration::from_millis(limits.pending_fd_timeout_ms),
         socket_buffer_bytes: limits.socket_buffer_bytes as usize,
         reload: reloader(opts.clone()),
         launcher,

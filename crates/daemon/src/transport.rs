@@ -49,6 +49,10 @@ impl OutItem {
     fn has_fds(&self) -> bool {
         self.fds.as_ref().is_some_and(|f| !f.is_empty())
     }
+
+    fn fd_count(&self) -> usize {
+        self.fds.as_ref().map_or(0, |f| f.len())
+    }
 }
 
 /// Outcome of draining the socket.
@@ -76,6 +80,8 @@ pub struct Transport {
     /// Bytes of `out.front()` already written.
     out_offset: usize,
     out_bytes: usize,
+    /// Fds held by the items in `out`.
+    out_fds: usize,
 }
 
 impl Transport {
@@ -90,6 +96,7 @@ impl Transport {
             out: VecDeque::new(),
             out_offset: 0,
             out_bytes: 0,
+            out_fds: 0,
         }
     }
 
@@ -195,11 +202,17 @@ impl Transport {
 
     pub fn queue(&mut self, item: OutItem) {
         self.out_bytes += item.len();
+        self.out_fds += item.fd_count();
         self.out.push_back(item);
     }
 
     pub fn queued_bytes(&self) -> usize {
         self.out_bytes - self.out_offset
+    }
+
+    /// Fds waiting in the outgoing queue (`max_outgoing_unix_fds`).
+    pub fn queued_fds(&self) -> usize {
+        self.out_fds
     }
 
     pub fn has_output(&self) -> bool {
@@ -269,6 +282,7 @@ impl Transport {
             }
             written -= left;
             self.out_bytes -= front.len();
+            self.out_fds -= front.fd_count();
             self.out_offset = 0;
             self.out.pop_front();
         }
@@ -313,6 +327,7 @@ mod tests {
         assert_eq!(t.queued_bytes(), 110);
         assert!(t.flush().unwrap());
         assert_eq!(t.queued_bytes(), 0);
+        assert_eq!(t.queued_fds(), 0);
         let mut got = vec![0u8; 110];
         peer.read_exact(&mut got).unwrap();
         for i in 0..10u8 {
@@ -401,6 +416,25 @@ mod tests {
         peer.write_all(b"again").unwrap();
         assert_eq!(t.read_once().unwrap(), ReadStatus::Short);
         assert_eq!(t.input(), b"again");
+    }
+
+    #[test]
+    fn queued_fds_are_counted_until_written() {
+        let (mut t, mut peer) = pair();
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        t.queue(OutItem {
+            header: Bytes::from_static(b"with fds"),
+            body: Bytes::new(),
+            fds: Some(Arc::new(vec![r, w])),
+        });
+        t.queue(OutItem::raw(Bytes::from_static(b"plain")));
+        assert_eq!(t.queued_fds(), 2);
+        assert_eq!(t.queued_bytes(), 13);
+        assert!(t.flush().unwrap());
+        assert_eq!(t.queued_fds(), 0);
+        let mut got = [0u8; 13];
+        peer.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"with fdsplain");
     }
 
     #[test]

@@ -78,6 +78,12 @@ impl TestDaemon {
         self.child.id()
     }
 
+    /// The address the daemon printed.
+    #[allow(dead_code)] // used by reliability.rs, not hostile.rs
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
     fn socket_path(&self) -> PathBuf {
         self.dir.path().join("bus")
     }

@@ -1,0 +1,351 @@
+//! Flow control for receivers that do not read: what happens to a message
+//! whose receiver's outgoing queue is already full.
+//!
+//! The rule (docs/reliability.md has it beside dbus-daemon's and
+//! dbus-broker's):
+//!
+//! - A receiver's queue is bounded by `max_outgoing_bytes` and
+//!   `max_outgoing_unix_fds`.
+//! - Replies and errors go in: the receiver asked for them. Up to twice
+//!   the bound, that is: a peer that keeps calling without reading its
+//!   replies past that is disconnected, with a log line naming it (its
+//!   queue has no other way to grow that far).
+//! - A method call to a full receiver is refused: its caller gets
+//!   `LimitsExceeded` at once.
+//! - A signal to a full receiver still goes in, and the sender is held back
+//!   (the daemon stops reading it, so the kernel pushes back on it) until
+//!   the receiver drains to half its bound, or for at most the hold time.
+//!   With no sender to hold (the bus's own signal, or one the receiver
+//!   sent itself) the signal is dropped and counted at once.
+//! - A receiver still full when a hold ends is *lossy*: further signals to
+//!   it are dropped and counted, nobody is held for it any more, and a log
+//!   line names it. Once it drains to half its bound it gets one
+//!   `MessagesLost(u count)` signal from the bus, which monitors see too.
+
+use std::time::{Duration, Instant};
+
+/// How long a signal's sender is held back for one full receiver.
+pub const DEFAULT_HOLD: Duration = Duration::from_secs(1);
+
+/// The bounds of one connection's outgoing queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutBounds {
+    pub max_bytes: usize,
+    pub max_fds: usize,
+    pub hold: Duration,
+}
+
+/// How full a queue is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Fill {
+    Room,
+    /// At its bound: only replies go in.
+    Full,
+    /// At twice its bound: not even replies.
+    Overflowing,
+}
+
+impl OutBounds {
+    /// The queue holds as much as it may.
+    pub fn full(&self, bytes: usize, fds: usize) -> bool {
+        bytes >= self.max_bytes || fds >= self.max_fds
+    }
+
+    pub fn fill(&self, bytes: usize, fds: usize) -> Fill {
+        let twice = |max: usize| max.saturating_mul(2);
+        if bytes >= twice(self.max_bytes) || fds >= twice(self.max_fds) {
+            Fill::Overflowing
+        } else if self.full(bytes, fds) {
+            Fill::Full
+        } else {
+            Fill::Room
+        }
+    }
+
+    /// The bounds of all of one user's queues together (see
+    /// [`crate::accounting`]).
+    pub fn per_user(&self) -> OutBounds {
+        let times = crate::accounting::USER_QUEUES_PER_CONNECTION_BOUND;
+        OutBounds {
+            max_bytes: self.max_bytes.saturating_mul(times),
+            max_fds: self.max_fds.saturating_mul(times),
+            hold: self.hold,
+        }
+    }
+
+    /// Drained enough to take more without holding anyone again.
+    pub fn drained(&self, bytes: usize, fds: usize) -> bool {
+        bytes <= self.max_bytes / 2 && fds <= self.max_fds / 2
+    }
+}
+
+/// What a delivery is, as far as flow control cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A method call to its destination that expects a reply: refused
+    /// when the queue is full.
+    Call,
+    /// A method return or error: always queued.
+    Reply,
+    /// A signal, or anything a monitor watches: held, then dropped.
+    Signal,
+}
+
+impl Kind {
+    /// From the message-type byte of a header (the second byte), and
+    /// whether the receiver only watches (a monitor's copy of a call is not
+    /// the call: refusing it would fail a call that was delivered).
+    pub fn of(header: &[u8], receiver_is_monitor: bool) -> Kind {
+        if receiver_is_monitor {
+            return Kind::Signal;
+        }
+        // Byte 1 is the type, byte 2 the flags (0x1: no reply expected; a
+        // caller that wants no answer cannot hear a refusal either, so its
+        // call is dealt with like a signal).
+        match header.get(1) {
+            Some(1) if header.get(2).is_some_and(|f| f & 1 == 0) => Kind::Call,
+            Some(2 | 3) => Kind::Reply,
+            _ => Kind::Signal,
+        }
+    }
+}
+
+/// What to do with one delivery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Queue,
+    /// Queue it and hold the sender back until the receiver drains.
+    QueueAndHoldSender,
+    /// Do not queue it; the receiver is told how many it lost later.
+    Drop,
+    /// Do not queue it; answer the caller with LimitsExceeded.
+    RefuseCall,
+    /// A reply to a receiver whose queue is at twice its bound: it does
+    /// not read what it asks for; disconnect it.
+    DisconnectReceiver,
+}
+
+/// One receiver's overflow state.
+#[derive(Debug, Default)]
+pub struct Receiver {
+    /// When its queue last became full (None: not full since it drained).
+    full_since: Option<Instant>,
+    /// Full for longer than a hold: signals to it are dropped.
+    lossy: bool,
+    /// Signals dropped since it was last told.
+    lost: u64,
+    /// Signals dropped over its life (for the log and stats).
+    pub lost_total: u64,
+}
+
+impl Receiver {
+    /// Decide about a delivery to this receiver, given how full its queue
+    /// is (or its user's queues together: those make it at most `Full`).
+    /// `hold`: how long its sender may be held back; None when there is no
+    /// sender to hold (the bus's own message, or one the receiver sent
+    /// itself): then a signal to a full queue is dropped and counted at once.
+    pub fn judge(
+        &mut self,
+        kind: Kind,
+        fill: Fill,
+        hold: Option<Duration>,
+        now: Instant,
+    ) -> Verdict {
+        match (kind, fill) {
+            (_, Fill::Room) | (Kind::Reply, Fill::Full) => return Verdict::Queue,
+            (Kind::Reply, Fill::Overflowing) => return Verdict::DisconnectReceiver,
+            (Kind::Call, _) => return Verdict::RefuseCall,
+            (Kind::Signal, _) => {}
+        }
+        let since = *self.full_since.get_or_insert(now);
+        if let Some(hold) = hold {
+            if !self.lossy && now.saturating_duration_since(since) >= hold {
+                self.lossy = true;
+            }
+        }
+        if self.lossy || hold.is_none() {
+            self.lost += 1;
+            self.lost_total += 1;
+            Verdict::Drop
+        } else {
+            Verdict::QueueAndHoldSender
+        }
+    }
+
+    /// A hold on this receiver ended without it draining: from now on its
+    /// signals are dropped. True if that is news (log it once).
+    pub fn hold_expired(&mut self) -> bool {
+        !std::mem::replace(&mut self.lossy, true)
+    }
+
+    pub fn is_lossy(&self) -> bool {
+        self.lossy
+    }
+
+    /// The queue drained to half its bound: back to normal. Returns how
+    /// many signals it lost since it was last told, if any.
+    pub fn drained(&mut self) -> Option<u64> {
+        self.full_since = None;
+        self.lossy = false;
+        let lost = std::mem::take(&mut self.lost);
+        (lost > 0).then_some(lost)
+    }
+
+    /// Whether [`Receiver::drained`] has anything to reset.
+    pub fn is_overflowing(&self) -> bool {
+        self.full_since.is_some() || self.lossy || self.lost > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOUNDS: OutBounds = OutBounds {
+        max_bytes: 1000,
+        max_fds: 4,
+        hold: Duration::from_secs(1),
+    };
+
+    #[test]
+    fn below_the_bound_everything_is_queued() {
+        let mut r = Receiver::default();
+        let now = Instant::now();
+        for kind in [Kind::Call, Kind::Reply, Kind::Signal] {
+            assert_eq!(
+                r.judge(kind, BOUNDS.fill(999, 3), Some(BOUNDS.hold), now),
+                Verdict::Queue
+            );
+        }
+        assert!(!r.is_overflowing());
+    }
+
+    #[test]
+    fn a_full_queue_refuses_calls_but_takes_replies() {
+        let mut r = Receiver::default();
+        let now = Instant::now();
+        assert_eq!(
+            r.judge(Kind::Call, BOUNDS.fill(1000, 0), Some(BOUNDS.hold), now),
+            Verdict::RefuseCall
+        );
+        assert_eq!(
+            r.judge(Kind::Call, BOUNDS.fill(0, 4), Some(BOUNDS.hold), now),
+            Verdict::RefuseCall
+        );
+        assert_eq!(
+            r.judge(Kind::Reply, BOUNDS.fill(1999, 7), Some(BOUNDS.hold), now),
+            Verdict::Queue
+        );
+        // Twice the bound: a peer that asks and does not read.
+        assert_eq!(
+            r.judge(Kind::Reply, BOUNDS.fill(2000, 0), Some(BOUNDS.hold), now),
+            Verdict::DisconnectReceiver
+        );
+        assert_eq!(
+            r.judge(Kind::Reply, BOUNDS.fill(0, 8), Some(BOUNDS.hold), now),
+            Verdict::DisconnectReceiver
+        );
+    }
+
+    #[test]
+    fn signals_hold_the_sender_then_are_dropped_and_counted() {
+        let mut r = Receiver::default();
+        let t0 = Instant::now();
+        let v = r.judge(Kind::Signal, BOUNDS.fill(1000, 0), Some(BOUNDS.hold), t0);
+        assert_eq!(v, Verdict::QueueAndHoldSender);
+        let v = r.judge(
+            Kind::Signal,
+            BOUNDS.fill(1100, 0),
+            Some(BOUNDS.hold),
+            t0 + Duration::from_millis(500),
+        );
+        assert_eq!(v, Verdict::QueueAndHoldSender);
+        // Full for a whole hold: lossy.
+        let later = t0 + Duration::from_secs(1);
+        assert_eq!(
+            r.judge(Kind::Signal, BOUNDS.fill(1200, 0), Some(BOUNDS.hold), later),
+            Verdict::Drop
+        );
+        assert_eq!(
+            r.judge(Kind::Signal, BOUNDS.fill(1200, 0), Some(BOUNDS.hold), later),
+            Verdict::Drop
+        );
+        assert!(r.is_lossy());
+        // Replies still get through to a lossy receiver.
+        assert_eq!(
+            r.judge(Kind::Reply, BOUNDS.fill(1200, 0), Some(BOUNDS.hold), later),
+            Verdict::Queue
+        );
+        assert_eq!(r.drained(), Some(2));
+        assert_eq!(r.lost_total, 2);
+        assert!(!r.is_overflowing());
+        // Told once: draining again reports nothing.
+        assert_eq!(r.drained(), None);
+        // A new episode starts with a new hold.
+        let v = r.judge(Kind::Signal, BOUNDS.fill(1000, 0), Some(BOUNDS.hold), later);
+        assert_eq!(v, Verdict::QueueAndHoldSender);
+    }
+
+    #[test]
+    fn without_a_sender_to_hold_a_signal_to_a_full_queue_is_dropped_and_counted() {
+        let mut r = Receiver::default();
+        let now = Instant::now();
+        let full = BOUNDS.fill(1000, 0);
+        assert_eq!(r.judge(Kind::Signal, full, None, now), Verdict::Drop);
+        // Not lossy for it: a signal whose sender can be held still is.
+        assert!(!r.is_lossy());
+        assert_eq!(
+            r.judge(Kind::Signal, full, Some(BOUNDS.hold), now),
+            Verdict::QueueAndHoldSender
+        );
+        assert_eq!(r.drained(), Some(1));
+    }
+
+    #[test]
+    fn an_expired_hold_makes_the_receiver_lossy_once() {
+        let mut r = Receiver::default();
+        let now = Instant::now();
+        assert_eq!(
+            r.judge(Kind::Signal, BOUNDS.fill(1000, 0), Some(BOUNDS.hold), now),
+            Verdict::QueueAndHoldSender
+        );
+        assert!(r.hold_expired());
+        assert!(!r.hold_expired());
+        assert_eq!(
+            r.judge(Kind::Signal, BOUNDS.fill(1000, 0), Some(BOUNDS.hold), now),
+            Verdict::Drop
+        );
+    }
+
+    #[test]
+    fn monitors_copies_are_never_refused_as_calls() {
+        let call_header = [b'l', 1, 0, 1];
+        assert_eq!(Kind::of(&call_header, false), Kind::Call);
+        assert_eq!(Kind::of(&call_header, true), Kind::Signal);
+        assert_eq!(Kind::of(&[b'l', 2], false), Kind::Reply);
+        assert_eq!(Kind::of(&[b'l', 3], false), Kind::Reply);
+        assert_eq!(Kind::of(&[b'l', 4], false), Kind::Signal);
+        // A call that wants no reply could not hear a refusal.
+        assert_eq!(Kind::of(&[b'l', 1, 1, 1], false), Kind::Signal);
+    }
+
+    #[test]
+    fn a_users_queues_together_may_hold_four_connections_worth() {
+        let user = BOUNDS.per_user();
+        assert_eq!((user.max_bytes, user.max_fds), (4000, 16));
+        assert!(!user.full(3999, 15));
+        assert!(user.full(4000, 0));
+        let huge = OutBounds {
+            max_bytes: usize::MAX,
+            ..BOUNDS
+        };
+        assert_eq!(huge.per_user().max_bytes, usize::MAX);
+    }
+
+    #[test]
+    fn draining_means_half_the_bound() {
+        assert!(BOUNDS.drained(500, 2));
+        assert!(!BOUNDS.drained(501, 0));
+        assert!(!BOUNDS.drained(0, 3));
+    }
+}
