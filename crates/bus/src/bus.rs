@@ -20,7 +20,8 @@ use crate::subscriptions::{Monitors, PeerNames, Subscriptions};
 use crate::traffic::Traffic;
 use crate::FastMap;
 use crate::{
-    Action, BusOptions, ConnId, Credentials, Frame, OutMessage, BUS_INTERFACE, BUS_NAME, BUS_PATH,
+    Action, BusOptions, ConnId, Credentials, Frame, OutMessage, ProcessFd, BUS_INTERFACE, BUS_NAME,
+    BUS_PATH,
 };
 
 /// One authenticated peer.
@@ -57,6 +58,15 @@ pub struct Bus {
     /// org.freedesktop.DBus, and the privileged-caller check).
     pub(crate) own_uid: Option<u32>,
     pub(crate) own_pid: u32,
+    /// A pidfd of the bus process (`ProcessFD` of org.freedesktop.DBus).
+    pub(crate) own_process_fd: Option<ProcessFd>,
+    /// SELinux is enabled on this machine: GetConnectionSELinuxSecurityContext
+    /// answers with labels (dbus-broker's `bus_selinux_is_enabled`).
+    pub(crate) selinux_enabled: bool,
+    /// The bus process's own LSM label, without a trailing NUL.
+    pub(crate) own_security_label: Option<Vec<u8>>,
+    /// Fds a driver method attaches to its reply (ProcessFD).
+    pub(crate) reply_fds: Vec<OwnedFd>,
     pub(crate) activation_env: HashMap<String, String>,
     pub(crate) reload_requested: bool,
     pub(crate) peaks: Peaks,
@@ -120,6 +130,10 @@ impl Bus {
             becoming_monitor: None,
             own_uid: own_uid(),
             own_pid: std::process::id(),
+            own_process_fd: None,
+            selinux_enabled: false,
+            own_security_label: None,
+            reply_fds: Vec::new(),
             activation_env: HashMap::new(),
             reload_requested: false,
             peaks: Peaks::default(),
@@ -140,6 +154,19 @@ impl Bus {
     pub fn set_own_credentials(&mut self, uid: u32, pid: u32) {
         self.own_uid = Some(uid);
         self.own_pid = pid;
+    }
+
+    /// A pidfd of the bus process, reported as the `ProcessFD` of
+    /// org.freedesktop.DBus (the core opens no fds itself).
+    pub fn set_own_process_fd(&mut self, fd: Option<ProcessFd>) {
+        self.own_process_fd = fd;
+    }
+
+    /// Whether SELinux is enabled, and the bus process's own label: with
+    /// SELinux, GetConnectionSELinuxSecurityContext returns labels.
+    pub fn set_selinux(&mut self, enabled: bool, own_label: Option<Vec<u8>>) {
+        self.selinux_enabled = enabled;
+        self.own_security_label = own_label;
     }
 
     /// True once after a peer called ReloadConfig: the daemon should reload
@@ -678,6 +705,21 @@ impl Bus {
     /// Build a message from the bus. Only fails on a bug (the bus builds
     /// only well-formed messages); then it logs and returns None.
     pub(crate) fn build(&mut self, builder: MessageBuilder) -> Option<(OutMessage, Message)> {
+        self.build_with_fds(builder, Vec::new())
+    }
+
+    /// [`Bus::build`] of a message carrying `fds` (its UNIX_FDS field says
+    /// how many).
+    fn build_with_fds(
+        &mut self,
+        builder: MessageBuilder,
+        fds: Vec<OwnedFd>,
+    ) -> Option<(OutMessage, Message)> {
+        let builder = if fds.is_empty() {
+            builder
+        } else {
+            builder.unix_fds(fds.len() as u32)
+        };
         let serial = self.next_serial();
         // Nothing answers the bus: its messages say so, as libdbus's do.
         let built: Result<Bytes, _> = builder
@@ -689,7 +731,11 @@ impl Bus {
             Ok(msg) => Some((
                 OutMessage {
                     frame: frame_of(&msg),
-                    fds: self.empty_fds.clone(),
+                    fds: if fds.is_empty() {
+                        self.empty_fds.clone()
+                    } else {
+                        Arc::new(fds)
+                    },
                 },
                 msg,
             )),
@@ -703,11 +749,23 @@ impl Bus {
     /// Send a bus message to one connection, with its unique name as
     /// destination.
     pub(crate) fn send_to(&mut self, to: ConnId, builder: MessageBuilder, out: &mut Vec<Action>) {
+        self.send_to_with_fds(to, builder, Vec::new(), out);
+    }
+
+    /// [`Bus::send_to`] with fds attached. Monitors that cannot take fds
+    /// do not see it.
+    fn send_to_with_fds(
+        &mut self,
+        to: ConnId,
+        builder: MessageBuilder,
+        fds: Vec<OwnedFd>,
+        out: &mut Vec<Action>,
+    ) {
         let builder = match self.unique_name(to) {
             Some(name) => builder.destination(name.to_owned()),
             None => builder,
         };
-        if let Some((out_msg, msg)) = self.build(builder) {
+        if let Some((out_msg, msg)) = self.build_with_fds(builder, fds) {
             if !self.monitors.is_empty() {
                 let watchers =
                     self.with_input(&msg, None, Some(to), |input| self.monitor_recipients(input));
@@ -742,7 +800,8 @@ impl Bus {
         }
     }
 
-    /// Method return from the driver, unless the caller asked for none.
+    /// Method return from the driver, unless the caller asked for none,
+    /// with the fds the method left in `reply_fds` (closed if unsent).
     pub(crate) fn reply(
         &mut self,
         to: ConnId,
@@ -750,12 +809,14 @@ impl Bus {
         body: Vec<Value>,
         out: &mut Vec<Action>,
     ) {
+        let fds = std::mem::take(&mut self.reply_fds);
         if call.flags() & flags::NO_REPLY_EXPECTED != 0 {
             return;
         }
-        self.send_to(
+        self.send_to_with_fds(
             to,
             MessageBuilder::method_return(call.serial()).body(body),
+            fds,
             out,
         );
     }

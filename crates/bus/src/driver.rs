@@ -1,6 +1,8 @@
 //! The `org.freedesktop.DBus` object: the bus driver's methods, with
 //! dbus-daemon's replies, errors and error texts.
 
+use std::os::fd::AsFd;
+
 use quickbus_wire::{names, Message, Value};
 
 use crate::bus::Bus;
@@ -8,7 +10,7 @@ use crate::errors::{self, BusError};
 use crate::introspect::{self, InterfaceSpec, MethodSpec, INTERFACES};
 use crate::registry::NameEvent;
 use crate::subscriptions::{parse_monitor_rule, parse_rule};
-use crate::{Action, ConnId, BUS_NAME, BUS_PATH};
+use crate::{Action, ConnId, ProcessFd, BUS_NAME, BUS_PATH};
 
 pub(crate) type DriverResult = Result<Vec<Value>, BusError>;
 
@@ -122,6 +124,7 @@ impl Bus {
             }
             Err(err) => {
                 self.becoming_monitor = None;
+                self.reply_fds.clear();
                 self.error_reply(from, msg, err, out)
             }
         }
@@ -203,7 +206,7 @@ impl Bus {
             (_, "ListQueuedOwners") => self.list_queued_owners(args.str(0)),
             (_, "GetConnectionUnixUser") => self.get_unix_user(args.str(0)),
             (_, "GetConnectionUnixProcessID") => self.get_unix_pid(args.str(0)),
-            (_, "GetConnectionCredentials") => self.get_credentials(args.str(0)),
+            (_, "GetConnectionCredentials") => self.get_credentials(from, args.str(0)),
             (_, "GetAdtAuditSessionData") => {
                 let name = args.str(0);
                 self.subject(name, "audit session data")?;
@@ -213,12 +216,7 @@ impl Bus {
                 ))
             }
             (_, "GetConnectionSELinuxSecurityContext") => {
-                let name = args.str(0);
-                self.subject(name, "security context")?;
-                Err(BusError::new(
-                    errors::SELINUX_SECURITY_CONTEXT_UNKNOWN,
-                    format!("Could not determine security context for '{name}'"),
-                ))
+                self.get_selinux_security_context(args.str(0))
             }
             (_, "ReloadConfig") => {
                 self.reload_requested = true;
@@ -545,17 +543,69 @@ impl Bus {
         }
     }
 
-    fn get_credentials(&self, name: &str) -> DriverResult {
+    /// dbus-broker's and dbus-daemon's reply: `ProcessFD` only to a caller
+    /// that negotiated fd passing, the fd itself a dup riding on the reply.
+    fn get_credentials(&mut self, from: ConnId, name: &str) -> DriverResult {
         let subject = self.subject(name, "credentials")?;
+        let caller_takes_fds = self.conns.get(&from).is_some_and(|c| c.unix_fds);
+        if caller_takes_fds {
+            if let Some(fd) = self.process_fd_of(&subject) {
+                match fd.as_fd().try_clone_to_owned() {
+                    Ok(dup) => self.reply_fds.push(dup),
+                    Err(e) => tracing::warn!("ProcessFD of {name} left out: dup failed: {e}"),
+                }
+            }
+        }
+        let mut entries = self.credential_entries(&subject);
+        if !self.reply_fds.is_empty() {
+            entries.push(("ProcessFD", Value::UnixFd(0)));
+        }
+        Ok(vec![dict_sv(entries)])
+    }
+
+    /// The pidfd of a subject, unless it is anonymous (as its pid).
+    fn process_fd_of(&self, subject: &Subject) -> Option<ProcessFd> {
+        match subject {
+            Subject::Bus => self.own_process_fd.clone(),
+            Subject::Peer(id) => self
+                .conns
+                .get(id)
+                .filter(|c| !c.creds.anonymous)
+                .and_then(|c| c.creds.process_fd.clone()),
+        }
+    }
+
+    /// The label, without a NUL, only where SELinux is enabled: the call is
+    /// SELinux's, unlike `LinuxSecurityLabel` (dbus-broker's rule).
+    fn get_selinux_security_context(&self, name: &str) -> DriverResult {
+        let subject = self.subject(name, "security context")?;
+        let label = match subject {
+            Subject::Bus => self.own_security_label.as_ref(),
+            Subject::Peer(id) => self
+                .conns
+                .get(&id)
+                .and_then(|c| c.creds.security_label.as_ref()),
+        };
+        match label {
+            Some(label) if self.selinux_enabled => Ok(vec![byte_array(label)]),
+            _ => Err(BusError::new(
+                errors::SELINUX_SECURITY_CONTEXT_UNKNOWN,
+                format!("Could not determine security context for '{name}'"),
+            )),
+        }
+    }
+
+    /// GetConnectionCredentials' entries besides ProcessFD.
+    fn credential_entries(&self, subject: &Subject) -> Vec<(&'static str, Value)> {
         let mut entries = Vec::new();
-        if let Some(pid) = self.pid_of(&subject) {
+        if let Some(pid) = self.pid_of(subject) {
             entries.push(("ProcessID", Value::Uint32(pid)));
         }
-        if let Some(uid) = self.uid_of(&subject) {
+        if let Some(uid) = self.uid_of(subject) {
             entries.push(("UnixUserID", Value::Uint32(uid)));
         }
         if let Subject::Peer(id) = subject {
-            if let Some(conn) = self.conns.get(&id) {
+            if let Some(conn) = self.conns.get(id) {
                 if !conn.creds.groups.is_empty() && !conn.creds.anonymous {
                     let mut groups = conn.creds.groups.clone();
                     groups.sort_unstable();
@@ -576,7 +626,7 @@ impl Bus {
                 }
             }
         }
-        Ok(vec![dict_sv(entries)])
+        entries
     }
 
     /// The interface a Properties call names: any of ours (Properties is

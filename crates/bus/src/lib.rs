@@ -29,7 +29,7 @@ mod fuzz_regressions;
 #[cfg(test)]
 mod tests;
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 /// The maps looked up for every message (connections, names, pending
@@ -66,6 +66,9 @@ pub struct Credentials {
     pub groups: Vec<u32>,
     /// The LSM label (`SO_PEERSEC`), without a trailing NUL.
     pub security_label: Option<Vec<u8>>,
+    /// A pidfd of the peer's process (`SO_PEERPIDFD`), reported as
+    /// `ProcessFD`. Closed when the last copy of the credentials goes.
+    pub process_fd: Option<ProcessFd>,
     /// What the user database says about the uid's groups; group policies
     /// and `group=` connect rules use these, as dbus-daemon does, not the
     /// socket's groups.
@@ -77,6 +80,34 @@ pub struct Credentials {
     /// AccessDenied texts (`comm="..."`), when the daemon could read it.
     pub comm: Option<String>,
 }
+
+/// A pidfd pinning a peer's process. The daemon and the bus core each keep
+/// a copy of a connection's credentials, so the fd is shared; it is closed
+/// when the connection is gone from both.
+#[derive(Clone, Debug)]
+pub struct ProcessFd(Arc<OwnedFd>);
+
+impl ProcessFd {
+    pub fn new(fd: OwnedFd) -> ProcessFd {
+        ProcessFd(Arc::new(fd))
+    }
+}
+
+impl AsFd for ProcessFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+/// Two copies are equal when they share one fd: fd numbers say nothing
+/// about which process a pidfd pins.
+impl PartialEq for ProcessFd {
+    fn eq(&self, other: &ProcessFd) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ProcessFd {}
 
 /// A uid's groups according to the user database.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

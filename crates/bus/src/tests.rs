@@ -10,6 +10,8 @@ use quickbus_wire::{flags, Message, MessageBuilder, MessageType, Value};
 
 use crate::*;
 
+mod credentials;
+
 pub(crate) struct Harness {
     pub bus: Bus,
     pub out: Vec<Action>,

@@ -6,6 +6,7 @@
 pub mod accounting;
 pub mod activation;
 pub mod auth;
+pub mod bus_identity;
 pub mod cli;
 pub mod config;
 pub mod flow;

@@ -175,6 +175,7 @@ fn serve(
         systemd_units: service_file::systemd_units(&services),
     });
     bus.set_policy(policy);
+    crate::bus_identity::describe_self(&mut bus);
     let table = ServiceTable::new(config.service_dirs().to_vec(), services);
     let table = Arc::new(Mutex::new(table));
     bus.set_service_lookup(ServiceTable::lookup(table.clone()));

@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
-use quickbus_bus::Credentials;
+use quickbus_bus::{Credentials, ProcessFd};
 
 /// Take ownership of an fd number our parent handed us (`--print-address=FD`).
 ///
@@ -245,8 +245,48 @@ pub fn peer_credentials(socket: impl AsFd) -> io::Result<Credentials> {
         pid: Some(pid),
         groups,
         security_label: peer_security_label(socket.as_fd()),
+        process_fd: peer_pidfd(socket.as_fd()).ok().map(ProcessFd::new),
         ..Credentials::default()
     })
+}
+
+/// `SO_PEERPIDFD` (Linux >= 6.5), which the libc crate does not export
+/// yet: asm-generic's number (x86, arm, riscv, ...; mips, parisc and sparc
+/// number it differently).
+const SO_PEERPIDFD: libc::c_int = 77;
+
+/// A pidfd of the process that connected `socket`, from the kernel
+/// (`SO_PEERPIDFD`), close-on-exec. ENOPROTOOPT on kernels before 6.5.
+/// There is no fallback to `pidfd_open(pid)`, as in dbus-broker: by then
+/// the pid may name another process.
+pub fn peer_pidfd(socket: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let mut fd: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `fd` is a live c_int and `len` its size, so the kernel writes
+    // at most that many bytes into it; the socket is borrowed, so open.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_PEERPIDFD,
+            (&mut fd as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if fd < 0 || len as usize != std::mem::size_of::<libc::c_int>() {
+        return Err(io::Error::other("SO_PEERPIDFD returned no fd"));
+    }
+    // SAFETY: on success the kernel installed `fd` as a new descriptor of
+    // this process just now; nothing else knows the number, so we are its
+    // only owner.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // The kernel sets close-on-exec on pidfds; insist, so services we
+    // spawn never inherit one.
+    rustix::io::fcntl_setfd(&pidfd, rustix::io::FdFlags::CLOEXEC)?;
+    Ok(pidfd)
 }
 
 /// The peer's LSM label (`SO_PEERSEC`: SELinux context, AppArmor
@@ -430,6 +470,38 @@ mod tests {
         assert_eq!(creds.uid, rustix::process::getuid().as_raw());
         assert_eq!(creds.pid, Some(std::process::id()));
         assert!(creds.groups.contains(&creds.gid));
+    }
+
+    /// The pid a pidfd refers to, from its fdinfo.
+    fn pid_of_pidfd(fd: &OwnedFd) -> Option<u32> {
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
+        let line = info.lines().find(|l| l.starts_with("Pid:"))?;
+        line["Pid:".len()..].trim().parse().ok()
+    }
+
+    #[test]
+    fn peer_pidfd_pins_the_connecting_process() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let pidfd = match peer_pidfd(a.as_fd()) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => {
+                eprintln!("skipped: this kernel has no SO_PEERPIDFD (Linux < 6.5)");
+                return;
+            }
+            other => other.unwrap(),
+        };
+        assert_eq!(pid_of_pidfd(&pidfd), Some(std::process::id()));
+        let flags = rustix::io::fcntl_getfd(&pidfd).unwrap();
+        assert!(flags.contains(rustix::io::FdFlags::CLOEXEC));
+        let creds = peer_credentials(&a).unwrap();
+        let fd = creds.process_fd.expect("peer_credentials keeps the pidfd");
+        let owned = fd.as_fd().try_clone_to_owned().unwrap();
+        assert_eq!(pid_of_pidfd(&owned), Some(std::process::id()));
+    }
+
+    #[test]
+    fn peer_pidfd_of_a_non_socket_is_an_error() {
+        let file = File::open("/dev/null").unwrap();
+        assert!(peer_pidfd(file.as_fd()).is_err());
     }
 
     #[test]
