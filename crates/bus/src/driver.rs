@@ -1,8 +1,6 @@
 //! The `org.freedesktop.DBus` object: the bus driver's methods, with
 //! dbus-daemon's replies, errors and error texts.
 
-use std::os::fd::AsFd;
-
 use quickbus_wire::{names, Message, Value};
 
 use crate::bus::Bus;
@@ -550,9 +548,9 @@ impl Bus {
         let caller_takes_fds = self.conns.get(&from).is_some_and(|c| c.unix_fds);
         if caller_takes_fds {
             if let Some(fd) = self.process_fd_of(&subject) {
-                match fd.as_fd().try_clone_to_owned() {
-                    Ok(dup) => self.reply_fds.push(dup),
-                    Err(e) => tracing::warn!("ProcessFD of {name} left out: dup failed: {e}"),
+                match fd.open() {
+                    Ok(pidfd) => self.reply_fds.push(pidfd),
+                    Err(e) => tracing::debug!("ProcessFD of {name} left out: {e}"),
                 }
             }
         }

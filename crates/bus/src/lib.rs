@@ -29,7 +29,7 @@ mod fuzz_regressions;
 #[cfg(test)]
 mod tests;
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 /// The maps looked up for every message (connections, names, pending
@@ -66,8 +66,7 @@ pub struct Credentials {
     pub groups: Vec<u32>,
     /// The LSM label (`SO_PEERSEC`), without a trailing NUL.
     pub security_label: Option<Vec<u8>>,
-    /// A pidfd of the peer's process (`SO_PEERPIDFD`), reported as
-    /// `ProcessFD`. Closed when the last copy of the credentials goes.
+    /// How to open a pidfd of the peer's process, reported as `ProcessFD`.
     pub process_fd: Option<ProcessFd>,
     /// What the user database says about the uid's groups; group policies
     /// and `group=` connect rules use these, as dbus-daemon does, not the
@@ -81,29 +80,45 @@ pub struct Credentials {
     pub comm: Option<String>,
 }
 
-/// A pidfd pinning a peer's process. The daemon and the bus core each keep
-/// a copy of a connection's credentials, so the fd is shared; it is closed
-/// when the connection is gone from both.
-#[derive(Clone, Debug)]
-pub struct ProcessFd(Arc<OwnedFd>);
+/// How to get a pidfd of a peer's process when GetConnectionCredentials
+/// asks for one. Opened on demand rather than held: a pidfd per connection
+/// would double the daemon's open files, and with them the fd limit a bus
+/// of 10,000 connections needs. The daemon and the bus core each keep a
+/// copy of a connection's credentials, so the handle is shared.
+#[derive(Clone)]
+pub struct ProcessFd(Arc<dyn Fn() -> std::io::Result<OwnedFd> + Send + Sync>);
 
 impl ProcessFd {
+    /// A handle that hands out duplicates of `fd`.
     pub fn new(fd: OwnedFd) -> ProcessFd {
-        ProcessFd(Arc::new(fd))
+        ProcessFd::opener(move || fd.try_clone())
+    }
+
+    /// A handle that calls `open` for each pidfd it hands out; `open` must
+    /// fail rather than return a pidfd of another process.
+    pub fn opener(
+        open: impl Fn() -> std::io::Result<OwnedFd> + Send + Sync + 'static,
+    ) -> ProcessFd {
+        ProcessFd(Arc::new(open))
+    }
+
+    /// A new pidfd of the process, owned by the caller.
+    pub fn open(&self) -> std::io::Result<OwnedFd> {
+        (self.0)()
     }
 }
 
-impl AsFd for ProcessFd {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.0.as_fd()
+impl std::fmt::Debug for ProcessFd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProcessFd")
     }
 }
 
-/// Two copies are equal when they share one fd: fd numbers say nothing
+/// Two copies are equal when they are one handle: fd numbers say nothing
 /// about which process a pidfd pins.
 impl PartialEq for ProcessFd {
     fn eq(&self, other: &ProcessFd) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
     }
 }
 

@@ -53,7 +53,7 @@ fn trimmed_label(mut label: Vec<u8>) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::{AsFd, AsRawFd};
+    use std::os::fd::AsRawFd;
 
     #[test]
     fn own_process_fd_refers_to_this_process() {
@@ -61,8 +61,9 @@ mod tests {
             eprintln!("skipped: this kernel has no pidfd_open (Linux < 5.3)");
             return;
         };
-        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_fd().as_raw_fd()))
-            .unwrap();
+        let fd = fd.open().unwrap();
+        let info =
+            std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).unwrap();
         assert!(
             info.lines()
                 .any(|l| l.split_whitespace().collect::<Vec<_>>()

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod bus_identity;
 pub mod cli;
 pub mod config;
+pub mod fd_limit;
 pub mod flow;
 pub mod idle_buffers;
 pub mod listen;

@@ -112,6 +112,8 @@ fn serve(
     print_pid: Option<Output>,
 ) -> io::Result<()> {
     let guid = crate::sys::random_guid();
+    let fd_limit = crate::fd_limit::raise();
+    tracing::debug!(?fd_limit, "open-file limit");
     let mut listeners = systemd_sockets;
     if listeners.is_empty() {
         let addresses = match &opts.address {

@@ -245,48 +245,49 @@ pub fn peer_credentials(socket: impl AsFd) -> io::Result<Credentials> {
         pid: Some(pid),
         groups,
         security_label: peer_security_label(socket.as_fd()),
-        process_fd: peer_pidfd(socket.as_fd()).ok().map(ProcessFd::new),
+        process_fd: process_fd_of(pid),
         ..Credentials::default()
     })
 }
 
-/// `SO_PEERPIDFD` (Linux >= 6.5), which the libc crate does not export
-/// yet: asm-generic's number (x86, arm, riscv, ...; mips, parisc and sparc
-/// number it differently).
-const SO_PEERPIDFD: libc::c_int = 77;
+/// How to open a pidfd of process `pid` later, when GetConnectionCredentials
+/// asks: the pid and its start time are recorded now, and each request
+/// opens `pidfd_open(pid)` and keeps it only if the process behind the pid
+/// still started at that time (a pid reused by another process started
+/// later). Holding a pidfd per connection instead (`SO_PEERPIDFD`) would
+/// double the daemon's open files.
+fn process_fd_of(pid: u32) -> Option<ProcessFd> {
+    let started = process_start_time(pid)?;
+    Some(ProcessFd::opener(move || open_pidfd_verified(pid, started)))
+}
 
-/// A pidfd of the process that connected `socket`, from the kernel
-/// (`SO_PEERPIDFD`), close-on-exec. ENOPROTOOPT on kernels before 6.5.
-/// There is no fallback to `pidfd_open(pid)`, as in dbus-broker: by then
-/// the pid may name another process.
-pub fn peer_pidfd(socket: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    let mut fd: libc::c_int = -1;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `fd` is a live c_int and `len` its size, so the kernel writes
-    // at most that many bytes into it; the socket is borrowed, so open.
-    let rc = unsafe {
-        libc::getsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            SO_PEERPIDFD,
-            (&mut fd as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
+/// A pidfd of `pid`, if that pid still names the process that started at
+/// `started` (see [`process_start_time`]). Checked after opening: once the
+/// pidfd pins a process, a matching start time proves it is the one meant.
+pub fn open_pidfd_verified(pid: u32, started: u64) -> io::Result<OwnedFd> {
+    let gone = || io::Error::new(io::ErrorKind::NotFound, format!("process {pid} is gone"));
+    let raw = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw);
+    let pidfd =
+        rustix::process::pidfd_open(raw.ok_or_else(gone)?, rustix::process::PidfdFlags::empty())?;
+    if process_start_time(pid) != Some(started) {
+        return Err(gone());
     }
-    if fd < 0 || len as usize != std::mem::size_of::<libc::c_int>() {
-        return Err(io::Error::other("SO_PEERPIDFD returned no fd"));
-    }
-    // SAFETY: on success the kernel installed `fd` as a new descriptor of
-    // this process just now; nothing else knows the number, so we are its
-    // only owner.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // The kernel sets close-on-exec on pidfds; insist, so services we
-    // spawn never inherit one.
-    rustix::io::fcntl_setfd(&pidfd, rustix::io::FdFlags::CLOEXEC)?;
     Ok(pidfd)
+}
+
+/// When process `pid` started, in clock ticks after boot (field 22 of
+/// `/proc/PID/stat`); with the pid it names one process for good.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    start_time_in_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+fn start_time_in_stat(stat: &str) -> Option<u64> {
+    // The command name (field 2) may hold spaces and parentheses: count
+    // fields from after its last ')'. There, field 3 (state) is first.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
 }
 
 /// The peer's LSM label (`SO_PEERSEC`: SELinux context, AppArmor
@@ -480,28 +481,35 @@ mod tests {
     }
 
     #[test]
-    fn peer_pidfd_pins_the_connecting_process() {
+    fn process_fds_open_on_demand_and_pin_the_connecting_process() {
         let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-        let pidfd = match peer_pidfd(a.as_fd()) {
-            Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => {
-                eprintln!("skipped: this kernel has no SO_PEERPIDFD (Linux < 6.5)");
-                return;
-            }
-            other => other.unwrap(),
-        };
+        let creds = peer_credentials(&a).unwrap();
+        let handle = creds.process_fd.expect("our own process has a start time");
+        let pidfd = handle.open().unwrap();
         assert_eq!(pid_of_pidfd(&pidfd), Some(std::process::id()));
         let flags = rustix::io::fcntl_getfd(&pidfd).unwrap();
         assert!(flags.contains(rustix::io::FdFlags::CLOEXEC));
-        let creds = peer_credentials(&a).unwrap();
-        let fd = creds.process_fd.expect("peer_credentials keeps the pidfd");
-        let owned = fd.as_fd().try_clone_to_owned().unwrap();
-        assert_eq!(pid_of_pidfd(&owned), Some(std::process::id()));
+        // Each request opens its own.
+        let again = handle.open().unwrap();
+        assert_ne!(again.as_raw_fd(), pidfd.as_raw_fd());
     }
 
     #[test]
-    fn peer_pidfd_of_a_non_socket_is_an_error() {
-        let file = File::open("/dev/null").unwrap();
-        assert!(peer_pidfd(file.as_fd()).is_err());
+    fn a_pid_with_another_start_time_gives_no_pidfd() {
+        let me = std::process::id();
+        let started = process_start_time(me).unwrap();
+        assert!(open_pidfd_verified(me, started).is_ok());
+        assert!(open_pidfd_verified(me, started + 1).is_err());
+        assert!(open_pidfd_verified(u32::MAX, started).is_err());
+    }
+
+    #[test]
+    fn start_times_survive_odd_command_names() {
+        // A process named "a) b" would fool a parser that splits at the
+        // first ')'.
+        let stat = "42 (a) b) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 50";
+        assert_eq!(start_time_in_stat(stat), Some(987_654));
+        assert_eq!(start_time_in_stat("42 (x) S 1"), None);
     }
 
     #[test]

@@ -84,7 +84,7 @@ fn process_fd_rides_on_the_reply_to_a_caller_with_fd_passing() {
     assert_eq!(entry(&reply, "ProcessID"), Some(Value::Uint32(77)));
     assert_eq!(fds.len(), 1);
     assert!(
-        same_file(&fds[0], &pidfd),
+        same_file(&fds[0], pidfd.open().unwrap()),
         "the reply carries a dup of the pidfd"
     );
 }
@@ -138,7 +138,7 @@ fn the_bus_reports_its_own_process_fd() {
     let (reply, fds) = credentials_call(&mut h, caller, BUS_NAME);
     assert_eq!(entry(&reply, "ProcessFD"), Some(Value::UnixFd(0)));
     assert_eq!(entry(&reply, "ProcessID"), Some(Value::Uint32(4242)));
-    assert!(same_file(&fds[0], &own));
+    assert!(same_file(&fds[0], own.open().unwrap()));
 }
 
 #[test]
