@@ -489,3 +489,75 @@ pub(crate) mod tests {
         assert_eq!((a.entries.len(), a.undecodable), (0, 1));
     }
 }
+
+/// The statistics tables as text cells, shared by `quickbus stats` (plain
+/// text) and `quickbus report` (HTML): the same columns in both.
+pub mod cells {
+    use super::{MemberCount, MethodTimes, Summary};
+
+    pub const FREQUENCY_HEADERS: &[&str] = &["count", "bytes", "type", "member"];
+    pub const DURATION_HEADERS: &[&str] = &[
+        "calls",
+        "total",
+        "mean",
+        "p50",
+        "p99",
+        "max",
+        "errors",
+        "unanswered",
+        "method",
+    ];
+    pub const SIZE_HEADERS: &[&str] = &["count", "smallest", "mean", "largest", "type"];
+
+    /// Seconds as milliseconds with three decimals.
+    pub fn ms(seconds: f64) -> String {
+        format!("{:.3}", seconds * 1000.0)
+    }
+
+    pub fn frequency_rows(rows: Vec<MemberCount>) -> Vec<Vec<String>> {
+        rows.into_iter()
+            .map(|r| {
+                vec![
+                    r.count.to_string(),
+                    r.bytes.to_string(),
+                    r.kind.to_owned(),
+                    r.member,
+                ]
+            })
+            .collect()
+    }
+
+    pub fn duration_rows(rows: Vec<MethodTimes>) -> Vec<Vec<String>> {
+        rows.into_iter()
+            .map(|r| {
+                let d = &r.durations;
+                vec![
+                    d.count.to_string(),
+                    ms(d.total),
+                    ms(d.mean),
+                    ms(d.p50),
+                    ms(d.p99),
+                    ms(d.max),
+                    r.errors.to_string(),
+                    r.unanswered.to_string(),
+                    r.member,
+                ]
+            })
+            .collect()
+    }
+
+    pub fn size_rows(sizes: Vec<(&'static str, Summary)>) -> Vec<Vec<String>> {
+        sizes
+            .into_iter()
+            .map(|(kind, s)| {
+                vec![
+                    s.count.to_string(),
+                    format!("{}", s.min),
+                    format!("{:.1}", s.mean),
+                    format!("{}", s.max),
+                    kind.to_owned(),
+                ]
+            })
+            .collect()
+    }
+}

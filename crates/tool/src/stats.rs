@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde_json::json;
 
-use crate::analysis::{self, Analysis};
+use crate::analysis::{self, cells, Analysis};
 use crate::Failure;
 
 #[derive(Args, Debug)]
@@ -43,10 +43,6 @@ pub fn load_file(path: &std::path::Path) -> Result<Analysis, Failure> {
     let file =
         File::open(path).map_err(|e| Failure(format!("cannot open {}: {e}", path.display())))?;
     analysis::load(BufReader::new(file)).map_err(|e| Failure(format!("{}: {e}", path.display())))
-}
-
-fn ms(seconds: f64) -> String {
-    format!("{:.3}", seconds * 1000.0)
 }
 
 fn limited<T>(rows: Vec<T>, limit: usize) -> (Vec<T>, usize) {
@@ -103,77 +99,26 @@ pub fn format_tables(a: &Analysis, name: &str, limit: usize) -> String {
         }
     );
     let (rows, hidden) = limited(a.frequencies(), limit);
-    let rows = rows
-        .into_iter()
-        .map(|r| {
-            vec![
-                r.count.to_string(),
-                r.bytes.to_string(),
-                r.kind.to_owned(),
-                r.member,
-            ]
-        })
-        .collect();
     table(
         &mut out,
         "Message frequencies",
-        &["count", "bytes", "type", "member"],
-        rows,
+        cells::FREQUENCY_HEADERS,
+        cells::frequency_rows(rows),
         hidden,
     );
     let (rows, hidden) = limited(a.method_times(), limit);
-    let rows = rows
-        .into_iter()
-        .map(|r| {
-            let d = &r.durations;
-            vec![
-                d.count.to_string(),
-                ms(d.total),
-                ms(d.mean),
-                ms(d.p50),
-                ms(d.p99),
-                ms(d.max),
-                r.errors.to_string(),
-                r.unanswered.to_string(),
-                r.member,
-            ]
-        })
-        .collect();
     table(
         &mut out,
         "Method durations (ms; calls = answered calls)",
-        &[
-            "calls",
-            "total",
-            "mean",
-            "p50",
-            "p99",
-            "max",
-            "errors",
-            "unanswered",
-            "method",
-        ],
-        rows,
+        cells::DURATION_HEADERS,
+        cells::duration_rows(rows),
         hidden,
     );
-    let rows = a
-        .sizes()
-        .into_iter()
-        .map(|(kind, s)| {
-            vec![
-                s.count.to_string(),
-                format!("{}", s.min),
-                format!("{:.1}", s.mean),
-                format!("{}", s.max),
-                kind.to_owned(),
-            ]
-        })
-        .collect();
     table(
         &mut out,
         "Message sizes (bytes)",
-        &["count", "smallest", "mean", "largest", "type"],
-        rows,
+        cells::SIZE_HEADERS,
+        cells::size_rows(a.sizes()),
         0,
     );
     let (rows, hidden) = limited(a.talkers(), limit);

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::analysis::{Analysis, Summary};
+use crate::analysis::{cells, Analysis};
 use crate::Failure;
 
 const PAGE: &str = include_str!("page.html");
@@ -110,88 +110,31 @@ fn table(
     }
 }
 
-fn ms(seconds: f64) -> String {
-    format!("{:.3}", seconds * 1000.0)
-}
-
 fn tables(a: &Analysis) -> String {
     let mut out = String::new();
-    let rows = a
-        .frequencies()
-        .into_iter()
-        .map(|r| {
-            vec![
-                r.count.to_string(),
-                r.bytes.to_string(),
-                r.kind.to_owned(),
-                r.member,
-            ]
-        })
-        .collect();
     table(
         &mut out,
         "frequencies",
         "Message frequencies",
-        &["count", "bytes", "type", "member"],
+        cells::FREQUENCY_HEADERS,
         2,
-        rows,
+        cells::frequency_rows(a.frequencies()),
     );
-    let rows = a
-        .method_times()
-        .into_iter()
-        .map(|r| {
-            let d: &Summary = &r.durations;
-            vec![
-                d.count.to_string(),
-                ms(d.total),
-                ms(d.mean),
-                ms(d.p50),
-                ms(d.p99),
-                ms(d.max),
-                r.errors.to_string(),
-                r.unanswered.to_string(),
-                r.member,
-            ]
-        })
-        .collect();
     table(
         &mut out,
         "durations",
         "Method durations (ms)",
-        &[
-            "calls",
-            "total",
-            "mean",
-            "p50",
-            "p99",
-            "max",
-            "errors",
-            "unanswered",
-            "method",
-        ],
+        cells::DURATION_HEADERS,
         8,
-        rows,
+        cells::duration_rows(a.method_times()),
     );
-    let rows = a
-        .sizes()
-        .into_iter()
-        .map(|(kind, s)| {
-            vec![
-                s.count.to_string(),
-                format!("{}", s.min),
-                format!("{:.1}", s.mean),
-                format!("{}", s.max),
-                kind.to_owned(),
-            ]
-        })
-        .collect();
     table(
         &mut out,
         "sizes",
         "Message sizes (bytes)",
-        &["count", "smallest", "mean", "largest", "type"],
+        cells::SIZE_HEADERS,
         4,
-        rows,
+        cells::size_rows(a.sizes()),
     );
     let rows = a
         .talkers()
