@@ -177,9 +177,7 @@ fn assert_cut_off_for(bytes_of: impl FnOnce(Vec<u8>) -> Vec<u8>) {
         Err(e) => panic!("sending the bad message: {e}"),
     }
     expect_closed(&mut hostile);
-    scene.assert_unharmed();
-    let unsolicited = scene.victim_unsolicited();
-    assert!(unsolicited.is_empty(), "the victim got {unsolicited:?}");
+    scene.assert_unharmed_and_untouched();
 }
 
 /// Where the body starts: the message length minus the body length.
@@ -282,9 +280,7 @@ fn a_truncated_message_then_close_harms_nobody() {
         .expect("send half a message");
     rustix::net::shutdown(hostile.as_fd(), rustix::net::Shutdown::Write).expect("shutdown");
     expect_closed(&mut hostile);
-    scene.assert_unharmed();
-    let unsolicited = scene.victim_unsolicited();
-    assert!(unsolicited.is_empty(), "the victim got {unsolicited:?}");
+    scene.assert_unharmed_and_untouched();
 }
 
 // ---- fds ----
@@ -306,9 +302,7 @@ fn a_message_declaring_fds_it_does_not_carry_is_refused() {
     // quickbus and dbus-daemon both close the connection; an error reply
     // would do as well, as long as the message reaches nobody.
     eprintln!("missing fds: {refusal:?}");
-    scene.assert_unharmed();
-    let unsolicited = scene.victim_unsolicited();
-    assert!(unsolicited.is_empty(), "the victim got {unsolicited:?}");
+    scene.assert_unharmed_and_untouched();
 }
 
 /// A message carrying `count` fds, over max_message_unix_fds (16 by default
@@ -331,9 +325,7 @@ fn assert_too_many_fds_refused(count: usize) {
     let refusal = expect_refused(&mut hostile, serial);
     eprintln!("{count} fds: {refusal:?}");
     drop(hostile);
-    scene.assert_unharmed();
-    let unsolicited = scene.victim_unsolicited();
-    assert!(unsolicited.is_empty(), "the victim got {unsolicited:?}");
+    scene.assert_unharmed_and_untouched();
     // The probe connection of assert_unharmed is gone again too.
     scene.bus.wait_fds_at_most(before + 2);
 }
@@ -547,9 +539,7 @@ fn a_message_before_hello_is_cut_off() {
     let bytes = call_to_victim("BeforeHello").build(1).expect("build");
     write_ignoring_hangup(&mut hostile, &bytes);
     expect_raw_closed(&mut hostile);
-    scene.assert_unharmed();
-    let unsolicited = scene.victim_unsolicited();
-    assert!(unsolicited.is_empty(), "the victim got {unsolicited:?}");
+    scene.assert_unharmed_and_untouched();
 }
 
 #[test]

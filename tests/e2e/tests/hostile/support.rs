@@ -402,6 +402,14 @@ impl Scene {
         self.bus.assert_alive();
     }
 
+    /// [`Scene::assert_unharmed`], and nothing from the hostile peer reached
+    /// the victim.
+    pub fn assert_unharmed_and_untouched(&mut self) {
+        self.assert_unharmed();
+        let unsolicited = self.victim_unsolicited();
+        assert!(unsolicited.is_empty(), "the victim got {unsolicited:?}");
+    }
+
     /// The messages from peers the victim received that nobody asked it for. Call after
     /// `assert_unharmed`: the bus writes in order, so anything forwarded to
     /// the victim before its last reply already sits in its queue.
