@@ -47,6 +47,10 @@ fn a_daemon_that_cannot_start_fails_every_subtest_and_the_run() {
     let fails = stdout.lines().filter(|l| l.starts_with("FAIL ")).count();
     assert!(fails >= 5, "{stdout}");
     assert!(!stdout.lines().any(|l| l.starts_with("PASS ")), "{stdout}");
+    // A failure's log is kept where its line says.
+    let first = stdout.lines().find(|l| l.starts_with("FAIL ")).unwrap();
+    let log = first.rsplit_once("; log ").unwrap().1.trim_end_matches(')');
+    assert!(std::path::Path::new(log).is_file(), "{first}");
     let summary = stdout.lines().last().unwrap_or("");
     assert_eq!(summary, format!("0 passed, {fails} failed, 0 skipped"));
 }
@@ -71,6 +75,7 @@ fn the_reference_daemon_passes_a_sample() {
         "{stdout}"
     );
     assert!(stdout.contains("PASS test-header-fields /message/weird-header-field/none"));
+    assert!(stdout.contains("logs: removed, nothing failed"), "{stdout}");
 }
 
 #[test]
