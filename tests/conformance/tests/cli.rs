@@ -36,9 +36,12 @@ fn broken_daemon() -> std::path::PathBuf {
 fn a_daemon_that_cannot_start_fails_every_subtest_and_the_run() {
     assert!(installed(), "dbus-tests missing");
     let daemon = broken_daemon();
+    let logs = daemon.with_extension("logs");
     let out = Command::new(RUNNER)
         .arg(&daemon)
         .args(["--only", "test-header-fields", "--timeout", "30"])
+        .arg("--log-dir")
+        .arg(&logs)
         .output()
         .expect("run the runner");
     let _ = std::fs::remove_file(&daemon);
@@ -51,8 +54,10 @@ fn a_daemon_that_cannot_start_fails_every_subtest_and_the_run() {
     let first = stdout.lines().find(|l| l.starts_with("FAIL ")).unwrap();
     let log = first.rsplit_once("; log ").unwrap().1.trim_end_matches(')');
     assert!(std::path::Path::new(log).is_file(), "{first}");
+    assert!(log.starts_with(logs.to_str().unwrap()), "{first}");
     let summary = stdout.lines().last().unwrap_or("");
     assert_eq!(summary, format!("0 passed, {fails} failed, 0 skipped"));
+    std::fs::remove_dir_all(&logs).unwrap();
 }
 
 #[test]
@@ -111,6 +116,8 @@ fn listed_failures_are_tolerated_but_listed_passes_fail_the_run() {
             .args(["--only", "test-header-fields", "--filter", "field/none"])
             .arg("--expected-failures")
             .arg(&list)
+            .arg("--log-dir")
+            .arg(dir.join("logs"))
             .output()
             .expect("run the runner")
     };
