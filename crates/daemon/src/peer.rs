@@ -7,15 +7,16 @@ use std::os::fd::AsFd;
 
 use quickbus_bus::Credentials;
 
+use crate::userdb::CachedUserDb;
+
 /// dbus-daemon quotes at most this many bytes of a peer's command line.
 const COMM_MAX: usize = 50;
 
 /// Everything known about the peer at the other end of `socket`.
-pub fn identify(socket: impl AsFd) -> io::Result<Credentials> {
+pub fn identify(socket: impl AsFd, users: &mut CachedUserDb) -> io::Result<Credentials> {
     let mut creds = crate::sys::peer_credentials(socket)?;
-    // Read per connection, like dbus-daemon's user database lookups, so
-    // accounts added meanwhile count; the files are small.
-    creds.user_groups = crate::userdb::UserDb::load().groups_of(creds.uid);
+    // As the user database says now: accounts added meanwhile count.
+    creds.user_groups = users.current().groups_of(creds.uid);
     creds.comm = creds.pid.and_then(command_line);
     Ok(creds)
 }
@@ -51,7 +52,7 @@ mod tests {
     #[test]
     fn our_own_socket_pair_is_identified() {
         let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-        let creds = identify(&a).unwrap();
+        let creds = identify(&a, &mut CachedUserDb::system()).unwrap();
         assert_eq!(creds.pid, Some(std::process::id()));
         assert!(creds.comm.is_some_and(|c| !c.is_empty()));
     }

@@ -151,6 +151,8 @@ pub struct Server {
     /// Emptied read buffers waiting to be freed if their connection stays
     /// quiet.
     idle_buffers: IdleBuffers,
+    /// Groups of each new peer's uid (group policies).
+    user_db: crate::userdb::CachedUserDb,
 }
 
 #[derive(Default)]
@@ -197,6 +199,7 @@ impl Server {
             actions: Vec::new(),
             spare: Spare::default(),
             idle_buffers: IdleBuffers::default(),
+            user_db: crate::userdb::CachedUserDb::system(),
         })
     }
 
@@ -382,7 +385,7 @@ impl Server {
             );
             return;
         }
-        let creds = match crate::peer::identify(&stream) {
+        let creds = match crate::peer::identify(&stream, &mut self.user_db) {
             Ok(c) => c,
             Err(e) => {
                 warn!("refusing connection: no peer credentials: {e}");

