@@ -9,6 +9,7 @@ mod messages;
 mod plot;
 mod report;
 mod scale;
+mod svg;
 mod workloads;
 
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! SVG line charts with linear axes from zero: a flat cost is a horizontal
 //! line, a linear one a slope (log axes would hide both).
 
-use std::fmt::Write;
+use crate::bench::svg::{Canvas, LEFT, TOP};
 
 /// One line of a chart: a name and (x, y) points.
 pub struct Series {
@@ -9,20 +9,9 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
-const WIDTH: f64 = 760.0;
-const HEIGHT: f64 = 420.0;
-const LEFT: f64 = 80.0;
+/// Room on the right for the legend.
 const RIGHT: f64 = 150.0;
-const TOP: f64 = 40.0;
-const BOTTOM: f64 = 50.0;
 const TICKS: usize = 5;
-const COLORS: [&str; 4] = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd"];
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
 
 /// 1, 2 or 5 times a power of ten, at least `raw`: a round tick step.
 fn nice_step(raw: f64) -> f64 {
@@ -55,92 +44,26 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) 
         (x_max / x_step).ceil() * x_step,
         (y_top / y_step).ceil() * y_step,
     );
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
+    let mut canvas = Canvas::new(title, RIGHT);
+    let (plot_w, plot_h) = (canvas.plot_w, canvas.plot_h);
     let sx = |x: f64| LEFT + x / x_hi * plot_w;
     let sy = |y: f64| TOP + plot_h - y / y_hi * plot_h;
-
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        svg,
-        r#"<text x="{:.1}" y="22" font-size="15" text-anchor="middle">{}</text>"#,
-        LEFT + plot_w / 2.0,
-        escape(title)
-    );
     let mut y = 0.0;
     while y <= y_hi + y_step / 2.0 {
-        let py = sy(y);
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{LEFT}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            LEFT + plot_w,
-            LEFT - 6.0,
-            py + 4.0,
-            label(y)
-        );
+        canvas.y_tick(sy(y), &label(y));
         y += y_step;
     }
     let mut x = 0.0;
     while x <= x_hi + x_step / 2.0 {
-        let px = sx(x);
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" stroke="#eee"/><text x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
-            TOP + plot_h,
-            TOP + plot_h + 16.0,
-            label(x)
-        );
+        canvas.x_tick(sx(x), &label(x));
         x += x_step;
     }
-    let _ = writeln!(
-        svg,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-        LEFT + plot_w / 2.0,
-        HEIGHT - 12.0,
-        escape(x_label)
-    );
-    let _ = writeln!(
-        svg,
-        r#"<text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
-        TOP + plot_h / 2.0,
-        escape(y_label)
-    );
-    for (i, s) in series.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
+    canvas.axis_names(x_label, y_label);
+    for s in series {
         let path: Vec<(f64, f64)> = s.points.iter().map(|&(x, y)| (sx(x), sy(y))).collect();
-        if path.is_empty() {
-            continue;
-        }
-        let line: Vec<String> = path.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
-        let _ = writeln!(
-            svg,
-            r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
-            line.join(" ")
-        );
-        for (x, y) in &path {
-            let _ = writeln!(
-                svg,
-                r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{color}"/>"#
-            );
-        }
-        let legend_y = TOP + 10.0 + 20.0 * i as f64;
-        let legend_x = LEFT + plot_w + 15.0;
-        let _ = writeln!(
-            svg,
-            r#"<line x1="{legend_x}" y1="{legend_y}" x2="{:.1}" y2="{legend_y}" stroke="{color}" stroke-width="3"/><text x="{:.1}" y="{:.1}">{}</text>"#,
-            legend_x + 20.0,
-            legend_x + 26.0,
-            legend_y + 4.0,
-            escape(&s.name)
-        );
+        canvas.series(&s.name, &path);
     }
-    svg.push_str("</svg>\n");
-    Some(svg)
+    Some(canvas.finish())
 }
 
 #[cfg(test)]
