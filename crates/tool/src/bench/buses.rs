@@ -37,6 +37,18 @@ impl BusKind {
     pub fn parse(name: &str) -> Option<BusKind> {
         BusKind::ALL.into_iter().find(|k| k.name() == name)
     }
+
+    /// The `--buses` list, or an error naming the one not known.
+    pub fn parse_list(names: &[String]) -> Result<Vec<BusKind>, String> {
+        names
+            .iter()
+            .map(|name| {
+                BusKind::parse(name).ok_or_else(|| {
+                    format!("unknown bus {name:?} (quickbus, dbus-daemon, dbus-broker)")
+                })
+            })
+            .collect()
+    }
 }
 
 /// A bus daemon started by the bench, killed on drop.
@@ -507,5 +519,16 @@ mod tests {
             assert_eq!(BusKind::parse(kind.name()), Some(kind));
         }
         assert_eq!(BusKind::parse("kdbus"), None);
+    }
+
+    #[test]
+    fn bus_lists_parse_or_name_the_unknown_one() {
+        let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            BusKind::parse_list(&names(&["dbus-broker", "quickbus"])),
+            Ok(vec![BusKind::DbusBroker, BusKind::Quickbus])
+        );
+        let err = BusKind::parse_list(&names(&["quickbus", "kdbus"])).unwrap_err();
+        assert!(err.contains("\"kdbus\""), "{err}");
     }
 }

@@ -178,14 +178,7 @@ fn plan(args: &BenchArgs) -> Result<Plan, String> {
             })
             .collect::<Result<_, _>>()?
     };
-    let buses = args
-        .buses
-        .iter()
-        .map(|name| {
-            BusKind::parse(name)
-                .ok_or_else(|| format!("unknown bus {name:?} (quickbus, dbus-daemon, dbus-broker)"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let buses = BusKind::parse_list(&args.buses)?;
     let reps = if args.quick { 1 } else { args.reps.max(1) };
     let socket_buffers = if args.sweep_socket_buffers {
         SWEEP_SOCKET_BUFFERS.to_vec()

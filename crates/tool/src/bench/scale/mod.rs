@@ -181,14 +181,7 @@ fn plan(args: &ScaleArgs) -> Result<Plan, String> {
             })
             .collect::<Result<_, _>>()?
     };
-    let buses = args
-        .buses
-        .iter()
-        .map(|name| {
-            BusKind::parse(name)
-                .ok_or_else(|| format!("unknown bus {name:?} (quickbus, dbus-daemon, dbus-broker)"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let buses = BusKind::parse_list(&args.buses)?;
     let blocks = args
         .blocks
         .unwrap_or(if args.quick { 4 } else { 10 })
