@@ -4,7 +4,6 @@
 //! one PASS/FAIL/SKIP line per subtest and a summary. Exits 1 if any
 //! subtest failed, 2 if the suite could not run at all.
 
-mod expected;
 mod run;
 mod suite;
 mod tap;
@@ -16,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
-use expected::ExpectedFailures;
 use run::{run_logged, Ended, Environment};
 use suite::Subtest;
 use tap::Outcome;
@@ -45,43 +43,18 @@ struct Args {
     /// Keep each subtest's output here (default: a new directory in /tmp).
     #[arg(long)]
     log_dir: Option<PathBuf>,
-    /// Subtests known to fail (one `program path` per line): reported as
-    /// XFAIL without failing the run; one of them passing fails the run.
-    #[arg(long, value_name = "FILE")]
-    expected_failures: Option<PathBuf>,
 }
 
 #[derive(Default)]
 struct Tally {
-    expected: ExpectedFailures,
     passed: usize,
     failed: usize,
     skipped: usize,
-    /// Failures the expected-failures list names.
-    expected_failed: usize,
-    /// Listed as expected to fail, yet passed.
-    unexpected_passes: usize,
 }
 
 impl Tally {
-    /// Whether the run as a whole failed.
-    fn failed_run(&self) -> bool {
-        self.failed > self.expected_failed || self.unexpected_passes > 0
-    }
-
     fn report(&mut self, name: &str, outcome: &Outcome, log: &Path) {
-        let listed = self.expected.contains(name);
         let line = match outcome {
-            Outcome::Pass if listed => {
-                self.passed += 1;
-                self.unexpected_passes += 1;
-                format!("XPASS {name}  (listed as expected to fail: take it off the list)")
-            }
-            Outcome::Fail(reason) if listed => {
-                self.failed += 1;
-                self.expected_failed += 1;
-                format!("XFAIL {name}  ({reason}; log {})", log.display())
-            }
             Outcome::Pass => {
                 self.passed += 1;
                 format!("PASS {name}")
@@ -103,7 +76,7 @@ impl Tally {
 fn main() -> ExitCode {
     let args = Args::parse();
     match conform(&args) {
-        Ok(tally) if !tally.failed_run() => ExitCode::SUCCESS,
+        Ok(tally) if tally.failed == 0 => ExitCode::SUCCESS,
         Ok(_) => ExitCode::from(1),
         Err(e) => {
             eprintln!("quickbus-conformance: {e}");
@@ -138,10 +111,6 @@ fn conform(args: &Args) -> Result<Tally, String> {
     let limit = Duration::from_secs(args.timeout);
     let started = Instant::now();
     let mut tally = Tally::default();
-    if let Some(path) = &args.expected_failures {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        tally.expected = ExpectedFailures::parse(&text);
-    }
     for program in suite::BUS_PROGRAMS {
         if !args.only.is_empty() && !args.only.iter().any(|p| p == program) {
             continue;
@@ -176,14 +145,6 @@ fn conform(args: &Args) -> Result<Tally, String> {
         daemon.display(),
         started.elapsed().as_secs()
     );
-    if tally.expected.len() > 0 {
-        println!(
-            "# {} of the failures expected ({} listed), {} listed subtests passed",
-            tally.expected_failed,
-            tally.expected.len(),
-            tally.unexpected_passes
-        );
-    }
     println!(
         "{} passed, {} failed, {} skipped",
         tally.passed, tally.failed, tally.skipped
