@@ -292,3 +292,49 @@ fn reload_picks_up_new_service_files_and_refuses_a_broken_config() {
     terminate(daemon.pid() as i32);
     assert!(daemon.wait().success());
 }
+
+/// The soft and hard "Max open files" of process `pid`.
+fn open_file_limits(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).expect("read limits");
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("a Max open files line");
+    let fields: Vec<&str> = line["Max open files".len()..].split_whitespace().collect();
+    (fields[0].to_owned(), fields[1].to_owned())
+}
+
+/// Like dbus-daemon, the daemon raises its open-file limit at start-up (to
+/// 65,536 when allowed, and, unlike dbus-daemon, at least the soft limit
+/// to the hard one when not): each connection costs an fd.
+#[test]
+fn the_daemon_raises_its_soft_open_file_limit_to_the_hard_one() {
+    if !quickbus_e2e::testing_quickbus() {
+        return;
+    }
+    // The tests' own limit, which the daemon inherits: keep it below the
+    // hard one so the raise is visible.
+    let ours = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    let (Some(_), Some(hard)) = (ours.current, ours.maximum) else {
+        eprintln!("skipped: unlimited open files");
+        return;
+    };
+    let dir = TempDir::new();
+    let config = write_config(dir.path(), Listen::UnixPath);
+    // prlimit sets a low soft limit and execs the daemon (same pid).
+    let mut daemon = Background::spawn(
+        Command::new("prlimit")
+            .arg(format!("--nofile=256:{hard}"))
+            .arg("--")
+            .arg(daemon_path())
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--nofork", "--print-address"]),
+    );
+    let address = daemon.read_line();
+    assert!(list_names(&address).contains("org.freedesktop.DBus"));
+    let (soft, daemon_hard) = open_file_limits(daemon.pid());
+    assert_ne!(soft, "256", "the soft limit was not raised");
+    assert_eq!(soft, daemon_hard);
+    assert!(daemon_hard.parse::<u64>().unwrap() >= hard);
+    terminate(daemon.pid() as i32);
+}
