@@ -1,7 +1,8 @@
-//! The daemon's own limit on open files, raised at start-up as dbus-daemon
-//! raises it: every connection holds its socket and its peer's pidfd, so
-//! the usual soft limit of 1,024 would refuse connections long before the
-//! configured connection limits are reached.
+//! The daemon's own limit on open files, raised at start-up: to 65,536 when
+//! allowed, as dbus-daemon does, and otherwise at least the soft limit to
+//! the hard one. Every connection holds a socket, so the usual soft limit
+//! of 1,024 would refuse connections long before the configured connection
+//! limits are reached.
 
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 
