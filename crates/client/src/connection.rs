@@ -67,7 +67,7 @@ impl Connection {
     /// Authenticate over an already connected stream and say Hello.
     pub fn from_stream(stream: UnixStream) -> Result<Connection, Error> {
         let timeout = stream.read_timeout()?;
-        let mut transport = Transport::new(stream);
+        let mut transport = Transport::new(stream)?;
         let outcome = crate::handshake::authenticate(&mut transport)?;
         let mut conn = Connection {
             transport,
@@ -109,6 +109,7 @@ impl Connection {
     pub fn set_timeout(&mut self, timeout: Option<Duration>) -> Result<(), Error> {
         self.transport.stream.set_read_timeout(timeout)?;
         self.transport.stream.set_write_timeout(timeout)?;
+        self.transport.set_read_timeout(timeout);
         self.timeout = timeout;
         Ok(())
     }

@@ -52,7 +52,7 @@ mod tests {
             }
             server
         });
-        let mut transport = Transport::new(client);
+        let mut transport = Transport::new(client).unwrap();
         let result = authenticate(&mut transport);
         let _server = server.join().unwrap();
         (result, transport)

@@ -4,10 +4,12 @@
 
 use std::collections::VecDeque;
 use std::io::{IoSlice, IoSliceMut};
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;
 use rustix::net::{
     RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -31,23 +33,35 @@ pub(crate) struct Transport {
     in_fds: VecDeque<OwnedFd>,
     /// Current read window, between MIN_READ and MAX_READ.
     read_size: usize,
+    /// Longest wait for input (None: forever).
+    read_timeout: Option<Duration>,
 }
 
 impl Transport {
-    pub(crate) fn new(stream: UnixStream) -> Transport {
-        Transport {
+    /// A transport over `stream`, waiting for input as long as the
+    /// stream's read time-out (SO_RCVTIMEO) says.
+    pub(crate) fn new(stream: UnixStream) -> Result<Transport, Error> {
+        let read_timeout = stream.read_timeout()?;
+        Ok(Transport {
             stream,
             inbuf: BytesMut::with_capacity(MAX_READ),
             in_fds: VecDeque::new(),
             read_size: MIN_READ,
-        }
+            read_timeout,
+        })
     }
 
-    /// One blocking `recvmsg`: appends whatever the socket has (up to the
-    /// read window, at least `at_least` bytes of room) to the input buffer
-    /// and the fds to the fd queue. Fails with Timeout when the read time-out expires and
-    /// Closed at end of stream.
+    /// Longest wait for input from now on (None: forever).
+    pub(crate) fn set_read_timeout(&mut self, timeout: Option<Duration>) {
+        self.read_timeout = timeout;
+    }
+
+    /// One `recvmsg` once the socket is readable: appends whatever the
+    /// socket has (up to the read window, at least `at_least` bytes of
+    /// room) to the input buffer and the fds to the fd queue. Fails with
+    /// Timeout when the read time-out expires and Closed at end of stream.
     pub(crate) fn read_more(&mut self, at_least: usize) -> Result<(), Error> {
+        wait_readable(self.stream.as_fd(), self.read_timeout)?;
         let start = self.inbuf.len();
         let want = at_least.max(self.read_size);
         self.inbuf.resize(start + want, 0);
@@ -159,6 +173,35 @@ impl Transport {
     }
 }
 
+/// Wait until `socket` has input (or end of stream), for at most
+/// `timeout` (None: forever); Error::Timeout when it passes.
+///
+/// Why not simply block in `recvmsg`: Linux wakes a reader blocked in
+/// `recvmsg` on a Unix stream socket every time the other end consumes
+/// bytes this socket sent (the "write space" wake-up goes to every sleeper
+/// on the socket, whatever it waits for), so a caller waiting for its
+/// reply is woken, finds nothing and sleeps again when the bus reads its
+/// call: one wasted wake-up, usually a cross-CPU interrupt paid by the
+/// bus, per message. `poll` filters wake-ups by event. sd-bus, libdbus
+/// and GLib all wait in poll too.
+pub fn wait_readable(socket: BorrowedFd<'_>, timeout: Option<Duration>) -> Result<(), Error> {
+    let millis = match timeout {
+        None => -1,
+        // Round up so that a sub-millisecond time-out still waits.
+        Some(t) => i32::try_from(t.as_nanos().div_ceil(1_000_000)).unwrap_or(i32::MAX),
+    };
+    let mut fds = [PollFd::new(&socket, PollFlags::IN)];
+    loop {
+        match rustix::event::poll(&mut fds, millis) {
+            Ok(0) => return Err(Error::Timeout),
+            Ok(_) => return Ok(()),
+            // A signal: wait again (a little longer than asked at worst).
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// Grow the window when a read filled it, shrink it when reads use little.
 fn next_read_size(current: usize, asked: usize, got: usize) -> usize {
     if got >= asked {
@@ -213,7 +256,7 @@ mod tests {
 
     fn pair() -> (Transport, UnixStream) {
         let (a, b) = UnixStream::pair().unwrap();
-        (Transport::new(a), b)
+        (Transport::new(a).unwrap(), b)
     }
 
     /// Read until `n` bytes are buffered, then take them.
@@ -255,7 +298,7 @@ mod tests {
     #[test]
     fn vectored_write_with_fds_arrives_whole() {
         let (mut sender, peer) = pair();
-        let mut receiver = Transport::new(peer);
+        let mut receiver = Transport::new(peer).unwrap();
         let (r, w) = rustix::pipe::pipe().unwrap();
         sender
             .write_all(&[b"ab", b"", b"cd\r\n"], &[r.as_fd()])
@@ -300,7 +343,7 @@ mod tests {
     #[test]
     fn many_parts_are_written_in_order() {
         let (mut sender, peer) = pair();
-        let mut receiver = Transport::new(peer);
+        let mut receiver = Transport::new(peer).unwrap();
         let words: Vec<String> = (0..40).map(|i| format!("{i},")).collect();
         let parts: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
         sender.write_all(&parts, &[]).unwrap();
@@ -313,7 +356,7 @@ mod tests {
         let (mut sender, peer) = pair();
         let big = vec![5u8; 1 << 20];
         let reader = std::thread::spawn(move || {
-            let mut t = Transport::new(peer);
+            let mut t = Transport::new(peer).unwrap();
             let mut n = 0;
             while n < (1 << 20) {
                 t.read_more(0).unwrap();

@@ -3,6 +3,7 @@
 //! a socketpair (no SASL, no Hello: the floor without a bus).
 
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
@@ -33,6 +34,7 @@ const MIN_READ: usize = 4 * 1024;
 pub struct Peer {
     stream: UnixStream,
     inbuf: BytesMut,
+    timeout: Duration,
 }
 
 impl Peer {
@@ -42,6 +44,7 @@ impl Peer {
         Peer {
             stream,
             inbuf: BytesMut::with_capacity(256 * 1024),
+            timeout,
         }
     }
 
@@ -51,7 +54,9 @@ impl Peer {
         Ok((Peer::new(a, timeout), Peer::new(b, timeout)))
     }
 
+    /// Waits in poll first, as the client does (see `wait_readable`).
     fn read_more(&mut self, at_least: usize) -> Result<(), Error> {
+        quickbus_client::wait_readable(self.stream.as_fd(), Some(self.timeout))?;
         let start = self.inbuf.len();
         self.inbuf.resize(start + at_least.max(MIN_READ), 0);
         let got = loop {
