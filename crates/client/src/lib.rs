@@ -21,5 +21,5 @@ pub use connection::{
     BUS_PATH, DEFAULT_SYSTEM_BUS_ADDRESS,
 };
 pub use error::{CallError, DBusError, Error};
-pub use transport::wait_readable;
 pub use quickbus_wire::{Message, MessageBuilder, MessageType, Value};
+pub use transport::wait_readable;

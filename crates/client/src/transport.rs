@@ -289,10 +289,26 @@ mod tests {
     #[test]
     fn read_timeout_is_reported() {
         let (mut t, _peer) = pair();
-        t.stream
-            .set_read_timeout(Some(std::time::Duration::from_millis(10)))
-            .unwrap();
+        t.set_read_timeout(Some(Duration::from_millis(10)));
         assert!(matches!(t.read_more(0), Err(Error::Timeout)));
+    }
+
+    #[test]
+    fn the_streams_read_timeout_at_creation_is_kept() {
+        let (a, _peer) = UnixStream::pair().unwrap();
+        a.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+        let mut t = Transport::new(a).unwrap();
+        assert!(matches!(t.read_more(0), Err(Error::Timeout)));
+    }
+
+    #[test]
+    fn waiting_for_input_ends_when_it_arrives_or_the_peer_hangs_up() {
+        let (t, mut peer) = pair();
+        peer.write_all(b"x").unwrap();
+        wait_readable(t.stream.as_fd(), Some(Duration::from_secs(60))).unwrap();
+        let (t, peer) = pair();
+        drop(peer);
+        wait_readable(t.stream.as_fd(), None).unwrap();
     }
 
     #[test]

@@ -21,11 +21,35 @@
 //!   it are dropped and counted, nobody is held for it any more, and a log
 //!   line names it. Once it drains to half its bound it gets one
 //!   `MessagesLost(u count)` signal from the bus, which monitors see too.
+//!
+//! Pacing, well below those bounds, keeps the queues of receivers that do
+//! read short (quickbus's own; dbus-daemon and dbus-broker have none):
+//!
+//! - When a message from a peer leaves a receiver's queue longer than
+//!   `pacing_bytes`, the daemon stops reading that sender until the
+//!   receiver has taken the queue down to half of that. The kernel pushes
+//!   back on the sender meanwhile; nothing is refused or dropped.
+//! - A receiver that does not get there within `pacing_timeout` paces
+//!   nobody until its queue is empty again (it may be stuck: its sender
+//!   goes on, and the bounds above apply).
+//! - Monitors pace nobody.
+//!
+//! Why: a sender faster than its receiver otherwise fills the queue up to
+//! `max_outgoing_bytes`, and every message then waits behind megabytes:
+//! send-to-receive latency grows with the burst, and the queued bytes
+//! have left the CPU caches by the time they are written, which doubled
+//! the daemon's CPU per 128 KiB message (docs/performance.md).
 
 use std::time::{Duration, Instant};
 
 /// How long a signal's sender is held back for one full receiver.
 pub const DEFAULT_HOLD: Duration = Duration::from_secs(1);
+
+/// Default `pacing_bytes`: the best of the sizes measured in
+/// docs/performance.md (128 KiB signal bursts).
+pub const DEFAULT_PACING_BYTES: u64 = 512 * 1024;
+/// Default `pacing_timeout`, in milliseconds.
+pub const DEFAULT_PACING_TIMEOUT_MS: u64 = 100;
 
 /// The bounds of one connection's outgoing queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +57,29 @@ pub struct OutBounds {
     pub max_bytes: usize,
     pub max_fds: usize,
     pub hold: Duration,
+    pub pacing: Pacing,
+}
+
+/// When to pause a sender for a receiver that reads (see the module
+/// documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pacing {
+    /// Queue length beyond which the sender is paused; 0: never.
+    pub bytes: usize,
+    /// Longest pause for one receiver.
+    pub timeout: Duration,
+}
+
+impl Pacing {
+    /// Pause the sender of the message that left `queued` bytes queued.
+    pub fn pauses_at(&self, queued: usize) -> bool {
+        self.bytes > 0 && queued > self.bytes
+    }
+
+    /// The receiver has caught up: its sender may go on.
+    pub fn caught_up(&self, queued: usize) -> bool {
+        queued <= self.bytes / 2
+    }
 }
 
 /// How full a queue is.
@@ -69,7 +116,7 @@ impl OutBounds {
         OutBounds {
             max_bytes: self.max_bytes.saturating_mul(times),
             max_fds: self.max_fds.saturating_mul(times),
-            hold: self.hold,
+            ..*self
         }
     }
 
@@ -136,6 +183,8 @@ pub struct Receiver {
     lost: u64,
     /// Signals dropped over its life (for the log and stats).
     pub lost_total: u64,
+    /// A pause for it timed out: it paces nobody until its queue empties.
+    pacing_off: bool,
 }
 
 impl Receiver {
@@ -191,6 +240,21 @@ impl Receiver {
         (lost > 0).then_some(lost)
     }
 
+    /// Whether a sender to it may be paused now.
+    pub fn paces(&self) -> bool {
+        !self.pacing_off
+    }
+
+    /// A pause for it ended without it catching up. True if that is news.
+    pub fn pause_expired(&mut self) -> bool {
+        !std::mem::replace(&mut self.pacing_off, true)
+    }
+
+    /// Its queue is empty: it paces its senders again.
+    pub fn emptied(&mut self) {
+        self.pacing_off = false;
+    }
+
     /// Whether [`Receiver::drained`] has anything to reset.
     pub fn is_overflowing(&self) -> bool {
         self.full_since.is_some() || self.lossy || self.lost > 0
@@ -205,7 +269,33 @@ mod tests {
         max_bytes: 1000,
         max_fds: 4,
         hold: Duration::from_secs(1),
+        pacing: Pacing {
+            bytes: 100,
+            timeout: Duration::from_millis(100),
+        },
     };
+
+    #[test]
+    fn pacing_pauses_past_its_size_and_resumes_at_half() {
+        let pacing = BOUNDS.pacing;
+        assert!(!pacing.pauses_at(100));
+        assert!(pacing.pauses_at(101));
+        assert!(!pacing.caught_up(51));
+        assert!(pacing.caught_up(50));
+        let off = Pacing { bytes: 0, ..pacing };
+        assert!(!off.pauses_at(usize::MAX));
+    }
+
+    #[test]
+    fn a_receiver_whose_pause_timed_out_paces_nobody_until_it_empties() {
+        let mut r = Receiver::default();
+        assert!(r.paces());
+        assert!(r.pause_expired());
+        assert!(!r.pause_expired());
+        assert!(!r.paces());
+        r.emptied();
+        assert!(r.paces());
+    }
 
     #[test]
     fn below_the_bound_everything_is_queued() {

@@ -93,7 +93,7 @@ struct Conn {
     /// What all connections of its user have queued.
     user: Rc<UserTally>,
     /// Set while the daemon does not read it: it sent a signal to a
-    /// receiver whose queue is full.
+    /// receiver whose queue is full, or it is paced (see crate::flow).
     hold: Option<Hold>,
     /// When the fds it sent ahead of their message must have it.
     fd_deadline: Option<Instant>,
@@ -103,12 +103,24 @@ struct Conn {
     last_read_turn: u64,
 }
 
-/// A sender held back for one full receiver.
+/// A sender held back for one receiver.
 struct Hold {
     on: Token,
+    why: HoldReason,
     until: Instant,
     /// The peer hung up meanwhile: read it to EOF once released.
     hung_up: bool,
+}
+
+/// Why a sender is held, which says when it is released.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum HoldReason {
+    /// The receiver's queue is full: until it drains to half its bound;
+    /// after the hold time the receiver becomes lossy.
+    Full,
+    /// Pacing: until the receiver's queue is down to half `pacing_bytes`;
+    /// after `pacing_timeout` the receiver stops pacing.
+    Pace,
 }
 
 /// Why the loop stopped.

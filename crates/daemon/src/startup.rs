@@ -192,6 +192,10 @@ fn serve(
             max_bytes: usize::try_from(limits.max_outgoing_bytes).unwrap_or(usize::MAX),
             max_fds: usize::try_from(limits.max_outgoing_unix_fds).unwrap_or(usize::MAX),
             hold: crate::flow::DEFAULT_HOLD,
+            pacing: crate::flow::Pacing {
+                bytes: usize::try_from(limits.pacing_bytes).unwrap_or(usize::MAX),
+                timeout: Duration::from_millis(limits.pacing_timeout_ms),
+            },
         },
         max_incoming_unix_fds: usize::try_from(limits.max_incoming_unix_fds).unwrap_or(usize::MAX),
         pending_fd_timeout: Duration::from_millis(limits.pending_fd_timeout_ms),

@@ -29,6 +29,12 @@ pub struct Limits {
     /// quickbus's own: SO_SNDBUF/SO_RCVBUF of accepted connections, 0 for
     /// the kernel's default. dbus-daemon refuses a file that sets it.
     pub socket_buffer_bytes: u64,
+    /// quickbus's own: a receiver's queue length beyond which the sender
+    /// is paused until the receiver catches up, 0 for never (see
+    /// crate::flow).
+    pub pacing_bytes: u64,
+    /// quickbus's own: the longest such pause, in milliseconds.
+    pub pacing_timeout_ms: u64,
 }
 
 /// Descriptors one message may carry by default (dbus-daemon's
@@ -64,6 +70,8 @@ impl Default for Limits {
             max_container_metadata_bytes: 4096,
             max_connections_per_container: 8,
             socket_buffer_bytes: DEFAULT_SOCKET_BUFFER_BYTES,
+            pacing_bytes: crate::flow::DEFAULT_PACING_BYTES,
+            pacing_timeout_ms: crate::flow::DEFAULT_PACING_TIMEOUT_MS,
         }
     }
 }
@@ -131,6 +139,8 @@ impl Limits {
             "max_container_metadata_bytes" => plain(&mut self.max_container_metadata_bytes, Int),
             "max_connections_per_container" => plain(&mut self.max_connections_per_container, Int),
             "socket_buffer_bytes" => plain(&mut self.socket_buffer_bytes, Int),
+            "pacing_bytes" => plain(&mut self.pacing_bytes, Long),
+            "pacing_timeout" => plain(&mut self.pacing_timeout_ms, Int),
             _ => None,
         }
     }
@@ -236,6 +246,22 @@ mod tests {
         limits.set("auth_timeout", " +42 ").unwrap();
         assert_eq!(limits.auth_timeout_ms, 42);
         assert!(limits.set("auth_timeout", "10 seconds").is_err());
+    }
+
+    #[test]
+    fn pacing_is_quickbus_own_limit() {
+        let mut limits = Limits::default();
+        assert_eq!(limits.pacing_bytes, crate::flow::DEFAULT_PACING_BYTES);
+        assert_eq!(
+            limits.pacing_timeout_ms,
+            crate::flow::DEFAULT_PACING_TIMEOUT_MS
+        );
+        limits.set("pacing_bytes", "0").unwrap();
+        assert_eq!(limits.pacing_bytes, 0);
+        limits.set("pacing_timeout", "60000").unwrap();
+        assert_eq!(limits.pacing_timeout_ms, 60_000);
+        assert!(limits.set("pacing_timeout", "4294967296").is_err());
+        assert!(limits.set("pacing_bytes", "-1").is_err());
     }
 
     #[test]

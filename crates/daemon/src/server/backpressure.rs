@@ -10,7 +10,7 @@ use mio::Token;
 use quickbus_bus::{ConnId, OutMessage};
 use tracing::{debug, info, warn};
 
-use super::{Conn, Hold, Phase, Server};
+use super::{Conn, Hold, HoldReason, Phase, Server};
 use crate::flow::{Fill, Kind, OutBounds, Verdict};
 use crate::transport::OutItem;
 
@@ -52,7 +52,12 @@ impl Server {
                 });
                 self.dirty.push(token);
                 if verdict == Verdict::QueueAndHoldSender {
-                    self.hold_sender(token);
+                    self.hold_sender(token, HoldReason::Full);
+                } else if bounds.pacing.pauses_at(conn.transport.queued_bytes())
+                    && conn.flow.paces()
+                    && !self.bus.is_monitor(to)
+                {
+                    self.hold_sender(token, HoldReason::Pace);
                 }
             }
             Verdict::Drop => {
@@ -84,27 +89,35 @@ impl Server {
     }
 
     /// Stop reading the connection whose message filled `receiver`'s
-    /// queue, until `receiver` drains or the hold time passes.
-    fn hold_sender(&mut self, receiver: Token) {
+    /// queue (or its pacing allowance), until `receiver` drains or the
+    /// hold time passes.
+    fn hold_sender(&mut self, receiver: Token, why: HoldReason) {
         let Some(sender) = self.routing_from else {
             return; // the bus's own message (a time-out, a disconnect)
         };
         if sender == receiver {
             return;
         }
-        let until = Instant::now() + self.opts.out_bounds.hold;
+        let bounds = self.opts.out_bounds;
+        let how_long = match why {
+            HoldReason::Full => bounds.hold,
+            HoldReason::Pace => bounds.pacing.timeout,
+        };
         let Some(conn) = self.conns.get_mut(&sender) else {
             return;
         };
         if conn.hold.is_none() {
-            // Nothing is lost by a hold, so nobody is told; the log says it.
-            debug!(
-                uid = conn.creds.uid,
-                "holding a sender back for a full receiver"
-            );
+            if why == HoldReason::Full {
+                // Nothing is lost by a hold, so nobody is told; the log says it.
+                debug!(
+                    uid = conn.creds.uid,
+                    "holding a sender back for a full receiver"
+                );
+            }
             conn.hold = Some(Hold {
                 on: receiver,
-                until,
+                why,
+                until: Instant::now() + how_long,
                 hung_up: false,
             });
             self.held.push(sender);
@@ -118,6 +131,9 @@ impl Server {
         let Some(conn) = self.conns.get_mut(&token) else {
             return;
         };
+        if conn.transport.queued_bytes() == 0 {
+            conn.flow.emptied();
+        }
         if !conn.flow.is_overflowing() || !drained(conn, &bounds) {
             return;
         }
@@ -147,30 +163,49 @@ impl Server {
             let Some(hold) = self.conns.get(&sender).and_then(|c| c.hold.as_ref()) else {
                 continue;
             };
-            let (on, until) = (hold.on, hold.until);
+            let (on, why, until) = (hold.on, hold.why, hold.until);
             let receiver = self.conns.get_mut(&on);
-            let drained = receiver.as_ref().is_none_or(|r| drained(r, &bounds));
+            let drained = receiver.as_ref().is_none_or(|r| match why {
+                HoldReason::Full => drained(r, &bounds),
+                HoldReason::Pace => bounds.pacing.caught_up(r.transport.queued_bytes()),
+            });
             if !drained && until > now {
                 self.held.push(sender);
                 continue;
             }
-            if let Some(r) = receiver {
-                if !drained && r.flow.hold_expired() {
-                    let name = match r.phase {
-                        Phase::Running { id } => self.bus.unique_name(id).unwrap_or("(no name)"),
-                        Phase::Authenticating { .. } => "(authenticating)",
-                    };
-                    warn!(
-                        uid = r.creds.uid,
-                        pid = ?r.creds.pid,
-                        "{name} is not reading: {} bytes queued for it for {:?} \
-                         (max_outgoing_bytes={}); dropping signals to it until it \
-                         drains, then it gets MessagesLost",
-                        r.transport.queued_bytes(),
-                        bounds.hold,
-                        bounds.max_bytes
-                    );
-                }
+            match receiver {
+                Some(r) if !drained => match why {
+                    HoldReason::Pace => {
+                        if r.flow.pause_expired() {
+                            debug!(
+                                uid = r.creds.uid,
+                                "a receiver did not catch up within pacing_timeout: it \
+                                 paces nobody until its queue is empty"
+                            );
+                        }
+                    }
+                    HoldReason::Full => {
+                        if r.flow.hold_expired() {
+                            let name = match r.phase {
+                                Phase::Running { id } => {
+                                    self.bus.unique_name(id).unwrap_or("(no name)")
+                                }
+                                Phase::Authenticating { .. } => "(authenticating)",
+                            };
+                            warn!(
+                                uid = r.creds.uid,
+                                pid = ?r.creds.pid,
+                                "{name} is not reading: {} bytes queued for it for {:?} \
+                                 (max_outgoing_bytes={}); dropping signals to it until it \
+                                 drains, then it gets MessagesLost",
+                                r.transport.queued_bytes(),
+                                bounds.hold,
+                                bounds.max_bytes
+                            );
+                        }
+                    }
+                },
+                _ => {}
             }
             if let Some(hold) = self.conns.get_mut(&sender).and_then(|c| c.hold.take()) {
                 self.unfinished_reads.push((sender, hold.hung_up));
