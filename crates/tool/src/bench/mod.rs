@@ -248,14 +248,18 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
                     });
                     results.add(key(workload, size, count, subject_of(bus)), sample);
                 }
-                if workload == Workload::RoundTrip {
-                    let floors: [(Subject, Floor); 2] = [
+                // What the same clients do without a bus: the floor of a
+                // round trip, the ceiling of a burst.
+                let floors: &[(Subject, Floor)] = match workload {
+                    Workload::RoundTrip => &[
                         (Subject::PeerToPeer, workloads::peer_round_trip),
                         (Subject::Socket, workloads::socket_ping_pong),
-                    ];
-                    for (subject, measure) in floors {
-                        results.add(key(workload, size, count, subject), measure(size, count));
-                    }
+                    ],
+                    Workload::SignalBurst => &[(Subject::PeerToPeer, workloads::peer_signal_burst)],
+                    Workload::FanOut => &[],
+                };
+                for &(subject, measure) in floors {
+                    results.add(key(workload, size, count, subject), measure(size, count));
                 }
             }
         }

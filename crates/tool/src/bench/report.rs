@@ -239,6 +239,7 @@ impl Results {
             }
         }
         out.push_str(&self.bus_overhead(&summaries));
+        out.push_str(&burst_ceiling(&summaries));
         out.push_str(&socket_buffer_sweep(&summaries));
         if !notes.is_empty() {
             out.push('\n');
@@ -381,6 +382,43 @@ impl Results {
     }
 }
 
+/// Each bus's signal-burst rate as a share of the same clients' rate
+/// without a bus (peer to peer): what is left between a bus and the
+/// ceiling of this machine.
+fn burst_ceiling(summaries: &BTreeMap<Key, Summary>) -> String {
+    let mut out = String::new();
+    let rows: Vec<&Key> = summaries
+        .keys()
+        .filter(|k| k.workload == Workload::SignalBurst && matches!(k.subject, Subject::Bus(_)))
+        .collect();
+    let mut lines = Vec::new();
+    for key in rows {
+        let ceiling = Key {
+            subject: Subject::PeerToPeer,
+            ..*key
+        };
+        let (Some(bus), Some(peer)) = (summaries.get(key), summaries.get(&ceiling)) else {
+            continue;
+        };
+        lines.push(format!(
+            "{:<14} {:>9} {:>12} {:>10.2} of the peer-to-peer rate ({:.0} messages/s)",
+            "ceiling",
+            size_text(key.size),
+            key.subject.name(),
+            bus.rate / peer.rate.max(f64::MIN_POSITIVE),
+            peer.rate
+        ));
+    }
+    if !lines.is_empty() {
+        out.push_str("\n== signal burst: rate as a share of the same clients without a bus ==\n");
+        for line in lines {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 /// Each swept socket buffer size against the kernel's default: rate and
 /// mean latency ratios per workload and payload size, and which size did
 /// best (the highest rate).
@@ -504,6 +542,29 @@ mod tests {
         let json = results.json("quickbus bench", 1, &[]);
         assert_eq!(json["results"].as_array().unwrap().len(), 2);
         assert_eq!(json["results"][0]["median"]["received_percent"], 100.0);
+    }
+
+    #[test]
+    fn bursts_are_shown_against_the_no_bus_ceiling() {
+        let mut results = Results::default();
+        let key = |subject| Key {
+            workload: Workload::SignalBurst,
+            size: 131072,
+            count: 10,
+            subject,
+        };
+        results.add(key(Subject::Bus(BusKind::Quickbus)), sample(10, 4.0));
+        results.add(key(Subject::PeerToPeer), sample(10, 1.0));
+        let table = results.table(&[]);
+        let ceiling = &table[table.find("without a bus").expect(&table)..];
+        assert!(
+            ceiling.contains("128 KiB") && ceiling.contains("quickbus"),
+            "{ceiling}"
+        );
+        assert!(
+            ceiling.contains("0.25 of the peer-to-peer rate (10 messages/s)"),
+            "{ceiling}"
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The measured workloads: signal bursts to one or many receivers, method
-//! round trips through a bus or peer to peer, and a bare socket ping-pong.
+//! The measured workloads: signal bursts to one or many receivers (and
+//! peer to peer, the ceiling), method round trips through a bus or peer to
+//! peer, and a bare socket ping-pong.
 //! Every wait is bounded, so a bus that drops or stalls ends the run with
 //! errors recorded instead of hanging it.
 
@@ -372,6 +373,63 @@ pub fn peer_round_trip(size: usize, count: u32) -> Sample {
     sample
 }
 
+/// The same burst from the same sender code to one receiver over a
+/// socketpair, no bus: the most these clients can move on this machine
+/// (the sender's and the receiver's copies alone), a ceiling for the buses.
+pub fn peer_signal_burst(size: usize, count: u32) -> Sample {
+    let mut sample = Sample {
+        expected: count as u64,
+        ..Sample::default()
+    };
+    let (mut sender, mut receiver) = match Peer::pair(IO_TIMEOUT) {
+        Ok(pair) => pair,
+        Err(e) => {
+            sample.errors.push(format!("socketpair: {e}"));
+            return sample;
+        }
+    };
+    let reader = std::thread::spawn(move || {
+        let mut latencies_ns = Vec::with_capacity(count as usize);
+        let mut last_at_ns = 0;
+        for _ in 0..count {
+            match receiver.receive() {
+                Ok(message) => {
+                    last_at_ns = now_ns();
+                    if let Some(sent) = messages::timestamp_of(&message) {
+                        latencies_ns.push(last_at_ns.saturating_sub(sent));
+                    }
+                }
+                Err(e) => return Err(format!("receiver: {e}")),
+            }
+        }
+        Ok((latencies_ns, last_at_ns))
+    });
+    let start_ns = now_ns();
+    let mut signal = Template::signal(size);
+    for serial in 1..=count {
+        signal.with_serial(serial).with_timestamp(now_ns());
+        if let Err(e) = sender.send(signal.bytes()) {
+            sample.errors.push(format!("sender: {e}"));
+            break;
+        }
+    }
+    match reader.join() {
+        Ok(Ok((latencies, last_at_ns))) => {
+            sample.delivered = latencies.len() as u64;
+            sample.seconds = last_at_ns.saturating_sub(start_ns) as f64 / 1e9;
+            sample.with_latencies(latencies)
+        }
+        Ok(Err(e)) => {
+            sample.errors.push(e);
+            sample
+        }
+        Err(_) => {
+            sample.errors.push("receiver thread panicked".into());
+            sample
+        }
+    }
+}
+
 /// `size` bytes there and back over a bare socketpair, no D-Bus at all.
 pub fn socket_ping_pong(size: usize, count: u32) -> Sample {
     let mut sample = Sample {
@@ -438,6 +496,15 @@ mod tests {
         assert_eq!(sample.errors, Vec::<String>::new());
         assert_eq!(sample.delivered, 20);
         assert_eq!(sample.received_percent(), 100.0);
+        assert!(sample.latency_mean_us > 0.0);
+    }
+
+    #[test]
+    fn peer_signal_bursts_all_arrive() {
+        let sample = peer_signal_burst(40_000, 30);
+        assert_eq!(sample.errors, Vec::<String>::new());
+        assert_eq!(sample.delivered, 30);
+        assert!(sample.rate() > 0.0);
         assert!(sample.latency_mean_us > 0.0);
     }
 
