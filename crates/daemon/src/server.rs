@@ -257,16 +257,21 @@ impl Server {
             }
             ready.clear();
             self.spare.ready = ready;
-            let now = Instant::now();
-            self.expire_auth(now);
-            self.expire_pending_fds(now);
-            self.bus.handle_timeouts(now, &mut self.actions);
+            self.drop_stale_deadlines();
+            if self.has_deadlines() {
+                let now = Instant::now();
+                self.expire_auth(now);
+                self.expire_pending_fds(now);
+                self.bus.handle_timeouts(now, &mut self.actions);
+            }
             if self.bus.take_reload_request() {
                 self.reload("ReloadConfig");
             }
             self.apply_actions();
             self.flush_dirty();
-            self.release_holds(Instant::now());
+            if !self.held.is_empty() {
+                self.release_holds(Instant::now());
+            }
             let conns = &mut self.conns;
             self.idle_buffers.end_turn(|token, emptied_at| {
                 if let Some(conn) = conns.get_mut(&token) {
@@ -275,6 +280,40 @@ impl Server {
                     }
                 }
             });
+        }
+    }
+
+    /// Whether anything is due at some time: without, the loop reads no
+    /// clock and sleeps without a time-out (no timer armed per wait).
+    fn has_deadlines(&self) -> bool {
+        !self.auth_deadlines.is_empty()
+            || !self.fd_deadlines.is_empty()
+            || self.bus.next_deadline().is_some()
+    }
+
+    /// Forget the deadlines of connections that authenticated, left, or
+    /// got their fds' message in time, so that they do not keep the loop
+    /// waking up for nothing.
+    fn drop_stale_deadlines(&mut self) {
+        while let Some(&Reverse((_, token))) = self.auth_deadlines.peek() {
+            let authenticating = matches!(
+                self.conns.get(&token).map(|c| &c.phase),
+                Some(Phase::Authenticating { .. })
+            );
+            if authenticating {
+                break;
+            }
+            self.auth_deadlines.pop();
+        }
+        while let Some(&Reverse((deadline, token))) = self.fd_deadlines.peek() {
+            if self
+                .conns
+                .get(&token)
+                .is_some_and(|c| c.fd_deadline == Some(deadline))
+            {
+                break;
+            }
+            self.fd_deadlines.pop();
         }
     }
 
