@@ -8,6 +8,7 @@ mod endpoint;
 mod messages;
 mod plot;
 mod report;
+mod round_trip;
 mod scale;
 mod svg;
 mod workloads;
@@ -16,7 +17,6 @@ use std::path::PathBuf;
 
 use buses::{BusKind, RunningBus};
 use report::{Key, Results, Subject};
-use workloads::Sample;
 
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -75,9 +75,6 @@ pub enum Workload {
     FanOut,
     RoundTrip,
 }
-
-/// A round trip measured without a bus: (payload size, count) -> sample.
-type Floor = fn(usize, u32) -> Sample;
 
 /// The socket buffer sizes of a sweep (seed 002): 0 is the kernel's
 /// default (net.core.wmem_default, 208 KiB here), then 64 KiB to 4 MiB.
@@ -234,32 +231,38 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         for &workload in &plan.workloads {
             for &size in workload.sizes(args) {
                 let count = workload.count(size, args);
+                if workload == Workload::RoundTrip {
+                    // Every bus and both floors take turns within the run.
+                    let trips = round_trip::interleaved(&running, size, count);
+                    let subjects = running.iter().map(subject_of);
+                    for (subject, sample) in subjects.zip(trips.buses) {
+                        results.add(key(workload, size, count, subject), sample);
+                    }
+                    results.add(
+                        key(workload, size, count, Subject::PeerToPeer),
+                        trips.peer_to_peer,
+                    );
+                    results.add(key(workload, size, count, Subject::Socket), trips.socket);
+                    continue;
+                }
                 // Rotate the order of buses each repetition so none always
                 // runs first (or last) after the others warmed the caches.
                 let n = running.len().max(1);
                 for i in 0..running.len() {
                     let bus = &running[(i + rep as usize) % n];
-                    let sample = workloads::with_daemon_cpu(bus, || match workload {
-                        Workload::SignalBurst => workloads::signal_burst(bus, 1, size, count),
-                        Workload::FanOut => {
-                            workloads::signal_burst(bus, FAN_OUT_RECEIVERS, size, count)
-                        }
-                        Workload::RoundTrip => workloads::bus_round_trip(bus, size, count),
+                    let receivers = match workload {
+                        Workload::FanOut => FAN_OUT_RECEIVERS,
+                        _ => 1,
+                    };
+                    let sample = workloads::with_daemon_cpu(bus, || {
+                        workloads::signal_burst(bus, receivers, size, count)
                     });
                     results.add(key(workload, size, count, subject_of(bus)), sample);
                 }
-                // What the same clients do without a bus: the floor of a
-                // round trip, the ceiling of a burst.
-                let floors: &[(Subject, Floor)] = match workload {
-                    Workload::RoundTrip => &[
-                        (Subject::PeerToPeer, workloads::peer_round_trip),
-                        (Subject::Socket, workloads::socket_ping_pong),
-                    ],
-                    Workload::SignalBurst => &[(Subject::PeerToPeer, workloads::peer_signal_burst)],
-                    Workload::FanOut => &[],
-                };
-                for &(subject, measure) in floors {
-                    results.add(key(workload, size, count, subject), measure(size, count));
+                if workload == Workload::SignalBurst {
+                    // What the same clients move without a bus.
+                    let sample = workloads::peer_signal_burst(size, count);
+                    results.add(key(workload, size, count, Subject::PeerToPeer), sample);
                 }
             }
         }

@@ -1,18 +1,13 @@
-//! The measured workloads: signal bursts to one or many receivers (and
-//! peer to peer, the ceiling), method round trips through a bus or peer to
-//! peer, and a bare socket ping-pong.
+//! The signal workloads: bursts to one or many receivers, and the same
+//! burst peer to peer (round trips are in `round_trip`).
 //! Every wait is bounded, so a bus that drops or stalls ends the run with
 //! errors recorded instead of hanging it.
 
-use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use quickbus_client::Error;
-use quickbus_wire::MessageType;
 
 use super::buses::RunningBus;
 use super::endpoint::{Endpoint, Peer};
@@ -66,7 +61,7 @@ impl Sample {
         (self.bus_messages > 0).then(|| cpu * 1e6 / self.bus_messages as f64)
     }
 
-    fn with_latencies(mut self, mut latencies_ns: Vec<u64>) -> Sample {
+    pub(super) fn with_latencies(mut self, mut latencies_ns: Vec<u64>) -> Sample {
         if !latencies_ns.is_empty() {
             latencies_ns.sort_unstable();
             let sum: u128 = latencies_ns.iter().map(|&l| l as u128).sum();
@@ -252,127 +247,6 @@ fn receive_burst(
     received
 }
 
-/// Answers Echo calls with a reply of the same size until Quit.
-fn serve_echo(mut server: impl Endpoint) -> Vec<String> {
-    let mut replies: HashMap<(String, usize), Template> = HashMap::new();
-    let mut serial = 0u32;
-    loop {
-        let message = match server.receive() {
-            Ok(m) => m,
-            Err(Error::Closed) => return Vec::new(),
-            Err(e) => return vec![format!("echo server: {e}")],
-        };
-        if message.msg_type() != MessageType::MethodCall {
-            continue;
-        }
-        if message.member() == Some(messages::QUIT) {
-            return Vec::new();
-        }
-        let caller = message.sender().unwrap_or(":0.0").to_owned();
-        let size = messages::payload_len(&message);
-        let reply = replies
-            .entry((caller, size))
-            .or_insert_with_key(|(caller, size)| Template::reply(caller, *size));
-        serial = serial.wrapping_add(1).max(1);
-        reply
-            .with_serial(serial)
-            .with_reply_serial(message.serial());
-        if let Err(e) = server.send(reply.bytes()) {
-            return vec![format!("echo server: {e}")];
-        }
-    }
-}
-
-/// `count` Echo calls of `size` bytes, each waiting for its reply.
-fn call_loop(client: &mut impl Endpoint, server_name: &str, size: usize, count: u32) -> Sample {
-    let mut sample = Sample {
-        expected: count as u64,
-        ..Sample::default()
-    };
-    let mut call = Template::call(server_name, messages::METHOD, size);
-    let mut rtts = Vec::with_capacity(count as usize);
-    let start = Instant::now();
-    'calls: for i in 0..count {
-        let serial = i.wrapping_add(1_000).max(1);
-        let sent = Instant::now();
-        if let Err(e) = client.send(call.with_serial(serial).bytes()) {
-            sample.errors.push(format!("caller: {e}"));
-            break;
-        }
-        loop {
-            match client.receive() {
-                Ok(m) if m.reply_serial() == Some(serial) => {
-                    if m.msg_type() == MessageType::Error {
-                        let e = quickbus_client::error_of(&m);
-                        sample.errors.push(format!("caller: {e}"));
-                        break 'calls;
-                    }
-                    rtts.push(sent.elapsed().as_nanos() as u64);
-                    sample.delivered += 1;
-                    break;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    sample.errors.push(format!("caller: {e}"));
-                    break 'calls;
-                }
-            }
-        }
-    }
-    sample.seconds = start.elapsed().as_secs_f64();
-    sample.bus_messages = 2 * sample.delivered;
-    let mut quit = Template::call(server_name, messages::QUIT, 0);
-    let _ = client.send(quit.with_serial(1).bytes());
-    sample.with_latencies(rtts)
-}
-
-/// Method call and reply between two clients of `bus`.
-pub fn bus_round_trip(bus: &RunningBus, size: usize, count: u32) -> Sample {
-    let connected = bus
-        .connect(IO_TIMEOUT)
-        .and_then(|server| Ok((bus.connect(IO_TIMEOUT)?, server)));
-    let (mut client, server) = match connected {
-        Ok(pair) => pair,
-        Err(e) => {
-            return Sample {
-                expected: count as u64,
-                errors: vec![format!("connect: {e}")],
-                ..Sample::default()
-            }
-        }
-    };
-    let server_name = server.unique_name().to_owned();
-    let echo = std::thread::spawn(move || serve_echo(server));
-    let mut sample = call_loop(&mut client, &server_name, size, count);
-    sample.errors.extend(
-        echo.join()
-            .unwrap_or_else(|_| vec!["echo server panicked".into()]),
-    );
-    sample
-}
-
-/// The same calls peer to peer over a socketpair: the floor without a bus.
-pub fn peer_round_trip(size: usize, count: u32) -> Sample {
-    let (mut client, server) = match Peer::pair(IO_TIMEOUT) {
-        Ok(pair) => pair,
-        Err(e) => {
-            return Sample {
-                expected: count as u64,
-                errors: vec![format!("socketpair: {e}")],
-                ..Sample::default()
-            }
-        }
-    };
-    let echo = std::thread::spawn(move || serve_echo(server));
-    let mut sample = call_loop(&mut client, ":1.0", size, count);
-    sample.bus_messages = 0;
-    sample.errors.extend(
-        echo.join()
-            .unwrap_or_else(|_| vec!["echo peer panicked".into()]),
-    );
-    sample
-}
-
 /// The same burst from the same sender code to one receiver over a
 /// socketpair, no bus: the most these clients can move on this machine
 /// (the sender's and the receiver's copies alone), a ceiling for the buses.
@@ -430,53 +304,6 @@ pub fn peer_signal_burst(size: usize, count: u32) -> Sample {
     }
 }
 
-/// `size` bytes there and back over a bare socketpair, no D-Bus at all.
-pub fn socket_ping_pong(size: usize, count: u32) -> Sample {
-    let mut sample = Sample {
-        expected: count as u64,
-        ..Sample::default()
-    };
-    let size = size.max(1);
-    let (mut client, mut server) = match UnixStream::pair() {
-        Ok(pair) => pair,
-        Err(e) => {
-            sample.errors.push(format!("socketpair: {e}"));
-            return sample;
-        }
-    };
-    for s in [&client, &server] {
-        let _ = s.set_read_timeout(Some(IO_TIMEOUT));
-        let _ = s.set_write_timeout(Some(IO_TIMEOUT));
-    }
-    let echo = std::thread::spawn(move || {
-        let mut buf = vec![0u8; size];
-        for _ in 0..count {
-            if server.read_exact(&mut buf).is_err() || server.write_all(&buf).is_err() {
-                break;
-            }
-        }
-    });
-    let mut buf = vec![7u8; size];
-    let mut rtts = Vec::with_capacity(count as usize);
-    let start = Instant::now();
-    for _ in 0..count {
-        let sent = Instant::now();
-        let result = client
-            .write_all(&buf)
-            .and_then(|_| client.read_exact(&mut buf));
-        if let Err(e) = result {
-            sample.errors.push(format!("ping-pong: {e}"));
-            break;
-        }
-        rtts.push(sent.elapsed().as_nanos() as u64);
-        sample.delivered += 1;
-    }
-    sample.seconds = start.elapsed().as_secs_f64();
-    drop(client);
-    let _ = echo.join();
-    sample.with_latencies(rtts)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -491,28 +318,12 @@ mod tests {
     }
 
     #[test]
-    fn peer_round_trips_all_complete() {
-        let sample = peer_round_trip(3000, 20);
-        assert_eq!(sample.errors, Vec::<String>::new());
-        assert_eq!(sample.delivered, 20);
-        assert_eq!(sample.received_percent(), 100.0);
-        assert!(sample.latency_mean_us > 0.0);
-    }
-
-    #[test]
     fn peer_signal_bursts_all_arrive() {
         let sample = peer_signal_burst(40_000, 30);
         assert_eq!(sample.errors, Vec::<String>::new());
         assert_eq!(sample.delivered, 30);
         assert!(sample.rate() > 0.0);
         assert!(sample.latency_mean_us > 0.0);
-    }
-
-    #[test]
-    fn socket_ping_pongs_all_complete() {
-        let sample = socket_ping_pong(1, 50);
-        assert!(sample.errors.is_empty(), "{:?}", sample.errors);
-        assert_eq!(sample.delivered, 50);
     }
 
     #[test]

@@ -1,0 +1,337 @@
+//! Round trips (seed 001): Echo calls and their replies through every bus,
+//! and, as the floors, the same client peer to peer over a socketpair and
+//! a bare socket ping-pong.
+//!
+//! All of them take turns every [`SLICE`] calls rather than running one
+//! after the other. On a virtual machine the cost of a wake-up jumps
+//! between regimes (a bare ping-pong here takes 13 µs for a few seconds,
+//! then 50 µs) far more than the buses differ; in turns of a few
+//! milliseconds every bus and both floors see the same regimes, so their
+//! ratios, and the bus hop computed from the floors, hold.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use quickbus_client::Error;
+use quickbus_wire::MessageType;
+
+use super::buses::RunningBus;
+use super::endpoint::{Endpoint, Peer};
+use super::messages::{self, Template};
+use super::workloads::Sample;
+
+/// Calls per turn.
+const SLICE: u32 = 50;
+/// Bound of every single blocking read or write.
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What one run measured: one sample per bus (in the order given), and
+/// the two floors.
+pub struct RoundTrips {
+    pub buses: Vec<Sample>,
+    pub peer_to_peer: Sample,
+    pub socket: Sample,
+}
+
+/// `count` round trips of `size` bytes each way through every bus in
+/// `buses`, peer to peer and over a bare socket, taking turns.
+pub fn interleaved(buses: &[RunningBus], size: usize, count: u32) -> RoundTrips {
+    let mut lanes: Vec<Lane> = buses.iter().map(|bus| Lane::through(bus, size)).collect();
+    lanes.push(Lane::peer_to_peer(size));
+    lanes.push(Lane::socket(size));
+    let turns = count.div_ceil(SLICE);
+    for turn in 0..turns {
+        let calls = SLICE.min(count - turn * SLICE);
+        // Rotate who goes first, so none always follows the same one.
+        let n = lanes.len();
+        for i in 0..n {
+            lanes[(i + turn as usize) % n].run(calls);
+        }
+    }
+    let mut samples: Vec<Sample> = lanes.into_iter().map(|l| l.finish(count)).collect();
+    let socket = samples.pop().expect("the socket lane");
+    let peer_to_peer = samples.pop().expect("the peer-to-peer lane");
+    RoundTrips {
+        buses: samples,
+        peer_to_peer,
+        socket,
+    }
+}
+
+/// One caller and its echo server, and what it measured so far.
+struct Lane<'a> {
+    pinger: Option<Pinger>,
+    /// The bus whose daemon's CPU time is counted, if any.
+    bus: Option<&'a RunningBus>,
+    rtts_ns: Vec<u64>,
+    seconds: f64,
+    daemon_cpu_seconds: f64,
+    errors: Vec<String>,
+}
+
+enum Pinger {
+    /// D-Bus method calls, through a bus or peer to peer.
+    Calls {
+        client: Box<dyn Endpoint>,
+        call: Template,
+        serial: u32,
+        server_name: String,
+        server: JoinHandle<Vec<String>>,
+    },
+    /// `buf.len()` bytes there and back, no D-Bus at all.
+    Bytes {
+        stream: UnixStream,
+        buf: Vec<u8>,
+        echo: JoinHandle<()>,
+    },
+}
+
+impl<'a> Lane<'a> {
+    fn new(pinger: Result<Pinger, String>, bus: Option<&'a RunningBus>) -> Lane<'a> {
+        let (pinger, errors) = match pinger {
+            Ok(p) => (Some(p), Vec::new()),
+            Err(e) => (None, vec![e]),
+        };
+        Lane {
+            pinger,
+            bus,
+            rtts_ns: Vec::new(),
+            seconds: 0.0,
+            daemon_cpu_seconds: 0.0,
+            errors,
+        }
+    }
+
+    /// A caller and an echo server, both clients of `bus`.
+    fn through(bus: &'a RunningBus, size: usize) -> Lane<'a> {
+        let connected = (|| {
+            let server = bus.connect(IO_TIMEOUT)?;
+            let client = bus.connect(IO_TIMEOUT)?;
+            Ok::<_, Error>((client, server))
+        })();
+        let pinger = connected
+            .map(|(client, server)| {
+                let name = server.unique_name().to_owned();
+                Pinger::calls(Box::new(client), server, &name, size)
+            })
+            .map_err(|e| format!("connect: {e}"));
+        Lane::new(pinger, Some(bus))
+    }
+
+    /// The same client and server peer to peer: the floor without a bus.
+    fn peer_to_peer(size: usize) -> Lane<'static> {
+        let pinger = Peer::pair(IO_TIMEOUT)
+            .map(|(client, server)| Pinger::calls(Box::new(client), server, ":1.0", size))
+            .map_err(|e| format!("socketpair: {e}"));
+        Lane::new(pinger, None)
+    }
+
+    /// Bare bytes over a socketpair.
+    fn socket(size: usize) -> Lane<'static> {
+        Lane::new(Pinger::bytes(size.max(1)), None)
+    }
+
+    /// `calls` round trips, unless an earlier one failed.
+    fn run(&mut self, calls: u32) {
+        let Some(pinger) = &mut self.pinger else {
+            return;
+        };
+        let cpu_before = self.bus.map(RunningBus::cpu_seconds);
+        let start = Instant::now();
+        for _ in 0..calls {
+            let sent = Instant::now();
+            if let Err(e) = pinger.ping() {
+                self.errors.push(e);
+                self.stop();
+                break;
+            }
+            self.rtts_ns.push(sent.elapsed().as_nanos() as u64);
+        }
+        self.seconds += start.elapsed().as_secs_f64();
+        if let (Some(bus), Some(before)) = (self.bus, cpu_before) {
+            self.daemon_cpu_seconds += (bus.cpu_seconds() - before).max(0.0);
+        }
+    }
+
+    /// Tell the echo server to stop and wait for it.
+    fn stop(&mut self) {
+        if let Some(pinger) = self.pinger.take() {
+            self.errors.extend(pinger.stop());
+        }
+    }
+
+    fn finish(mut self, count: u32) -> Sample {
+        self.stop();
+        let delivered = self.rtts_ns.len() as u64;
+        let sample = Sample {
+            expected: count as u64,
+            delivered,
+            // A round trip is two messages through the bus.
+            bus_messages: if self.bus.is_some() { 2 * delivered } else { 0 },
+            seconds: self.seconds,
+            errors: self.errors,
+            daemon_cpu_seconds: self.bus.map(|_| self.daemon_cpu_seconds),
+            ..Sample::default()
+        };
+        sample.with_latencies(self.rtts_ns)
+    }
+}
+
+impl Pinger {
+    fn calls(
+        client: Box<dyn Endpoint>,
+        server: impl Endpoint + 'static,
+        server_name: &str,
+        size: usize,
+    ) -> Pinger {
+        Pinger::Calls {
+            client,
+            call: Template::call(server_name, messages::METHOD, size),
+            serial: 0,
+            server_name: server_name.to_owned(),
+            server: std::thread::spawn(move || serve_echo(server)),
+        }
+    }
+
+    fn bytes(size: usize) -> Result<Pinger, String> {
+        let (stream, mut echo_end) = UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
+        for s in [&stream, &echo_end] {
+            let _ = s.set_read_timeout(Some(IO_TIMEOUT));
+            let _ = s.set_write_timeout(Some(IO_TIMEOUT));
+        }
+        let echo = std::thread::spawn(move || {
+            let mut buf = vec![0u8; size];
+            // Until the caller hangs up.
+            while echo_end.read_exact(&mut buf).is_ok() && echo_end.write_all(&buf).is_ok() {}
+        });
+        Ok(Pinger::Bytes {
+            stream,
+            buf: vec![7u8; size],
+            echo,
+        })
+    }
+
+    /// One round trip.
+    fn ping(&mut self) -> Result<(), String> {
+        match self {
+            Pinger::Calls {
+                client,
+                call,
+                serial,
+                ..
+            } => {
+                *serial = serial.wrapping_add(1).max(1);
+                let serial = *serial;
+                client
+                    .send(call.with_serial(serial).bytes())
+                    .map_err(|e| format!("caller: {e}"))?;
+                loop {
+                    let reply = client.receive().map_err(|e| format!("caller: {e}"))?;
+                    if reply.reply_serial() != Some(serial) {
+                        continue;
+                    }
+                    if reply.msg_type() == MessageType::Error {
+                        return Err(format!("caller: {}", quickbus_client::error_of(&reply)));
+                    }
+                    return Ok(());
+                }
+            }
+            Pinger::Bytes { stream, buf, .. } => stream
+                .write_all(buf)
+                .and_then(|_| stream.read_exact(buf))
+                .map_err(|e| format!("ping-pong: {e}")),
+        }
+    }
+
+    /// Stop the echo server; its errors, if any.
+    fn stop(self) -> Vec<String> {
+        match self {
+            Pinger::Calls {
+                mut client,
+                server,
+                server_name,
+                ..
+            } => {
+                let mut quit = Template::call(&server_name, messages::QUIT, 0);
+                let _ = client.send(quit.with_serial(1).bytes());
+                server
+                    .join()
+                    .unwrap_or_else(|_| vec!["echo server panicked".into()])
+            }
+            Pinger::Bytes { stream, echo, .. } => {
+                drop(stream);
+                match echo.join() {
+                    Ok(()) => Vec::new(),
+                    Err(_) => vec!["echo thread panicked".into()],
+                }
+            }
+        }
+    }
+}
+
+/// Answers Echo calls with a reply of the same size until Quit.
+fn serve_echo(mut server: impl Endpoint) -> Vec<String> {
+    let mut replies: HashMap<(String, usize), Template> = HashMap::new();
+    let mut serial = 0u32;
+    loop {
+        let message = match server.receive() {
+            Ok(m) => m,
+            Err(Error::Closed) => return Vec::new(),
+            Err(e) => return vec![format!("echo server: {e}")],
+        };
+        if message.msg_type() != MessageType::MethodCall {
+            continue;
+        }
+        if message.member() == Some(messages::QUIT) {
+            return Vec::new();
+        }
+        let caller = message.sender().unwrap_or(":0.0").to_owned();
+        let size = messages::payload_len(&message);
+        let reply = replies
+            .entry((caller, size))
+            .or_insert_with_key(|(caller, size)| Template::reply(caller, *size));
+        serial = serial.wrapping_add(1).max(1);
+        reply
+            .with_serial(serial)
+            .with_reply_serial(message.serial());
+        if let Err(e) = server.send(reply.bytes()) {
+            return vec![format!("echo server: {e}")];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_buses_both_floors_complete_every_round_trip() {
+        // 120 calls: two full turns of 50 and a last one of 20.
+        let trips = interleaved(&[], 3000, 120);
+        assert!(trips.buses.is_empty());
+        for sample in [&trips.peer_to_peer, &trips.socket] {
+            assert_eq!(sample.errors, Vec::<String>::new());
+            assert_eq!(sample.delivered, 120);
+            assert_eq!(sample.received_percent(), 100.0);
+            assert_eq!(sample.bus_messages, 0);
+            assert_eq!(sample.daemon_cpu_seconds, None);
+            assert!(sample.latency_mean_us > 0.0 && sample.seconds > 0.0);
+        }
+    }
+
+    #[test]
+    fn a_failing_lane_stops_with_its_error_and_the_others_go_on() {
+        let mut lane = Lane::new(Err("connect: refused".into()), None);
+        lane.run(SLICE);
+        let sample = lane.finish(SLICE);
+        assert_eq!(sample.delivered, 0);
+        assert_eq!(sample.errors, ["connect: refused"]);
+        let mut socket = Lane::socket(8);
+        socket.run(3);
+        socket.run(2);
+        assert_eq!(socket.finish(5).delivered, 5);
+    }
+}
