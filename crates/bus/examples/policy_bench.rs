@@ -13,28 +13,12 @@
 //! of them. Compare the columns; absolute numbers on a shared machine mean
 //! little.
 
-use std::time::Instant;
+mod common;
 
-use bytes::Bytes;
+use common::{three_peers, time_unicast_and_broadcast};
 use quickbus_bus::policy::{MessageRule, NameMatch, PolicyRule, RuleKind};
-use quickbus_bus::{Action, Bus, BusOptions, ConnId, Credentials, PolicyConfig};
-use quickbus_wire::{Message, MessageBuilder, MessageType, Value};
-
-const ROUNDS: u32 = 20_000;
-
-fn parse(builder: MessageBuilder, serial: u32) -> Message {
-    let raw: Bytes = builder.build(serial).expect("builds");
-    Message::parse(raw).expect("parses")
-}
-
-fn hello(bus: &mut Bus, out: &mut Vec<Action>) -> (ConnId, String) {
-    let id = bus.add_connection(Credentials::default(), true);
-    let call = MessageBuilder::method_call("/org/freedesktop/DBus", "Hello")
-        .destination("org.freedesktop.DBus");
-    bus.receive(id, parse(call, 1), Vec::new(), Instant::now(), out);
-    out.clear();
-    (id, bus.unique_name(id).expect("named").to_owned())
-}
+use quickbus_bus::{Bus, BusOptions, PolicyConfig};
+use quickbus_wire::MessageType;
 
 /// system.conf's shape (allow everything the benchmark sends), then
 /// `count` rules about other services.
@@ -70,49 +54,8 @@ fn policy(count: usize) -> PolicyConfig {
 fn measure(rules: usize) -> (f64, f64) {
     let mut bus = Bus::new(BusOptions::default());
     bus.set_policy(policy(rules));
-    let mut out = Vec::new();
-    let (a, name_a) = hello(&mut bus, &mut out);
-    let (b, name_b) = hello(&mut bus, &mut out);
-    let (c, _) = hello(&mut bus, &mut out);
-    let add_match = MessageBuilder::method_call("/org/freedesktop/DBus", "AddMatch")
-        .interface("org.freedesktop.DBus")
-        .destination("org.freedesktop.DBus")
-        .flags(quickbus_wire::flags::NO_REPLY_EXPECTED)
-        .body(vec![Value::String(
-            "type='signal',interface='org.example.Bench',member='Tick'".into(),
-        )]);
-    bus.receive(c, parse(add_match, 2), Vec::new(), Instant::now(), &mut out);
-    out.clear();
-
-    let call = parse(
-        MessageBuilder::method_call("/obj", "Ping")
-            .interface("org.example.Bench")
-            .destination(name_b)
-            .body(vec![Value::Uint32(7)]),
-        10,
-    );
-    let reply = parse(MessageBuilder::method_return(10).destination(name_a), 11);
-    let start = Instant::now();
-    for _ in 0..ROUNDS {
-        bus.receive(a, call.clone(), Vec::new(), Instant::now(), &mut out);
-        bus.receive(b, reply.clone(), Vec::new(), Instant::now(), &mut out);
-        assert_eq!(out.len(), 2, "call and reply both delivered");
-        out.clear();
-    }
-    let unicast = start.elapsed().as_nanos() as f64 / f64::from(ROUNDS);
-
-    let signal = parse(
-        MessageBuilder::signal("/obj", "org.example.Bench", "Tick").body(vec![Value::Uint32(1)]),
-        12,
-    );
-    let start = Instant::now();
-    for _ in 0..ROUNDS {
-        bus.receive(a, signal.clone(), Vec::new(), Instant::now(), &mut out);
-        assert_eq!(out.len(), 1, "exactly the one subscriber");
-        out.clear();
-    }
-    let broadcast = start.elapsed().as_nanos() as f64 / f64::from(ROUNDS);
-    (unicast, broadcast)
+    let peers = three_peers(&mut bus, &mut Vec::new());
+    time_unicast_and_broadcast(&mut bus, &peers)
 }
 
 fn main() {

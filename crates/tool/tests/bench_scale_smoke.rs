@@ -4,23 +4,14 @@
 //! quickbus-daemon built next to quickbus (`cargo build -p
 //! quickbus-daemon`) and /usr/bin/dbus-daemon.
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::quickbus_daemon;
+
 const PHASES: [&str; 4] = ["names", "rules", "connections", "pending"];
 const BUSES: [&str; 2] = ["quickbus", "dbus-daemon"];
-
-fn quickbus_daemon() -> PathBuf {
-    let tool = PathBuf::from(env!("CARGO_BIN_EXE_quickbus"));
-    let daemon = tool.with_file_name("quickbus-daemon");
-    assert!(
-        daemon.exists(),
-        "{} missing: run `cargo build -p quickbus-daemon` first",
-        daemon.display()
-    );
-    daemon
-}
 
 #[test]
 fn quick_scale_run_fills_every_phase_on_both_buses() {

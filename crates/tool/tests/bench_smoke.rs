@@ -3,20 +3,11 @@
 //! No timing is checked. Needs quickbus-daemon built next to quickbus
 //! (`cargo build -p quickbus-daemon`) and /usr/bin/dbus-daemon.
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn quickbus_daemon() -> PathBuf {
-    let tool = PathBuf::from(env!("CARGO_BIN_EXE_quickbus"));
-    let daemon = tool.with_file_name("quickbus-daemon");
-    assert!(
-        daemon.exists(),
-        "{} missing: run `cargo build -p quickbus-daemon` first",
-        daemon.display()
-    );
-    daemon
-}
+mod common;
+use common::quickbus_daemon;
 
 #[test]
 fn quick_bench_reports_every_workload_fully_received() {
