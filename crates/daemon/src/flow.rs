@@ -126,6 +126,30 @@ impl OutBounds {
     }
 }
 
+/// Why a sender is held, which says when it is released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HoldReason {
+    /// The receiver's queue is full: until it drains to half its bound;
+    /// after the hold time the receiver becomes lossy.
+    Full,
+    /// Pacing: until the receiver's queue is down to half `pacing_bytes`;
+    /// after `pacing_timeout` the receiver stops pacing.
+    Pace,
+}
+
+impl HoldReason {
+    /// Whether a hold for this reason takes the place of the sender's
+    /// `current` one: a full receiver's hold outranks a pacing pause (the
+    /// sender then waits for the full receiver, as the slow-reader rule
+    /// says); otherwise the first hold stays.
+    pub fn replaces(self, current: Option<HoldReason>) -> bool {
+        match current {
+            None => true,
+            Some(current) => current == HoldReason::Pace && self == HoldReason::Full,
+        }
+    }
+}
+
 /// What a delivery is, as far as flow control cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -274,6 +298,16 @@ mod tests {
             timeout: Duration::from_millis(100),
         },
     };
+
+    #[test]
+    fn a_full_receivers_hold_outranks_a_pacing_pause_and_nothing_else_replaces_a_hold() {
+        use HoldReason::{Full, Pace};
+        assert!(Full.replaces(None) && Pace.replaces(None));
+        assert!(Full.replaces(Some(Pace)));
+        assert!(!Pace.replaces(Some(Full)));
+        assert!(!Pace.replaces(Some(Pace)));
+        assert!(!Full.replaces(Some(Full)));
+    }
 
     #[test]
     fn pacing_pauses_past_its_size_and_resumes_at_half() {

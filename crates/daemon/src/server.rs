@@ -106,21 +106,10 @@ struct Conn {
 /// A sender held back for one receiver.
 struct Hold {
     on: Token,
-    why: HoldReason,
+    why: flow::HoldReason,
     until: Instant,
     /// The peer hung up meanwhile: read it to EOF once released.
     hung_up: bool,
-}
-
-/// Why a sender is held, which says when it is released.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum HoldReason {
-    /// The receiver's queue is full: until it drains to half its bound;
-    /// after the hold time the receiver becomes lossy.
-    Full,
-    /// Pacing: until the receiver's queue is down to half `pacing_bytes`;
-    /// after `pacing_timeout` the receiver stops pacing.
-    Pace,
 }
 
 /// Why the loop stopped.

@@ -10,8 +10,8 @@ use mio::Token;
 use quickbus_bus::{ConnId, OutMessage};
 use tracing::{debug, info, warn};
 
-use super::{Conn, Hold, HoldReason, Phase, Server};
-use crate::flow::{Fill, Kind, OutBounds, Verdict};
+use super::{Conn, Hold, Phase, Server};
+use crate::flow::{Fill, HoldReason, Kind, OutBounds, Verdict};
 use crate::transport::OutItem;
 
 impl Server {
@@ -106,20 +106,25 @@ impl Server {
         let Some(conn) = self.conns.get_mut(&sender) else {
             return;
         };
-        if conn.hold.is_none() {
-            if why == HoldReason::Full {
-                // Nothing is lost by a hold, so nobody is told; the log says it.
-                debug!(
-                    uid = conn.creds.uid,
-                    "holding a sender back for a full receiver"
-                );
-            }
-            conn.hold = Some(Hold {
-                on: receiver,
-                why,
-                until: Instant::now() + how_long,
-                hung_up: false,
-            });
+        if !why.replaces(conn.hold.as_ref().map(|h| h.why)) {
+            return;
+        }
+        if why == HoldReason::Full {
+            // Nothing is lost by a hold, so nobody is told; the log says it.
+            debug!(
+                uid = conn.creds.uid,
+                "holding a sender back for a full receiver"
+            );
+        }
+        let hung_up = conn.hold.as_ref().is_some_and(|h| h.hung_up);
+        let was_held = conn.hold.is_some();
+        conn.hold = Some(Hold {
+            on: receiver,
+            why,
+            until: Instant::now() + how_long,
+            hung_up,
+        });
+        if !was_held {
             self.held.push(sender);
         }
     }
