@@ -9,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use quickbus_client::{Connection, Value};
-use quickbus_e2e::{testing_quickbus, Bus, Listen, TIMEOUT};
+use quickbus_e2e::{connection_stat, testing_quickbus, Bus, Listen, TIMEOUT};
 use quickbus_wire::MessageBuilder;
 
 const PACING_BYTES: u64 = 256 * 1024;
@@ -63,27 +63,7 @@ fn send_chunks(bus: &Bus) -> (thread::JoinHandle<Connection>, Arc<AtomicU32>) {
 
 /// The receiver's PeakQueuedBytes in Debug.Stats.
 fn peak_queued(observer: &mut Connection, name: &str) -> u64 {
-    let call = quickbus_client::bus_call("GetConnectionStats")
-        .interface("org.freedesktop.DBus.Debug.Stats")
-        .body(vec![Value::String(name.into())]);
-    let reply = observer.call(call).expect("GetConnectionStats");
-    let Some(Value::Array { items, .. }) = reply.body_values().expect("body").into_iter().next()
-    else {
-        panic!("GetConnectionStats returned no dict");
-    };
-    items
-        .into_iter()
-        .find_map(|entry| match entry {
-            Value::DictEntry(key, value) => match (*key, *value) {
-                (Value::String(k), Value::Variant(v)) if k == "PeakQueuedBytes" => match *v {
-                    Value::Uint64(n) => Some(n),
-                    _ => None,
-                },
-                _ => None,
-            },
-            _ => None,
-        })
-        .expect("a PeakQueuedBytes key")
+    connection_stat(observer, name, "PeakQueuedBytes")
 }
 
 /// Every chunk, in order.

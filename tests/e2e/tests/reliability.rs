@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use quickbus_client::{Connection, Error, Message, MessageBuilder, MessageType, Value, BUS_NAME};
-use quickbus_e2e::testing_quickbus;
+use quickbus_e2e::{connection_stat, testing_quickbus};
 use support::*;
 
 const BURST: u32 = 100_000;
@@ -75,27 +75,7 @@ fn become_monitor(conn: &mut Connection, rules: &[&str]) {
 
 /// quickbus's `Dropped` count for `name` in Debug.Stats.
 fn dropped_for(conn: &mut Connection, name: &str) -> u64 {
-    let call = quickbus_client::bus_call("GetConnectionStats")
-        .interface("org.freedesktop.DBus.Debug.Stats")
-        .body(vec![Value::String(name.into())]);
-    let reply = conn.call(call).expect("GetConnectionStats");
-    let Some(Value::Array { items, .. }) = reply.body_values().expect("body").into_iter().next()
-    else {
-        panic!("GetConnectionStats returned no dict");
-    };
-    items
-        .into_iter()
-        .find_map(|entry| match entry {
-            Value::DictEntry(key, value) => match (*key, *value) {
-                (Value::String(k), Value::Variant(v)) if k == "Dropped" => match *v {
-                    Value::Uint64(n) => Some(n),
-                    _ => None,
-                },
-                _ => None,
-            },
-            _ => None,
-        })
-        .expect("a Dropped key")
+    connection_stat(conn, name, "Dropped")
 }
 
 fn messages_lost_count(message: &Message) -> Option<u64> {
