@@ -247,12 +247,12 @@ impl Server {
             ready.clear();
             self.spare.ready = ready;
             self.drop_stale_deadlines();
-            if self.has_deadlines() {
-                let now = Instant::now();
-                self.expire_auth(now);
-                self.expire_pending_fds(now);
-                self.bus.handle_timeouts(now, &mut self.actions);
-            }
+            // Every turn, deadlines or not: the bus also keeps this time
+            // as its clock for what it does between messages.
+            let now = Instant::now();
+            self.expire_auth(now);
+            self.expire_pending_fds(now);
+            self.bus.handle_timeouts(now, &mut self.actions);
             if self.bus.take_reload_request() {
                 self.reload("ReloadConfig");
             }
@@ -270,14 +270,6 @@ impl Server {
                 }
             });
         }
-    }
-
-    /// Whether anything is due at some time: without, the loop reads no
-    /// clock and sleeps without a time-out (no timer armed per wait).
-    fn has_deadlines(&self) -> bool {
-        !self.auth_deadlines.is_empty()
-            || !self.fd_deadlines.is_empty()
-            || self.bus.next_deadline().is_some()
     }
 
     /// Forget the deadlines of connections that authenticated, left, or
