@@ -4,10 +4,11 @@
 //!
 //! All of them take turns every [`SLICE`] calls rather than running one
 //! after the other. On a virtual machine the cost of a wake-up jumps
-//! between regimes (a bare ping-pong here takes 13 µs for a few seconds,
-//! then 50 µs) far more than the buses differ; in turns of a few
-//! milliseconds every bus and both floors see the same regimes, so their
-//! ratios, and the bus hop computed from the floors, hold.
+//! between regimes far more than the buses differ (one sequential run
+//! measured the bare ping-pong at 13 µs for one size and 52 µs for the
+//! next); taking turns every few milliseconds, no row of a size is
+//! measured in a different stretch of time from the others. What the
+//! scheduler does with each process still differs (docs/performance.md).
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
