@@ -1,6 +1,7 @@
-//! Reading quickbus's Debug.Stats from a test.
+//! Asking the bus about itself from a test: Debug.Stats counters, and
+//! turning a connection into a monitor.
 
-use quickbus_client::{Connection, Value};
+use quickbus_client::{Connection, MessageBuilder, Value, BUS_NAME};
 
 /// The u64 `key` of `name`'s entry in Debug.Stats.GetConnectionStats
 /// (quickbus's own counters: Dropped, QueuedBytes, PeakQueuedBytes, ...).
@@ -26,4 +27,19 @@ pub fn connection_stat(conn: &mut Connection, name: &str, key: &str) -> u64 {
             _ => None,
         })
         .unwrap_or_else(|| panic!("no u64 {key} in GetConnectionStats"))
+}
+
+/// Make `conn` a monitor of the messages `rules` select (all when empty).
+pub fn become_monitor(conn: &mut Connection, rules: &[&str]) {
+    let call = MessageBuilder::method_call("/org/freedesktop/DBus", "BecomeMonitor")
+        .interface("org.freedesktop.DBus.Monitoring")
+        .destination(BUS_NAME)
+        .body(vec![
+            Value::Array {
+                elem_sig: "s".into(),
+                items: rules.iter().map(|r| Value::String((*r).into())).collect(),
+            },
+            Value::Uint32(0),
+        ]);
+    conn.call(call).expect("BecomeMonitor");
 }

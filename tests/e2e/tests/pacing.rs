@@ -1,7 +1,8 @@
 //! Pacing (crates/daemon/src/flow.rs): a sender that outruns a receiver is
 //! paused once the receiver's queue passes `pacing_bytes`, so the queue
 //! stays short while the receiver reads; a receiver that stops reading
-//! stops pacing after `pacing_timeout`, and its sender goes on.
+//! stops pacing after `pacing_timeout`, and its sender goes on; monitors
+//! pace nobody.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use quickbus_client::{Connection, Value};
-use quickbus_e2e::{connection_stat, testing_quickbus, Bus, Listen, TIMEOUT};
+use quickbus_e2e::{become_monitor, connection_stat, testing_quickbus, Bus, Listen, TIMEOUT};
 use quickbus_wire::MessageBuilder;
 
 const PACING_BYTES: u64 = 256 * 1024;
@@ -145,4 +146,26 @@ fn a_receiver_that_stops_reading_holds_its_sender_only_for_pacing_timeout() {
         "only {peak} bytes were ever queued: was the sender released?"
     );
     read_all_chunks(&mut receiver);
+}
+
+#[test]
+fn a_monitor_that_does_not_read_paces_nobody() {
+    if !testing_quickbus() {
+        eprintln!("skipped: pacing is quickbus's own");
+        return;
+    }
+    // A pause would outlast the sender's write time-out: only the monitor
+    // exemption lets the sender finish.
+    let bus = start(600_000);
+    let mut monitor = connect(&bus);
+    become_monitor(
+        &mut monitor,
+        &["type='signal',interface='org.example.Paced'"],
+    );
+    let (sender, sent) = send_chunks(&bus);
+    sender
+        .join()
+        .expect("the sender finishes while the monitor reads nothing");
+    assert_eq!(sent.load(Ordering::SeqCst), CHUNKS);
+    read_all_chunks(&mut monitor);
 }

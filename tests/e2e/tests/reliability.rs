@@ -17,8 +17,8 @@ use std::thread;
 use std::time::Duration;
 
 use bytes::Bytes;
-use quickbus_client::{Connection, Error, Message, MessageBuilder, MessageType, Value, BUS_NAME};
-use quickbus_e2e::{connection_stat, testing_quickbus};
+use quickbus_client::{Connection, Error, Message, MessageBuilder, MessageType, Value};
+use quickbus_e2e::{become_monitor, connection_stat, testing_quickbus};
 use support::*;
 
 const BURST: u32 = 100_000;
@@ -57,20 +57,6 @@ fn burst_template() -> Vec<u8> {
         .build(1)
         .expect("build")
         .to_vec()
-}
-
-fn become_monitor(conn: &mut Connection, rules: &[&str]) {
-    let call = MessageBuilder::method_call("/org/freedesktop/DBus", "BecomeMonitor")
-        .interface("org.freedesktop.DBus.Monitoring")
-        .destination(BUS_NAME)
-        .body(vec![
-            Value::Array {
-                elem_sig: "s".into(),
-                items: rules.iter().map(|r| Value::String((*r).into())).collect(),
-            },
-            Value::Uint32(0),
-        ]);
-    conn.call(call).expect("BecomeMonitor");
 }
 
 /// quickbus's `Dropped` count for `name` in Debug.Stats.
