@@ -21,10 +21,14 @@ const CHUNKS: u32 = 64;
 const FRAMING: u64 = 512;
 
 fn start(pacing_timeout_ms: u64) -> Bus {
+    start_with(PACING_BYTES, pacing_timeout_ms)
+}
+
+fn start_with(pacing_bytes: u64, pacing_timeout_ms: u64) -> Bus {
     Bus::start_with_config(
         Listen::UnixPath,
         &format!(
-            r#"<limit name="pacing_bytes">{PACING_BYTES}</limit>
+            r#"<limit name="pacing_bytes">{pacing_bytes}</limit>
                <limit name="pacing_timeout">{pacing_timeout_ms}</limit>"#
         ),
     )
@@ -168,4 +172,21 @@ fn a_monitor_that_does_not_read_paces_nobody() {
         .expect("the sender finishes while the monitor reads nothing");
     assert_eq!(sent.load(Ordering::SeqCst), CHUNKS);
     read_all_chunks(&mut monitor);
+}
+
+#[test]
+fn pacing_bytes_zero_turns_pacing_off() {
+    if !testing_quickbus() {
+        eprintln!("skipped: pacing is quickbus's own");
+        return;
+    }
+    // The same long pause as above, but no allowance: nobody is paused.
+    let bus = start_with(0, 600_000);
+    let mut receiver = receiver(&bus);
+    let (sender, sent) = send_chunks(&bus);
+    sender
+        .join()
+        .expect("the sender finishes while the receiver reads nothing");
+    assert_eq!(sent.load(Ordering::SeqCst), CHUNKS);
+    read_all_chunks(&mut receiver);
 }
