@@ -207,27 +207,14 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         .clone()
         .unwrap_or_else(default_quickbus_daemon);
     let mut notes = Vec::new();
-    let mut running = Vec::new();
-    for kind in &plan.buses {
-        match RunningBus::start(*kind, &daemon) {
-            Ok(bus) => running.push(bus),
-            Err(note) => notes.push(format!("{} skipped: {note}", kind.name())),
-        }
-    }
-    for &bytes in &plan.socket_buffers {
-        match RunningBus::start_with_socket_buffer(BusKind::Quickbus, &daemon, Some(bytes)) {
-            Ok(bus) => running.push(bus),
-            Err(note) => notes.push(format!(
-                "quickbus with {bytes} B socket buffers skipped: {note}"
-            )),
-        }
-    }
-    for note in &notes {
-        eprintln!("note: {note}");
-    }
     let mut results = Results::default();
     for rep in 0..plan.reps {
         eprintln!("rep {}/{}", rep + 1, plan.reps);
+        // Fresh daemons every repetition: where the scheduler places a
+        // daemon's process, and the wake-up regime that comes with it, can
+        // last as long as the process (docs/performance.md); new processes
+        // let the medians sample several placements.
+        let running = start_buses(&plan, &daemon, &mut notes);
         for &workload in &plan.workloads {
             for &size in workload.sizes(args) {
                 let count = workload.count(size, args);
@@ -267,7 +254,6 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             }
         }
     }
-    drop(running);
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     print!("{}", results.table(&notes));
     if let Some(path) = &args.json {
@@ -286,6 +272,33 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Every bus of the plan (and each socket buffer size of a sweep), those
+/// that cannot start noted once in `notes`.
+fn start_buses(plan: &Plan, daemon: &std::path::Path, notes: &mut Vec<String>) -> Vec<RunningBus> {
+    let mut running = Vec::new();
+    let mut note = |text: String| {
+        if !notes.contains(&text) {
+            eprintln!("note: {text}");
+            notes.push(text);
+        }
+    };
+    for kind in &plan.buses {
+        match RunningBus::start(*kind, daemon) {
+            Ok(bus) => running.push(bus),
+            Err(e) => note(format!("{} skipped: {e}", kind.name())),
+        }
+    }
+    for &bytes in &plan.socket_buffers {
+        match RunningBus::start_with_socket_buffer(BusKind::Quickbus, daemon, Some(bytes)) {
+            Ok(bus) => running.push(bus),
+            Err(e) => note(format!(
+                "quickbus with {bytes} B socket buffers skipped: {e}"
+            )),
+        }
+    }
+    running
 }
 
 fn subject_of(bus: &RunningBus) -> Subject {
