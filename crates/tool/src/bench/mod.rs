@@ -210,10 +210,9 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let mut results = Results::default();
     for rep in 0..plan.reps {
         eprintln!("rep {}/{}", rep + 1, plan.reps);
-        // Fresh daemons every repetition: where the scheduler places a
-        // daemon's process, and the wake-up regime that comes with it, can
-        // last as long as the process (docs/performance.md); new processes
-        // let the medians sample several placements.
+        // Fresh daemons every repetition, so that no state a daemon's
+        // process picks up (its placement by the scheduler, its heap)
+        // carries from one repetition into the next.
         let running = start_buses(&plan, &daemon, &mut notes);
         for &workload in &plan.workloads {
             for &size in workload.sizes(args) {
