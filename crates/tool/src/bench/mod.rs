@@ -7,6 +7,7 @@ mod buses;
 mod endpoint;
 mod messages;
 mod plot;
+mod relay;
 mod report;
 mod round_trip;
 mod scale;
@@ -228,6 +229,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
                         key(workload, size, count, Subject::PeerToPeer),
                         trips.peer_to_peer,
                     );
+                    results.add(key(workload, size, count, Subject::Relay), trips.relay);
                     results.add(key(workload, size, count, Subject::Socket), trips.socket);
                     continue;
                 }

@@ -20,6 +20,9 @@ pub enum Subject {
     QuickbusSocketBuffer(usize),
     /// Client to client over a socketpair, no bus.
     PeerToPeer,
+    /// Client to client through a thread that only moves bytes: the least
+    /// a bus adds.
+    Relay,
     /// Bare bytes over a socketpair, no D-Bus.
     Socket,
 }
@@ -31,6 +34,7 @@ impl Subject {
             Subject::QuickbusSocketBuffer(0) => "qb buf=dflt".to_owned(),
             Subject::QuickbusSocketBuffer(bytes) => format!("qb buf={}", buffer_text(bytes)),
             Subject::PeerToPeer => "peer-to-peer".to_owned(),
+            Subject::Relay => "relay".to_owned(),
             Subject::Socket => "bare-socket".to_owned(),
         }
     }
@@ -256,14 +260,17 @@ impl Results {
         let mut out = String::new();
         let rows: Vec<&Key> = summaries
             .keys()
-            .filter(|k| k.workload == Workload::RoundTrip && matches!(k.subject, Subject::Bus(_)))
+            .filter(|k| {
+                k.workload == Workload::RoundTrip
+                    && matches!(k.subject, Subject::Bus(_) | Subject::Relay)
+            })
             .collect();
         if rows.is_empty() {
             return out;
         }
         let _ = writeln!(
             out,
-            "\n== bus hop: round-trip RTT minus peer-to-peer RTT, in bare-socket RTTs =="
+            "\n== bus hop: round-trip RTT minus peer-to-peer RTT, in bare-socket RTTs (relay: the least any bus adds) =="
         );
         for key in rows {
             let floor = |subject| summaries.get(&Key { subject, ..*key });

@@ -1,6 +1,7 @@
 //! Round trips (seed 001): Echo calls and their replies through every bus,
-//! and, as the floors, the same client peer to peer over a socketpair and
-//! a bare socket ping-pong.
+//! and, as the floors, the same client peer to peer over a socketpair, the
+//! same client through a relay that only moves bytes (the least any bus
+//! adds), and a bare socket ping-pong.
 //!
 //! All of them take turns every [`SLICE`] calls rather than running one
 //! after the other. On a virtual machine the cost of a wake-up jumps
@@ -22,6 +23,7 @@ use quickbus_wire::MessageType;
 use super::buses::RunningBus;
 use super::endpoint::{Endpoint, Peer};
 use super::messages::{self, Template};
+use super::relay::Relay;
 use super::workloads::Sample;
 
 /// Calls per turn.
@@ -30,10 +32,11 @@ const SLICE: u32 = 50;
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What one run measured: one sample per bus (in the order given), and
-/// the two floors.
+/// the floors.
 pub struct RoundTrips {
     pub buses: Vec<Sample>,
     pub peer_to_peer: Sample,
+    pub relay: Sample,
     pub socket: Sample,
 }
 
@@ -42,6 +45,7 @@ pub struct RoundTrips {
 pub fn interleaved(buses: &[RunningBus], size: usize, count: u32) -> RoundTrips {
     let mut lanes: Vec<Lane> = buses.iter().map(|bus| Lane::through(bus, size)).collect();
     lanes.push(Lane::peer_to_peer(size));
+    lanes.push(Lane::relayed(size));
     lanes.push(Lane::socket(size));
     let turns = count.div_ceil(SLICE);
     for turn in 0..turns {
@@ -54,10 +58,12 @@ pub fn interleaved(buses: &[RunningBus], size: usize, count: u32) -> RoundTrips 
     }
     let mut samples: Vec<Sample> = lanes.into_iter().map(|l| l.finish(count)).collect();
     let socket = samples.pop().expect("the socket lane");
+    let relay = samples.pop().expect("the relay lane");
     let peer_to_peer = samples.pop().expect("the peer-to-peer lane");
     RoundTrips {
         buses: samples,
         peer_to_peer,
+        relay,
         socket,
     }
 }
@@ -65,12 +71,27 @@ pub fn interleaved(buses: &[RunningBus], size: usize, count: u32) -> RoundTrips 
 /// One caller and its echo server, and what it measured so far.
 struct Lane<'a> {
     pinger: Option<Pinger>,
-    /// The bus whose daemon's CPU time is counted, if any.
-    bus: Option<&'a RunningBus>,
+    /// What sits between caller and server and whose CPU time is counted.
+    between: Option<Between<'a>>,
     rtts_ns: Vec<u64>,
     seconds: f64,
     daemon_cpu_seconds: f64,
     errors: Vec<String>,
+}
+
+/// A bus's daemon, or the relay.
+enum Between<'a> {
+    Bus(&'a RunningBus),
+    Relay(Relay),
+}
+
+impl Between<'_> {
+    fn cpu_seconds(&self) -> f64 {
+        match self {
+            Between::Bus(bus) => bus.cpu_seconds(),
+            Between::Relay(relay) => relay.cpu_seconds(),
+        }
+    }
 }
 
 enum Pinger {
@@ -91,14 +112,14 @@ enum Pinger {
 }
 
 impl<'a> Lane<'a> {
-    fn new(pinger: Result<Pinger, String>, bus: Option<&'a RunningBus>) -> Lane<'a> {
+    fn new(pinger: Result<Pinger, String>, between: Option<Between<'a>>) -> Lane<'a> {
         let (pinger, errors) = match pinger {
             Ok(p) => (Some(p), Vec::new()),
             Err(e) => (None, vec![e]),
         };
         Lane {
             pinger,
-            bus,
+            between,
             rtts_ns: Vec::new(),
             seconds: 0.0,
             daemon_cpu_seconds: 0.0,
@@ -119,7 +140,7 @@ impl<'a> Lane<'a> {
                 Pinger::calls(Box::new(client), server, &name, size)
             })
             .map_err(|e| format!("connect: {e}"));
-        Lane::new(pinger, Some(bus))
+        Lane::new(pinger, Some(Between::Bus(bus)))
     }
 
     /// The same client and server peer to peer: the floor without a bus.
@@ -128,6 +149,19 @@ impl<'a> Lane<'a> {
             .map(|(client, server)| Pinger::calls(Box::new(client), server, ":1.0", size))
             .map_err(|e| format!("socketpair: {e}"));
         Lane::new(pinger, None)
+    }
+
+    /// The same client and server with a relay between them.
+    fn relayed(size: usize) -> Lane<'static> {
+        match Relay::start() {
+            Ok((relay, near, far)) => {
+                let client = Peer::new(near, IO_TIMEOUT);
+                let server = Peer::new(far, IO_TIMEOUT);
+                let pinger = Pinger::calls(Box::new(client), server, ":1.0", size);
+                Lane::new(Ok(pinger), Some(Between::Relay(relay)))
+            }
+            Err(e) => Lane::new(Err(format!("relay: {e}")), None),
+        }
     }
 
     /// Bare bytes over a socketpair.
@@ -140,7 +174,7 @@ impl<'a> Lane<'a> {
         let Some(pinger) = &mut self.pinger else {
             return;
         };
-        let cpu_before = self.bus.map(RunningBus::cpu_seconds);
+        let cpu_before = self.between.as_ref().map(Between::cpu_seconds);
         let start = Instant::now();
         for _ in 0..calls {
             let sent = Instant::now();
@@ -152,8 +186,8 @@ impl<'a> Lane<'a> {
             self.rtts_ns.push(sent.elapsed().as_nanos() as u64);
         }
         self.seconds += start.elapsed().as_secs_f64();
-        if let (Some(bus), Some(before)) = (self.bus, cpu_before) {
-            self.daemon_cpu_seconds += (bus.cpu_seconds() - before).max(0.0);
+        if let (Some(between), Some(before)) = (&self.between, cpu_before) {
+            self.daemon_cpu_seconds += (between.cpu_seconds() - before).max(0.0);
         }
     }
 
@@ -167,14 +201,18 @@ impl<'a> Lane<'a> {
     fn finish(mut self, count: u32) -> Sample {
         self.stop();
         let delivered = self.rtts_ns.len() as u64;
+        let measured_cpu = self.between.is_some();
+        if let Some(Between::Relay(relay)) = self.between.take() {
+            relay.join(); // it ends when the echo server hangs up
+        }
         let sample = Sample {
             expected: count as u64,
             delivered,
-            // A round trip is two messages through the bus.
-            bus_messages: if self.bus.is_some() { 2 * delivered } else { 0 },
+            // A round trip is two messages through the bus (or relay).
+            bus_messages: if measured_cpu { 2 * delivered } else { 0 },
             seconds: self.seconds,
             errors: self.errors,
-            daemon_cpu_seconds: self.bus.map(|_| self.daemon_cpu_seconds),
+            daemon_cpu_seconds: measured_cpu.then_some(self.daemon_cpu_seconds),
             ..Sample::default()
         };
         sample.with_latencies(self.rtts_ns)
@@ -309,10 +347,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn without_buses_both_floors_complete_every_round_trip() {
+    fn without_buses_every_floor_completes_every_round_trip() {
         // 120 calls: two full turns of 50 and a last one of 20.
         let trips = interleaved(&[], 3000, 120);
         assert!(trips.buses.is_empty());
+        // The relay's CPU time is measured like a daemon's.
+        assert_eq!(trips.relay.errors, Vec::<String>::new());
+        assert_eq!(trips.relay.delivered, 120);
+        assert_eq!(trips.relay.bus_messages, 240);
+        assert!(trips.relay.daemon_cpu_seconds.is_some_and(|s| s > 0.0));
         for sample in [&trips.peer_to_peer, &trips.socket] {
             assert_eq!(sample.errors, Vec::<String>::new());
             assert_eq!(sample.delivered, 120);
