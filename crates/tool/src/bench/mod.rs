@@ -12,6 +12,7 @@ mod report;
 mod round_trip;
 mod scale;
 mod svg;
+mod targets;
 mod workloads;
 
 use std::path::PathBuf;

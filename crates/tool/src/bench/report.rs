@@ -110,7 +110,7 @@ fn summarize(key: &Key, samples: &[Sample]) -> Summary {
     }
 }
 
-fn size_text(size: usize) -> String {
+pub(super) fn size_text(size: usize) -> String {
     if size >= 1024 && (size / 1024) * 1024 == size {
         format!("{} KiB", size / 1024)
     } else {
@@ -244,6 +244,7 @@ impl Results {
         }
         out.push_str(&self.bus_overhead(&summaries));
         out.push_str(&burst_ceiling(&summaries));
+        out.push_str(&super::targets::section(&summaries));
         out.push_str(&socket_buffer_sweep(&summaries));
         if !notes.is_empty() {
             out.push('\n');
