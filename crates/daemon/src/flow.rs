@@ -37,16 +37,18 @@
 //! Why: a sender faster than its receiver otherwise fills the queue up to
 //! `max_outgoing_bytes`, and every message then waits behind megabytes:
 //! send-to-receive latency grows with the burst, and the queued bytes
-//! have left the CPU caches by the time they are written, which doubled
-//! the daemon's CPU per 128 KiB message (docs/performance.md).
+//! have left the CPU caches by the time they are written: the daemon
+//! spent about 1.5 times the CPU per 128 KiB message (docs/performance.md).
 
 use std::time::{Duration, Instant};
 
 /// How long a signal's sender is held back for one full receiver.
 pub const DEFAULT_HOLD: Duration = Duration::from_secs(1);
 
-/// Default `pacing_bytes`: the best of the sizes measured in
-/// docs/performance.md (128 KiB signal bursts).
+/// Default `pacing_bytes`: 256 and 512 KiB measured best on signal
+/// bursts (docs/performance.md); 512 KiB leaves more room above the
+/// kernel's default socket buffer (208 KiB), below which pacing starves
+/// the receiver.
 pub const DEFAULT_PACING_BYTES: u64 = 512 * 1024;
 /// Default `pacing_timeout`, in milliseconds.
 pub const DEFAULT_PACING_TIMEOUT_MS: u64 = 100;
