@@ -91,7 +91,7 @@ fn c_escape(s: &str, out: &mut String) {
 
 /// C's `%g`: six significant digits, trailing zeros dropped, exponent
 /// notation below 1e-4 and from 1e6 up.
-fn format_double(v: f64) -> String {
+pub(crate) fn format_double(v: f64) -> String {
     if v.is_nan() {
         return if v.is_sign_negative() { "-nan" } else { "nan" }.into();
     }
@@ -189,8 +189,13 @@ mod tests {
     fn doubles_like_printf_g() {
         for (v, want) in [
             (1.5, "1.5"),
+            (0.1, "0.1"),
             (0.0, "0"),
             (100.0, "100"),
+            (100000.0, "100000"),
+            (1000000.0, "1e+06"),
+            (1.23456789, "1.23457"),
+            (-2.0, "-2"),
             (123456.0, "123456"),
             (1234567.0, "1.23457e+06"),
             (0.0001, "0.0001"),

@@ -7,6 +7,7 @@
 use std::fmt::Write;
 use std::os::fd::OwnedFd;
 
+use crate::print::format_double;
 use quickbus_client::{Message, MessageType};
 use quickbus_wire::Value;
 
@@ -94,7 +95,7 @@ fn format_bare(value: &Value, depth: usize, fds: &[OwnedFd], out: &mut String) {
         Value::Uint32(v) => writeln!(out, "uint32 {v}"),
         Value::Int64(v) => writeln!(out, "int64 {v}"),
         Value::Uint64(v) => writeln!(out, "uint64 {v}"),
-        Value::Double(v) => writeln!(out, "double {}", format_g(*v)),
+        Value::Double(v) => writeln!(out, "double {}", format_double(*v)),
         Value::Byte(v) => writeln!(out, "byte {v}"),
         Value::Bool(v) => writeln!(out, "boolean {v}"),
         Value::Variant(inner) => {
@@ -203,39 +204,6 @@ fn format_fd(fd: Option<&OwnedFd>, depth: usize, out: &mut String) {
     let _ = writeln!(out, "type: {kind}");
 }
 
-/// C's `%g`: six significant digits, trailing zeros dropped, exponent
-/// form below 1e-4 and from 1e6.
-pub fn format_g(v: f64) -> String {
-    if v.is_nan() {
-        return if v.is_sign_negative() { "-nan" } else { "nan" }.into();
-    }
-    if v.is_infinite() {
-        return if v < 0.0 { "-inf" } else { "inf" }.into();
-    }
-    if v == 0.0 {
-        return if v.is_sign_negative() { "-0" } else { "0" }.into();
-    }
-    // Round to six significant digits first: that decides the exponent.
-    let sci = format!("{v:.5e}");
-    let (mantissa, exp) = sci.split_once('e').expect("{:e} has an exponent");
-    let exp: i32 = exp.parse().expect("{:e} exponent is a number");
-    if !(-4..6).contains(&exp) {
-        let mantissa = strip_zeros(mantissa);
-        let sign = if exp < 0 { '-' } else { '+' };
-        return format!("{mantissa}e{sign}{:02}", exp.abs());
-    }
-    let decimals = (5 - exp) as usize;
-    strip_zeros(&format!("{v:.decimals$}")).to_owned()
-}
-
-fn strip_zeros(s: &str) -> &str {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        s
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,26 +211,6 @@ mod tests {
 
     fn parse(builder: MessageBuilder, serial: u32) -> Message {
         Message::parse(builder.build(serial).unwrap()).unwrap()
-    }
-
-    #[test]
-    fn percent_g_like_c() {
-        for (v, want) in [
-            (1.5, "1.5"),
-            (0.1, "0.1"),
-            (100000.0, "100000"),
-            (1000000.0, "1e+06"),
-            (1234567.0, "1.23457e+06"),
-            (0.0001, "0.0001"),
-            (0.00001234, "1.234e-05"),
-            (-2.0, "-2"),
-            (1.23456789, "1.23457"),
-            (999999.5, "1e+06"),
-            (0.0, "0"),
-            (f64::INFINITY, "inf"),
-        ] {
-            assert_eq!(format_g(v), want, "{v}");
-        }
     }
 
     #[test]
