@@ -13,6 +13,7 @@ mod daemon;
 mod locate;
 mod peer;
 mod process;
+mod raw;
 mod stats;
 
 use std::time::Duration;
@@ -21,6 +22,7 @@ pub use daemon::{assert_guid_suffix, write_config, write_config_with, Bus, Liste
 pub use locate::{daemon_path, python_path, python_script, testing_quickbus, TempDir};
 pub use peer::{flags, json_string_list, Peer};
 pub use process::{run_bounded, Background, Finished};
+pub use raw::read_raw_message;
 pub use stats::{become_monitor, connection_stat};
 
 /// The longest any single wait (a command, a line, an exit) may take before

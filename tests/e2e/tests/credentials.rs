@@ -5,14 +5,13 @@
 //! dbus-daemon 1.14 (the reference installed here) has no ProcessFD, so
 //! these tests return early against it.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::time::Instant;
 
-use bytes::Bytes;
 use quickbus_client::{bus_call, sasl, Connection, Message, MessageBuilder, MessageType, Value};
-use quickbus_e2e::{testing_quickbus, Bus, POLL_INTERVAL, TIMEOUT};
+use quickbus_e2e::{read_raw_message, testing_quickbus, Bus, POLL_INTERVAL, TIMEOUT};
 
 fn credentials_call(name: &str) -> MessageBuilder {
     bus_call("GetConnectionCredentials").body(vec![Value::String(name.into())])
@@ -99,7 +98,7 @@ fn connect_without_fd_passing(bus: &Bus) -> UnixStream {
     assert!(ok.starts_with(b"OK "), "{:?}", String::from_utf8_lossy(&ok));
     send(&mut stream, bus_call("Hello"), 1);
     assert_eq!(
-        read_message(&mut stream).msg_type(),
+        read_raw_message(&mut stream).msg_type(),
         MessageType::MethodReturn
     );
     stream
@@ -107,21 +106,6 @@ fn connect_without_fd_passing(bus: &Bus) -> UnixStream {
 
 fn send(stream: &mut UnixStream, builder: MessageBuilder, serial: u32) {
     stream.write_all(&builder.build(serial).unwrap()).unwrap();
-}
-
-/// One whole message from the socket (bounded by its read time-out).
-fn read_message(stream: &mut UnixStream) -> Message {
-    let mut buf = vec![0u8; quickbus_wire::MIN_HEADER_LEN];
-    stream.read_exact(&mut buf).expect("read a header");
-    let total = quickbus_wire::frame_length(&buf)
-        .expect("valid framing")
-        .expect("enough bytes for the length");
-    let start = buf.len();
-    buf.resize(total, 0);
-    stream
-        .read_exact(&mut buf[start..])
-        .expect("read a message");
-    Message::parse(Bytes::from(buf)).expect("a valid message")
 }
 
 #[test]
@@ -134,7 +118,7 @@ fn no_process_fd_for_a_caller_without_fd_passing() {
     let mut stream = connect_without_fd_passing(&bus);
     send(&mut stream, credentials_call(other.unique_name()), 2);
     let reply = loop {
-        let msg = read_message(&mut stream);
+        let msg = read_raw_message(&mut stream);
         if msg.reply_serial() == Some(2) {
             break msg;
         }

@@ -17,6 +17,7 @@ mod support;
 use std::os::fd::{AsFd, BorrowedFd};
 
 use quickbus_client::{bus_call, CallError, MessageBuilder, Value};
+use quickbus_e2e::read_raw_message;
 use quickbus_wire::Endian;
 use support::*;
 

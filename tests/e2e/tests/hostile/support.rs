@@ -13,7 +13,6 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use quickbus_client::{bus_call, Received, Value, BUS_NAME};
 use quickbus_client::{sasl, Connection, Error, Message, MessageBuilder, MessageType};
 use quickbus_e2e::{daemon_path, write_config_with, Listen, TempDir, POLL_INTERVAL, TIMEOUT};
@@ -329,21 +328,6 @@ pub fn describe(message: &Message) -> String {
 fn describe_all(messages: &[Message]) -> String {
     let all: Vec<String> = messages.iter().map(describe).collect();
     format!("[{}]", all.join("; "))
-}
-
-/// Reads one whole message from a raw socket (bounded).
-pub fn read_raw_message(stream: &mut UnixStream) -> Message {
-    let mut buf = vec![0u8; quickbus_wire::MIN_HEADER_LEN];
-    stream.read_exact(&mut buf).expect("read a message header");
-    let total = quickbus_wire::frame_length(&buf)
-        .expect("valid framing")
-        .expect("16 bytes are enough");
-    let start = buf.len();
-    buf.resize(total, 0);
-    stream
-        .read_exact(&mut buf[start..])
-        .expect("read a message");
-    Message::parse(Bytes::from(buf)).expect("a valid message")
 }
 
 /// A method call to the victim that a hostile peer sends (or mangles).
