@@ -159,23 +159,35 @@ struct Plan {
     reps: u32,
 }
 
+/// The items of `all` that `names` name, in that order, or an error naming
+/// the unknown one and listing every known `what`.
+fn pick_by_name<T: Copy>(
+    names: &[String],
+    all: &[T],
+    name: fn(T) -> &'static str,
+    what: &str,
+) -> Result<Vec<T>, String> {
+    names
+        .iter()
+        .map(|wanted| {
+            all.iter()
+                .copied()
+                .find(|&t| name(t) == wanted)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = all.iter().map(|&t| name(t)).collect();
+                    format!("unknown {what} {wanted:?} ({})", known.join(", "))
+                })
+        })
+        .collect()
+}
+
 fn plan(args: &BenchArgs) -> Result<Plan, String> {
     let workloads = if args.only.is_empty() && args.sweep_socket_buffers {
         vec![Workload::SignalBurst, Workload::RoundTrip]
     } else if args.only.is_empty() {
         Workload::ALL.to_vec()
     } else {
-        args.only
-            .iter()
-            .map(|name| {
-                Workload::ALL
-                    .into_iter()
-                    .find(|w| w.name() == name)
-                    .ok_or_else(|| {
-                        format!("unknown workload {name:?} (signal-burst, fan-out, round-trip)")
-                    })
-            })
-            .collect::<Result<_, _>>()?
+        pick_by_name(&args.only, &Workload::ALL, Workload::name, "workload")?
     };
     let buses = BusKind::parse_list(&args.buses)?;
     let reps = if args.quick { 1 } else { args.reps.max(1) };
@@ -322,6 +334,18 @@ fn key(workload: Workload, size: usize, count: u32, subject: Subject) -> Key {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_pick_items_in_order_and_an_unknown_one_is_an_error_listing_the_known() {
+        let only = ["round-trip".to_owned(), "signal-burst".to_owned()];
+        let picked = pick_by_name(&only, &Workload::ALL, Workload::name, "workload").unwrap();
+        assert_eq!(picked, [Workload::RoundTrip, Workload::SignalBurst]);
+        let bad = ["burst".to_owned()];
+        assert_eq!(
+            pick_by_name(&bad, &Workload::ALL, Workload::name, "workload").unwrap_err(),
+            "unknown workload \"burst\" (signal-burst, fan-out, round-trip)"
+        );
+    }
     use clap::Parser;
 
     #[derive(Parser)]

@@ -169,17 +169,7 @@ fn plan(args: &ScaleArgs) -> Result<Plan, String> {
     let phases: Vec<Phase> = if args.only.is_empty() {
         Phase::ALL.to_vec()
     } else {
-        args.only
-            .iter()
-            .map(|name| {
-                Phase::ALL
-                    .into_iter()
-                    .find(|p| p.name() == name)
-                    .ok_or_else(|| {
-                        format!("unknown phase {name:?} (names, rules, connections, pending)")
-                    })
-            })
-            .collect::<Result<_, _>>()?
+        super::pick_by_name(&args.only, &Phase::ALL, Phase::name, "phase")?
     };
     let buses = BusKind::parse_list(&args.buses)?;
     let blocks = args
