@@ -477,20 +477,25 @@ fn top_iterations_print_plain_tables() {
 /// The report of the scripted session in headless Chromium: the services
 /// are columns, calls are joined to their answers by arcs, the charts and
 /// tables are there; the member filter narrows the rows.
+/// `quickbus report FILE -o PAGE`, which must succeed.
+fn render_report(file: &std::path::Path, page: &std::path::Path) {
+    run_bounded(
+        std::process::Command::new(tool())
+            .arg("report")
+            .arg(file)
+            .arg("-o")
+            .arg(page),
+    )
+    .success();
+}
+
 #[test]
 fn report_renders_the_session_in_chromium() {
     let bus = Bus::start();
     let dir = TempDir::new();
     let (file, counts) = capture_session(&bus, &dir);
     let page = dir.path().join("report.html");
-    run_bounded(
-        std::process::Command::new(tool())
-            .arg("report")
-            .arg(&file)
-            .arg("-o")
-            .arg(&page),
-    )
-    .success();
+    render_report(&file, &page);
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(
         !html.contains("http://") && !html.contains("https://"),
@@ -533,14 +538,7 @@ fn report_of_a_million_messages_draws_only_the_visible_window() {
     let file = dir.path().join("big.pcap");
     support::write_big_capture(&file, 500_000);
     let page = dir.path().join("big.html");
-    run_bounded(
-        std::process::Command::new(tool())
-            .arg("report")
-            .arg(&file)
-            .arg("-o")
-            .arg(&page),
-    )
-    .success();
+    render_report(&file, &page);
     let shot = dir.path().join("big.png");
     let dom = support::chromium(&page, "row=500000", &shot);
     assert!(
