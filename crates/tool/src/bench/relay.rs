@@ -89,7 +89,8 @@ mod tests {
         far.write_all(b"pong").unwrap();
         near.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"pong");
-        assert!(relay.cpu_seconds() >= 0.0);
+        // Its thread ran: the scheduler has counted time for it.
+        assert!(relay.cpu_seconds() > 0.0);
         drop(near);
         relay.join();
     }
