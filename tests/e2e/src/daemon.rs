@@ -201,6 +201,22 @@ impl Bus {
         run_bounded(self.client(program).args(args))
     }
 
+    /// Asks the bus to reload its configuration (ReloadConfig with
+    /// dbus-send, as an administrator would), which must succeed.
+    pub fn reload_config(&self) {
+        self.run(
+            "dbus-send",
+            &[
+                "--session",
+                "--print-reply",
+                "--dest=org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus.ReloadConfig",
+            ],
+        )
+        .success();
+    }
+
     /// Starts a client in the background against this bus.
     pub fn spawn(&self, program: &str, args: &[&str]) -> Background {
         Background::spawn(self.client(program).args(args))

@@ -225,19 +225,7 @@ fn services_added_before_a_reload_can_be_started() {
         "org.freedesktop.DBus.Error.ServiceUnknown"
     );
     services.add_python("org.example.Late", "");
-    services
-        .bus()
-        .run(
-            "dbus-send",
-            &[
-                "--session",
-                "--print-reply",
-                "--dest=org.freedesktop.DBus",
-                "/org/freedesktop/DBus",
-                "org.freedesktop.DBus.ReloadConfig",
-            ],
-        )
-        .success();
+    services.bus().reload_config();
     let out = services
         .call("org.example.Late", "Echo", &["string:late"])
         .success();

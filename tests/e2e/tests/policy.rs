@@ -630,17 +630,7 @@ fn reload_under_traffic_keeps_connections_and_messages() {
     a.send(&format!(
         r#"emit_numbered {COUNT} {{"path":"/flow","iface":"com.example.Flow","member":"N"}}"#
     ));
-    bus.run(
-        "dbus-send",
-        &[
-            "--session",
-            "--print-reply",
-            "--dest=org.freedesktop.DBus",
-            "/org/freedesktop/DBus",
-            "org.freedesktop.DBus.ReloadConfig",
-        ],
-    )
-    .success();
+    bus.reload_config();
     assert_eq!(a.result(), format!("emit_numbered sent {COUNT}"));
     for n in 0..COUNT {
         let wanted = format!(
