@@ -335,17 +335,6 @@ fn key(workload: Workload, size: usize, count: u32, subject: Subject) -> Key {
 mod tests {
     use super::*;
 
-    #[test]
-    fn names_pick_items_in_order_and_an_unknown_one_is_an_error_listing_the_known() {
-        let only = ["round-trip".to_owned(), "signal-burst".to_owned()];
-        let picked = pick_by_name(&only, &Workload::ALL, Workload::name, "workload").unwrap();
-        assert_eq!(picked, [Workload::RoundTrip, Workload::SignalBurst]);
-        let bad = ["burst".to_owned()];
-        assert_eq!(
-            pick_by_name(&bad, &Workload::ALL, Workload::name, "workload").unwrap_err(),
-            "unknown workload \"burst\" (signal-burst, fan-out, round-trip)"
-        );
-    }
     use clap::Parser;
 
     #[derive(Parser)]
@@ -360,6 +349,17 @@ mod tests {
         Wrapper::try_parse_from(full).unwrap().args
     }
 
+    #[test]
+    fn names_pick_items_in_order_and_an_unknown_one_is_an_error_listing_the_known() {
+        let only = ["round-trip".to_owned(), "signal-burst".to_owned()];
+        let picked = pick_by_name(&only, &Workload::ALL, Workload::name, "workload").unwrap();
+        assert_eq!(picked, [Workload::RoundTrip, Workload::SignalBurst]);
+        let bad = ["burst".to_owned()];
+        assert_eq!(
+            pick_by_name(&bad, &Workload::ALL, Workload::name, "workload").unwrap_err(),
+            "unknown workload \"burst\" (signal-burst, fan-out, round-trip)"
+        );
+    }
     #[test]
     fn defaults_run_everything_on_every_bus_three_times() {
         let plan = plan(&args(&[])).unwrap();
