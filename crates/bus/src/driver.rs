@@ -6,6 +6,7 @@ use quickbus_wire::{names, Message, Value};
 use crate::bus::Bus;
 use crate::errors::{self, BusError};
 use crate::introspect::{self, InterfaceSpec, MethodSpec, INTERFACES};
+use crate::policy::loginfo;
 use crate::registry::NameEvent;
 use crate::subscriptions::{parse_monitor_rule, parse_rule};
 use crate::{Action, ConnId, ProcessFd, BUS_NAME, BUS_PATH};
@@ -247,7 +248,8 @@ impl Bus {
     }
 
     /// dbus-daemon's second line of defence for dangerous methods: only
-    /// root or the bus's own user may call them.
+    /// root or the bus's own user may call them. A refusal is logged, as
+    /// dbus-daemon logs it (`bus_driver_check_caller_is_privileged`).
     fn check_privileged(&self, from: ConnId, member: &str) -> Result<(), BusError> {
         let Some(conn) = self.conns.get(&from) else {
             return Err(BusError::new(errors::ACCESS_DENIED, "unknown connection"));
@@ -257,14 +259,12 @@ impl Bus {
             return Ok(());
         }
         let name = conn.unique.as_deref().unwrap_or("(inactive)");
-        let pid = conn
-            .creds
-            .pid
-            .map_or_else(|| "?".to_owned(), |p| p.to_string());
-        Err(BusError::new(
-            errors::ACCESS_DENIED,
-            format!("rejected attempt to call {member} by connection {name} (uid={uid} pid={pid}) with uid {uid}"),
-        ))
+        let who = loginfo(self.party(Some(from)).as_ref(), "bus");
+        let text = format!(
+            "rejected attempt to call {member} by connection {name} ({who}) with uid {uid}"
+        );
+        tracing::info!("{text}");
+        Err(BusError::new(errors::ACCESS_DENIED, text))
     }
 
     /// Give the connection its unique name; the events register and
@@ -409,9 +409,14 @@ impl Bus {
                 format!("Connection \"{me}\" is not allowed to add more match rules (increase limits in configuration file if required; max_match_rules_per_connection={limit})"),
             ));
         }
-        // Anyone may ask to eavesdrop; the receive policy decides what an
-        // eavesdropper gets (eavesdrop="true" rules), as in dbus-daemon.
         let rule = parse_rule(rule)?;
+        // Eavesdropping on other peers' unicast messages is privileged, as
+        // in dbus-daemon since 1.11.14, whatever the policy says: the
+        // policy (eavesdrop="true" rules) then decides, message by message,
+        // what a privileged eavesdropper gets (see policy::enforce).
+        if rule.is_eavesdrop() {
+            self.check_privileged(from, "AddMatch")?;
+        }
         self.subs.add(from, rule);
         Ok(vec![])
     }

@@ -11,6 +11,7 @@ use quickbus_wire::{flags, Message, MessageBuilder, MessageType, Value};
 use crate::*;
 
 mod credentials;
+mod eavesdrop;
 
 pub(crate) struct Harness {
     pub bus: Bus,

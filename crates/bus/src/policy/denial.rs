@@ -39,17 +39,16 @@ fn type_name(t: MessageType) -> &'static str {
     }
 }
 
-/// dbus-daemon's "loginfo": who a connection is, for people.
-fn loginfo(party: Option<&Party<'_>>, bus: &str) -> String {
+/// dbus-daemon's "loginfo": who a connection is, for people. As there,
+/// `comm` comes with the pid, empty when the command line was unreadable.
+pub(crate) fn loginfo(party: Option<&Party<'_>>, bus: &str) -> String {
     match party {
         None => bus.to_owned(),
         Some(p) => {
             let mut info = format!("uid={}", p.uid);
             if let Some(pid) = p.pid {
-                info.push_str(&format!(" pid={pid}"));
-            }
-            if let Some(comm) = p.comm {
-                info.push_str(&format!(" comm=\"{comm}\""));
+                let comm = p.comm.unwrap_or("");
+                info.push_str(&format!(" pid={pid} comm=\"{comm}\""));
             }
             info
         }

@@ -48,7 +48,8 @@ impl Bus {
             .is_some_and(|c| c.policy.can_own(name))
     }
 
-    fn party(&self, id: Option<ConnId>) -> Option<Party<'_>> {
+    /// Who `id` is, for log lines and error texts (None: the bus).
+    pub(crate) fn party(&self, id: Option<ConnId>) -> Option<Party<'_>> {
         let conn = self.conns.get(&id?)?;
         Some(Party {
             name: conn.unique.as_deref(),

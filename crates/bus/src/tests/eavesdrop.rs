@@ -1,0 +1,363 @@
+//! Eavesdropping as dbus-daemon decides it: only root and the bus's own
+//! user may add an `eavesdrop=true` match rule (whatever the policy says),
+//! and each eavesdropped copy must pass the sender's send rules with the
+//! eavesdropper as receiver and the eavesdropper's receive rules, with
+//! the `eavesdrop` attribute's meaning on each, and replies counting as
+//! unrequested (`bus_context_check_security_policy` with a proposed
+//! recipient that is not the addressed one).
+
+use quickbus_wire::{Message, MessageBuilder, MessageType, Value};
+
+use super::{call_bus, creds, s, Harness};
+use crate::policy::{MessageRule, NameMatch, PolicyConfig, PolicyRule, RuleKind};
+use crate::*;
+
+const ROOT: u32 = 0;
+const NOBODY: u32 = 65534;
+const DAEMON: u32 = 1;
+/// The harness's bus runs as this user.
+const BUS_OWNER: u32 = 1000;
+
+fn peer(h: &mut Harness, uid: u32) -> (ConnId, String) {
+    let id = h.bus.add_connection(creds(uid, 7000 + uid), true);
+    let name = match &h.driver(id, "Hello", vec![])[0] {
+        Value::String(n) => n.clone(),
+        other => panic!("Hello returned {other:?}"),
+    };
+    h.take();
+    (id, name)
+}
+
+fn add_match_result(h: &mut Harness, from: ConnId, rule: &str) -> Message {
+    h.call(from, call_bus("AddMatch", vec![s(rule)]))
+}
+
+#[test]
+fn only_root_and_the_bus_owner_may_add_eavesdropping_rules() {
+    let mut h = Harness::new();
+    // The most open policy there is: it does not make eavesdropping less
+    // privileged.
+    h.bus.set_policy(PolicyConfig::allow_all());
+    let (root, _) = peer(&mut h, ROOT);
+    let (owner, _) = peer(&mut h, BUS_OWNER);
+    let (nobody, nobody_name) = peer(&mut h, NOBODY);
+    for (who, rule) in [
+        (root, "eavesdrop=true"),
+        (owner, "eavesdrop='true',type='method_call'"),
+        (nobody, "type='method_call'"),
+        (nobody, "eavesdrop='false'"),
+        // The last eavesdrop wins: this one does not eavesdrop.
+        (nobody, "eavesdrop='true',eavesdrop='false'"),
+    ] {
+        let reply = add_match_result(&mut h, who, rule);
+        assert_eq!(reply.msg_type(), MessageType::MethodReturn, "{rule}");
+    }
+    for rule in ["eavesdrop=true", "eavesdrop='false',eavesdrop='true'"] {
+        let (name, text) = h.driver_error(nobody, call_bus("AddMatch", vec![s(rule)]));
+        assert_eq!(name, errors::ACCESS_DENIED);
+        assert_eq!(
+            text,
+            format!(
+                "rejected attempt to call AddMatch by connection {nobody_name} (uid={NOBODY} pid={} comm=\"\") with uid {NOBODY}",
+                7000 + NOBODY
+            )
+        );
+    }
+    h.take();
+    // The refused rule was not added: a call between others reaches the
+    // addressed recipient and root's eavesdropping rule only.
+    let (a, _) = peer(&mut h, DAEMON);
+    let (b, b_name) = peer(&mut h, DAEMON);
+    h.send(
+        a,
+        MessageBuilder::method_call("/", "Secret")
+            .interface("org.example.I")
+            .destination(b_name),
+    );
+    let to: Vec<ConnId> = h.take().into_iter().map(|(to, _)| to).collect();
+    assert_eq!(to, vec![b, root, owner]);
+}
+
+// ------------------------------------------------ what an eavesdropper sees
+
+fn send_rule(allow: bool, spec: MessageRule) -> PolicyRule {
+    PolicyRule {
+        allow,
+        kind: RuleKind::Send(spec),
+    }
+}
+
+fn receive_rule(allow: bool, spec: MessageRule) -> PolicyRule {
+    PolicyRule {
+        allow,
+        kind: RuleKind::Receive(spec),
+    }
+}
+
+fn eavesdrop() -> MessageRule {
+    MessageRule {
+        eavesdrop: true,
+        ..MessageRule::default()
+    }
+}
+
+fn test_interface(eavesdrop: bool) -> MessageRule {
+    MessageRule {
+        interface: Some("com.example.Test".into()),
+        eavesdrop,
+        ..MessageRule::default()
+    }
+}
+
+/// The e2e harness's policy: everyone may connect, own, send and receive,
+/// nobody may eavesdrop.
+fn base() -> Vec<PolicyRule> {
+    vec![
+        PolicyRule::allow(RuleKind::User(None)),
+        PolicyRule::allow(RuleKind::Own(NameMatch::Any)),
+        send_rule(true, MessageRule::default()),
+        receive_rule(true, MessageRule::default()),
+    ]
+}
+
+/// [`base`] plus session.conf's two eavesdrop="true" rules.
+fn session() -> Vec<PolicyRule> {
+    let mut rules = base();
+    rules.push(send_rule(true, eavesdrop()));
+    rules.push(receive_rule(true, eavesdrop()));
+    rules
+}
+
+fn with(mut rules: Vec<PolicyRule>, more: Vec<PolicyRule>) -> Vec<PolicyRule> {
+    rules.extend(more);
+    rules
+}
+
+/// What root's `eavesdrop=true` rule delivered of A's (nobody's) call to
+/// B (uid 1), B's reply, A's failing call's error, and A's signal to B.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Seen {
+    call: bool,
+    reply: bool,
+    error: bool,
+    signal: bool,
+}
+
+const ALL: Seen = Seen {
+    call: true,
+    reply: true,
+    error: true,
+    signal: true,
+};
+const NOTHING: Seen = Seen {
+    call: false,
+    reply: false,
+    error: false,
+    signal: false,
+};
+
+fn observe(config: PolicyConfig) -> Seen {
+    let mut h = Harness::new();
+    h.bus.set_policy(config);
+    let (spy, _) = peer(&mut h, ROOT);
+    let (a, a_name) = peer(&mut h, NOBODY);
+    let (b, _) = peer(&mut h, DAEMON);
+    h.add_match(spy, "eavesdrop=true");
+    assert_eq!(h.request_name(a, "com.example.Caller", 0), 1);
+    assert_eq!(h.request_name(b, "com.example.Service", 0), 1);
+    h.take();
+    let mut seen = Seen::default();
+    // Each message must reach its addressed recipient; whether it also
+    // reaches the spy is the question.
+    let deliver = |h: &mut Harness, from, builder: MessageBuilder, to| {
+        h.send(from, builder);
+        let got: Vec<ConnId> = h.take().into_iter().map(|(c, _)| c).collect();
+        assert!(
+            got.contains(&to),
+            "the addressed recipient missed it: {got:?}"
+        );
+        assert!(got.iter().all(|&c| c == to || c == spy), "{got:?}");
+        got.contains(&spy)
+    };
+    let call = |member: &str| {
+        MessageBuilder::method_call("/obj", member)
+            .interface("com.example.Test")
+            .destination("com.example.Service")
+    };
+    let serial = h.send(a, call("Echo"));
+    let got: Vec<ConnId> = h.take().into_iter().map(|(c, _)| c).collect();
+    assert!(got.contains(&b), "{got:?}");
+    seen.call = got.contains(&spy);
+    seen.reply = deliver(
+        &mut h,
+        b,
+        MessageBuilder::method_return(serial)
+            .destination(a_name.clone())
+            .body(vec![s("x")]),
+        a,
+    );
+    let serial = h.send(a, call("Fail"));
+    h.take();
+    seen.error = deliver(
+        &mut h,
+        b,
+        MessageBuilder::error(serial, "com.example.Error.Failed").destination(a_name),
+        a,
+    );
+    seen.signal = deliver(
+        &mut h,
+        a,
+        MessageBuilder::signal("/obj", "com.example.Signal", "Sig")
+            .destination("com.example.Service"),
+        b,
+    );
+    seen
+}
+
+fn default_only(rules: Vec<PolicyRule>) -> PolicyConfig {
+    PolicyConfig {
+        default: rules,
+        ..PolicyConfig::default()
+    }
+}
+
+#[test]
+fn eavesdropped_messages_pass_both_parties_rules() {
+    let root_eavesdrops = {
+        let mut config = default_only(base());
+        config.by_user.insert(
+            ROOT,
+            vec![
+                send_rule(true, eavesdrop()),
+                receive_rule(true, eavesdrop()),
+            ],
+        );
+        config
+    };
+    let b_sends_to_eavesdroppers = {
+        let mut config = default_only(with(base(), vec![receive_rule(true, eavesdrop())]));
+        config
+            .by_user
+            .insert(DAEMON, vec![send_rule(true, eavesdrop())]);
+        config
+    };
+    let root_denies_test = {
+        let mut config = default_only(session());
+        config
+            .by_user
+            .insert(ROOT, vec![receive_rule(false, test_interface(false))]);
+        config
+    };
+    let rows: Vec<(&str, PolicyConfig, Seen)> = vec![
+        ("no eavesdrop rules", default_only(base()), NOTHING),
+        (
+            "receive eavesdrop only: replies need a send rule too",
+            default_only(with(base(), vec![receive_rule(true, eavesdrop())])),
+            Seen {
+                call: true,
+                signal: true,
+                ..NOTHING
+            },
+        ),
+        ("session.conf", default_only(session()), ALL),
+        (
+            "send eavesdrop only",
+            default_only(with(base(), vec![send_rule(true, eavesdrop())])),
+            NOTHING,
+        ),
+        (
+            "deny eavesdrop=true",
+            default_only(with(session(), vec![receive_rule(false, eavesdrop())])),
+            NOTHING,
+        ),
+        (
+            "deny receive_interface eavesdrop=true (replies have no interface)",
+            default_only(with(
+                session(),
+                vec![receive_rule(false, test_interface(true))],
+            )),
+            Seen {
+                signal: true,
+                ..NOTHING
+            },
+        ),
+        (
+            "send_destination is checked against the eavesdropper's names",
+            default_only(with(
+                session(),
+                vec![
+                    send_rule(false, test_interface(false)),
+                    send_rule(
+                        true,
+                        MessageRule {
+                            name: NameMatch::Exact("com.example.Service".into()),
+                            ..test_interface(false)
+                        },
+                    ),
+                ],
+            )),
+            Seen {
+                signal: true,
+                ..NOTHING
+            },
+        ),
+        (
+            "root's own context",
+            root_eavesdrops,
+            Seen {
+                call: true,
+                signal: true,
+                ..NOTHING
+            },
+        ),
+        ("the replier's own context", b_sends_to_eavesdroppers, ALL),
+        (
+            "deny receive_sender eavesdrop=true",
+            default_only(with(
+                session(),
+                vec![receive_rule(
+                    false,
+                    MessageRule {
+                        name: NameMatch::Exact("com.example.Caller".into()),
+                        eavesdrop: true,
+                        ..MessageRule::default()
+                    },
+                )],
+            )),
+            Seen {
+                reply: true,
+                error: true,
+                ..NOTHING
+            },
+        ),
+        (
+            "eavesdropped replies are unrequested",
+            default_only(with(
+                session(),
+                vec![send_rule(
+                    false,
+                    MessageRule {
+                        msg_type: Some(MessageType::MethodReturn),
+                        requested_reply: Some(false),
+                        ..MessageRule::default()
+                    },
+                )],
+            )),
+            Seen {
+                reply: false,
+                ..ALL
+            },
+        ),
+        (
+            "a plain receive deny in root's context",
+            root_denies_test,
+            Seen {
+                signal: true,
+                ..NOTHING
+            },
+        ),
+    ];
+    for (what, config, expected) in rows {
+        assert_eq!(observe(config), expected, "{what}");
+    }
+}
