@@ -19,10 +19,16 @@ Commands (JSON arguments are converted by dbus-python using the signature,
     sendfd DEST PATH TEXT               write TEXT into a pipe, pass its read end to
                                         com.example.Test.ReadFd: `sendfd <json reply>`
     ping                                round trip to the bus: `pong`
+    spy                                 report messages addressed to others (see below; a spy
+                                        must own no well-known name): `spy ok`
     timeout SECONDS                     how long later calls wait for their reply: `timeout ok`
 
 A failed call prints `error <D-Bus error name> <message>` instead. Method calls
 served by the exported object are printed as `called <Method> <json args> no_reply=<bool>`.
+After `spy`, a method call, return or error addressed to another connection
+(one an eavesdropping match rule brought) is printed, and not answered, as
+
+    eavesdropped <type> <interface>.<member or error name> sender=<sender> dest=<dest> args=<json>
 The peer exits when stdin closes.
 """
 
@@ -122,9 +128,35 @@ class Peer:
         self.conn = conn
         self.objects = []
         self.timeout = 60
+        self.spying = False
         conn.add_message_filter(self.on_message)
 
+    def eavesdropped(self, msg):
+        """A non-signal addressed to another connection. A spy owns no
+        well-known name, so anything not addressed to its unique name is
+        someone else's."""
+        if not self.spying or msg.get_type() == dbus.lowlevel.MESSAGE_TYPE_SIGNAL:
+            return False
+        return msg.get_destination() not in (None, self.conn.get_unique_name())
+
     def on_message(self, _conn, msg):
+        if self.eavesdropped(msg):
+            kinds = {
+                dbus.lowlevel.MESSAGE_TYPE_METHOD_CALL: "method_call",
+                dbus.lowlevel.MESSAGE_TYPE_METHOD_RETURN: "method_return",
+                dbus.lowlevel.MESSAGE_TYPE_ERROR: "error",
+            }
+            what = msg.get_error_name() or "%s.%s" % (msg.get_interface(), msg.get_member())
+            out(
+                "eavesdropped",
+                kinds.get(msg.get_type(), "unknown"),
+                what,
+                "sender=%s" % msg.get_sender(),
+                "dest=%s" % msg.get_destination(),
+                "args=%s" % to_json(msg.get_args_list()),
+            )
+            # Not ours to answer: libdbus would reply UnknownMethod.
+            return dbus.lowlevel.HANDLER_RESULT_HANDLED
         if msg.get_type() == dbus.lowlevel.MESSAGE_TYPE_SIGNAL:
             out(
                 "signal",
@@ -196,6 +228,9 @@ class Peer:
             elif op == "timeout":
                 self.timeout = float(words[1])
                 out("timeout", "ok")
+            elif op == "spy":
+                self.spying = True
+                out("spy", "ok")
             elif op == "ping":
                 self.call(*BUS, "GetId", "", [])
                 out("pong")

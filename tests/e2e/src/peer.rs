@@ -1,8 +1,9 @@
 //! A dbus-python peer (python/peer.py) driven line by line from a test.
 //!
 //! The peer prints one result line per command, and event lines whenever a
-//! signal reaches it (`signal ...`) or one of its methods is called
-//! (`called ...`). [`Peer::command`] returns the result and files events
+//! signal reaches it (`signal ...`), one of its methods is called
+//! (`called ...`) or, once it spies, a message to another peer reaches it
+//! (`eavesdropped ...`). [`Peer::command`] returns the result and files events
 //! away; [`Peer::wait_event`] finds them.
 
 use std::io::Write;
@@ -29,7 +30,7 @@ pub struct Peer {
 }
 
 fn is_event(line: &str) -> bool {
-    line.starts_with("signal ") || line.starts_with("called ")
+    line.starts_with("signal ") || line.starts_with("called ") || line.starts_with("eavesdropped ")
 }
 
 impl Peer {
@@ -209,6 +210,9 @@ mod tests {
     fn events_are_signals_and_calls() {
         assert!(is_event("signal a.b path=/ sender=:1.1 dest=- args=[]"));
         assert!(is_event("called Echo [\"x\"] no_reply=False"));
+        assert!(is_event(
+            "eavesdropped method_call a.b.M sender=:1.1 dest=:1.2 args=[]"
+        ));
         assert!(!is_event("bus GetId \"abc\""));
         assert!(!is_event("error org.x.Y message"));
     }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::index::{MessageRules, OwnRules, Side};
-use super::{PolicyConfig, PolicyRule, RuleKind};
+use super::{MessageRule, NameMatch, PolicyConfig, PolicyRule, RuleKind};
 use crate::{Credentials, UserGroups};
 
 /// The rules that apply to one connection, in dbus-daemon's order.
@@ -20,19 +20,36 @@ pub struct ClientPolicy {
 
 impl ClientPolicy {
     fn build<'a>(lists: impl Iterator<Item = &'a [PolicyRule]>) -> ClientPolicy {
+        let mut send = Vec::new();
+        let mut receive = Vec::new();
+        let mut own = Vec::new();
+        for rule in lists.flatten() {
+            match &rule.kind {
+                RuleKind::Send(spec) => keep(&mut send, rule.allow, spec),
+                RuleKind::Receive(spec) => keep(&mut receive, rule.allow, spec),
+                RuleKind::Own(name) => {
+                    if *name == NameMatch::Any {
+                        own.clear();
+                    }
+                    own.push((rule.allow, name));
+                }
+                // Bus-wide: checked once at connection time.
+                RuleKind::User(_) | RuleKind::Group(_) => {}
+            }
+        }
         let mut policy = ClientPolicy {
             send: MessageRules::new(Side::Send),
             receive: MessageRules::new(Side::Receive),
             own: OwnRules::default(),
         };
-        for rule in lists.flatten() {
-            match &rule.kind {
-                RuleKind::Send(spec) => policy.send.push(rule.allow, spec.clone()),
-                RuleKind::Receive(spec) => policy.receive.push(rule.allow, spec.clone()),
-                RuleKind::Own(name) => policy.own.push(rule.allow, name),
-                // Bus-wide: checked once at connection time.
-                RuleKind::User(_) | RuleKind::Group(_) => {}
-            }
+        for (allow, spec) in send {
+            policy.send.push(allow, spec.clone());
+        }
+        for (allow, spec) in receive {
+            policy.receive.push(allow, spec.clone());
+        }
+        for (allow, name) in own {
+            policy.own.push(allow, name);
         }
         policy
     }
@@ -50,6 +67,29 @@ impl ClientPolicy {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// Append a send or receive rule, first dropping the rules before it when
+/// it is one of those dbus-daemon's `bus_client_policy_optimize` takes
+/// for "overrides everything before": no type, path, interface, member,
+/// error or name. dbus-daemon ignores the rule's other conditions there
+/// (`eavesdrop`, `*_requested_reply`, `send_broadcast`, `min_fds`,
+/// `max_fds`), so a message those conditions keep the rule from matching
+/// then matches nothing before it either, and is refused: after
+/// `<allow receive_sender="*"/>`, `<deny eavesdrop="true"/>` refuses every
+/// receive. Clients see dbus-daemon's decisions, so this bus drops the
+/// same rules. It can only refuse more than the rules say, never allow more.
+fn keep<'a>(rules: &mut Vec<(bool, &'a MessageRule)>, allow: bool, spec: &'a MessageRule) {
+    let overrides_all = spec.msg_type.is_none()
+        && spec.path.is_none()
+        && spec.interface.is_none()
+        && spec.member.is_none()
+        && spec.error.is_none()
+        && spec.name == NameMatch::Any;
+    if overrides_all {
+        rules.clear();
+    }
+    rules.push((allow, spec));
 }
 
 /// Which scopes apply to a connection: its uid if it has a user policy,

@@ -271,3 +271,57 @@ fn fd_counts_and_broadcast_attributes() {
     );
     assert_eq!(h.take()[0].0, b, "unicast is not a broadcast");
 }
+
+/// dbus-daemon's `bus_client_policy_optimize`: a send or receive rule with
+/// no type, path, interface, member, error or name drops every rule of its
+/// side before it, even when its other conditions (here `eavesdrop`,
+/// `send_broadcast`) keep it from matching what those rules matched.
+#[test]
+fn a_rule_without_keys_drops_the_rules_before_it() {
+    // What a's unicast signal to b brings: (did b get it, a's error text).
+    let outcome = |extra: MessageRule, side: fn(MessageRule) -> RuleKind| {
+        let mut h = Harness::new();
+        // Connected first: under these policies not even Hello's reply
+        // would arrive.
+        let (a, _) = h.client();
+        let (b, name_b) = h.client();
+        h.bus
+            .set_policy(policy(vec![PolicyRule::deny(side(extra))]));
+        h.send(
+            a,
+            MessageBuilder::signal("/p", "com.example.Any", "Sig").destination(name_b),
+        );
+        let got = h.take();
+        let text = got.iter().find(|(to, _)| *to == a).map(|(_, err)| {
+            match err.body_values().unwrap().first() {
+                Some(quickbus_wire::Value::String(text)) => text.clone(),
+                other => panic!("no text: {other:?}"),
+            }
+        });
+        (got.iter().any(|(to, _)| *to == b), text)
+    };
+    // Only the eavesdrop-only deny is left of the receive rules: nothing
+    // arrives anywhere, not even the AccessDenied error to the sender.
+    let eavesdrop_only = MessageRule {
+        eavesdrop: true,
+        ..MessageRule::default()
+    };
+    assert_eq!(outcome(eavesdrop_only, receive), (false, None));
+    let broadcasts_only = MessageRule {
+        broadcast: Some(true),
+        ..MessageRule::default()
+    };
+    let (arrived, err) = outcome(broadcasts_only, send);
+    assert!(!arrived);
+    let err = err.expect("refused");
+    assert!(
+        err.starts_with("Rejected send message, 0 matched rules; "),
+        "{err}"
+    );
+    // A rule with a key drops nothing.
+    let keyed = MessageRule {
+        eavesdrop: true,
+        ..iface("com.example.Other")
+    };
+    assert_eq!(outcome(keyed, receive), (true, None));
+}
