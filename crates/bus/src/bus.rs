@@ -104,6 +104,14 @@ fn is_hello(msg: &Message) -> bool {
         && matches!(msg.interface(), None | Some(BUS_INTERFACE))
 }
 
+/// systemd's report that it could not start a service: the bus handles
+/// it (or refuses a forgery), and dbus-daemon passes it to no match rule.
+fn is_activation_failure(msg: &Message) -> bool {
+    msg.msg_type() == MessageType::Signal
+        && msg.interface() == Some(crate::activation::SYSTEMD_ACTIVATOR)
+        && msg.member() == Some("ActivationFailure")
+}
+
 /// Split a message we built into header and body without copying.
 fn frame_of(msg: &Message) -> Frame {
     let raw = msg.raw();
@@ -324,7 +332,9 @@ impl Bus {
                     ),
                 });
             } else if is_hello(&msg) {
-                self.driver_call(from, &msg, out);
+                if self.driver_call(from, &msg, out) {
+                    self.pass_to_eavesdroppers(from, &msg, out);
+                }
             } else {
                 out.push(Action::Disconnect {
                     conn: from,
@@ -353,7 +363,9 @@ impl Bus {
                     }
                     self.refuse(from, &msg, &denial, out);
                 } else if is_call {
-                    self.driver_call(from, &msg, out);
+                    if self.driver_call(from, &msg, out) {
+                        self.pass_to_eavesdroppers(from, &msg, out);
+                    }
                 } else {
                     // The bus makes no calls: replies to it are dropped,
                     // as dbus-daemon does; systemd's signals are heard,
@@ -361,6 +373,9 @@ impl Bus {
                     // monitors see them.
                     self.driver_signal(from, &msg, out);
                     self.capture_driver_call(from, &msg, out);
+                    if !is_activation_failure(&msg) {
+                        self.pass_to_eavesdroppers(from, &msg, out);
+                    }
                 }
             }
             Some(dest) => self.unicast(from, &msg, fds, dest, now, out),
@@ -510,6 +525,29 @@ impl Bus {
             to
         });
         self.keep_allowed(Some(from), Some(target), msg, &mut eavesdroppers, out);
+        self.deliver_all(&eavesdroppers, msg, &out_msg, out);
+    }
+
+    /// A message to org.freedesktop.DBus that the bus took (a call that
+    /// succeeded, a reply or signal it ignored) goes on to the rules that
+    /// eavesdrop on it, as dbus-daemon's `bus_dispatch` passes it to
+    /// `bus_dispatch_matches` with no addressed recipient; the policy
+    /// decides for each eavesdropper. The bus's replies are not
+    /// eavesdropped (dbus-daemon sends them past the match rules too).
+    fn pass_to_eavesdroppers(&mut self, from: ConnId, msg: &Message, out: &mut Vec<Action>) {
+        if !self.subs.has_eavesdroppers() {
+            return;
+        }
+        let mut eavesdroppers = self.with_input(msg, Some(from), None, |input| {
+            let mut to = Vec::new();
+            self.subs.recipients(input, None, &mut to);
+            to
+        });
+        self.keep_allowed(Some(from), None, msg, &mut eavesdroppers, out);
+        if eavesdroppers.is_empty() {
+            return;
+        }
+        let out_msg = self.stamped(from, msg, Vec::new());
         self.deliver_all(&eavesdroppers, msg, &out_msg, out);
     }
 

@@ -99,10 +99,18 @@ fn find_method<'a>(
 }
 
 impl Bus {
-    /// A method call addressed to org.freedesktop.DBus.
-    pub(crate) fn driver_call(&mut self, from: ConnId, msg: &Message, out: &mut Vec<Action>) {
+    /// A method call addressed to org.freedesktop.DBus. Whether it
+    /// succeeded (then, as in dbus-daemon, eavesdroppers may see it).
+    pub(crate) fn driver_call(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        out: &mut Vec<Action>,
+    ) -> bool {
         let mut events = Vec::new();
-        match self.dispatch(from, msg, &mut events) {
+        let result = self.dispatch(from, msg, &mut events);
+        let succeeded = result.is_ok();
+        match result {
             Ok(body) => {
                 self.note_peaks(from);
                 if msg.member() == Some("Hello") {
@@ -132,6 +140,7 @@ impl Bus {
         if let Some((id, rules)) = self.becoming_monitor.take() {
             self.become_monitor(id, rules, out);
         }
+        succeeded
     }
 
     fn dispatch(

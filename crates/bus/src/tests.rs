@@ -1750,6 +1750,9 @@ fn eavesdropping_rule_sees_unicast() {
     let (a, _) = h.client();
     let (b, name_b) = h.client();
     h.add_match(spy, "type='method_call',eavesdrop='true'");
+    // The spy's own AddMatch call, which its new rule already sees (see
+    // tests::eavesdrop).
+    h.take();
     h.send(
         a,
         MessageBuilder::method_call("/", "Do").destination(name_b.clone()),

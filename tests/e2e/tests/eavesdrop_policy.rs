@@ -151,7 +151,8 @@ fn nobody_cannot_eavesdrop_on_roots_calls_to_a_secret_service() {
 }
 
 /// The bus's own user (root here) may eavesdrop, and under session.conf's
-/// rules gets the calls, replies and unicast signals of the same scene.
+/// rules gets the calls, replies and unicast signals of the same scene,
+/// and the calls to the bus that the bus accepted (not those it refused).
 #[test]
 fn root_may_eavesdrop_under_session_conf() {
     if !is_root() {
@@ -167,6 +168,27 @@ fn root_may_eavesdrop_under_session_conf() {
             error: true,
             signal: true
         }
+    );
+    let a_name = scene.a.unique_name().to_owned();
+    let refused = add_match(&mut scene.a, "eavesdrop=true");
+    assert!(
+        refused.starts_with(&format!("error {ACCESS_DENIED} ")),
+        "{refused}"
+    );
+    assert_eq!(scene.a.command("ping"), "pong");
+    let get_id = format!(
+        "eavesdropped method_call org.freedesktop.DBus.GetId sender={a_name} dest=org.freedesktop.DBus "
+    );
+    scene.spy.wait_event(|e| e.starts_with(&get_id));
+    let to_bus: Vec<&String> = scene
+        .spy
+        .events()
+        .iter()
+        .filter(|e| e.contains(&format!("sender={a_name} dest=org.freedesktop.DBus ")))
+        .collect();
+    assert!(
+        !to_bus.iter().any(|e| e.contains("DBus.AddMatch ")),
+        "the refused AddMatch was overheard: {to_bus:#?}"
     );
 }
 

@@ -378,3 +378,41 @@ fn eavesdropped_messages_pass_both_parties_rules() {
         assert_eq!(observe(config), expected, "{what}");
     }
 }
+
+/// dbus-daemon passes a call the bus driver accepted on to the match rules
+/// (with no addressed recipient), so eavesdroppers see other peers' calls
+/// to the bus, the AddMatch that made them eavesdroppers included; the
+/// bus's replies, and calls it refused, they do not see.
+#[test]
+fn eavesdroppers_see_calls_the_bus_accepted() {
+    let mut h = Harness::new();
+    h.bus.set_policy(PolicyConfig::allow_all());
+    let (spy, _) = peer(&mut h, ROOT);
+    let (a, a_name) = peer(&mut h, NOBODY);
+    h.add_match(spy, "eavesdrop=true,type='method_call'");
+    let own = h.take();
+    assert_eq!(own.len(), 1, "{own:?}");
+    assert_eq!((own[0].0, own[0].1.member()), (spy, Some("AddMatch")));
+
+    h.driver(a, "GetId", vec![]);
+    let got = h.take();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].0, spy);
+    assert_eq!(got[0].1.member(), Some("GetId"));
+    assert_eq!(got[0].1.sender(), Some(a_name.as_str()));
+    // Refused by the driver: not passed on.
+    h.driver_error(a, call_bus("AddMatch", vec![s("eavesdrop=true")]));
+    assert_eq!(h.take().len(), 0);
+    // A newcomer's Hello, stamped with the name it got.
+    let c = h.bus.add_connection(creds(DAEMON, 3), false);
+    let name = match &h.driver(c, "Hello", vec![])[0] {
+        Value::String(n) => n.clone(),
+        other => panic!("Hello returned {other:?}"),
+    };
+    let got = h.take();
+    let hello = got
+        .iter()
+        .find(|(to, m)| *to == spy && m.member() == Some("Hello"))
+        .expect("the spy sees Hello");
+    assert_eq!(hello.1.sender(), Some(name.as_str()));
+}
