@@ -553,6 +553,7 @@ impl Server {
                         AuthProgress::Begin { consumed } => {
                             conn.transport.consume(consumed);
                             let unix_fds = sasl.unix_fd_negotiated();
+                            conn.transport.set_fd_passing(unix_fds);
                             conn.creds.anonymous =
                                 sasl.authenticated() == Some(crate::auth::AuthIdentity::Anonymous);
                             let id = self.bus.add_connection(conn.creds.clone(), unix_fds);
@@ -595,6 +596,11 @@ impl Server {
                         Err(e) => return Err(format!("invalid message: {e}")),
                     };
                     let nfds = msg.unix_fds() as usize;
+                    if nfds > 0 && !conn.transport.fd_passing() {
+                        return Err(format!(
+                            "message declares {nfds} fds but the connection did not negotiate fd passing"
+                        ));
+                    }
                     let fds = conn.transport.take_fds(nfds).ok_or_else(|| {
                         format!(
                             "message declares {nfds} fds but {} arrived",

@@ -80,6 +80,12 @@ pub struct Transport {
     /// incomplete, else 0.
     frame_need: usize,
     in_fds: VecDeque<OwnedFd>,
+    /// Whether fds the peer sends are kept: only once it authenticated
+    /// and agreed on fd passing (NEGOTIATE_UNIX_FD). Before that, and on a
+    /// connection that never agreed, they are closed as they arrive, as
+    /// dbus-daemon's reads without SCM_RIGHTS discard them; a message that
+    /// declares fds then lacks them and cuts its sender off.
+    fd_passing: bool,
     out: VecDeque<OutItem>,
     /// Bytes of `out.front()` already written.
     out_offset: usize,
@@ -97,6 +103,7 @@ impl Transport {
             read_window: MIN_READ_WINDOW,
             frame_need: 0,
             in_fds: VecDeque::new(),
+            fd_passing: false,
             out: VecDeque::new(),
             out_offset: 0,
             out_bytes: 0,
@@ -147,6 +154,16 @@ impl Transport {
         self.in_fds.len()
     }
 
+    /// Authentication is over: keep the fds that arrive from now on if
+    /// the peer negotiated fd passing, else keep closing them.
+    pub fn set_fd_passing(&mut self, negotiated: bool) {
+        self.fd_passing = negotiated;
+    }
+
+    pub fn fd_passing(&self) -> bool {
+        self.fd_passing
+    }
+
     /// Make room so the next read can complete a frame of `total` bytes.
     /// The input then holds only the start of that frame. A buffer too
     /// small is replaced by one of the frame's size holding a copy of that
@@ -186,6 +203,9 @@ impl Transport {
             Err(Errno::INTR) => return Ok(ReadStatus::Budget),
             Err(e) => return Err(e),
         };
+        if got_fds && !self.fd_passing {
+            self.in_fds.clear();
+        }
         if got == want {
             self.read_window = (self.read_window * 2).min(MAX_READ_WINDOW);
         } else if got < self.read_window / 4 {
@@ -463,9 +483,45 @@ mod tests {
         assert!(frame[5..].iter().all(|&b| b == 3));
     }
 
+    /// Sends "abc" with a pipe's read end; returns the write end (the
+    /// test's own read end is closed).
+    fn send_abc_with_an_fd(peer: &StdStream) -> rustix::fd::OwnedFd {
+        let (r, w) = rustix::pipe::pipe().unwrap();
+        let mut space = [0u8; rustix::cmsg_space!(ScmRights(1))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        let fds = [r.as_fd()];
+        control.push(SendAncillaryMessage::ScmRights(&fds));
+        rustix::net::sendmsg(
+            peer,
+            &[IoSlice::new(b"abc")],
+            &mut control,
+            SendFlags::empty(),
+        )
+        .unwrap();
+        w
+    }
+
+    #[test]
+    fn fds_are_closed_as_they_arrive_without_fd_passing() {
+        let (mut t, peer) = pair();
+        let w = send_abc_with_an_fd(&peer);
+        // The read still stops where the fds were attached.
+        assert_eq!(t.read_once().unwrap(), ReadStatus::Budget);
+        assert_eq!(t.input(), b"abc");
+        assert_eq!(t.pending_fds(), 0);
+        // Nobody holds the pipe's read end any more.
+        assert_eq!(rustix::io::write(&w, b"x"), Err(Errno::PIPE));
+        // After a negotiation they are kept.
+        t.set_fd_passing(true);
+        let _w = send_abc_with_an_fd(&peer);
+        assert_eq!(t.read_once().unwrap(), ReadStatus::Budget);
+        assert_eq!(t.pending_fds(), 1);
+    }
+
     #[test]
     fn fds_and_bytes_are_received() {
         let (mut t, peer) = pair();
+        t.set_fd_passing(true);
         let (r, w) = rustix::pipe::pipe().unwrap();
         let mut space = [0u8; rustix::cmsg_space!(ScmRights(1))];
         let mut control = SendAncillaryBuffer::new(&mut space);
