@@ -6,6 +6,7 @@
 //! message that declares none is delivered without them. Both daemons are
 //! held to that here (QUICKBUS_TEST_DAEMON=/usr/bin/dbus-daemon).
 
+#[allow(dead_code)] // the other tests of hostile/ use the rest
 #[path = "hostile/support.rs"]
 mod support;
 
