@@ -390,6 +390,28 @@ fn what_an_eavesdropper_gets_is_the_policys_decision() {
             },
         ),
         (
+            "an eavesdrop allow for method calls only",
+            default_policy(
+                r#"<allow send_destination="*" eavesdrop="true"/>
+                <allow receive_type="method_call" eavesdrop="true"/>"#,
+            ),
+            Seen {
+                call: true,
+                ..NOTHING
+            },
+        ),
+        (
+            "send_requested_reply=false lets replies go to eavesdroppers too",
+            default_policy(
+                r#"<allow eavesdrop="true"/>
+                <allow send_type="method_return" send_requested_reply="false"/>"#,
+            ),
+            Seen {
+                error: false,
+                ..ALL
+            },
+        ),
+        (
             "the mandatory context comes last",
             format!(
                 r#"<policy context="mandatory"><deny eavesdrop="true" receive_type="error"/></policy>{}"#,

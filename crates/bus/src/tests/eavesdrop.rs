@@ -366,6 +366,47 @@ fn eavesdropped_messages_pass_both_parties_rules() {
             },
         ),
         (
+            "an eavesdrop allow for method calls only",
+            default_only(with(
+                base(),
+                vec![
+                    send_rule(true, eavesdrop()),
+                    receive_rule(
+                        true,
+                        MessageRule {
+                            msg_type: Some(MessageType::MethodCall),
+                            ..eavesdrop()
+                        },
+                    ),
+                ],
+            )),
+            Seen {
+                call: true,
+                ..NOTHING
+            },
+        ),
+        (
+            "send_requested_reply=false lets replies go to eavesdroppers too",
+            default_only(with(
+                base(),
+                vec![
+                    receive_rule(true, eavesdrop()),
+                    send_rule(
+                        true,
+                        MessageRule {
+                            msg_type: Some(MessageType::MethodReturn),
+                            requested_reply: Some(false),
+                            ..MessageRule::default()
+                        },
+                    ),
+                ],
+            )),
+            Seen {
+                error: false,
+                ..ALL
+            },
+        ),
+        (
             "a plain receive deny in root's context",
             root_denies_test,
             Seen {
