@@ -159,10 +159,45 @@ pub enum Action {
     /// Exec line, with [`Bus::activation_environment`]). Success is the
     /// name getting an owner; failure goes back through
     /// [`Bus::activation_failed`].
-    Activate { name: String },
+    Activate {
+        name: String,
+        /// The connection whose message or StartServiceByName caused the
+        /// start (None when the bus itself needs the name), for the log.
+        requested_by: Option<Requester>,
+    },
     /// The activation of `name` timed out: stop the program started for
     /// it, as dbus-daemon does.
     CancelActivation { name: String },
+}
+
+/// A connection as log lines name it: dbus-daemon's `requested by ':1.5'
+/// (uid=0 pid=123 comm="hostnamectl")`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Requester {
+    pub unique_name: String,
+    pub uid: u32,
+    pub pid: Option<u32>,
+    pub comm: Option<String>,
+}
+
+impl Requester {
+    /// dbus-daemon's "loginfo" of the connection: `uid=0 pid=123
+    /// comm="hostnamectl"`.
+    pub fn loginfo(&self) -> String {
+        loginfo(self.uid, self.pid, self.comm.as_deref())
+    }
+}
+
+/// dbus-daemon's "loginfo": who a connection is, for people.
+pub(crate) fn loginfo(uid: u32, pid: Option<u32>, comm: Option<&str>) -> String {
+    let mut info = format!("uid={uid}");
+    if let Some(pid) = pid {
+        info.push_str(&format!(" pid={pid}"));
+    }
+    if let Some(comm) = comm {
+        info.push_str(&format!(" comm=\"{comm}\""));
+    }
+    info
 }
 
 /// How the bus is set up.

@@ -17,8 +17,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use quickbus_bus::errors::{self, BusError};
+use quickbus_bus::Requester;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::service_file::{self, ServiceFile};
 
@@ -123,6 +124,24 @@ const DAEMON_ONLY_VARIABLES: &[&str] = &[
     "INVOCATION_ID",
 ];
 
+/// dbus-daemon's line for a start, with the requester's identity as
+/// journal fields too.
+fn log_activation(name: &str, requested_by: Option<&Requester>) {
+    let Some(r) = requested_by else {
+        info!("Activating service name='{name}'");
+        return;
+    };
+    info!(
+        dbus_unique_name = r.unique_name,
+        dbus_peer_uid = r.uid,
+        dbus_peer_pid = r.pid,
+        dbus_peer_comm = r.comm,
+        "Activating service name='{name}' requested by '{}' ({})",
+        r.unique_name,
+        r.loginfo()
+    );
+}
+
 /// One started program, until it exits.
 struct Spawned {
     name: String,
@@ -161,9 +180,15 @@ impl Launcher {
         lock(&self.services).replace(dirs, services);
     }
 
-    /// Start the program that provides `name`. `env`: what
-    /// UpdateActivationEnvironment set.
-    pub fn start(&mut self, name: &str, env: &HashMap<String, String>) -> Result<(), BusError> {
+    /// Start the program that provides `name` for `requested_by`. `env`:
+    /// what UpdateActivationEnvironment set.
+    pub fn start(
+        &mut self,
+        name: &str,
+        requested_by: Option<&Requester>,
+        env: &HashMap<String, String>,
+    ) -> Result<(), BusError> {
+        log_activation(name, requested_by);
         let service = lock(&self.services).get(name).cloned().ok_or_else(|| {
             BusError::new(
                 errors::SPAWN_SERVICE_NOT_FOUND,
@@ -173,13 +198,14 @@ impl Launcher {
         let mut command = self.command(&service, env)?;
         let program = command.get_program().to_string_lossy().into_owned();
         let child = command.spawn().map_err(|e| {
-            warn!("failed to activate service '{name}': cannot run {program}: {e}");
-            BusError::new(
+            let error = BusError::new(
                 errors::SPAWN_EXEC_FAILED,
                 format!("Failed to execute program {program}: {e}"),
-            )
+            );
+            info!("Failed to activate service {name}: {}", error.message);
+            error
         })?;
-        info!("activating service name='{name}' pid={}", child.id());
+        debug!("service {name} started as pid {}", child.id());
         self.latest.insert(name.to_owned(), child.id());
         self.children.push(Spawned {
             name: name.to_owned(),
@@ -370,7 +396,7 @@ mod tests {
         );
         let env = HashMap::new();
         for name in ["org.x.Fails", "org.x.Daemonizes", "org.x.Crashes"] {
-            launcher.start(name, &env).unwrap();
+            launcher.start(name, None, &env).unwrap();
         }
         let mut failed = reap_all(&mut launcher);
         failed.sort_by(|a, b| a.0.cmp(&b.0));
@@ -396,7 +422,7 @@ mod tests {
             "unix:path=/nonexistent".into(),
             "session".into(),
         );
-        launcher.start("org.x.Slow", &HashMap::new()).unwrap();
+        launcher.start("org.x.Slow", None, &HashMap::new()).unwrap();
         launcher.stop("org.x.Other"); // not started: nothing happens
         assert!(launcher.reap().is_empty());
         launcher.stop("org.x.Slow");
@@ -460,18 +486,18 @@ mod tests {
             "session".into(),
         );
         let env = HashMap::new();
-        let err = launcher.start("org.x.Missing", &env).unwrap_err();
+        let err = launcher.start("org.x.Missing", None, &env).unwrap_err();
         assert_eq!(err.name, errors::SPAWN_EXEC_FAILED);
         assert!(
             err.message.contains("/nonexistent/program"),
             "{}",
             err.message
         );
-        let err = launcher.start("org.x.NoExec", &env).unwrap_err();
+        let err = launcher.start("org.x.NoExec", None, &env).unwrap_err();
         assert_eq!(err.name, errors::SPAWN_EXEC_FAILED);
-        let err = launcher.start("org.x.BadQuote", &env).unwrap_err();
+        let err = launcher.start("org.x.BadQuote", None, &env).unwrap_err();
         assert_eq!(err.name, errors::SPAWN_EXEC_FAILED);
-        let err = launcher.start("org.x.Unknown", &env).unwrap_err();
+        let err = launcher.start("org.x.Unknown", None, &env).unwrap_err();
         assert_eq!(err.name, errors::SPAWN_SERVICE_NOT_FOUND);
         assert!(launcher.children.is_empty());
     }
@@ -491,7 +517,7 @@ mod tests {
             "session".into(),
         );
         let env = HashMap::from([("FROM_UAE".to_owned(), "yes".to_owned())]);
-        launcher.start("org.x.Env", &env).unwrap();
+        launcher.start("org.x.Env", None, &env).unwrap();
         assert!(reap_all(&mut launcher).is_empty());
         let seen = std::fs::read_to_string(&out).unwrap();
         assert_eq!(seen, "two words|unix:path=/the/bus|session|yes|");

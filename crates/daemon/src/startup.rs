@@ -46,33 +46,27 @@ pub fn main() -> i32 {
         Ok(l) => l,
         Err(e) => return fail(format!("sockets from systemd: {e}")),
     };
-    init_logging();
+    crate::logging::init();
 
     let config = match crate::config::resolve(&opts) {
         Ok(c) => c,
         Err(e) => return fail(format!("Failed to start message bus: {e}")),
     };
+    crate::logging::configure(opts.syslog, config.syslog);
     match serve(&opts, config, systemd_sockets, print_address, print_pid) {
         Ok(()) => 0,
         Err(e) => fail(format!("Failed to start message bus: {e}")),
     }
 }
 
+/// Log the reason the daemon cannot run, and make sure whoever started it
+/// sees it on standard error too.
 fn fail(message: String) -> i32 {
     error!("{message}");
-    eprintln!("{message}");
+    if !crate::logging::stderr_is_text() {
+        eprintln!("{message}");
+    }
     1
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("QUICKBUS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(io::stderr)
-        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
-        .with_target(false)
-        .try_init();
 }
 
 /// Where to print: stdout, or an fd we now own.

@@ -39,20 +39,11 @@ fn type_name(t: MessageType) -> &'static str {
     }
 }
 
-/// dbus-daemon's "loginfo": who a connection is, for people.
+/// dbus-daemon's "loginfo" of a party, or `bus` for the bus itself.
 fn loginfo(party: Option<&Party<'_>>, bus: &str) -> String {
     match party {
         None => bus.to_owned(),
-        Some(p) => {
-            let mut info = format!("uid={}", p.uid);
-            if let Some(pid) = p.pid {
-                info.push_str(&format!(" pid={pid}"));
-            }
-            if let Some(comm) = p.comm {
-                info.push_str(&format!(" comm=\"{comm}\""));
-            }
-            info
-        }
+        Some(p) => crate::loginfo(p.uid, p.pid, p.comm),
     }
 }
 
