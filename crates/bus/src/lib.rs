@@ -62,15 +62,18 @@ pub struct Credentials {
     pub uid: u32,
     pub gid: u32,
     pub pid: Option<u32>,
-    /// Primary and supplementary groups.
+    /// The process's groups at connect time as the kernel reports them
+    /// (`SO_PEERGROUPS`), with the primary group; empty when the kernel
+    /// cannot tell (then GetConnectionCredentials has no UnixGroupIDs and
+    /// group policies use [`Credentials::user_groups`], as in dbus-daemon).
     pub groups: Vec<u32>,
     /// The LSM label (`SO_PEERSEC`), without a trailing NUL.
     pub security_label: Option<Vec<u8>>,
     /// How to open a pidfd of the peer's process, reported as `ProcessFD`.
     pub process_fd: Option<ProcessFd>,
-    /// What the user database says about the uid's groups; group policies
-    /// and `group=` connect rules use these, as dbus-daemon does, not the
-    /// socket's groups.
+    /// What the user database says about the uid's groups: `group=`
+    /// connect rules use these, and group policies when the kernel gave no
+    /// groups, as dbus-daemon does.
     pub user_groups: UserGroups,
     /// Authenticated with ANONYMOUS: the bus reports no uid, pid or groups
     /// for it (dbus-daemon's driver knows only the authenticated identity).

@@ -122,6 +122,9 @@ const DAEMON_ONLY_VARIABLES: &[&str] = &[
     "LISTEN_PID",
     "NOTIFY_SOCKET",
     "INVOCATION_ID",
+    // Set by the daemon for itself (userdb::bypass_bus_in_nss): services
+    // may ask nss-systemd about users over the bus.
+    "SYSTEMD_NSS_BYPASS_BUS",
 ];
 
 /// dbus-daemon's line for a start, with the requester's identity as

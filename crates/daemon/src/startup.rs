@@ -33,6 +33,7 @@ pub fn main() -> i32 {
         );
         return 0;
     }
+    crate::userdb::bypass_bus_in_nss();
     // Before anything else is opened: the fds the parent handed us.
     let print_address = match adopt_target(opts.print_address) {
         Ok(t) => t,
@@ -265,8 +266,8 @@ fn ensure_runtime_service_dir(config: &BusConfig) {
     }
 }
 
-/// The configuration's policy for the bus core, names resolved with
-/// /etc/passwd and /etc/group.
+/// The configuration's policy for the bus core, names resolved through
+/// NSS.
 fn bus_policy(config: &BusConfig) -> Result<quickbus_bus::PolicyConfig, String> {
     let db = crate::userdb::UserDb::load();
     crate::policy::bus_policy(&config.policies, &db, &mut |w| warn!("{w}"))
