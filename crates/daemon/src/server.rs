@@ -60,6 +60,8 @@ pub struct Reloaded {
     pub services: Vec<ServiceFile>,
     pub policy: quickbus_bus::PolicyConfig,
     pub limits: quickbus_bus::Limits,
+    /// `<servicehelper>`, for new activations.
+    pub servicehelper: Option<std::path::PathBuf>,
 }
 
 /// What the loop needs beyond the bus itself.
@@ -355,6 +357,7 @@ impl Server {
                 self.opts
                     .launcher
                     .set_services(reloaded.service_dirs, services);
+                self.opts.launcher.set_helper(reloaded.servicehelper);
                 self.bus.set_policy(reloaded.policy);
                 self.bus.set_limits(reloaded.limits);
                 self.bus.set_activatable_names(names, &mut self.actions);

@@ -176,7 +176,8 @@ fn serve(
     let table = ServiceTable::new(config.service_dirs().to_vec(), services);
     let table = Arc::new(Mutex::new(table));
     bus.set_service_lookup(ServiceTable::lookup(table.clone()));
-    let launcher = Launcher::new(table, address.clone(), bus_type);
+    let mut launcher = Launcher::new(table, address.clone(), bus_type);
+    launcher.set_helper(config.servicehelper.clone());
     let server_opts = ServerOptions {
         auth: AuthConfig::from_config(&config.auth, config.allow_anonymous, guid),
         auth_timeout: Duration::from_millis(limits.auth_timeout_ms),
@@ -241,6 +242,7 @@ fn reloader(opts: Options) -> crate::server::Reloader {
             services,
             policy,
             limits: bus_limits(&config.limits),
+            servicehelper: config.servicehelper,
         })
     })
 }

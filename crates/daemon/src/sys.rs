@@ -1,12 +1,14 @@
 //! The few operating-system calls that safe wrappers don't cover: adopting
 //! an inherited fd by number, forking into the background, reading
-//! kernel-provided peer credentials, and receiving into a buffer's
-//! uninitialised spare capacity. Every `unsafe` block of the daemon is
+//! kernel-provided peer credentials, switching a spawned service to its
+//! user, and receiving into a buffer's uninitialised spare capacity. Every `unsafe` block of the daemon is
 //! here, each with the argument for its soundness.
 
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
 
 use quickbus_bus::{Credentials, ProcessFd};
 
@@ -226,6 +228,49 @@ pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
         .map_err(failed(format!("Failed to set GID to {}", gid.as_raw())))?;
     rustix::thread::set_thread_res_uid(uid, uid, uid)
         .map_err(failed(format!("Failed to set UID to {}", uid.as_raw())))?;
+    Ok(())
+}
+
+/// Make `command`'s child run as `uid`:`gid` with the supplementary
+/// `groups` (the service's `User=`, its groups as `initgroups` would set
+/// them, looked up beforehand by the caller: NSS is no place for a forked
+/// child).
+///
+/// std's `uid`/`gid` cannot set supplementary groups (it only clears
+/// them), and its `pre_exec` hooks run after its own id changes, so the
+/// hook does all three itself, in the order that works: groups, gid, uid.
+pub fn run_as_user(command: &mut Command, uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
+    use rustix::process::{Gid, Uid};
+    if uid == u32::MAX || gid == u32::MAX || groups.contains(&u32::MAX) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "uid or gid -1 names no user or group",
+        ));
+    }
+    // SAFETY: none of the values is -1 (checked above), the only value
+    // `Gid::from_raw` and `Uid::from_raw` must not be given.
+    let (uid, gid, groups) = unsafe {
+        (
+            Uid::from_raw(uid),
+            Gid::from_raw(gid),
+            groups.iter().map(|&g| Gid::from_raw(g)).collect::<Vec<_>>(),
+        )
+    };
+    let switch = move || -> io::Result<()> {
+        rustix::thread::set_thread_groups(&groups)?;
+        rustix::thread::set_thread_res_gid(gid, gid, gid)?;
+        rustix::thread::set_thread_res_uid(uid, uid, uid)?;
+        Ok(())
+    };
+    // SAFETY: the hook runs in the forked child before exec. It only makes
+    // three raw system calls (setgroups, setresgid, setresuid: rustix's
+    // thread variants, which neither lock nor allocate; the child has one
+    // thread, so they change the whole process) on values prepared in the
+    // parent, and turns an errno into an io::Error without allocating.
+    // Nothing it touches can be left inconsistent by the fork.
+    unsafe {
+        command.pre_exec(switch);
+    }
     Ok(())
 }
 
