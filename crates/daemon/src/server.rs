@@ -358,6 +358,7 @@ impl Server {
                     .launcher
                     .set_services(reloaded.service_dirs, services);
                 self.opts.launcher.set_helper(reloaded.servicehelper);
+                self.user_db.forget();
                 self.bus.set_policy(reloaded.policy);
                 self.bus.set_limits(reloaded.limits);
                 self.bus.set_activatable_names(names, &mut self.actions);

@@ -131,6 +131,12 @@ impl CachedUserDb {
         }
     }
 
+    /// Ask NSS afresh about everyone (a configuration reload: dbus-daemon
+    /// flushes its user cache then too).
+    pub fn forget(&mut self) {
+        self.groups.clear();
+    }
+
     /// The groups of `uid`, as NSS said at most [`GROUPS_TTL`] ago and
     /// since the last change of the watched files.
     pub fn groups_of(&mut self, uid: u32) -> UserGroups {
@@ -160,6 +166,40 @@ mod tests {
 
     // These ask the machine's NSS, which every Linux system sets up with
     // root (uid 0, gid 0) at least.
+
+    /// Set in the environment of a copy of this test binary that runs only
+    /// [`the_bus_bypass_reaches_the_environment`]: changing the
+    /// environment while other tests' threads read it (NSS does) is not
+    /// safe, so the change happens in a process of its own.
+    const BYPASS_CHILD: &str = "QUICKBUS_TEST_BYPASS_CHILD";
+
+    #[test]
+    fn the_bus_bypass_reaches_the_environment() {
+        if std::env::var_os(BYPASS_CHILD).is_some() {
+            bypass_bus_in_nss();
+            let seen = std::process::Command::new("/bin/sh")
+                .args(["-c", "printf %s \"$SYSTEMD_NSS_BYPASS_BUS\""])
+                .output()
+                .unwrap();
+            assert_eq!(seen.stdout, b"1");
+            return;
+        }
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "userdb::tests::the_bus_bypass_reaches_the_environment",
+            ])
+            .env(BYPASS_CHILD, "1")
+            .env_remove("SYSTEMD_NSS_BYPASS_BUS")
+            .output()
+            .unwrap();
+        let report = String::from_utf8_lossy(&child.stdout);
+        // Exactly this test ran in the child, and passed.
+        assert!(
+            child.status.success() && report.contains("1 passed"),
+            "{report}"
+        );
+    }
 
     #[test]
     fn names_and_numbers_resolve() {

@@ -145,9 +145,10 @@ fn syslog_only_sends_every_line_to_syslog_with_its_priority() {
         ],
     );
     provoke(&bus);
+    bus.reload_config();
     let lines = texts(&receive_until(&syslog, |got| {
         let t = texts(got);
-        has(&t, FAILED) && has(&t, DENIED)
+        has(&t, FAILED) && has(&t, DENIED) && has(&t, "Reloaded configuration")
     }));
     // <facility * 8 + severity>: daemon is 3, auth 4; warning 4, notice 5,
     // info 6.
@@ -164,6 +165,7 @@ fn syslog_only_sends_every_line_to_syslog_with_its_priority() {
     );
     assert!(line_with(&lines, DENIED).starts_with("<37>"));
     assert!(line_with(&lines, FAILED).starts_with("<30>"));
+    assert!(line_with(&lines, ": Reloaded configuration").starts_with("<30>"));
     assert_eq!(bus.log(), "", "--syslog-only wrote to stderr");
 }
 
