@@ -192,7 +192,7 @@ impl Requester {
 }
 
 /// dbus-daemon's "loginfo": who a connection is, for people.
-pub(crate) fn loginfo(uid: u32, pid: Option<u32>, comm: Option<&str>) -> String {
+pub fn loginfo(uid: u32, pid: Option<u32>, comm: Option<&str>) -> String {
     let mut info = format!("uid={uid}");
     if let Some(pid) = pid {
         info.push_str(&format!(" pid={pid}"));

@@ -748,7 +748,8 @@ impl Server {
                         dbus_peer_uid = creds.uid,
                         dbus_peer_pid = creds.pid,
                         dbus_peer_comm = creds.comm.as_deref(),
-                        "disconnecting {name} ({id:?}): {reason}"
+                        "disconnecting {name} ({id:?}, {}): {reason}",
+                        quickbus_bus::loginfo(creds.uid, creds.pid, creds.comm.as_deref())
                     );
                 }
                 // Best effort: anything already queued for it (an error
