@@ -298,9 +298,10 @@ fn under_systemd_lines_go_to_the_journal_with_priorities_and_fields() {
     if !testing_quickbus() {
         return;
     }
-    // stderr is the journal (--nosyslog), and the system log is (on a
-    // system bus: <syslog/>, --syslog-only as Debian's unit runs it).
-    for mode in ["--nosyslog", "--syslog-only"] {
+    // stderr is the journal (--nosyslog), the system log is (on a system
+    // bus: <syslog/>, --syslog-only as Debian's unit runs it), or both are
+    // (--syslog: each line is sent once all the same).
+    for mode in ["--nosyslog", "--syslog-only", "--syslog"] {
         let dir = TempDir::new();
         let journal_dir = dir.path().join("journal");
         std::fs::create_dir(&journal_dir).unwrap();
@@ -328,6 +329,11 @@ fn under_systemd_lines_go_to_the_journal_with_priorities_and_fields() {
         assert_eq!(warning["SYSLOG_FACILITY"], "3");
 
         let activating = entry(&entries, ACTIVATING);
+        let copies = entries
+            .iter()
+            .filter(|e| e.get("MESSAGE").is_some_and(|m| m.contains(ACTIVATING)))
+            .count();
+        assert_eq!(copies, 1, "{mode}: {entries:#?}");
         assert_eq!(activating["PRIORITY"], "6", "{mode}: {activating:?}");
         assert!(activating["DBUS_UNIQUE_NAME"].starts_with(":1."));
         assert_eq!(activating["DBUS_PEER_UID"], "0");
