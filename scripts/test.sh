@@ -15,7 +15,7 @@ step() { printf '\n==> %s\n' "$*"; }
 # tshark (reads quickbus captures), chromium (renders the HTML report) and
 # tmux (drives quickbus top) for the observe tests; ss (iproute2) shows the
 # socket buffers the daemon set.
-packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2)
+packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2 libnss-extrausers)
 
 install_packages() {
     if ! command -v dpkg-query >/dev/null; then

@@ -25,7 +25,7 @@ use crate::bus::Bus;
 use crate::errors::{self, BusError};
 use crate::policy::Delivery;
 use crate::registry::NameEvent;
-use crate::{Action, ConnId, OutMessage, BUS_PATH};
+use crate::{Action, ConnId, OutMessage, Requester, BUS_PATH};
 
 /// systemd's bus name: in systemd mode it is "activated" by waiting.
 pub const SYSTEMD_NAME: &str = "org.freedesktop.systemd1";
@@ -280,6 +280,7 @@ impl Bus {
             }
         };
         let deadline = now + self.opts.limits.service_start_timeout;
+        let requested_by = waiter.caller().and_then(|(from, _)| self.requester(from));
         let systemd_unit = match &start {
             Start::Systemd(unit) => Some(unit.clone()),
             _ => None,
@@ -298,14 +299,15 @@ impl Bus {
             .deadlines
             .insert((deadline, name.to_owned()));
         match start {
-            Start::Spawn => {
-                tracing::info!("activating service name='{name}'");
-                out.push(Action::Activate {
-                    name: name.to_owned(),
-                })
-            }
+            // The daemon logs the start: it knows how it starts services.
+            Start::Spawn => out.push(Action::Activate {
+                name: name.to_owned(),
+                requested_by,
+            }),
             Start::AwaitSystemd => {}
-            Start::Systemd(unit) => self.request_systemd_unit(name, &unit, now, out),
+            Start::Systemd(unit) => {
+                self.request_systemd_unit(name, &unit, requested_by.as_ref(), now, out)
+            }
         }
     }
 
@@ -315,9 +317,14 @@ impl Bus {
         &mut self,
         name: &str,
         unit: &str,
+        requested_by: Option<&Requester>,
         now: Instant,
         out: &mut Vec<Action>,
     ) {
+        // dbus-daemon's texts; a start the bus needs itself names nobody.
+        let by = requested_by.map_or_else(String::new, |r| {
+            format!(" requested by '{}' ({})", r.unique_name, r.loginfo())
+        });
         let builder = MessageBuilder::signal(BUS_PATH, SYSTEMD_ACTIVATOR, "ActivationRequest")
             .destination(SYSTEMD_NAME)
             .body(vec![Value::String(unit.to_owned())]);
@@ -334,12 +341,22 @@ impl Bus {
         }
         match systemd {
             Some(owner) => {
-                tracing::info!("activating via systemd: service name='{name}' unit='{unit}'");
+                tracing::info!(
+                    dbus_unique_name = requested_by.map(|r| r.unique_name.as_str()),
+                    dbus_peer_uid = requested_by.map(|r| r.uid),
+                    dbus_peer_pid = requested_by.and_then(|r| r.pid),
+                    dbus_peer_comm = requested_by.and_then(|r| r.comm.as_deref()),
+                    "Activating via systemd: service name='{name}' unit='{unit}'{by}"
+                );
                 self.deliver(owner, &out_msg, out);
             }
             None => {
                 tracing::info!(
-                    "activating systemd to hand-off: service name='{name}' unit='{unit}'"
+                    dbus_unique_name = requested_by.map(|r| r.unique_name.as_str()),
+                    dbus_peer_uid = requested_by.map(|r| r.uid),
+                    dbus_peer_pid = requested_by.and_then(|r| r.pid),
+                    dbus_peer_comm = requested_by.and_then(|r| r.comm.as_deref()),
+                    "Activating systemd to hand-off: service name='{name}' unit='{unit}'{by}"
                 );
                 self.join_or_start(SYSTEMD_NAME, Waiter::FromBus(out_msg), now, out);
             }
@@ -370,6 +387,17 @@ impl Bus {
         }
     }
 
+    /// Connection `id` as log lines name it.
+    pub(crate) fn requester(&self, id: ConnId) -> Option<Requester> {
+        let conn = self.conns.get(&id)?;
+        Some(Requester {
+            unique_name: conn.unique.clone().unwrap_or_default(),
+            uid: conn.creds.uid,
+            pid: conn.creds.pid,
+            comm: conn.creds.comm.clone(),
+        })
+    }
+
     /// After a driver call: names that just got an owner complete their
     /// activations.
     pub(crate) fn names_owned(&mut self, events: &[NameEvent], out: &mut Vec<Action>) {
@@ -384,7 +412,7 @@ impl Bus {
             } = event
             {
                 if let Some(pending) = self.activations.take(name) {
-                    tracing::info!("successfully activated service '{name}'");
+                    tracing::info!("Successfully activated service '{name}'");
                     self.activation_succeeded(name, *owner, pending, out);
                 }
             }
@@ -453,7 +481,7 @@ impl Bus {
         let Some(pending) = self.activations.take(name) else {
             return false;
         };
-        tracing::info!("activated service '{name}' failed: {text}");
+        tracing::info!("Activated service '{name}' failed: {text}");
         for waiter in &pending.waiters {
             // dbus-daemon tells every waiter, even one whose message asked
             // for no reply: the message is lost and the sender must know.
@@ -520,7 +548,7 @@ impl Bus {
         } else {
             errors::SPAWN_FAILED
         };
-        tracing::info!("activation via systemd failed for unit '{unit}': {text}");
+        tracing::info!("Activation via systemd failed for unit '{unit}': {text}");
         let names: Vec<String> = self
             .activations
             .pending

@@ -607,7 +607,18 @@ impl Bus {
         denial: &Denial,
         out: &mut Vec<Action>,
     ) {
-        tracing::info!("{}", denial.text);
+        // dbus-daemon logs denials as security messages (auth facility,
+        // notice): the daemon's log routes this target so.
+        let who = self.requester(from);
+        tracing::info!(
+            target: "security",
+            dbus_unique_name = who.as_ref().map(|r| r.unique_name.as_str()),
+            dbus_peer_uid = who.as_ref().map(|r| r.uid),
+            dbus_peer_pid = who.as_ref().and_then(|r| r.pid),
+            dbus_peer_comm = who.as_ref().and_then(|r| r.comm.as_deref()),
+            "{}",
+            denial.text
+        );
         self.send_error(from, msg.serial(), denial.to_error(), out);
     }
 

@@ -62,15 +62,18 @@ pub struct Credentials {
     pub uid: u32,
     pub gid: u32,
     pub pid: Option<u32>,
-    /// Primary and supplementary groups.
+    /// The process's groups at connect time as the kernel reports them
+    /// (`SO_PEERGROUPS`), with the primary group; empty when the kernel
+    /// cannot tell (then GetConnectionCredentials has no UnixGroupIDs and
+    /// group policies use [`Credentials::user_groups`], as in dbus-daemon).
     pub groups: Vec<u32>,
     /// The LSM label (`SO_PEERSEC`), without a trailing NUL.
     pub security_label: Option<Vec<u8>>,
     /// How to open a pidfd of the peer's process, reported as `ProcessFD`.
     pub process_fd: Option<ProcessFd>,
-    /// What the user database says about the uid's groups; group policies
-    /// and `group=` connect rules use these, as dbus-daemon does, not the
-    /// socket's groups.
+    /// What the user database says about the uid's groups: `group=`
+    /// connect rules use these, and group policies when the kernel gave no
+    /// groups, as dbus-daemon does.
     pub user_groups: UserGroups,
     /// Authenticated with ANONYMOUS: the bus reports no uid, pid or groups
     /// for it (dbus-daemon's driver knows only the authenticated identity).
@@ -159,10 +162,44 @@ pub enum Action {
     /// Exec line, with [`Bus::activation_environment`]). Success is the
     /// name getting an owner; failure goes back through
     /// [`Bus::activation_failed`].
-    Activate { name: String },
+    Activate {
+        name: String,
+        /// The connection whose message or StartServiceByName caused the
+        /// start (None when the bus itself needs the name), for the log.
+        requested_by: Option<Requester>,
+    },
     /// The activation of `name` timed out: stop the program started for
     /// it, as dbus-daemon does.
     CancelActivation { name: String },
+}
+
+/// A connection as log lines name it: dbus-daemon's `requested by ':1.5'
+/// (uid=0 pid=123 comm="hostnamectl")`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Requester {
+    pub unique_name: String,
+    pub uid: u32,
+    pub pid: Option<u32>,
+    pub comm: Option<String>,
+}
+
+impl Requester {
+    /// dbus-daemon's "loginfo" of the connection: `uid=0 pid=123
+    /// comm="hostnamectl"`.
+    pub fn loginfo(&self) -> String {
+        loginfo(self.uid, self.pid, self.comm.as_deref())
+    }
+}
+
+/// dbus-daemon's "loginfo": who a connection is, for people. As there,
+/// `comm` comes with the pid, empty when the command line was unreadable.
+pub fn loginfo(uid: u32, pid: Option<u32>, comm: Option<&str>) -> String {
+    let mut info = format!("uid={uid}");
+    if let Some(pid) = pid {
+        let comm = comm.unwrap_or("");
+        info.push_str(&format!(" pid={pid} comm=\"{comm}\""));
+    }
+    info
 }
 
 /// How the bus is set up.

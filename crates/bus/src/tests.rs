@@ -119,7 +119,7 @@ impl Harness {
                 Action::Disconnect { conn, reason } => {
                     panic!("unexpected disconnect of {conn:?}: {reason}")
                 }
-                Action::Activate { name } | Action::CancelActivation { name } => {
+                Action::Activate { name, .. } | Action::CancelActivation { name } => {
                     panic!("unexpected activation of {name}")
                 }
             })

@@ -6,19 +6,27 @@
 //! shell-like quoting, the daemon's environment plus the activation
 //! environment and `DBUS_STARTER_ADDRESS`/`DBUS_STARTER_BUS_TYPE`, stdin
 //! from /dev/null, its own process group, and on a system bus run by root
-//! the `User=` of its file. A child that exits with status 0 is not a
-//! failure (a service may fork into the background); any other exit before
-//! the name is taken is.
+//! the `User=` of its file with that user's groups (`initgroups`). A child
+//! that exits with status 0 is not a failure (a service may fork into the
+//! background); any other exit before the name is taken is.
+//!
+//! With `<servicehelper>` (Debian's system.conf names
+//! dbus-daemon-launch-helper) the daemon runs the helper instead, as
+//! dbus-daemon does: `HELPER NAME`, with the same environment. The setuid
+//! helper finds the service file in the system service directories
+//! itself, checks it, switches to its `User=` and execs it; its exit codes
+//! ([`helper_exit_error`]) name what went wrong.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use quickbus_bus::errors::{self, BusError};
+use quickbus_bus::Requester;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::service_file::{self, ServiceFile};
 
@@ -121,12 +129,90 @@ const DAEMON_ONLY_VARIABLES: &[&str] = &[
     "LISTEN_PID",
     "NOTIFY_SOCKET",
     "INVOCATION_ID",
+    // Set by the daemon for itself (userdb::bypass_bus_in_nss): services
+    // may ask nss-systemd about users over the bus.
+    "SYSTEMD_NSS_BYPASS_BUS",
 ];
+
+/// dbus-daemon's line for a start, with the requester's identity as
+/// journal fields too.
+fn log_activation(name: &str, requested_by: Option<&Requester>, via_helper: bool) {
+    let helper = if via_helper {
+        " (using servicehelper)"
+    } else {
+        ""
+    };
+    let Some(r) = requested_by else {
+        info!("Activating service name='{name}'{helper}");
+        return;
+    };
+    info!(
+        dbus_unique_name = r.unique_name,
+        dbus_peer_uid = r.uid,
+        dbus_peer_pid = r.pid,
+        dbus_peer_comm = r.comm,
+        "Activating service name='{name}' requested by '{}' ({}){helper}",
+        r.unique_name,
+        r.loginfo()
+    );
+}
+
+/// What a non-zero exit status of dbus-daemon-launch-helper means
+/// (dbus-daemon's `bus/activation-exit-codes.h` and the errors it maps
+/// them to). The helper execs the service, so the service's own exit
+/// status arrives here too, as an unknown code.
+pub fn helper_exit_error(code: i32) -> BusError {
+    let (name, text) = match code {
+        2 => (errors::NO_MEMORY, "Launcher could not run (out of memory)"),
+        3 => (
+            errors::SPAWN_CONFIG_INVALID,
+            "Invalid configuration (missing or empty <user>?)",
+        ),
+        4 => (
+            errors::SPAWN_SETUP_FAILED,
+            "Failed to setup environment correctly",
+        ),
+        5 => (
+            errors::SPAWN_SERVICE_INVALID,
+            "Bus name is not valid or missing",
+        ),
+        6 => (
+            errors::SPAWN_SERVICE_NOT_FOUND,
+            "Bus name not found in system service directory",
+        ),
+        7 => (
+            errors::SPAWN_PERMISSIONS_INVALID,
+            "The permission of the setuid helper is not correct",
+        ),
+        8 => (
+            errors::SPAWN_PERMISSIONS_INVALID,
+            "The service file is incorrect or does not have all required attributes",
+        ),
+        9 => (
+            errors::SPAWN_EXEC_FAILED,
+            "Cannot launch daemon, file not found or permissions invalid",
+        ),
+        10 => (errors::INVALID_ARGS, "Invalid arguments to command line"),
+        11 => (
+            errors::SPAWN_CHILD_SIGNALED,
+            "Launched child was signaled, it probably crashed",
+        ),
+        _ => {
+            return BusError::new(
+                errors::SPAWN_CHILD_EXITED,
+                format!("Launch helper exited with unknown return code {code}"),
+            )
+        }
+    };
+    BusError::new(name, text)
+}
 
 /// One started program, until it exits.
 struct Spawned {
     name: String,
     child: Child,
+    /// Started through the service helper: its exit codes mean errors.
+    via_helper: bool,
 }
 
 /// Starts services and watches them until they exit.
@@ -137,6 +223,8 @@ pub struct Launcher {
     bus_type: String,
     /// `User=` is honoured: we are root on a system bus.
     switch_user: bool,
+    /// `<servicehelper>`: the program that starts services for us.
+    helper: Option<PathBuf>,
     children: Vec<Spawned>,
     /// The pid last started for each name: only its exit can fail the
     /// activation under way.
@@ -151,9 +239,15 @@ impl Launcher {
             address,
             bus_type,
             switch_user,
+            helper: None,
             children: Vec::new(),
             latest: HashMap::new(),
         }
+    }
+
+    /// `<servicehelper>` of the configuration (at start-up and reload).
+    pub fn set_helper(&mut self, helper: Option<PathBuf>) {
+        self.helper = helper;
     }
 
     /// The service files after a reload: new activations use them.
@@ -161,38 +255,61 @@ impl Launcher {
         lock(&self.services).replace(dirs, services);
     }
 
-    /// Start the program that provides `name`. `env`: what
-    /// UpdateActivationEnvironment set.
-    pub fn start(&mut self, name: &str, env: &HashMap<String, String>) -> Result<(), BusError> {
+    /// Start the program that provides `name` for `requested_by`. `env`:
+    /// what UpdateActivationEnvironment set.
+    pub fn start(
+        &mut self,
+        name: &str,
+        requested_by: Option<&Requester>,
+        env: &HashMap<String, String>,
+    ) -> Result<(), BusError> {
+        log_activation(name, requested_by, self.helper.is_some());
         let service = lock(&self.services).get(name).cloned().ok_or_else(|| {
             BusError::new(
                 errors::SPAWN_SERVICE_NOT_FOUND,
                 format!("The name {name} was not provided by any .service files"),
             )
         })?;
-        let mut command = self.command(&service, env)?;
+        let mut command = match &self.helper {
+            Some(helper) => self.helper_command(helper, &service)?,
+            None => self.command(&service)?,
+        };
+        self.set_environment(&mut command, env);
         let program = command.get_program().to_string_lossy().into_owned();
         let child = command.spawn().map_err(|e| {
-            warn!("failed to activate service '{name}': cannot run {program}: {e}");
-            BusError::new(
+            let error = BusError::new(
                 errors::SPAWN_EXEC_FAILED,
                 format!("Failed to execute program {program}: {e}"),
-            )
+            );
+            info!("Failed to activate service {name}: {}", error.message);
+            error
         })?;
-        info!("activating service name='{name}' pid={}", child.id());
+        debug!("service {name} started as pid {}", child.id());
         self.latest.insert(name.to_owned(), child.id());
         self.children.push(Spawned {
             name: name.to_owned(),
             child,
+            via_helper: self.helper.is_some(),
         });
         Ok(())
     }
 
-    fn command(
-        &self,
-        service: &ServiceFile,
-        env: &HashMap<String, String>,
-    ) -> Result<Command, BusError> {
+    /// `HELPER NAME`: the helper reads the service file itself. Like
+    /// dbus-daemon, refuse a file without `User=` first (the helper would).
+    fn helper_command(&self, helper: &Path, service: &ServiceFile) -> Result<Command, BusError> {
+        if service.user.is_none() {
+            return Err(BusError::new(
+                errors::SPAWN_FILE_INVALID,
+                "Cannot do system-bus activation with no user\n",
+            ));
+        }
+        let mut command = Command::new(helper);
+        command.arg(&service.name);
+        Ok(command)
+    }
+
+    /// The service's own `Exec=` line, as its `User=` if we may switch.
+    fn command(&self, service: &ServiceFile) -> Result<Command, BusError> {
         let name = &service.name;
         let exec = service.exec.as_deref().unwrap_or("").trim();
         if exec.is_empty() {
@@ -214,6 +331,30 @@ impl Launcher {
             })?;
         let mut command = Command::new(&argv[0]);
         command.args(&argv[1..]);
+        if let (true, Some(user)) = (self.switch_user, service.user.as_deref()) {
+            let setup_failed = |why: String| {
+                BusError::new(
+                    errors::SPAWN_SETUP_FAILED,
+                    format!("Cannot launch {name}: {why}"),
+                )
+            };
+            let db = crate::userdb::UserDb::load();
+            let (uid, gid) = db
+                .account(user)
+                .ok_or_else(|| setup_failed(format!("no such user {user}")))?;
+            // The groups initgroups() would give it, as the launch helper
+            // gives them.
+            let groups = crate::userdb::group_list(user, gid).unwrap_or_else(|| vec![gid]);
+            crate::sys::run_as_user(&mut command, uid, gid, &groups)
+                .map_err(|e| setup_failed(e.to_string()))?;
+        }
+        Ok(command)
+    }
+
+    /// What every started program gets: the daemon's environment less
+    /// what belongs to the daemon, the activation environment, the bus
+    /// address, stdin from /dev/null and a process group of its own.
+    fn set_environment(&self, command: &mut Command, env: &HashMap<String, String>) {
         for var in DAEMON_ONLY_VARIABLES {
             command.env_remove(var);
         }
@@ -233,18 +374,6 @@ impl Launcher {
         // Signals meant for the daemon's process group (a terminal's ^C)
         // are not the service's business.
         command.process_group(0);
-        if let (true, Some(user)) = (self.switch_user, service.user.as_deref()) {
-            let (uid, gid) = crate::userdb::UserDb::load().account(user).ok_or_else(|| {
-                BusError::new(
-                    errors::SPAWN_SETUP_FAILED,
-                    format!("Cannot launch {name}: no such user {user}"),
-                )
-            })?;
-            // std drops root's supplementary groups when it changes uid.
-            command.gid(gid);
-            command.uid(uid);
-        }
-        Ok(command)
     }
 
     /// The activation of `name` timed out: kill the program started for
@@ -301,7 +430,9 @@ impl Launcher {
                 continue; // an older instance: its activation is long over
             }
             if let Some(code) = status.code() {
-                if code != 0 {
+                if code != 0 && spawned.via_helper {
+                    failed.push((name.clone(), helper_exit_error(code)));
+                } else if code != 0 {
                     failed.push((
                         name.clone(),
                         BusError::new(
@@ -370,7 +501,7 @@ mod tests {
         );
         let env = HashMap::new();
         for name in ["org.x.Fails", "org.x.Daemonizes", "org.x.Crashes"] {
-            launcher.start(name, &env).unwrap();
+            launcher.start(name, None, &env).unwrap();
         }
         let mut failed = reap_all(&mut launcher);
         failed.sort_by(|a, b| a.0.cmp(&b.0));
@@ -396,7 +527,7 @@ mod tests {
             "unix:path=/nonexistent".into(),
             "session".into(),
         );
-        launcher.start("org.x.Slow", &HashMap::new()).unwrap();
+        launcher.start("org.x.Slow", None, &HashMap::new()).unwrap();
         launcher.stop("org.x.Other"); // not started: nothing happens
         assert!(launcher.reap().is_empty());
         launcher.stop("org.x.Slow");
@@ -460,18 +591,18 @@ mod tests {
             "session".into(),
         );
         let env = HashMap::new();
-        let err = launcher.start("org.x.Missing", &env).unwrap_err();
+        let err = launcher.start("org.x.Missing", None, &env).unwrap_err();
         assert_eq!(err.name, errors::SPAWN_EXEC_FAILED);
         assert!(
             err.message.contains("/nonexistent/program"),
             "{}",
             err.message
         );
-        let err = launcher.start("org.x.NoExec", &env).unwrap_err();
+        let err = launcher.start("org.x.NoExec", None, &env).unwrap_err();
         assert_eq!(err.name, errors::SPAWN_EXEC_FAILED);
-        let err = launcher.start("org.x.BadQuote", &env).unwrap_err();
+        let err = launcher.start("org.x.BadQuote", None, &env).unwrap_err();
         assert_eq!(err.name, errors::SPAWN_EXEC_FAILED);
-        let err = launcher.start("org.x.Unknown", &env).unwrap_err();
+        let err = launcher.start("org.x.Unknown", None, &env).unwrap_err();
         assert_eq!(err.name, errors::SPAWN_SERVICE_NOT_FOUND);
         assert!(launcher.children.is_empty());
     }
@@ -491,7 +622,7 @@ mod tests {
             "session".into(),
         );
         let env = HashMap::from([("FROM_UAE".to_owned(), "yes".to_owned())]);
-        launcher.start("org.x.Env", &env).unwrap();
+        launcher.start("org.x.Env", None, &env).unwrap();
         assert!(reap_all(&mut launcher).is_empty());
         let seen = std::fs::read_to_string(&out).unwrap();
         assert_eq!(seen, "two words|unix:path=/the/bus|session|yes|");

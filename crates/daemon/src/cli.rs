@@ -248,10 +248,17 @@ where
         None => return Err(Exit::usage_error("No configuration file specified.")),
     };
     let fork_choice = last_of(&matches, &["fork", "nofork"]);
-    let syslog = last_of(&matches, &["nosyslog", "syslog", "syslog-only"]).map(|name| match name {
-        "nosyslog" => SyslogMode::Off,
-        "syslog" => SyslogMode::Also,
-        _ => SyslogMode::Only,
+    // As dbus-daemon's flags: the last of the three decides between off
+    // and on, and `--syslog-only` once given keeps standard error silent
+    // whenever the system log is on (`--syslog` does not undo it).
+    let syslog = last_of(&matches, &["nosyslog", "syslog", "syslog-only"]).map(|name| {
+        if name == "nosyslog" {
+            SyslogMode::Off
+        } else if given(&matches, "syslog-only") {
+            SyslogMode::Only
+        } else {
+            SyslogMode::Also
+        }
     });
     Ok(Options {
         config,
@@ -478,7 +485,7 @@ mod tests {
     }
 
     #[test]
-    fn the_last_syslog_option_wins() {
+    fn syslog_options_combine_as_dbus_daemons_flags() {
         let mode = |args: &[&str]| parse(args).unwrap().syslog;
         assert_eq!(mode(&["--session"]), None);
         assert_eq!(mode(&["--session", "--syslog"]), Some(SyslogMode::Also));
@@ -489,6 +496,14 @@ mod tests {
         assert_eq!(mode(&["--session", "--nosyslog"]), Some(SyslogMode::Off));
         assert_eq!(
             mode(&["--syslog-only", "--nosyslog", "--syslog", "--session"]),
+            Some(SyslogMode::Only)
+        );
+        assert_eq!(
+            mode(&["--syslog-only", "--nosyslog", "--session"]),
+            Some(SyslogMode::Off)
+        );
+        assert_eq!(
+            mode(&["--syslog", "--nosyslog", "--syslog", "--session"]),
             Some(SyslogMode::Also)
         );
     }

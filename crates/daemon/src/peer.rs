@@ -1,6 +1,7 @@
 //! What the daemon learns about a new peer at accept time, for the bus
-//! core (which reads no files): the kernel's credentials, the user
-//! database's groups of its uid, and its command line for log lines.
+//! core (which reads no files): the kernel's credentials (groups from
+//! `SO_PEERGROUPS`), the user database's groups of its uid (NSS), and its
+//! command line for log lines.
 
 use std::io;
 use std::os::fd::AsFd;
@@ -16,7 +17,7 @@ const COMM_MAX: usize = 50;
 pub fn identify(socket: impl AsFd, users: &mut CachedUserDb) -> io::Result<Credentials> {
     let mut creds = crate::sys::peer_credentials(socket)?;
     // As the user database says now: accounts added meanwhile count.
-    creds.user_groups = users.current().groups_of(creds.uid);
+    creds.user_groups = users.groups_of(creds.uid);
     creds.comm = creds.pid.and_then(command_line);
     Ok(creds)
 }

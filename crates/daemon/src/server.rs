@@ -42,6 +42,12 @@ type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// The close reason of a peer that simply went away (not worth a warning).
 const HUNG_UP: &str = "peer closed the connection";
 
+/// A peer that exits with its connection open resets it: as normal an end
+/// as a close, not worth a warning.
+fn is_hang_up(e: rustix::io::Errno) -> bool {
+    e == rustix::io::Errno::CONNRESET || e == rustix::io::Errno::PIPE
+}
+
 /// Re-reads the configuration (SIGHUP, ReloadConfig) and returns what the
 /// bus takes from it, or why the new configuration was refused (the old
 /// one then stays in force).
@@ -54,6 +60,8 @@ pub struct Reloaded {
     pub services: Vec<ServiceFile>,
     pub policy: quickbus_bus::PolicyConfig,
     pub limits: quickbus_bus::Limits,
+    /// `<servicehelper>`, for new activations.
+    pub servicehelper: Option<std::path::PathBuf>,
 }
 
 /// What the loop needs beyond the bus itself.
@@ -340,30 +348,31 @@ impl Server {
         match (self.opts.reload)() {
             Ok(reloaded) => {
                 let services = reloaded.services;
-                info!(
-                    "{why}: configuration reloaded, {} activatable services",
-                    services.len()
-                );
+                // dbus-daemon's line, then what changed.
+                info!("Reloaded configuration");
+                debug!("{why}: {} activatable services", services.len());
                 let names = services.iter().map(|s| s.name.clone()).collect();
                 self.bus
                     .set_systemd_units(crate::service_file::systemd_units(&services));
                 self.opts
                     .launcher
                     .set_services(reloaded.service_dirs, services);
+                self.opts.launcher.set_helper(reloaded.servicehelper);
+                self.user_db.forget();
                 self.bus.set_policy(reloaded.policy);
                 self.bus.set_limits(reloaded.limits);
                 self.bus.set_activatable_names(names, &mut self.actions);
             }
-            Err(e) => warn!("{why}: new configuration refused, keeping the old one: {e}"),
+            Err(e) => warn!("Unable to reload configuration: {e}"),
         }
     }
 
     /// The bus asked for `name` to be started.
-    fn activate(&mut self, name: &str) {
-        let started = self
-            .opts
-            .launcher
-            .start(name, self.bus.activation_environment());
+    fn activate(&mut self, name: &str, requested_by: Option<&quickbus_bus::Requester>) {
+        let started =
+            self.opts
+                .launcher
+                .start(name, requested_by, self.bus.activation_environment());
         if let Err(error) = started {
             self.bus.activation_failed(name, error, &mut self.actions);
         }
@@ -492,6 +501,10 @@ impl Server {
             }
             let status = match conn.transport.read_once() {
                 Ok(s) => s,
+                Err(e) if is_hang_up(e) => {
+                    self.close(token, HUNG_UP);
+                    return;
+                }
                 Err(e) => {
                     self.close(token, &format!("read error: {e}"));
                     return;
@@ -630,7 +643,9 @@ impl Server {
                             self.close(token, &reason);
                         }
                     }
-                    Action::Activate { name } => self.activate(&name),
+                    Action::Activate { name, requested_by } => {
+                        self.activate(&name, requested_by.as_ref())
+                    }
                     Action::CancelActivation { name } => self.opts.launcher.stop(&name),
                 }
             }
@@ -664,7 +679,12 @@ impl Server {
             match flushed {
                 Ok(emptied) => self.watch_writable(token, !emptied),
                 Err(e) => {
-                    self.close(token, &format!("write error: {e}"));
+                    let reason = if is_hang_up(e) {
+                        HUNG_UP.to_owned()
+                    } else {
+                        format!("write error: {e}")
+                    };
+                    self.close(token, &reason);
                     continue;
                 }
             }
@@ -728,7 +748,15 @@ impl Server {
                     debug!(uid = conn.creds.uid, "connection {id:?} closed");
                 } else {
                     let name = self.bus.unique_name(id).unwrap_or("(before Hello)");
-                    warn!(uid = conn.creds.uid, pid = ?conn.creds.pid, "disconnecting {name} ({id:?}): {reason}");
+                    let creds = &conn.creds;
+                    warn!(
+                        dbus_unique_name = name,
+                        dbus_peer_uid = creds.uid,
+                        dbus_peer_pid = creds.pid,
+                        dbus_peer_comm = creds.comm.as_deref(),
+                        "disconnecting {name} ({id:?}, {}): {reason}",
+                        quickbus_bus::loginfo(creds.uid, creds.pid, creds.comm.as_deref())
+                    );
                 }
                 // Best effort: anything already queued for it (an error
                 // reply explaining the disconnect) goes out before the close.

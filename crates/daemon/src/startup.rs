@@ -33,6 +33,7 @@ pub fn main() -> i32 {
         );
         return 0;
     }
+    crate::userdb::bypass_bus_in_nss();
     // Before anything else is opened: the fds the parent handed us.
     let print_address = match adopt_target(opts.print_address) {
         Ok(t) => t,
@@ -46,33 +47,27 @@ pub fn main() -> i32 {
         Ok(l) => l,
         Err(e) => return fail(format!("sockets from systemd: {e}")),
     };
-    init_logging();
+    crate::logging::init();
 
     let config = match crate::config::resolve(&opts) {
         Ok(c) => c,
         Err(e) => return fail(format!("Failed to start message bus: {e}")),
     };
+    crate::logging::configure(opts.syslog, config.syslog);
     match serve(&opts, config, systemd_sockets, print_address, print_pid) {
         Ok(()) => 0,
         Err(e) => fail(format!("Failed to start message bus: {e}")),
     }
 }
 
+/// Log the reason the daemon cannot run, and make sure whoever started it
+/// sees it on standard error too.
 fn fail(message: String) -> i32 {
     error!("{message}");
-    eprintln!("{message}");
+    if !crate::logging::stderr_is_text() {
+        eprintln!("{message}");
+    }
     1
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("QUICKBUS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(io::stderr)
-        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
-        .with_target(false)
-        .try_init();
 }
 
 /// Where to print: stdout, or an fd we now own.
@@ -181,7 +176,8 @@ fn serve(
     let table = ServiceTable::new(config.service_dirs().to_vec(), services);
     let table = Arc::new(Mutex::new(table));
     bus.set_service_lookup(ServiceTable::lookup(table.clone()));
-    let launcher = Launcher::new(table, address.clone(), bus_type);
+    let mut launcher = Launcher::new(table, address.clone(), bus_type);
+    launcher.set_helper(config.servicehelper.clone());
     let server_opts = ServerOptions {
         auth: AuthConfig::from_config(&config.auth, config.allow_anonymous, guid),
         auth_timeout: Duration::from_millis(limits.auth_timeout_ms),
@@ -246,6 +242,7 @@ fn reloader(opts: Options) -> crate::server::Reloader {
             services,
             policy,
             limits: bus_limits(&config.limits),
+            servicehelper: config.servicehelper,
         })
     })
 }
@@ -271,8 +268,8 @@ fn ensure_runtime_service_dir(config: &BusConfig) {
     }
 }
 
-/// The configuration's policy for the bus core, names resolved with
-/// /etc/passwd and /etc/group.
+/// The configuration's policy for the bus core, names resolved through
+/// NSS.
 fn bus_policy(config: &BusConfig) -> Result<quickbus_bus::PolicyConfig, String> {
     let db = crate::userdb::UserDb::load();
     crate::policy::bus_policy(&config.policies, &db, &mut |w| warn!("{w}"))

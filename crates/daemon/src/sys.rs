@@ -1,12 +1,14 @@
 //! The few operating-system calls that safe wrappers don't cover: adopting
 //! an inherited fd by number, forking into the background, reading
-//! kernel-provided peer credentials, and receiving into a buffer's
-//! uninitialised spare capacity. Every `unsafe` block of the daemon is
+//! kernel-provided peer credentials, switching a spawned service to its
+//! user, and receiving into a buffer's uninitialised spare capacity. Every `unsafe` block of the daemon is
 //! here, each with the argument for its soundness.
 
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
 
 use quickbus_bus::{Credentials, ProcessFd};
 
@@ -229,16 +231,56 @@ pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
     Ok(())
 }
 
+/// Make `command`'s child run as `uid`:`gid` with the supplementary
+/// `groups` (the service's `User=`, its groups as `initgroups` would set
+/// them, looked up beforehand by the caller: NSS is no place for a forked
+/// child).
+///
+/// std's `uid`/`gid` cannot set supplementary groups (it only clears
+/// them), and its `pre_exec` hooks run after its own id changes, so the
+/// hook does all three itself, in the order that works: groups, gid, uid.
+pub fn run_as_user(command: &mut Command, uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
+    use rustix::process::{Gid, Uid};
+    if uid == u32::MAX || gid == u32::MAX || groups.contains(&u32::MAX) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "uid or gid -1 names no user or group",
+        ));
+    }
+    // SAFETY: none of the values is -1 (checked above), the only value
+    // `Gid::from_raw` and `Uid::from_raw` must not be given.
+    let (uid, gid, groups) = unsafe {
+        (
+            Uid::from_raw(uid),
+            Gid::from_raw(gid),
+            groups.iter().map(|&g| Gid::from_raw(g)).collect::<Vec<_>>(),
+        )
+    };
+    let switch = move || -> io::Result<()> {
+        rustix::thread::set_thread_groups(&groups)?;
+        rustix::thread::set_thread_res_gid(gid, gid, gid)?;
+        rustix::thread::set_thread_res_uid(uid, uid, uid)?;
+        Ok(())
+    };
+    // SAFETY: the hook runs in the forked child before exec. It only makes
+    // three raw system calls (setgroups, setresgid, setresuid: rustix's
+    // thread variants, which neither lock nor allocate; the child has one
+    // thread, so they change the whole process) on values prepared in the
+    // parent, and turns an errno into an io::Error without allocating.
+    // Nothing it touches can be left inconsistent by the fork.
+    unsafe {
+        command.pre_exec(switch);
+    }
+    Ok(())
+}
+
 /// Credentials of the process at the other end of a connected unix socket,
 /// from the kernel (`SO_PEERCRED`), never from what the peer says.
 pub fn peer_credentials(socket: impl AsFd) -> io::Result<Credentials> {
     let cred = rustix::net::sockopt::get_socket_peercred(&socket)?;
     let pid = cred.pid.as_raw_nonzero().get() as u32;
     let gid = cred.gid.as_raw();
-    let mut groups = supplementary_groups(pid).unwrap_or_default();
-    if !groups.contains(&gid) {
-        groups.insert(0, gid);
-    }
+    let groups = peer_groups(socket.as_fd(), gid);
     Ok(Credentials {
         uid: cred.uid.as_raw(),
         gid,
@@ -325,17 +367,46 @@ fn peer_security_label(socket: BorrowedFd<'_>) -> Option<Vec<u8>> {
     }
 }
 
-/// The peer's supplementary groups, from /proc (SO_PEERGROUPS has no safe
-/// wrapper yet).
-fn supplementary_groups(pid: u32) -> Option<Vec<u32>> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("Groups:"))?;
-    Some(
-        line["Groups:".len()..]
-            .split_whitespace()
-            .filter_map(|g| g.parse().ok())
-            .collect(),
-    )
+/// The peer's groups when it connected (`SO_PEERGROUPS`), with its primary
+/// group `gid` added as dbus-daemon 1.14 adds it (so a peer that dropped
+/// its supplementary groups has just its primary one); empty only if the
+/// kernel has no SO_PEERGROUPS (before Linux 4.13), where dbus-daemon too
+/// asks the user database.
+fn peer_groups(socket: BorrowedFd<'_>, gid: u32) -> Vec<u32> {
+    // 64 groups first; the kernel says how much room it needs if more.
+    let mut groups: Vec<libc::gid_t> = vec![0; 64];
+    loop {
+        let room = std::mem::size_of_val(groups.as_slice());
+        let mut len = room as libc::socklen_t;
+        // SAFETY: `groups` is valid for writes of `len` bytes (its length
+        // times the size of gid_t) and `len` is a live socklen_t; the
+        // kernel writes at most `len` bytes of gid_t values and stores the
+        // length it wrote or needs. The fd is borrowed, so open.
+        let rc = unsafe {
+            libc::getsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PEERGROUPS,
+                groups.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        let len = len as usize;
+        if rc == 0 {
+            let count = len.min(room) / std::mem::size_of::<libc::gid_t>();
+            groups.truncate(count);
+            if !groups.contains(&gid) {
+                groups.push(gid);
+            }
+            return groups;
+        }
+        let too_small = io::Error::last_os_error().raw_os_error() == Some(libc::ERANGE);
+        // NGROUPS_MAX is 65536: anything claiming more is not believed.
+        if !too_small || len <= room || len > 65536 * std::mem::size_of::<libc::gid_t>() {
+            return Vec::new();
+        }
+        groups.resize(len.div_ceil(std::mem::size_of::<libc::gid_t>()), 0);
+    }
 }
 
 /// 16 random bytes from the kernel (falling back on time and pid if
@@ -470,7 +541,19 @@ mod tests {
         let creds = peer_credentials(&a).unwrap();
         assert_eq!(creds.uid, rustix::process::getuid().as_raw());
         assert_eq!(creds.pid, Some(std::process::id()));
-        assert!(creds.groups.contains(&creds.gid));
+        // The kernel's list is our own supplementary groups plus our gid.
+        let mut own: Vec<u32> = rustix::process::getgroups()
+            .unwrap()
+            .iter()
+            .map(|g| g.as_raw())
+            .collect();
+        let mut got = creds.groups.clone();
+        if !own.contains(&creds.gid) {
+            own.push(creds.gid);
+        }
+        own.sort_unstable();
+        got.sort_unstable();
+        assert_eq!(got, own);
     }
 
     /// The pid a pidfd refers to, from its fdinfo.

@@ -1,36 +1,102 @@
-//! User and group names to ids, from /etc/passwd and /etc/group (no NSS:
-//! names only other databases know resolve as unknown, with a warning
-//! where they are used). A number is taken as an id, as dbus-daemon does.
+//! User and group names and ids as the system resolves them: through NSS
+//! (`getpwnam_r`, `getgrnam_r`, `getgrouplist`, by way of `nix`), so users
+//! that sssd, LDAP, systemd-homed or nss-systemd (`DynamicUser=`) provide
+//! count like those of /etc/passwd. A number is taken as an id, as
+//! dbus-daemon does.
 
 use std::collections::HashMap;
+use std::ffi::CString;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
+use nix::unistd::{Gid, Group, Uid, User};
 use quickbus_bus::UserGroups;
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct UserDb {
-    users: HashMap<String, u32>,
-    groups: HashMap<String, u32>,
-    /// uid to (name, primary gid), the first entry of each uid.
-    accounts: HashMap<u32, (String, u32)>,
-    /// gid and the user names /etc/group lists as members.
-    members: Vec<(u32, Vec<String>)>,
+/// Tell nss-systemd not to ask the bus (which would be this daemon, busy
+/// asking NSS) when resolving users, as dbus-daemon does. Call while the
+/// process has one thread.
+pub fn bypass_bus_in_nss() {
+    std::env::set_var("SYSTEMD_NSS_BYPASS_BUS", "1");
 }
 
-/// The system's user database as the daemon consults it for every new
-/// connection: parsed once and re-read only when /etc/passwd or /etc/group
-/// changed (size, modification time or inode), so a connection costs two
-/// `stat` calls instead of parsing both files (callgrind: 387K instructions
-/// per connection with a re-read each time). Accounts added meanwhile
-/// still count from the next connection on, and a file that cannot be read
-/// (out of fds, say) keeps the last good copy instead of making every
-/// user unknown.
+/// The system's user database, asked anew at each question.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UserDb;
+
+impl UserDb {
+    pub fn load() -> UserDb {
+        UserDb
+    }
+
+    /// The uid of user `name`, or `name` itself if it is a number.
+    pub fn uid(&self, name: &str) -> Option<u32> {
+        name.parse()
+            .ok()
+            .or_else(|| Some(User::from_name(name).ok()??.uid.as_raw()))
+    }
+
+    /// The gid of group `name`, or `name` itself if it is a number.
+    pub fn gid(&self, name: &str) -> Option<u32> {
+        name.parse()
+            .ok()
+            .or_else(|| Some(Group::from_name(name).ok()??.gid.as_raw()))
+    }
+
+    /// The uid and primary gid of the user called `name` (or numbered so).
+    pub fn account(&self, name: &str) -> Option<(u32, u32)> {
+        let user = match name.parse::<u32>() {
+            Ok(uid) => User::from_uid(Uid::from_raw(uid)),
+            Err(_) => User::from_name(name),
+        };
+        let user = user.ok()??;
+        Some((user.uid.as_raw(), user.gid.as_raw()))
+    }
+
+    /// The groups of `uid` as dbus-daemon takes them for policy decisions
+    /// where the kernel gave none: `getgrouplist` of its user (primary
+    /// group and every group listing it), sorted, without repeats.
+    pub fn groups_of(&self, uid: u32) -> UserGroups {
+        let Ok(Some(user)) = User::from_uid(Uid::from_raw(uid)) else {
+            return UserGroups::UnknownUser;
+        };
+        match group_list(&user.name, user.gid.as_raw()) {
+            Some(groups) => UserGroups::Known(groups),
+            None => UserGroups::Known(vec![user.gid.as_raw()]),
+        }
+    }
+}
+
+/// `getgrouplist(name, primary)`, sorted and without repeats: the groups
+/// `initgroups` would give the user.
+pub fn group_list(name: &str, primary: u32) -> Option<Vec<u32>> {
+    let name = CString::new(name).ok()?;
+    let mut groups: Vec<u32> = nix::unistd::getgrouplist(&name, Gid::from_raw(primary))
+        .ok()?
+        .into_iter()
+        .map(Gid::as_raw)
+        .collect();
+    groups.sort_unstable();
+    groups.dedup();
+    Some(groups)
+}
+
+/// How long a uid's groups are trusted without asking NSS again. The
+/// files of the "files" source are watched as well (see
+/// [`CachedUserDb`]); this bounds how stale other sources' answers get.
+const GROUPS_TTL: Duration = Duration::from_secs(30);
+
+/// The user database as the daemon consults it for every new connection:
+/// each uid's groups are remembered, so a client reconnecting in a loop
+/// does not cost an NSS lookup (a scan of /etc/group, or a round trip to
+/// sssd) each time. The memory is dropped when /etc/passwd or /etc/group
+/// change (size, modification time or inode: a stat each, far cheaper
+/// than a lookup) and after [`GROUPS_TTL`], so accounts added meanwhile
+/// count from the next connection on. Unknown users are not remembered:
+/// an account created meanwhile counts at once.
 pub struct CachedUserDb {
-    passwd: PathBuf,
-    group: PathBuf,
+    watched: [PathBuf; 2],
     seen: Option<[FileStamp; 2]>,
-    db: UserDb,
+    groups: HashMap<u32, (UserGroups, Instant)>,
 }
 
 /// What tells that a file changed.
@@ -52,124 +118,45 @@ fn stamp(path: &Path) -> Option<FileStamp> {
 }
 
 impl CachedUserDb {
-    /// The system's files.
+    /// NSS, with the local files watched.
     pub fn system() -> CachedUserDb {
-        CachedUserDb::of_files(Path::new("/etc/passwd"), Path::new("/etc/group"))
+        CachedUserDb::watching(Path::new("/etc/passwd"), Path::new("/etc/group"))
     }
 
-    pub fn of_files(passwd: &Path, group: &Path) -> CachedUserDb {
+    fn watching(passwd: &Path, group: &Path) -> CachedUserDb {
         CachedUserDb {
-            passwd: passwd.to_owned(),
-            group: group.to_owned(),
+            watched: [passwd.to_owned(), group.to_owned()],
             seen: None,
-            db: UserDb::default(),
+            groups: HashMap::new(),
         }
     }
 
-    /// The database as the files are now.
-    pub fn current(&mut self) -> &UserDb {
-        let now = stamp(&self.passwd)
-            .zip(stamp(&self.group))
+    /// Ask NSS afresh about everyone (a configuration reload: dbus-daemon
+    /// flushes its user cache then too).
+    pub fn forget(&mut self) {
+        self.groups.clear();
+    }
+
+    /// The groups of `uid`, as NSS said at most [`GROUPS_TTL`] ago and
+    /// since the last change of the watched files.
+    pub fn groups_of(&mut self, uid: u32) -> UserGroups {
+        let now = stamp(&self.watched[0])
+            .zip(stamp(&self.watched[1]))
             .map(|(p, g)| [p, g]);
-        if now.is_some() && now != self.seen {
-            let read = |p: &Path| std::fs::read_to_string(p).ok();
-            if let (Some(passwd), Some(group)) = (read(&self.passwd), read(&self.group)) {
-                self.db = UserDb::from_texts(&passwd, &group);
-                self.seen = now;
+        if now != self.seen {
+            self.groups.clear();
+            self.seen = now;
+        }
+        if let Some((groups, at)) = self.groups.get(&uid) {
+            if at.elapsed() < GROUPS_TTL {
+                return groups.clone();
             }
         }
-        &self.db
-    }
-}
-
-/// `name:password:id:...` lines split into fields. Comments, blank and
-/// malformed lines (no name, no numeric third field) are skipped.
-fn records(text: &str) -> impl Iterator<Item = (&str, u32, Vec<&str>)> {
-    text.lines()
-        .filter(|line| !line.starts_with('#'))
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split(':').collect();
-            let name = *fields.first()?;
-            let id = fields.get(2)?.parse().ok()?;
-            (!name.is_empty()).then_some((name, id, fields))
-        })
-}
-
-fn parse_ids(text: &str) -> HashMap<String, u32> {
-    records(text)
-        .map(|(name, id, _)| (name.to_owned(), id))
-        .collect()
-}
-
-impl UserDb {
-    /// Read the system's files; a missing file means no names.
-    pub fn load() -> UserDb {
-        UserDb::from_files(Path::new("/etc/passwd"), Path::new("/etc/group"))
-    }
-
-    pub fn from_files(passwd: &Path, group: &Path) -> UserDb {
-        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-        UserDb::from_texts(&read(passwd), &read(group))
-    }
-
-    pub fn from_texts(passwd: &str, group: &str) -> UserDb {
-        let mut accounts = HashMap::new();
-        for (name, uid, fields) in records(passwd) {
-            if let Some(gid) = fields.get(3).and_then(|g| g.parse().ok()) {
-                accounts
-                    .entry(uid)
-                    .or_insert_with(|| (name.to_owned(), gid));
-            }
+        let groups = UserDb.groups_of(uid);
+        if groups != UserGroups::UnknownUser {
+            self.groups.insert(uid, (groups.clone(), Instant::now()));
         }
-        let members = records(group)
-            .map(|(_, gid, fields)| {
-                let list = fields.get(3).copied().unwrap_or_default();
-                let names = list
-                    .split(',')
-                    .filter(|n| !n.is_empty())
-                    .map(str::to_owned)
-                    .collect();
-                (gid, names)
-            })
-            .collect();
-        UserDb {
-            users: parse_ids(passwd),
-            groups: parse_ids(group),
-            accounts,
-            members,
-        }
-    }
-
-    pub fn uid(&self, name: &str) -> Option<u32> {
-        name.parse().ok().or_else(|| self.users.get(name).copied())
-    }
-
-    pub fn gid(&self, name: &str) -> Option<u32> {
-        name.parse().ok().or_else(|| self.groups.get(name).copied())
-    }
-
-    /// The uid and primary gid of the user called `name` (or numbered so).
-    pub fn account(&self, name: &str) -> Option<(u32, u32)> {
-        let uid = self.uid(name)?;
-        self.accounts.get(&uid).map(|(_, gid)| (uid, *gid))
-    }
-
-    /// The groups of `uid` as dbus-daemon takes them for policy decisions
-    /// (`getgrouplist` of its user): the primary group, then every group
-    /// listing the user as a member, sorted, without repeats.
-    pub fn groups_of(&self, uid: u32) -> UserGroups {
-        let Some((name, primary)) = self.accounts.get(&uid) else {
-            return UserGroups::UnknownUser;
-        };
-        let mut groups = vec![*primary];
-        for (gid, names) in &self.members {
-            if names.iter().any(|n| n == name) {
-                groups.push(*gid);
-            }
-        }
-        groups.sort_unstable();
-        groups.dedup();
-        UserGroups::Known(groups)
+        groups
     }
 }
 
@@ -177,57 +164,93 @@ impl UserDb {
 mod tests {
     use super::*;
 
+    // These ask the machine's NSS, which every Linux system sets up with
+    // root (uid 0, gid 0) at least.
+
+    /// Set in the environment of a copy of this test binary that runs only
+    /// [`the_bus_bypass_reaches_the_environment`]: changing the
+    /// environment while other tests' threads read it (NSS does) is not
+    /// safe, so the change happens in a process of its own.
+    const BYPASS_CHILD: &str = "QUICKBUS_TEST_BYPASS_CHILD";
+
     #[test]
-    fn the_cache_rereads_changed_files_and_keeps_the_last_good_copy() {
-        let dir = std::env::temp_dir().join(format!("qb-userdb-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (passwd, group) = (dir.join("passwd"), dir.join("group"));
-        std::fs::write(&passwd, "alice:x:1000:1000::/home/alice:/bin/sh\n").unwrap();
-        std::fs::write(&group, "alice:x:1000:\n").unwrap();
-        let mut cache = CachedUserDb::of_files(&passwd, &group);
-        assert_eq!(cache.current().uid("alice"), Some(1000));
-        assert_eq!(cache.current().uid("bob"), None);
-        // A new account (the file grows, so its stamp changes even within
-        // one mtime tick).
-        std::fs::write(
-            &passwd,
-            "alice:x:1000:1000::/home/alice:/bin/sh\nbob:x:1001:1000::/home/bob:/bin/sh\n",
-        )
-        .unwrap();
-        assert_eq!(cache.current().uid("bob"), Some(1001));
-        // Unreadable files keep what was known.
-        std::fs::remove_file(&group).unwrap();
-        assert_eq!(cache.current().uid("bob"), Some(1001));
-        std::fs::remove_dir_all(&dir).unwrap();
+    fn the_bus_bypass_reaches_the_environment() {
+        if std::env::var_os(BYPASS_CHILD).is_some() {
+            bypass_bus_in_nss();
+            let seen = std::process::Command::new("/bin/sh")
+                .args(["-c", "printf %s \"$SYSTEMD_NSS_BYPASS_BUS\""])
+                .output()
+                .unwrap();
+            assert_eq!(seen.stdout, b"1");
+            return;
+        }
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "userdb::tests::the_bus_bypass_reaches_the_environment",
+            ])
+            .env(BYPASS_CHILD, "1")
+            .env_remove("SYSTEMD_NSS_BYPASS_BUS")
+            .output()
+            .unwrap();
+        let report = String::from_utf8_lossy(&child.stdout);
+        // Exactly this test ran in the child, and passed.
+        assert!(
+            child.status.success() && report.contains("1 passed"),
+            "{report}"
+        );
     }
 
     #[test]
     fn names_and_numbers_resolve() {
-        let db = UserDb::from_texts(
-            "root:x:0:0:root:/root:/bin/bash\n# comment\nnobody:x:65534:65534::/:/sbin/nologin\nbroken\n:x:5:5\n",
-            "root:x:0:\nwheel:x:10:alice\n",
-        );
+        let db = UserDb::load();
         assert_eq!(db.uid("root"), Some(0));
-        assert_eq!(db.uid("nobody"), Some(65534));
+        assert_eq!(db.gid("root"), Some(0));
         assert_eq!(db.uid("1234"), Some(1234));
-        assert_eq!(db.uid("broken"), None);
+        assert_eq!(db.gid("4321"), Some(4321));
+        assert_eq!(db.uid("no-such-user-quickbus"), None);
+        assert_eq!(db.gid("no-such-group-quickbus"), None);
         assert_eq!(db.uid(""), None);
-        assert_eq!(db.uid("wheel"), None);
-        assert_eq!(db.gid("wheel"), Some(10));
         assert_eq!(db.gid("*"), None);
+        assert_eq!(db.account("root"), Some((0, 0)));
+        assert_eq!(db.account("0"), Some((0, 0)));
+        assert_eq!(db.account("no-such-user-quickbus"), None);
     }
 
     #[test]
-    fn groups_come_from_the_primary_group_and_member_lists() {
-        let db = UserDb::from_texts(
-            "alice:x:1000:1000::/home/alice:/bin/sh\nbob:x:1001:100::/:/bin/sh\n",
-            "alice:x:1000:\nusers:x:100:alice,carol\nwheel:x:10:alice\nstaff:x:50:bob\n",
-        );
-        assert_eq!(db.groups_of(1000), UserGroups::Known(vec![10, 100, 1000]));
-        assert_eq!(db.groups_of(1001), UserGroups::Known(vec![50, 100]));
-        assert_eq!(db.groups_of(4321), UserGroups::UnknownUser);
-        assert_eq!(db.account("bob"), Some((1001, 100)));
-        assert_eq!(db.account("1000"), Some((1000, 1000)));
-        assert_eq!(db.account("carol"), None);
+    fn groups_come_from_getgrouplist() {
+        let db = UserDb::load();
+        let UserGroups::Known(groups) = db.groups_of(0) else {
+            panic!("root has no groups");
+        };
+        assert!(groups.contains(&0), "{groups:?}");
+        assert!(groups.windows(2).all(|w| w[0] < w[1]), "{groups:?}");
+        // A uid no account has.
+        assert_eq!(db.groups_of(3_999_999_999), UserGroups::UnknownUser);
+    }
+
+    #[test]
+    fn the_cache_forgets_when_the_watched_files_change() {
+        let dir = std::env::temp_dir().join(format!("qb-userdb-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (passwd, group) = (dir.join("passwd"), dir.join("group"));
+        std::fs::write(&passwd, "a\n").unwrap();
+        std::fs::write(&group, "b\n").unwrap();
+        let mut cache = CachedUserDb::watching(&passwd, &group);
+        let root = cache.groups_of(0);
+        assert!(matches!(root, UserGroups::Known(_)));
+        // A remembered answer is served from memory...
+        cache
+            .groups
+            .insert(0, (UserGroups::Known(vec![42]), Instant::now()));
+        assert_eq!(cache.groups_of(0), UserGroups::Known(vec![42]));
+        // ...until a watched file changes (it grows, so its stamp changes
+        // even within one mtime tick).
+        std::fs::write(&group, "b\nc\n").unwrap();
+        assert_eq!(cache.groups_of(0), root);
+        // Unknown users are asked about every time.
+        assert_eq!(cache.groups_of(3_999_999_999), UserGroups::UnknownUser);
+        assert!(!cache.groups.contains_key(&3_999_999_999));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -13,6 +13,7 @@ Methods of org.example.Activated:
     Echo(s) -> s      returns its argument and logs it
     Log() -> as       every Echo argument so far, in arrival order
     Starter() -> as   [$DBUS_STARTER_BUS_TYPE, $DBUS_STARTER_ADDRESS]
+    Identity() -> au  [uid, gid, supplementary groups sorted...]
     Exit()
 """
 
@@ -51,6 +52,10 @@ class Service(dbus.service.Object):
     def Starter(self):
         return [os.environ.get("DBUS_STARTER_BUS_TYPE", ""),
                 os.environ.get("DBUS_STARTER_ADDRESS", "")]
+
+    @dbus.service.method(IFACE, in_signature="", out_signature="au")
+    def Identity(self):
+        return [os.getuid(), os.getgid()] + sorted(set(os.getgroups()))
 
     @dbus.service.method(IFACE, in_signature="", out_signature="")
     def Exit(self):

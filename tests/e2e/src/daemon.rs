@@ -103,8 +103,14 @@ impl Bus {
     /// `--system --address=...`) plus `--nofork --print-address=<pipe fd>`,
     /// `dir` as its scratch directory, and reads its address from the pipe.
     pub fn start_args(dir: TempDir, args: &[String]) -> Bus {
+        Bus::start_command(dir, Command::new(daemon_path()), args)
+    }
+
+    /// [`Bus::start_args`] with `cmd` as the program, for a daemon run
+    /// through a wrapper (which ends by running the daemon with the
+    /// arguments it is given) or with a special environment.
+    pub fn start_command(dir: TempDir, mut cmd: Command, args: &[String]) -> Bus {
         let (read_end, write_end) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");
-        let mut cmd = Command::new(daemon_path());
         cmd.args(args)
             .arg("--nofork")
             .arg(format!("--print-address={}", write_end.as_raw_fd()))

@@ -127,7 +127,7 @@ impl CompiledPolicy {
         if creds.user_groups == UserGroups::UnknownUser {
             return false;
         }
-        let groups = groups_of(creds);
+        let groups = database_groups_of(creds);
         let mut allowed = Some(creds.uid) == bus_uid;
         for rule in self.config.default.iter().chain(&self.config.mandatory) {
             let applies = match rule.kind {
@@ -182,17 +182,28 @@ impl CompiledPolicy {
     }
 }
 
-/// The connection's groups: the user database's when the daemon looked
-/// them up, else the socket's (its primary group when the list is empty).
+/// The connection's groups for its group policies, as dbus-daemon's
+/// `bus_connection_get_unix_groups` takes them: the kernel's
+/// (`SO_PEERGROUPS`, the process's own groups at connect time) when it gave
+/// any, else the user database's.
 fn groups_of(creds: &Credentials) -> &[u32] {
-    match &creds.user_groups {
-        UserGroups::Known(groups) => return groups,
-        UserGroups::UnknownUser => return &[],
-        UserGroups::Unresolved => {}
+    if !creds.groups.is_empty() {
+        return &creds.groups;
     }
-    if creds.groups.is_empty() {
-        std::slice::from_ref(&creds.gid)
-    } else {
-        &creds.groups
+    match &creds.user_groups {
+        UserGroups::Known(groups) => groups,
+        UserGroups::UnknownUser => &[],
+        UserGroups::Unresolved => std::slice::from_ref(&creds.gid),
+    }
+}
+
+/// The groups that decide whether the uid may connect at all: the user
+/// database's, as dbus-daemon's `bus_policy_allow_unix_user` asks it (the
+/// socket's groups where nobody looked the uid up).
+fn database_groups_of(creds: &Credentials) -> &[u32] {
+    match &creds.user_groups {
+        UserGroups::Known(groups) => groups,
+        UserGroups::UnknownUser => &[],
+        UserGroups::Unresolved => groups_of(creds),
     }
 }

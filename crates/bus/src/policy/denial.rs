@@ -39,19 +39,11 @@ fn type_name(t: MessageType) -> &'static str {
     }
 }
 
-/// dbus-daemon's "loginfo": who a connection is, for people. As there,
-/// `comm` comes with the pid, empty when the command line was unreadable.
+/// dbus-daemon's "loginfo" of a party, or `bus` for the bus itself.
 pub(crate) fn loginfo(party: Option<&Party<'_>>, bus: &str) -> String {
     match party {
         None => bus.to_owned(),
-        Some(p) => {
-            let mut info = format!("uid={}", p.uid);
-            if let Some(pid) = p.pid {
-                let comm = p.comm.unwrap_or("");
-                info.push_str(&format!(" pid={pid} comm=\"{comm}\""));
-            }
-            info
-        }
+        Some(p) => crate::loginfo(p.uid, p.pid, p.comm),
     }
 }
 

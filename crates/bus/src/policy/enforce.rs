@@ -110,7 +110,11 @@ impl Bus {
                 Some(rule) if rule.allow => {
                     if rule.spec.log {
                         let would = deny(Refusal::Send, 1).text;
-                        tracing::info!("{}", would.replacen("Rejected", "Would reject", 1));
+                        tracing::info!(
+                            target: "security",
+                            "{}",
+                            would.replacen("Rejected", "Would reject", 1)
+                        );
                     }
                 }
                 _ => {

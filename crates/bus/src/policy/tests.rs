@@ -153,7 +153,7 @@ fn connect_rules_decide_at_hello() {
 }
 
 #[test]
-fn user_database_groups_replace_the_sockets_and_unknown_users_are_refused() {
+fn connecting_asks_the_database_and_group_policies_the_kernel_first() {
     let mut h = Harness::new();
     let mut config = policy(vec![PolicyRule::deny(RuleKind::Group(Some(3000)))]);
     config.by_group.insert(
@@ -169,14 +169,30 @@ fn user_database_groups_replace_the_sockets_and_unknown_users_are_refused() {
             vec![s(name), quickbus_wire::Value::Uint32(0)],
         )
     };
-    // The socket says group 3000, the database does not: allowed.
+    // The socket says group 3000, the database does not: allowed to
+    // connect (dbus-daemon's bus_policy_allow_unix_user asks the database).
     let mut listed = creds(2000, 7);
     listed.groups = vec![2000, 3000];
     listed.user_groups = crate::UserGroups::Known(vec![2000, 4000]);
     let allowed = h.bus.add_connection(listed, false);
     h.driver(allowed, "Hello", vec![]);
-    // Group policies follow the database too.
-    let err = h.driver_error(allowed, request("org.example.NotForGroup"));
+    // Group policies follow the kernel's groups (SO_PEERGROUPS): not in
+    // 4000 by the socket, so the 4000 rule does not apply.
+    h.driver(
+        allowed,
+        "RequestName",
+        vec![
+            s("org.example.NotForGroup"),
+            quickbus_wire::Value::Uint32(0),
+        ],
+    );
+    // Without groups from the kernel, the database's count.
+    let mut no_kernel_groups = creds(2003, 10);
+    no_kernel_groups.groups = Vec::new();
+    no_kernel_groups.user_groups = crate::UserGroups::Known(vec![2003, 4000]);
+    let by_database = h.bus.add_connection(no_kernel_groups, false);
+    h.driver(by_database, "Hello", vec![]);
+    let err = h.driver_error(by_database, request("org.example.NotForGroup"));
     assert_eq!(err.0, errors::ACCESS_DENIED);
     // The database says 3000 whatever the socket says: refused.
     let mut member = creds(2001, 8);

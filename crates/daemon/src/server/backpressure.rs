@@ -145,11 +145,16 @@ impl Server {
         let lost = conn.flow.drained();
         if let (Some(lost), Phase::Running { id }) = (lost, &conn.phase) {
             let id = *id;
+            let name = self.bus.unique_name(id).unwrap_or("(no name)");
+            let c = &conn.creds;
             info!(
-                uid = conn.creds.uid,
-                pid = ?conn.creds.pid,
-                "{} drained its queue; telling it {lost} signals were dropped for it (MessagesLost)",
-                self.bus.unique_name(id).unwrap_or("(no name)")
+                dbus_unique_name = name,
+                dbus_peer_uid = c.uid,
+                dbus_peer_pid = c.pid,
+                dbus_peer_comm = c.comm.as_deref(),
+                "{name} drained its queue; telling it {lost} signals were dropped for it \
+                 (MessagesLost) ({})",
+                quickbus_bus::loginfo(c.uid, c.pid, c.comm.as_deref())
             );
             self.bus.tell_messages_lost(id, lost, &mut self.actions);
         }
@@ -197,15 +202,19 @@ impl Server {
                                 }
                                 Phase::Authenticating { .. } => "(authenticating)",
                             };
+                            let c = &r.creds;
                             warn!(
-                                uid = r.creds.uid,
-                                pid = ?r.creds.pid,
+                                dbus_unique_name = name,
+                                dbus_peer_uid = c.uid,
+                                dbus_peer_pid = c.pid,
+                                dbus_peer_comm = c.comm.as_deref(),
                                 "{name} is not reading: {} bytes queued for it for {:?} \
                                  (max_outgoing_bytes={}); dropping signals to it until it \
-                                 drains, then it gets MessagesLost",
+                                 drains, then it gets MessagesLost ({})",
                                 r.transport.queued_bytes(),
                                 bounds.hold,
-                                bounds.max_bytes
+                                bounds.max_bytes,
+                                quickbus_bus::loginfo(c.uid, c.pid, c.comm.as_deref())
                             );
                         }
                     }

@@ -1,0 +1,403 @@
+//! Where the daemon's log lines go: syslog (`--syslog`, `--syslog-only`,
+//! `<syslog/>`, also after `--fork`), the journal's native protocol under
+//! systemd (`JOURNAL_STREAM`), with priorities and connection fields, and
+//! which lines are warnings at all.
+//!
+//! The syslog and journal sockets here are datagram sockets the test binds:
+//! syslog's through quickbus's test-only `QUICKBUS_TEST_SYSLOG_SOCKET`, the
+//! journal's by running the daemon in a mount namespace whose
+//! `/run/systemd/journal` is the test's directory. dbus-daemon offers
+//! neither (libc's syslog always uses /dev/log, and it writes no native
+//! journal entries), so these are quickbus's promises.
+
+use std::collections::HashMap;
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use quickbus_client::Connection;
+use quickbus_e2e::{
+    daemon_path, run_bounded, testing_quickbus, write_config_with, Bus, Listen, TempDir, TIMEOUT,
+};
+use quickbus_wire::MessageBuilder;
+
+const SYSLOG_ENV: &str = "QUICKBUS_TEST_SYSLOG_SOCKET";
+
+/// A service directory with a file that cannot be read as one (a warning
+/// at start-up), a service whose program fails (an activation), and a
+/// mandatory rule refusing GetId (a policy denial).
+fn scene_config(dir: &Path, extra: &str) -> std::path::PathBuf {
+    let services = dir.join("services");
+    std::fs::create_dir_all(&services).unwrap();
+    std::fs::write(services.join("broken.service"), "not a service file\n").unwrap();
+    std::fs::write(
+        services.join("org.example.Fails.service"),
+        "[D-BUS Service]\nName=org.example.Fails\nExec=/bin/false\n",
+    )
+    .unwrap();
+    let extra = format!(
+        r#"<servicedir>{}</servicedir>
+  <policy context="mandatory">
+    <deny send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus" send_member="GetId"/>
+  </policy>
+  {extra}"#,
+        services.display()
+    );
+    write_config_with(dir, Listen::UnixPath, &extra)
+}
+
+/// Make the bus log an activation and a denial.
+fn provoke(bus: &Bus) {
+    bus.run(
+        "dbus-send",
+        &[
+            "--session",
+            "--print-reply",
+            "--dest=org.example.Fails",
+            "/",
+            "org.example.Fails.Hello",
+        ],
+    )
+    .failure();
+    bus.run(
+        "dbus-send",
+        &[
+            "--session",
+            "--print-reply",
+            "--dest=org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus.GetId",
+        ],
+    )
+    .failure();
+}
+
+fn bind_datagram(path: &Path) -> UnixDatagram {
+    let socket = UnixDatagram::bind(path).expect("bind the fake log socket");
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    socket
+}
+
+/// Datagrams from `socket` until `done` holds for what arrived (bounded).
+fn receive_until(socket: &UnixDatagram, done: impl Fn(&[Vec<u8>]) -> bool) -> Vec<Vec<u8>> {
+    let give_up = Instant::now() + TIMEOUT;
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    while !done(&got) {
+        assert!(
+            Instant::now() < give_up,
+            "gave up waiting; got {:?}",
+            got.iter()
+                .map(|d| String::from_utf8_lossy(d).into_owned())
+                .collect::<Vec<_>>()
+        );
+        if let Ok(n) = socket.recv(&mut buf) {
+            if n > 0 {
+                got.push(buf[..n].to_vec());
+            }
+        }
+    }
+    got
+}
+
+fn texts(datagrams: &[Vec<u8>]) -> Vec<String> {
+    datagrams
+        .iter()
+        .map(|d| String::from_utf8_lossy(d).into_owned())
+        .collect()
+}
+
+fn has(lines: &[String], needle: &str) -> bool {
+    lines.iter().any(|l| l.contains(needle))
+}
+
+fn line_with<'a>(lines: &'a [String], needle: &str) -> &'a str {
+    lines
+        .iter()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line contains {needle:?}: {lines:#?}"))
+}
+
+const ACTIVATING: &str = "Activating service name='org.example.Fails' requested by ':1.";
+const FAILED: &str = "Activated service 'org.example.Fails' failed";
+const DENIED: &str = "Rejected send message";
+
+#[test]
+fn syslog_only_sends_every_line_to_syslog_with_its_priority() {
+    if !testing_quickbus() {
+        return;
+    }
+    let dir = TempDir::new();
+    let syslog = bind_datagram(&dir.path().join("log"));
+    let config = scene_config(dir.path(), "");
+    let mut cmd = Command::new(daemon_path());
+    cmd.env(SYSLOG_ENV, dir.path().join("log"));
+    let bus = Bus::start_command(
+        dir,
+        cmd,
+        &[
+            format!("--config-file={}", config.display()),
+            "--syslog-only".into(),
+        ],
+    );
+    provoke(&bus);
+    bus.reload_config();
+    let lines = texts(&receive_until(&syslog, |got| {
+        let t = texts(got);
+        has(&t, FAILED) && has(&t, DENIED) && has(&t, "Reloaded configuration")
+    }));
+    // <facility * 8 + severity>: daemon is 3, auth 4; warning 4, notice 5,
+    // info 6.
+    assert!(line_with(&lines, "broken.service").starts_with("<28>"));
+    let activating = line_with(&lines, ACTIVATING);
+    assert!(activating.starts_with("<30>"), "{activating}");
+    assert!(
+        activating.contains("(uid=0 pid=") && activating.contains(" comm=\"dbus-send "),
+        "{activating}"
+    );
+    assert!(
+        activating.contains(&format!(" quickbus-daemon[{}]: ", bus.pid())),
+        "{activating}"
+    );
+    assert!(line_with(&lines, DENIED).starts_with("<37>"));
+    assert!(line_with(&lines, FAILED).starts_with("<30>"));
+    assert!(line_with(&lines, ": Reloaded configuration").starts_with("<30>"));
+    assert_eq!(bus.log(), "", "--syslog-only wrote to stderr");
+}
+
+#[test]
+fn the_configurations_syslog_still_gets_lines_after_fork() {
+    if !testing_quickbus() {
+        return;
+    }
+    let dir = TempDir::new();
+    let syslog = bind_datagram(&dir.path().join("log"));
+    let config = scene_config(dir.path(), "<syslog/>");
+    // The parent exits once the forked daemon printed its address and pid.
+    let started = run_bounded(
+        Command::new(daemon_path())
+            .env(SYSLOG_ENV, dir.path().join("log"))
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--fork", "--print-address", "--print-pid"]),
+    )
+    .success();
+    let mut out = started.stdout.lines();
+    let address = out.next().expect("address line").to_owned();
+    let pid: u32 = out.next().expect("pid line").parse().expect("a pid");
+    let daemon = ForkedDaemon(pid);
+
+    let run = |args: &[&str]| {
+        run_bounded(
+            Command::new("dbus-send")
+                .env("DBUS_SESSION_BUS_ADDRESS", &address)
+                .args(args),
+        )
+    };
+    run(&[
+        "--session",
+        "--print-reply",
+        "--dest=org.example.Fails",
+        "/",
+        "org.example.Fails.Hello",
+    ])
+    .failure();
+    let lines = texts(&receive_until(&syslog, |got| has(&texts(got), FAILED)));
+    let activating = line_with(&lines, ACTIVATING);
+    assert!(
+        activating.contains(&format!(" quickbus-daemon[{}]: ", daemon.0)),
+        "the line comes from the forked daemon: {activating}"
+    );
+}
+
+/// A daemon that forked away from us: SIGTERM on drop, and wait (bounded)
+/// until it is gone.
+struct ForkedDaemon(u32);
+
+impl Drop for ForkedDaemon {
+    fn drop(&mut self) {
+        let pid = rustix::process::Pid::from_raw(self.0 as i32).expect("a pid");
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::Term);
+        let give_up = Instant::now() + TIMEOUT;
+        while Path::new(&format!("/proc/{}", self.0)).exists() && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// One native-protocol journal entry: `KEY=value` lines, or `KEY`, a
+/// 64-bit little-endian length and that many bytes (values with newlines).
+fn journal_fields(mut datagram: &[u8]) -> HashMap<String, String> {
+    let mut fields = HashMap::new();
+    while !datagram.is_empty() {
+        let end = datagram.iter().position(|&b| b == b'\n').expect("newline");
+        let line = &datagram[..end];
+        datagram = &datagram[end + 1..];
+        if let Some(eq) = line.iter().position(|&b| b == b'=') {
+            let key = String::from_utf8_lossy(&line[..eq]).into_owned();
+            fields.insert(key, String::from_utf8_lossy(&line[eq + 1..]).into_owned());
+        } else {
+            let len = u64::from_le_bytes(datagram[..8].try_into().unwrap()) as usize;
+            let value = &datagram[8..8 + len];
+            fields.insert(
+                String::from_utf8_lossy(line).into_owned(),
+                String::from_utf8_lossy(value).into_owned(),
+            );
+            datagram = &datagram[8 + len + 1..];
+        }
+    }
+    fields
+}
+
+/// Runs the daemon in a mount namespace where `journal_dir` is
+/// `/run/systemd/journal` and `JOURNAL_STREAM` names its stderr, as
+/// systemd starts a service whose output goes to the journal.
+fn start_under_journal(dir: TempDir, journal_dir: &Path, syslog: &Path, args: &[String]) -> Bus {
+    let script = r#"set -e
+mount -t tmpfs tmpfs /run
+mkdir -p /run/systemd/journal
+mount --bind "$0" /run/systemd/journal
+JOURNAL_STREAM=$(stat -L -c %d:%i /proc/self/fd/2)
+export JOURNAL_STREAM
+exec "$@""#;
+    let probe = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "true"])
+        .status();
+    assert!(
+        probe.is_ok_and(|s| s.success()),
+        "this test needs `unshare -m` (root, util-linux) to give the daemon a fake journal"
+    );
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-m", "--propagation", "private", "sh", "-c", script])
+        .arg(journal_dir)
+        .arg(daemon_path())
+        .env(SYSLOG_ENV, syslog);
+    Bus::start_command(dir, cmd, args)
+}
+
+fn journal_entries_until(
+    socket: &UnixDatagram,
+    done: impl Fn(&[HashMap<String, String>]) -> bool,
+) -> Vec<HashMap<String, String>> {
+    let parse = |got: &[Vec<u8>]| got.iter().map(|d| journal_fields(d)).collect::<Vec<_>>();
+    parse(&receive_until(socket, |got| done(&parse(got))))
+}
+
+fn entry<'a>(entries: &'a [HashMap<String, String>], needle: &str) -> &'a HashMap<String, String> {
+    entries
+        .iter()
+        .find(|e| e.get("MESSAGE").is_some_and(|m| m.contains(needle)))
+        .unwrap_or_else(|| panic!("no entry says {needle:?}: {entries:#?}"))
+}
+
+#[test]
+fn under_systemd_lines_go_to_the_journal_with_priorities_and_fields() {
+    if !testing_quickbus() {
+        return;
+    }
+    // stderr is the journal (--nosyslog), the system log is (on a system
+    // bus: <syslog/>, --syslog-only as Debian's unit runs it), or both are
+    // (--syslog: each line is sent once all the same).
+    for mode in ["--nosyslog", "--syslog-only", "--syslog"] {
+        let dir = TempDir::new();
+        let journal_dir = dir.path().join("journal");
+        std::fs::create_dir(&journal_dir).unwrap();
+        let journal = bind_datagram(&journal_dir.join("socket"));
+        let syslog = bind_datagram(&dir.path().join("log"));
+        let config = scene_config(dir.path(), "<syslog/>");
+        let syslog_path = dir.path().join("log");
+        let args = [
+            format!("--config-file={}", config.display()),
+            mode.to_owned(),
+        ];
+        // The syslog socket is offered too: it must stay unused.
+        let bus = start_under_journal(dir, &journal_dir, &syslog_path, &args);
+        provoke(&bus);
+        let entries = journal_entries_until(&journal, |got| {
+            got.iter()
+                .any(|e| e.get("MESSAGE").is_some_and(|m| m.contains(FAILED)))
+                && got
+                    .iter()
+                    .any(|e| e.get("MESSAGE").is_some_and(|m| m.contains(DENIED)))
+        });
+        let warning = entry(&entries, "broken.service");
+        assert_eq!(warning["PRIORITY"], "4", "{mode}: {warning:?}");
+        assert_eq!(warning["SYSLOG_IDENTIFIER"], "quickbus-daemon");
+        assert_eq!(warning["SYSLOG_FACILITY"], "3");
+
+        let activating = entry(&entries, ACTIVATING);
+        let copies = entries
+            .iter()
+            .filter(|e| e.get("MESSAGE").is_some_and(|m| m.contains(ACTIVATING)))
+            .count();
+        assert_eq!(copies, 1, "{mode}: {entries:#?}");
+        assert_eq!(activating["PRIORITY"], "6", "{mode}: {activating:?}");
+        assert!(activating["DBUS_UNIQUE_NAME"].starts_with(":1."));
+        assert_eq!(activating["DBUS_PEER_UID"], "0");
+        assert!(activating["DBUS_PEER_PID"].parse::<u32>().is_ok());
+        assert!(activating["DBUS_PEER_COMM"].starts_with("dbus-send "));
+        assert!(activating["MESSAGE"].contains(&format!(
+            "requested by '{}' (uid=0 pid={} comm=\"dbus-send ",
+            activating["DBUS_UNIQUE_NAME"], activating["DBUS_PEER_PID"]
+        )));
+
+        let denied = entry(&entries, DENIED);
+        assert_eq!(denied["PRIORITY"], "5", "{mode}: {denied:?}");
+        assert_eq!(denied["SYSLOG_FACILITY"], "4");
+        assert!(denied["DBUS_UNIQUE_NAME"].starts_with(":1."));
+
+        assert_eq!(bus.log(), "", "{mode}: the journal replaces stderr text");
+        let mut buf = [0u8; 16];
+        assert!(
+            syslog.recv(&mut buf).is_err(),
+            "{mode}: a line went to syslog as well as the journal"
+        );
+    }
+}
+
+#[test]
+fn a_client_that_exits_with_replies_unread_is_no_warning() {
+    let bus = Bus::start();
+    let mut watcher = Connection::connect_with_timeout(bus.address(), TIMEOUT).unwrap();
+    watcher.set_timeout(Some(TIMEOUT)).unwrap();
+    let mut leaver = Connection::connect_with_timeout(bus.address(), TIMEOUT).unwrap();
+    let name = leaver.unique_name().to_owned();
+    watcher
+        .add_match(&format!(
+            "type='signal',member='NameOwnerChanged',arg0='{name}'"
+        ))
+        .unwrap();
+    leaver
+        .send(
+            MessageBuilder::method_call("/org/freedesktop/DBus", "GetId")
+                .interface("org.freedesktop.DBus")
+                .destination("org.freedesktop.DBus"),
+            &[],
+        )
+        .unwrap();
+    // Wait until the reply sits unread in the leaver's socket, then close:
+    // the bus's next read of it fails with ECONNRESET.
+    let fd = leaver.as_fd();
+    let mut poll = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::IN,
+    )];
+    let ready = rustix::event::poll(&mut poll, TIMEOUT.as_millis() as i32).unwrap();
+    assert_eq!(ready, 1, "the reply never came");
+    drop(leaver);
+    // The bus has handled the close once it announces the name is gone.
+    loop {
+        let (message, _) = watcher.receive().expect("NameOwnerChanged for the leaver");
+        if message.member() == Some("NameOwnerChanged") {
+            break;
+        }
+    }
+    let log = bus.log();
+    assert!(
+        !log.contains(&format!("disconnecting {name}")),
+        "a normal exit was logged as a problem: {log}"
+    );
+}
