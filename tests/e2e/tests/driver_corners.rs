@@ -280,3 +280,66 @@ impl ExpectError for Result<quickbus_client::Received, quickbus_client::CallErro
         }
     }
 }
+
+/// The bytes of `builder` (whose body is one `u`) with the body's type
+/// changed to `h`: an fd index, with no UNIX_FDS field and no fds, which
+/// the builder itself would refuse to make.
+fn with_fd_index_and_no_fds(builder: MessageBuilder, serial: u32) -> Vec<u8> {
+    let mut bytes = builder
+        .body(vec![Value::Uint32(0)])
+        .build(serial)
+        .expect("build")
+        .to_vec();
+    // The SIGNATURE field: code 8, type "g", then the signature "u".
+    let field = [8u8, 1, b'g', 0, 1, b'u', 0];
+    let at = bytes
+        .windows(field.len())
+        .position(|w| w == field)
+        .expect("a SIGNATURE field of \"u\"");
+    bytes[at + 5] = b'h';
+    bytes
+}
+
+#[test]
+fn an_fd_index_without_fds_is_routed_for_the_receiver_to_judge() {
+    let mut scene = Scene::start();
+    let mut listener = scene.bus.connect();
+    listener
+        .add_match("interface='org.example.Fds'")
+        .expect("AddMatch");
+    let mut sender = scene.bus.connect();
+    let signal = MessageBuilder::signal("/org/example", "org.example.Fds", "Broken");
+    let serial = sender.next_serial();
+    sender
+        .send_raw(&with_fd_index_and_no_fds(signal, serial), &[])
+        .expect("send the signal");
+    let call = call_to_victim("Broken").interface("org.example.Fds");
+    let call_serial = sender.next_serial();
+    let call = with_fd_index_and_no_fds(
+        call.flags(quickbus_wire::flags::NO_REPLY_EXPECTED),
+        call_serial,
+    );
+    sender.send_raw(&call, &[]).expect("send the call");
+    // The sender is still served.
+    assert!(!sender
+        .get_id()
+        .expect("GetId after the messages")
+        .is_empty());
+    let (signal, fds) = loop {
+        let (message, fds) = listener.receive().expect("the listener gets the signal");
+        if message.sender() != Some(BUS_NAME) {
+            break (message, fds);
+        }
+    };
+    assert_eq!(signal.member(), Some("Broken"), "{}", describe(&signal));
+    assert_eq!(signal.signature(), "h");
+    assert_eq!(signal.unix_fds(), 0);
+    assert!(fds.is_empty());
+    assert_eq!(signal.body_values().expect("body"), vec![Value::UnixFd(0)]);
+    let unsolicited = {
+        scene.assert_unharmed();
+        scene.victim_unsolicited()
+    };
+    assert_eq!(unsolicited.len(), 1, "{unsolicited:?}");
+    assert!(unsolicited[0].contains("Broken"), "{unsolicited:?}");
+}
