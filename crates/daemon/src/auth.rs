@@ -165,14 +165,16 @@ enum State {
 }
 
 /// One connection's side of the conversation.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct SaslServer {
     state: State,
     offer_external: bool,
     offer_anonymous: bool,
     unix_fd_supported: bool,
     guid: String,
-    peer_uid: u32,
+    /// The kernel's word on the peer's uid; None over tcp, where EXTERNAL
+    /// therefore always fails (as in dbus-daemon).
+    peer_uid: Option<u32>,
     identity: Option<AuthIdentity>,
     unix_fd_negotiated: bool,
     failures: u32,
@@ -186,8 +188,9 @@ enum Step {
 }
 
 impl SaslServer {
-    /// `peer_uid` comes from the kernel (`SO_PEERCRED`), never from the peer.
-    pub fn new(cfg: &AuthConfig, peer_uid: u32) -> SaslServer {
+    /// `peer_uid` comes from the kernel (`SO_PEERCRED`), never from the
+    /// peer; None when the transport cannot tell (tcp).
+    pub fn new(cfg: &AuthConfig, peer_uid: Option<u32>) -> SaslServer {
         SaslServer {
             state: State::WaitingForNul,
             offer_external: cfg.offers(Mechanism::External),
@@ -300,7 +303,10 @@ impl SaslServer {
             Command::Data(hex) => match command::decode_hex(hex) {
                 None => send_error(out, "Invalid hex encoding"),
                 // The answer to our empty challenge: "use my credentials".
-                Some(identity) if identity.is_empty() => self.accept_external(self.peer_uid, out),
+                Some(identity) if identity.is_empty() => match self.peer_uid {
+                    Some(uid) => self.accept_external(uid, out),
+                    None => self.reject(out)?,
+                },
                 Some(identity) => self.external_identity(&identity, out)?,
             },
             Command::Begin => return Err(AuthError::BeginBeforeOk),
@@ -378,7 +384,7 @@ impl SaslServer {
     /// the kernel reported for the socket.
     fn external_identity(&mut self, identity: &[u8], out: &mut Vec<u8>) -> Result<(), AuthError> {
         match parse_uid(identity) {
-            Some(uid) if uid == self.peer_uid => {
+            Some(uid) if Some(uid) == self.peer_uid => {
                 self.accept_external(uid, out);
                 Ok(())
             }

@@ -20,7 +20,7 @@ fn anonymous_config() -> AuthConfig {
 
 /// A server that already got its credentials nul byte.
 fn started(cfg: &AuthConfig) -> SaslServer {
-    let mut server = SaslServer::new(cfg, UID);
+    let mut server = SaslServer::new(cfg, Some(UID));
     let mut out = Vec::new();
     assert_eq!(
         server.feed(b"\0", &mut out),
@@ -56,7 +56,7 @@ fn run_in_pieces(
     cfg: &AuthConfig,
     pieces: &[&[u8]],
 ) -> (Vec<u8>, Result<AuthProgress, AuthError>, usize, SaslServer) {
-    let mut server = SaslServer::new(cfg, UID);
+    let mut server = SaslServer::new(cfg, Some(UID));
     let mut buffer = Vec::new();
     let mut out = Vec::new();
     let mut total_consumed = 0;
@@ -91,7 +91,7 @@ fn pipelined_auth_begin_and_message_consumes_exactly_the_auth_lines() {
     let auth = pipelined_auth();
     let mut input = auth.clone().into_bytes();
     input.extend_from_slice(FIRST_MESSAGE);
-    let mut server = SaslServer::new(&config(), UID);
+    let mut server = SaslServer::new(&config(), Some(UID));
     let mut out = Vec::new();
     let progress = server.feed(&input, &mut out).unwrap();
     assert_eq!(
@@ -113,7 +113,7 @@ fn pipelined_auth_begin_and_message_consumes_exactly_the_auth_lines() {
 fn message_bytes_that_look_like_commands_are_not_consumed() {
     let auth = pipelined_auth();
     let input = format!("{auth}BEGIN\r\nAUTH\r\n");
-    let mut server = SaslServer::new(&config(), UID);
+    let mut server = SaslServer::new(&config(), Some(UID));
     let mut out = Vec::new();
     assert_eq!(
         server.feed(input.as_bytes(), &mut out),
@@ -163,7 +163,7 @@ fn every_two_piece_split_gives_the_same_result() {
 
 #[test]
 fn a_partial_line_is_left_unconsumed() {
-    let mut server = SaslServer::new(&config(), UID);
+    let mut server = SaslServer::new(&config(), Some(UID));
     let mut out = Vec::new();
     assert_eq!(
         server.feed(b"\0AUTH EXTERNAL 3130\r", &mut out),
@@ -175,7 +175,7 @@ fn a_partial_line_is_left_unconsumed() {
 
 #[test]
 fn feeding_after_begin_consumes_nothing() {
-    let mut server = SaslServer::new(&config(), UID);
+    let mut server = SaslServer::new(&config(), Some(UID));
     let mut out = Vec::new();
     server.feed(pipelined_auth().as_bytes(), &mut out).unwrap();
     out.clear();
@@ -225,7 +225,7 @@ fn external_refuses_identities_that_are_not_plain_decimal_uids() {
         "34323934393637323935",
         "3939393939393939393939",
     ] {
-        let mut server = SaslServer::new(&config(), UID);
+        let mut server = SaslServer::new(&config(), Some(UID));
         let line = format!("\0AUTH EXTERNAL {hex}\r\n");
         assert_eq!(exchange(&mut server, &line), REJECTED_EXTERNAL, "{hex}");
     }
@@ -233,7 +233,7 @@ fn external_refuses_identities_that_are_not_plain_decimal_uids() {
 
 #[test]
 fn external_accepts_uid_zero_for_root_peers() {
-    let mut server = SaslServer::new(&config(), 0);
+    let mut server = SaslServer::new(&config(), Some(0));
     assert_eq!(exchange(&mut server, "\0AUTH EXTERNAL 30\r\n"), OK);
     assert_eq!(server.authenticated(), Some(AuthIdentity::Uid(0)));
 }
@@ -541,7 +541,7 @@ fn error_from_the_client_while_waiting_for_auth_rejects() {
 
 #[test]
 fn missing_nul_byte_is_fatal() {
-    let mut server = SaslServer::new(&config(), UID);
+    let mut server = SaslServer::new(&config(), Some(UID));
     expect_error(
         &mut server,
         "AUTH EXTERNAL 31303030\r\n",
@@ -551,7 +551,7 @@ fn missing_nul_byte_is_fatal() {
 
 #[test]
 fn nothing_fed_waits_for_the_nul_byte() {
-    let mut server = SaslServer::new(&config(), UID);
+    let mut server = SaslServer::new(&config(), Some(UID));
     let mut out = Vec::new();
     assert_eq!(
         server.feed(b"", &mut out),
@@ -621,7 +621,7 @@ fn long_message_after_begin_is_not_a_long_line() {
     let mut input = pipelined_auth().into_bytes();
     let auth_len = input.len();
     input.extend_from_slice(&vec![b'x'; 4 * MAX_LINE_LEN]);
-    let mut server = SaslServer::new(&config(), UID);
+    let mut server = SaslServer::new(&config(), Some(UID));
     let mut out = Vec::new();
     assert_eq!(
         server.feed(&input, &mut out),
@@ -686,7 +686,7 @@ fn begin_while_waiting_for_data_is_fatal() {
 
 #[test]
 fn begin_after_rejection_is_fatal() {
-    let mut server = SaslServer::new(&config(), UID);
+    let mut server = SaslServer::new(&config(), Some(UID));
     expect_error(
         &mut server,
         "\0AUTH EXTERNAL 30\r\nBEGIN\r\n",
@@ -842,4 +842,28 @@ fn how_input_is_split_never_changes_the_conversation() {
     }
     // The streams do reach both ends of the conversation.
     assert!(begun > 20 && failed > 20, "{begun} begun, {failed} failed");
+}
+
+#[test]
+fn external_fails_without_a_kernel_uid_as_over_tcp() {
+    let cfg = AuthConfig {
+        unix_fd_supported: false,
+        ..anonymous_config()
+    };
+    let mut server = SaslServer::new(&cfg, None);
+    let mut out = Vec::new();
+    server.feed(b"\0", &mut out).unwrap();
+    let rejected = "REJECTED EXTERNAL ANONYMOUS\r\n";
+    assert_eq!(
+        exchange(&mut server, &format!("AUTH EXTERNAL {UID_HEX}\r\n")),
+        rejected
+    );
+    assert_eq!(exchange(&mut server, "AUTH EXTERNAL\r\n"), "DATA\r\n");
+    assert_eq!(exchange(&mut server, "DATA\r\n"), rejected);
+    assert_eq!(exchange(&mut server, "AUTH ANONYMOUS\r\n"), OK);
+    assert_eq!(
+        exchange(&mut server, "NEGOTIATE_UNIX_FD\r\n"),
+        "ERROR \"Unix FD passing not supported, not authenticated or otherwise not possible\"\r\n"
+    );
+    assert_eq!(server.authenticated(), Some(AuthIdentity::Anonymous));
 }

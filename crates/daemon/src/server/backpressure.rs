@@ -195,7 +195,9 @@ impl Server {
                                 Phase::Running { id } => {
                                     self.bus.unique_name(id).unwrap_or("(no name)")
                                 }
-                                Phase::Authenticating { .. } => "(authenticating)",
+                                Phase::Nonce { .. } | Phase::Authenticating { .. } => {
+                                    "(authenticating)"
+                                }
                             };
                             warn!(
                                 uid = r.creds.uid,
