@@ -1,5 +1,6 @@
 //! Driving the SASL exchange (crate::sasl) over the socket: EXTERNAL with
-//! our uid, NEGOTIATE_UNIX_FD and BEGIN pipelined in one write, then the
+//! our uid, NEGOTIATE_UNIX_FD and BEGIN pipelined in one write (over tcp,
+//! which has neither credentials nor fds: ANONYMOUS and BEGIN), then the
 //! server's replies read until the message stream starts.
 
 use crate::error::Error;
@@ -8,7 +9,11 @@ use crate::transport::Transport;
 
 pub(crate) fn authenticate(transport: &mut Transport) -> Result<Authenticated, Error> {
     let mut to_send = Vec::new();
-    let mut client = SaslClient::start(sasl::current_uid(), Mode::Pipelined, true, &mut to_send);
+    let mut client = if transport.stream.is_unix() {
+        SaslClient::start(sasl::current_uid(), Mode::Pipelined, true, &mut to_send)
+    } else {
+        SaslClient::start_anonymous(Mode::Pipelined, &mut to_send)
+    };
     loop {
         if !to_send.is_empty() {
             transport.write_all(&[&to_send], &[])?;
@@ -52,7 +57,7 @@ mod tests {
             }
             server
         });
-        let mut transport = Transport::new(client).unwrap();
+        let mut transport = Transport::new(crate::socket::Socket::Unix(client)).unwrap();
         let result = authenticate(&mut transport);
         let _server = server.join().unwrap();
         (result, transport)

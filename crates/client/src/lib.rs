@@ -13,6 +13,7 @@ mod connection;
 mod error;
 mod handshake;
 pub mod sasl;
+mod socket;
 pub mod test_bus;
 mod transport;
 

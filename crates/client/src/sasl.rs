@@ -72,8 +72,11 @@ pub enum Progress {
 /// Why authentication failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SaslError {
-    #[error("server rejected EXTERNAL authentication (it offers: {0:?})")]
-    Rejected(String),
+    #[error("server rejected {mechanism} authentication (it offers: {offers:?})")]
+    Rejected {
+        mechanism: &'static str,
+        offers: String,
+    },
     #[error("server answered AUTH with an error: {0:?}")]
     ServerError(String),
     #[error("unexpected reply from server: {0:?}")]
@@ -93,9 +96,11 @@ enum State {
     Done(Authenticated),
 }
 
-/// The client side of one exchange, for the EXTERNAL mechanism.
+/// The client side of one exchange, for the EXTERNAL mechanism (or
+/// ANONYMOUS, where the transport has no credentials to offer: tcp).
 #[derive(Debug)]
 pub struct SaslClient {
+    mechanism: &'static str,
     mode: Mode,
     negotiate_unix_fd: bool,
     state: State,
@@ -111,6 +116,24 @@ impl SaslClient {
             out.extend_from_slice(format!("{digit:02x}").as_bytes());
         }
         out.extend_from_slice(b"\r\n");
+        SaslClient::then(mode, negotiate_unix_fd, "EXTERNAL", out)
+    }
+
+    /// Begin authenticating with ANONYMOUS (no identity, no fds: what a
+    /// tcp connection can do when the server allows anonymous peers).
+    pub fn start_anonymous(mode: Mode, out: &mut Vec<u8>) -> SaslClient {
+        // The optional trace text, hex-encoded: "quickbus".
+        out.extend_from_slice(b"\0AUTH ANONYMOUS 717569636b627573\r\n");
+        SaslClient::then(mode, false, "ANONYMOUS", out)
+    }
+
+    /// What follows AUTH: in pipelined mode, the rest at once.
+    fn then(
+        mode: Mode,
+        negotiate_unix_fd: bool,
+        mechanism: &'static str,
+        out: &mut Vec<u8>,
+    ) -> SaslClient {
         if mode == Mode::Pipelined {
             if negotiate_unix_fd {
                 out.extend_from_slice(b"NEGOTIATE_UNIX_FD\r\n");
@@ -118,6 +141,7 @@ impl SaslClient {
             out.extend_from_slice(b"BEGIN\r\n");
         }
         SaslClient {
+            mechanism,
             mode,
             negotiate_unix_fd,
             state: State::WaitingForOk,
@@ -177,7 +201,10 @@ impl SaslClient {
                 }
                 Ok(())
             }
-            (State::WaitingForOk, "REJECTED") => Err(SaslError::Rejected(args.to_owned())),
+            (State::WaitingForOk, "REJECTED") => Err(SaslError::Rejected {
+                mechanism: self.mechanism,
+                offers: args.to_owned(),
+            }),
             (State::WaitingForOk, "ERROR") => Err(SaslError::ServerError(args.to_owned())),
             (State::WaitingForAgreeUnixFd { guid }, "AGREE_UNIX_FD") => {
                 let guid = guid.clone();
@@ -376,7 +403,10 @@ mod tests {
         let mut sasl = SaslClient::start(1000, Mode::Pipelined, true, &mut out);
         assert_eq!(
             sasl.feed(b"REJECTED EXTERNAL ANONYMOUS\r\n", &mut out),
-            Err(SaslError::Rejected("EXTERNAL ANONYMOUS".into()))
+            Err(SaslError::Rejected {
+                mechanism: "EXTERNAL",
+                offers: "EXTERNAL ANONYMOUS".into()
+            })
         );
     }
 
@@ -455,6 +485,26 @@ mod tests {
         assert_eq!(
             sasl.feed(&OK[..10], &mut out),
             Ok(Progress::NeedMore { consumed: 0 })
+        );
+    }
+
+    #[test]
+    fn anonymous_sends_no_identity_and_no_fd_negotiation() {
+        let mut out = Vec::new();
+        let mut sasl = SaslClient::start_anonymous(Mode::Pipelined, &mut out);
+        assert_eq!(out, b"\0AUTH ANONYMOUS 717569636b627573\r\nBEGIN\r\n");
+        let reply = format!("OK {GUID}\r\n");
+        assert_eq!(
+            sasl.feed(reply.as_bytes(), &mut out),
+            Ok(done(GUID, false, reply.len()))
+        );
+        let mut refused = SaslClient::start_anonymous(Mode::Pipelined, &mut out);
+        assert_eq!(
+            refused.feed(b"REJECTED EXTERNAL\r\n", &mut out),
+            Err(SaslError::Rejected {
+                mechanism: "ANONYMOUS",
+                offers: "EXTERNAL".into()
+            })
         );
     }
 }

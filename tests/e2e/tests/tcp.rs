@@ -6,10 +6,16 @@
 //! and dbus-python as clients. Passes against
 //! QUICKBUS_TEST_DAEMON=/usr/bin/dbus-daemon too.
 
+// Shared with observe.rs, which uses the rest of it.
+#[allow(dead_code)]
+#[path = "observe/support.rs"]
+mod observe_support;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 
+use quickbus_client::Connection;
 use quickbus_e2e::{python_path, run_bounded, testing_quickbus, Bus, TIMEOUT};
 use quickbus_wire::address::{parse_addresses, AddressEntry};
 
@@ -245,4 +251,32 @@ fn nonce_tcp_closes_a_connection_with_the_wrong_nonce() {
     let _ = silent.shutdown(std::net::Shutdown::Write);
     assert_eq!(read_line(&mut silent), None);
     assert_clients_work(&bus);
+}
+
+/// quickbus's own client and the `quickbus` tool reach the bus over the
+/// printed address.
+fn assert_quickbus_client_and_tool_work(bus: &Bus) {
+    let mut conn = Connection::connect_with_timeout(bus.address(), TIMEOUT)
+        .unwrap_or_else(|e| panic!("connecting to {}: {e}", bus.address()));
+    assert!(conn.unique_name().starts_with(":1."));
+    assert!(!conn.can_pass_fds(), "no fd passing over tcp");
+    assert_eq!(conn.get_id().expect("GetId").len(), 32);
+    let listed = run_bounded(std::process::Command::new(observe_support::tool()).args([
+        "--address",
+        bus.address(),
+        "list",
+    ]))
+    .success();
+    assert!(
+        listed.stdout.contains("org.freedesktop.DBus"),
+        "{listed:#?}"
+    );
+}
+
+#[test]
+fn quickbus_client_and_tool_connect_over_tcp_and_nonce_tcp() {
+    for listen in ["tcp:host=127.0.0.1", "nonce-tcp:host=127.0.0.1"] {
+        let bus = start(listen);
+        assert_quickbus_client_and_tool_work(&bus);
+    }
 }
