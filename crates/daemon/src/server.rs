@@ -596,8 +596,21 @@ impl Server {
                         AuthProgress::Begin { consumed } => {
                             conn.transport.consume(consumed);
                             let unix_fds = sasl.unix_fd_negotiated();
-                            conn.creds.anonymous =
-                                sasl.authenticated() == Some(crate::auth::AuthIdentity::Anonymous);
+                            match sasl.authenticated() {
+                                Some(crate::auth::AuthIdentity::Anonymous) => {
+                                    conn.creds.anonymous = true;
+                                }
+                                // DBUS_COOKIE_SHA1 proved who the peer is
+                                // where the socket could not (tcp): the
+                                // bus knows it by that uid, as dbus-daemon.
+                                Some(crate::auth::AuthIdentity::Uid(uid))
+                                    if uid != conn.creds.uid =>
+                                {
+                                    conn.creds.uid = uid;
+                                    conn.creds.user_groups = self.user_db.current().groups_of(uid);
+                                }
+                                _ => {}
+                            }
                             let id = self.bus.add_connection(conn.creds.clone(), unix_fds);
                             conn.phase = Phase::Running { id };
                             self.tokens.insert(id, token);

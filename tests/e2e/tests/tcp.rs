@@ -19,10 +19,17 @@ use quickbus_client::Connection;
 use quickbus_e2e::{python_path, run_bounded, testing_quickbus, Bus, TIMEOUT};
 use quickbus_wire::address::{parse_addresses, AddressEntry};
 
-/// A session bus listening on `listen`, ANONYMOUS allowed (the only
-/// mechanism both daemons can complete over tcp without a cookie keyring).
+/// A session bus listening on `listen`, ANONYMOUS allowed (quickbus's own
+/// client authenticates with it over tcp).
 fn start(listen: &str) -> Bus {
+    start_with_auth(listen, "<auth>ANONYMOUS</auth>\n  <allow_anonymous/>")
+}
+
+/// A session bus listening on `listen` with `auth` (elements of the
+/// configuration).
+fn start_with_auth(listen: &str, auth: &str) -> Bus {
     let listen = listen.to_owned();
+    let auth = auth.to_owned();
     Bus::start_configured(move |dir: &Path| {
         let config = format!(
             r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
@@ -30,8 +37,7 @@ fn start(listen: &str) -> Bus {
 <busconfig>
   <type>session</type>
   <listen>{listen}</listen>
-  <auth>ANONYMOUS</auth>
-  <allow_anonymous/>
+  {auth}
   <policy context="default">
     <allow user="*"/>
     <allow own="*"/>
@@ -278,5 +284,36 @@ fn quickbus_client_and_tool_connect_over_tcp_and_nonce_tcp() {
     for listen in ["tcp:host=127.0.0.1", "nonce-tcp:host=127.0.0.1"] {
         let bus = start(listen);
         assert_quickbus_client_and_tool_work(&bus);
+    }
+}
+
+#[test]
+fn dbus_cookie_sha1_is_what_clients_use_over_tcp_by_default() {
+    // No <auth>: dbus-daemon offers EXTERNAL, DBUS_COOKIE_SHA1 (and
+    // ANONYMOUS only with <allow_anonymous/>). The clients prove they can
+    // read the keyring in ~/.dbus-keyrings of the user the bus runs as.
+    for listen in ["tcp:host=127.0.0.1", "nonce-tcp:host=127.0.0.1"] {
+        let bus = start_with_auth(listen, "");
+        let mut stream = raw_tcp(port_of(&bus));
+        if listen.starts_with("nonce") {
+            let nonce = std::fs::read(nonce_file(&bus)).expect("read the nonce file");
+            stream.write_all(&nonce).expect("send the nonce");
+        }
+        stream.write_all(b"\0AUTH\r\n").expect("send AUTH");
+        let offered = read_line(&mut stream).expect("an answer");
+        // (dbus-daemon lists ANONYMOUS too, then refuses it at BEGIN
+        // without <allow_anonymous/>; quickbus does not offer it.)
+        assert!(
+            offered.starts_with("REJECTED EXTERNAL DBUS_COOKIE_SHA1"),
+            "{listen}: {offered}"
+        );
+        assert_clients_work(&bus);
+        // The bus knows the peer as the user it proved to be.
+        let uid = rustix::process::getuid().as_raw().to_string();
+        let script = "import dbus; bus = dbus.SessionBus(); \
+                      print(bus.get_object('org.freedesktop.DBus', '/org/freedesktop/DBus') \
+                      .GetConnectionUnixUser(bus.get_unique_name()))";
+        let out = run_bounded(bus.client(python_path()).args(["-c", script])).success();
+        assert_eq!(out.stdout.trim(), uid, "{out:#?}");
     }
 }

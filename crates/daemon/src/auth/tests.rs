@@ -1,4 +1,5 @@
 use super::*;
+use sha1::{Digest, Sha1};
 
 const GUID: &str = "0123456789abcdef0123456789abcdef";
 const UID: u32 = 1000;
@@ -462,13 +463,21 @@ fn from_config_reads_auth_element_names() {
         "EXTERNAL".into(),
     ];
     let listed = AuthConfig::from_config(&names, true, GUID);
-    assert_eq!(listed.mechanisms, vec![Mechanism::External]);
+    assert_eq!(
+        listed.mechanisms,
+        vec![Mechanism::CookieSha1, Mechanism::External]
+    );
     assert!(listed.allow_anonymous);
+    let external = AuthConfig::from_config(["EXTERNAL"], false, GUID);
+    assert!(
+        external.keyring.is_none(),
+        "no keyring unless the cookie is listed"
+    );
 }
 
 #[test]
 fn auth_elements_naming_only_unsupported_mechanisms_offer_nothing() {
-    let cfg = AuthConfig::from_config(["DBUS_COOKIE_SHA1"], true, GUID);
+    let cfg = AuthConfig::from_config(["KERBEROS_V4"], true, GUID);
     assert!(cfg.mechanisms.is_empty());
     let mut server = started(&cfg);
     let line = format!("AUTH EXTERNAL {UID_HEX}\r\n");
@@ -752,7 +761,7 @@ fn mechanism_names_round_trip() {
     for m in Mechanism::ALL {
         assert_eq!(Mechanism::from_name(m.name()), Some(m));
     }
-    assert_eq!(Mechanism::from_name("DBUS_COOKIE_SHA1"), None);
+    assert_eq!(Mechanism::from_name("KERBEROS_V4"), None);
 }
 
 /// xorshift64: deterministic pseudo-random numbers without a dependency.
@@ -866,4 +875,90 @@ fn external_fails_without_a_kernel_uid_as_over_tcp() {
         "ERROR \"Unix FD passing not supported, not authenticated or otherwise not possible\"\r\n"
     );
     assert_eq!(server.authenticated(), Some(AuthIdentity::Anonymous));
+}
+
+/// A configuration offering DBUS_COOKIE_SHA1 from a keyring in a scratch
+/// home, and that home.
+fn cookie_config(name: &str) -> (AuthConfig, std::path::PathBuf) {
+    let home = std::env::temp_dir().join(format!("qb-auth-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    std::fs::create_dir_all(&home).unwrap();
+    let uid = rustix::process::geteuid().as_raw();
+    let cfg = AuthConfig {
+        keyring: Some(Keyring::new(&home, uid)),
+        ..config()
+    };
+    (cfg, home)
+}
+
+fn hex_of(text: &str) -> String {
+    keyring::hex(text.as_bytes())
+}
+
+/// The server's DATA challenge, decoded: (context, cookie id, challenge).
+fn cookie_challenge(reply: &str) -> (String, u32, String) {
+    let hex = reply
+        .strip_prefix("DATA ")
+        .and_then(|r| r.strip_suffix("\r\n"))
+        .unwrap_or_else(|| panic!("not a DATA line: {reply:?}"));
+    let text = String::from_utf8(command::decode_hex(hex).unwrap()).unwrap();
+    let words: Vec<&str> = text.split(' ').collect();
+    assert_eq!(words.len(), 3, "{text}");
+    (words[0].into(), words[1].parse().unwrap(), words[2].into())
+}
+
+#[test]
+fn cookie_sha1_proves_the_daemons_own_user() {
+    let (cfg, home) = cookie_config("cookie");
+    let uid = rustix::process::geteuid().as_raw();
+    let mut server = started(&cfg);
+    let reply = exchange(
+        &mut server,
+        &format!("AUTH DBUS_COOKIE_SHA1 {}\r\n", hex_of(&uid.to_string())),
+    );
+    let (context, id, challenge) = cookie_challenge(&reply);
+    assert_eq!(context, "org_freedesktop_general");
+    let cookie = Keyring::new(&home, uid)
+        .get(id)
+        .expect("the cookie is in the file");
+    let hash = keyring::hex(&Sha1::digest(format!(
+        "{challenge}:ourchallenge:{}",
+        cookie.hex
+    )));
+    let answer = hex_of(&format!("ourchallenge {hash}"));
+    assert_eq!(exchange(&mut server, &format!("DATA {answer}\r\n")), OK);
+    assert_eq!(server.authenticated(), Some(AuthIdentity::Uid(uid)));
+    std::fs::remove_dir_all(&home).unwrap();
+}
+
+#[test]
+fn cookie_sha1_rejects_a_wrong_hash_another_user_and_no_identity() {
+    let (cfg, home) = cookie_config("cookie-bad");
+    let uid = rustix::process::geteuid().as_raw();
+    let rejected = "REJECTED EXTERNAL DBUS_COOKIE_SHA1\r\n";
+    let mut server = started(&cfg);
+    let reply = exchange(
+        &mut server,
+        &format!("AUTH DBUS_COOKIE_SHA1 {}\r\n", hex_of(&uid.to_string())),
+    );
+    cookie_challenge(&reply);
+    let wrong = hex_of(&format!("c {}", "0".repeat(40)));
+    assert_eq!(
+        exchange(&mut server, &format!("DATA {wrong}\r\n")),
+        rejected
+    );
+    let other = hex_of(&uid.wrapping_add(1).to_string());
+    assert_eq!(
+        exchange(&mut server, &format!("AUTH DBUS_COOKIE_SHA1 {other}\r\n")),
+        rejected
+    );
+    assert_eq!(exchange(&mut server, "AUTH DBUS_COOKIE_SHA1\r\n"), rejected);
+    assert_eq!(server.authenticated(), None);
+    // Without a keyring the mechanism is not offered at all.
+    let mut plain = started(&config());
+    assert_eq!(
+        exchange(&mut plain, "AUTH DBUS_COOKIE_SHA1 30\r\n"),
+        REJECTED_EXTERNAL
+    );
+    std::fs::remove_dir_all(&home).unwrap();
 }
