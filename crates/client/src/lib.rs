@@ -10,6 +10,7 @@
 
 mod address;
 mod connection;
+mod cookie;
 mod error;
 mod handshake;
 pub mod sasl;

@@ -308,6 +308,7 @@ fn dbus_cookie_sha1_is_what_clients_use_over_tcp_by_default() {
             "{listen}: {offered}"
         );
         assert_clients_work(&bus);
+        assert_quickbus_client_and_tool_work(&bus);
         // The bus knows the peer as the user it proved to be.
         let uid = rustix::process::getuid().as_raw().to_string();
         let script = "import dbus; bus = dbus.SessionBus(); \
