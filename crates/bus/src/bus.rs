@@ -90,14 +90,14 @@ pub struct Bus {
     /// The security policy (allow-all until the daemon sets the
     /// configured one).
     pub(crate) policy: CompiledPolicy,
-    empty_fds: Arc<Vec<OwnedFd>>,
+    pub(crate) empty_fds: Arc<Vec<OwnedFd>>,
 }
 
 fn expects_reply(msg: &Message) -> bool {
     msg.msg_type() == MessageType::MethodCall && msg.flags() & flags::NO_REPLY_EXPECTED == 0
 }
 
-fn is_hello(msg: &Message) -> bool {
+pub(crate) fn is_hello(msg: &Message) -> bool {
     msg.msg_type() == MessageType::MethodCall
         && msg.destination() == Some(BUS_NAME)
         && msg.member() == Some("Hello")
@@ -271,7 +271,7 @@ impl Bus {
         let mut events = Vec::new();
         self.registry.remove_connection(id, &mut events);
         // Signals name the departed connection, so it stays known until
-        // they are built; emit() sends it nothing (NameLost is pointless).
+        // they are built; emit() shows its NameLost to monitors only.
         self.emit(&events, Some(id), out);
         for (caller, serial) in self.replies.remove_connection(id) {
             let err = BusError::new(
@@ -323,26 +323,7 @@ impl Bus {
             return;
         }
         if conn.unique.is_none() {
-            if is_hello(&msg) && !self.allows_connection(&conn.creds) {
-                out.push(Action::Disconnect {
-                    conn: from,
-                    reason: format!(
-                        "uid {} is not allowed to connect by the bus policy (<allow user/group>)",
-                        conn.creds.uid
-                    ),
-                });
-            } else if is_hello(&msg) {
-                if self.driver_call(from, &msg, out) {
-                    self.pass_to_eavesdroppers(from, &msg, out);
-                }
-            } else {
-                out.push(Action::Disconnect {
-                    conn: from,
-                    reason:
-                        "Client tried to send a message other than Hello without being registered"
-                            .into(),
-                });
-            }
+            self.receive_unregistered(from, &msg, out);
             return;
         }
         match msg.destination() {
@@ -379,23 +360,8 @@ impl Bus {
                 }
             }
             Some(dest) => self.unicast(from, &msg, fds, dest, now, out),
-            None => {
-                self.broadcast(from, &msg, fds, out);
-                if msg.msg_type() == MessageType::MethodCall {
-                    // Nobody implements a call addressed to nobody; the
-                    // text is libdbus's, which dbus-daemon answers with.
-                    let err = BusError::new(
-                        errors::UNKNOWN_METHOD,
-                        format!(
-                            "Method \"{}\" with signature \"{}\" on interface \"{}\" doesn't exist\n",
-                            msg.member().unwrap_or(""),
-                            msg.signature(),
-                            msg.interface().unwrap_or("(null)")
-                        ),
-                    );
-                    self.error_reply(from, &msg, err, out);
-                }
-            }
+            None if msg.msg_type() == MessageType::Signal => self.broadcast(from, &msg, fds, out),
+            None => self.answer_peerless(from, &msg, out),
         }
     }
 
@@ -534,7 +500,12 @@ impl Bus {
     /// `bus_dispatch_matches` with no addressed recipient; the policy
     /// decides for each eavesdropper. The bus's replies are not
     /// eavesdropped (dbus-daemon sends them past the match rules too).
-    fn pass_to_eavesdroppers(&mut self, from: ConnId, msg: &Message, out: &mut Vec<Action>) {
+    pub(crate) fn pass_to_eavesdroppers(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        out: &mut Vec<Action>,
+    ) {
         if !self.subs.has_eavesdroppers() {
             return;
         }
@@ -721,6 +692,11 @@ impl Bus {
     /// name, body shared.
     fn stamped(&self, from: ConnId, msg: &Message, fds: Vec<OwnedFd>) -> OutMessage {
         let sender = self.unique_name(from).unwrap_or(BUS_NAME);
+        self.stamped_as(sender, msg, fds)
+    }
+
+    /// The message with SENDER set to `sender`.
+    pub(crate) fn stamped_as(&self, sender: &str, msg: &Message, fds: Vec<OwnedFd>) -> OutMessage {
         OutMessage {
             frame: msg.stamp(sender),
             fds: if fds.is_empty() {
@@ -743,7 +719,7 @@ impl Bus {
         out.push(Action::Deliver { to, msg });
     }
 
-    fn next_serial(&mut self) -> u32 {
+    pub(crate) fn next_serial(&mut self) -> u32 {
         self.serial = self.serial.wrapping_add(1);
         if self.serial == 0 {
             self.serial = 1;
@@ -849,6 +825,22 @@ impl Bus {
         }
     }
 
+    /// Show monitors a bus message to `to` that `to` itself will not get.
+    fn show_monitors(&mut self, to: ConnId, builder: MessageBuilder, out: &mut Vec<Action>) {
+        if self.monitors.is_empty() {
+            return;
+        }
+        let builder = match self.unique_name(to) {
+            Some(name) => builder.destination(name.to_owned()),
+            None => builder,
+        };
+        if let Some((out_msg, msg)) = self.build(builder) {
+            let watchers =
+                self.with_input(&msg, None, Some(to), |input| self.monitor_recipients(input));
+            self.deliver_all(&watchers, &msg, &out_msg, out);
+        }
+    }
+
     /// Method return from the driver, unless the caller asked for none,
     /// with the fds the method left in `reply_fds` (closed if unsent).
     pub(crate) fn reply(
@@ -945,9 +937,6 @@ impl Bus {
                     }
                 }
                 NameEvent::Lost { conn, name } | NameEvent::Acquired { conn, name } => {
-                    if Some(*conn) == gone {
-                        continue;
-                    }
                     let member = if matches!(event, NameEvent::Lost { .. }) {
                         "NameLost"
                     } else {
@@ -955,7 +944,13 @@ impl Bus {
                     };
                     let builder = MessageBuilder::signal(BUS_PATH, BUS_INTERFACE, member)
                         .body(vec![Value::String(name.clone())]);
-                    self.send_to(*conn, builder, out);
+                    if Some(*conn) == gone {
+                        // dbus-daemon sends a departing connection its
+                        // NameLost too: only monitors still hear it.
+                        self.show_monitors(*conn, builder, out);
+                    } else {
+                        self.send_to(*conn, builder, out);
+                    }
                 }
             }
         }

@@ -9,6 +9,7 @@
 //! object), [`bus`] (connections and routing), [`limits`].
 
 pub mod activation;
+mod before_hello;
 pub mod bus;
 pub mod driver;
 pub mod errors;
@@ -17,6 +18,7 @@ pub mod limits;
 pub mod match_index;
 pub mod match_rule;
 pub mod overflow;
+mod peerless;
 pub mod policy;
 pub mod registry;
 pub mod replies;

@@ -319,9 +319,87 @@ fn hello_without_interface_is_accepted() {
 }
 
 #[test]
-fn anything_before_hello_disconnects() {
+fn driver_messages_before_hello_are_refused_and_hello_still_works() {
+    let mut h = Harness::new();
+    let (first, name_first) = h.client();
+    let a = h.connect(false);
     for builder in [
-        call_bus("ListNames", vec![]),
+        call_bus("GetId", vec![]),
+        call_bus("RequestName", vec![s("org.example.A"), Value::Uint32(0)]),
+        call_bus("NoSuchMethod", vec![]),
+        call_bus("GetId", vec![]).flags(flags::NO_REPLY_EXPECTED),
+        MessageBuilder::method_call("/", "Ping")
+            .interface("org.freedesktop.DBus.Peer")
+            .destination(BUS_NAME),
+        MessageBuilder::signal("/", "org.example.I", "S").destination(BUS_NAME),
+    ] {
+        let serial = h.send(a, builder);
+        let got = h.take();
+        assert_eq!(got.len(), 1, "{:?}", summary(&got));
+        let (to, err) = &got[0];
+        assert_eq!(*to, a);
+        assert_eq!(err.error_name(), Some(errors::ACCESS_DENIED));
+        assert_eq!(err.reply_serial(), Some(serial));
+        assert_eq!(err.destination(), Some(":not.active.yet"));
+        assert_eq!(err.sender(), Some(BUS_NAME));
+        assert_eq!(
+            err.body_values().unwrap(),
+            vec![s(
+                "Client tried to send a message other than Hello without being registered"
+            )]
+        );
+    }
+    // No name was used up: Hello gets the next one.
+    let hello = h.call(a, call_bus("Hello", vec![]));
+    let number = |name: &str| name.rsplit('.').next().unwrap().parse::<u64>().unwrap();
+    match hello.body_values().unwrap().as_slice() {
+        [Value::String(name)] => assert_eq!(number(name), number(&name_first) + 1),
+        other => panic!("Hello returned {other:?}"),
+    }
+    let _ = first;
+}
+
+#[test]
+fn monitors_see_refused_messages_before_hello_from_not_active_yet() {
+    let mut h = Harness::new();
+    let (m, _) = h.client();
+    h.call(m, become_monitor(&[]));
+    h.take();
+    let a = h.connect(false);
+    h.send(a, call_bus("GetId", vec![]));
+    let got = h.take();
+    let seen: Vec<(ConnId, MessageType, Option<&str>, Option<&str>)> = got
+        .iter()
+        .map(|(to, msg)| (*to, msg.msg_type(), msg.sender(), msg.destination()))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (
+                m,
+                MessageType::MethodCall,
+                Some(":not.active.yet"),
+                Some(BUS_NAME)
+            ),
+            (
+                m,
+                MessageType::Error,
+                Some(BUS_NAME),
+                Some(":not.active.yet")
+            ),
+            (
+                a,
+                MessageType::Error,
+                Some(BUS_NAME),
+                Some(":not.active.yet")
+            ),
+        ]
+    );
+}
+
+#[test]
+fn other_messages_before_hello_disconnect() {
+    for builder in [
         MessageBuilder::method_call("/", "Hello").destination("org.example.Other"),
         MessageBuilder::signal("/", "org.example.I", "S"),
     ] {
@@ -336,6 +414,18 @@ fn anything_before_hello_disconnects() {
             other => panic!("expected a disconnect, got {other:?}"),
         }
     }
+}
+
+#[test]
+fn calls_to_nobody_before_hello_are_answered_like_after() {
+    let mut h = Harness::new();
+    let a = h.connect(false);
+    let ping = h.call(a, peer_without_destination("Ping"));
+    assert_eq!(ping.msg_type(), MessageType::MethodReturn);
+    let other = h.call(a, MessageBuilder::method_call("/", "M"));
+    assert_eq!(other.error_name(), Some(errors::UNKNOWN_METHOD));
+    assert!(h.take().is_empty());
+    h.call(a, call_bus("Hello", vec![]));
 }
 
 // ---------------------------------------------------------------- names
@@ -530,6 +620,49 @@ fn disconnect_releases_names_and_announces_in_order() {
     // Removing twice is harmless.
     h.bus.remove_connection(a, &mut h.out);
     assert!(h.out.is_empty());
+}
+
+#[test]
+fn a_departing_connection_is_sent_name_lost_before_each_name_owner_changed() {
+    let mut h = Harness::new();
+    let (m, _) = h.client();
+    let (a, name_a) = h.client();
+    let (b, name_b) = h.client();
+    h.request_name(a, "org.example.One", 0);
+    h.request_name(a, "org.example.Two", 0);
+    h.request_name(b, "org.example.One", 0);
+    h.call(m, become_monitor(&["sender='org.freedesktop.DBus'"]));
+    h.take();
+    h.bus.remove_connection(a, &mut h.out);
+    let got = h.take();
+    let destinations: Vec<Option<&str>> = got.iter().map(|(_, msg)| msg.destination()).collect();
+    assert_eq!(
+        summary(&got),
+        vec![
+            (m, "NameLost".into(), strings(&["org.example.Two"])),
+            (
+                m,
+                "NameOwnerChanged".into(),
+                strings(&["org.example.Two", &name_a, ""])
+            ),
+            (m, "NameLost".into(), strings(&["org.example.One"])),
+            (
+                m,
+                "NameOwnerChanged".into(),
+                strings(&["org.example.One", &name_a, &name_b])
+            ),
+            (m, "NameAcquired".into(), strings(&["org.example.One"])),
+            (b, "NameAcquired".into(), strings(&["org.example.One"])),
+            (m, "NameLost".into(), strings(&[&name_a])),
+            (
+                m,
+                "NameOwnerChanged".into(),
+                strings(&[&name_a, &name_a, ""])
+            ),
+        ]
+    );
+    assert_eq!(destinations[0], Some(name_a.as_str()));
+    assert_eq!(destinations[6], Some(name_a.as_str()));
 }
 
 #[test]
@@ -1785,25 +1918,86 @@ fn monitors_see_hello_stamped_with_the_new_name() {
     assert_eq!(got[1].0, a);
 }
 
+fn peer_without_destination(member: &str) -> MessageBuilder {
+    MessageBuilder::method_call("/", member).interface("org.freedesktop.DBus.Peer")
+}
+
 #[test]
-fn call_without_destination_is_unknown_method_and_still_matched() {
+fn call_without_destination_is_unknown_method_and_not_routed() {
     let mut h = Harness::new();
     let (a, _) = h.client();
     let (spy, _) = h.client();
+    let (m, _) = h.client();
     h.add_match(spy, "type='method_call'");
+    h.call(m, become_monitor(&[]));
+    h.take();
+    for no_reply in [0, flags::NO_REPLY_EXPECTED] {
+        let call = MessageBuilder::method_call("/x", "M")
+            .interface("org.example.I")
+            .flags(no_reply);
+        let err = h.driver_error(a, call);
+        assert_eq!(
+            err,
+            (
+                errors::UNKNOWN_METHOD.into(),
+                "Method \"M\" with signature \"\" on interface \"org.example.I\" doesn't exist\n"
+                    .into()
+            )
+        );
+        assert!(
+            h.take().is_empty(),
+            "neither the spy nor the monitor sees it"
+        );
+    }
+    // libdbus's text for a call without interface.
+    let err = h.driver_error(a, MessageBuilder::method_call("/x", "M"));
+    assert!(err.1.contains("on interface \"(null)\""), "{}", err.1);
+    // A driver method without destination is just as unknown.
     let err = h.driver_error(
         a,
-        MessageBuilder::method_call("/x", "M").interface("org.example.I"),
+        MessageBuilder::method_call(BUS_PATH, "GetId").interface(BUS_INTERFACE),
     );
+    assert_eq!(err.0, errors::UNKNOWN_METHOD);
+}
+
+#[test]
+fn peer_without_destination_is_answered_by_the_bus() {
+    let mut h = Harness::new();
+    let (a, _) = h.client();
+    let (m, _) = h.client();
+    h.call(m, become_monitor(&[]));
+    h.take();
+    let ping = h.call(a, peer_without_destination("Ping"));
+    assert_eq!(ping.msg_type(), MessageType::MethodReturn);
+    // Built by libdbus in dbus-daemon, not by the driver: no sender.
+    assert_eq!(ping.sender(), None);
+    assert_eq!(ping.destination(), None);
+    assert!(ping.body_values().unwrap().is_empty());
+    let id = h.call(a, peer_without_destination("GetMachineId"));
+    assert_eq!(id.body_values().unwrap(), vec![s(&options().machine_id)]);
+    // Answered even when no reply is wanted, as libdbus does.
+    let quiet = h.call(
+        a,
+        peer_without_destination("Ping").flags(flags::NO_REPLY_EXPECTED),
+    );
+    assert_eq!(quiet.msg_type(), MessageType::MethodReturn);
+    let other = h.driver_error(a, peer_without_destination("Other"));
     assert_eq!(
-        err,
+        other,
         (
             errors::UNKNOWN_METHOD.into(),
-            "Method \"M\" with signature \"\" on interface \"org.example.I\" doesn't exist\n"
-                .into()
+            "Unknown method invoked on org.freedesktop.DBus.Peer interface".into()
         )
     );
-    assert_eq!(summary(&h.take()), vec![(spy, "M".into(), vec![])]);
+    // Even an error on that interface is bounced; other replies to
+    // nobody are dropped.
+    let bounced = h.call(
+        a,
+        MessageBuilder::error(7, "org.example.E").interface("org.freedesktop.DBus.Peer"),
+    );
+    assert_eq!(bounced.error_name(), Some(errors::UNKNOWN_METHOD));
+    h.send(a, MessageBuilder::method_return(7));
+    assert!(h.take().is_empty(), "the monitor sees none of it");
 }
 
 #[test]

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use quickbus_wire::{Message, MessageBuilder, MessageType, Value};
 
 use crate::error::{CallError, DBusError, Error};
+use crate::socket::Socket;
 use crate::transport::Transport;
 
 /// The well-known name, path and interface of the bus driver.
@@ -39,17 +40,17 @@ impl Connection {
     /// Connect to the first address of a `;`-separated D-Bus address list
     /// that works, authenticate and say Hello.
     pub fn connect(address: &str) -> Result<Connection, Error> {
-        let stream = crate::address::connect_any(address)?;
-        Connection::from_stream(stream)
+        let socket = crate::address::connect_any(address)?;
+        Connection::from_socket(socket)
     }
 
     /// Connect with a read time-out applied from the very first byte, so
     /// even an unresponsive server cannot hang us.
     pub fn connect_with_timeout(address: &str, timeout: Duration) -> Result<Connection, Error> {
-        let stream = crate::address::connect_any(address)?;
-        stream.set_read_timeout(Some(timeout))?;
-        stream.set_write_timeout(Some(timeout))?;
-        Connection::from_stream(stream)
+        let socket = crate::address::connect_any(address)?;
+        socket.set_read_timeout(Some(timeout))?;
+        socket.set_write_timeout(Some(timeout))?;
+        Connection::from_socket(socket)
     }
 
     /// The session bus, from DBUS_SESSION_BUS_ADDRESS.
@@ -66,6 +67,11 @@ impl Connection {
 
     /// Authenticate over an already connected stream and say Hello.
     pub fn from_stream(stream: UnixStream) -> Result<Connection, Error> {
+        Connection::from_socket(Socket::Unix(stream))
+    }
+
+    /// Authenticate over a unix or tcp socket and say Hello.
+    fn from_socket(stream: Socket) -> Result<Connection, Error> {
         let timeout = stream.read_timeout()?;
         let mut transport = Transport::new(stream)?;
         let outcome = crate::handshake::authenticate(&mut transport)?;

@@ -1,6 +1,8 @@
 //! Driving the SASL exchange (crate::sasl) over the socket: EXTERNAL with
-//! our uid, NEGOTIATE_UNIX_FD and BEGIN pipelined in one write, then the
-//! server's replies read until the message stream starts.
+//! our uid, NEGOTIATE_UNIX_FD and BEGIN pipelined in one write (over tcp,
+//! which has neither credentials nor fds: DBUS_COOKIE_SHA1 step by step,
+//! else ANONYMOUS), then the server's replies read until the message
+//! stream starts.
 
 use crate::error::Error;
 use crate::sasl::{self, Authenticated, Mode, Progress, SaslClient};
@@ -8,7 +10,19 @@ use crate::transport::Transport;
 
 pub(crate) fn authenticate(transport: &mut Transport) -> Result<Authenticated, Error> {
     let mut to_send = Vec::new();
-    let mut client = SaslClient::start(sasl::current_uid(), Mode::Pipelined, true, &mut to_send);
+    let mut client = if transport.stream.is_unix() {
+        SaslClient::start(sasl::current_uid(), Mode::Pipelined, true, &mut to_send)
+    } else {
+        // tcp: prove who we are with our keyring, as libdbus does.
+        let responder = sasl::CookieResponder(Box::new(|challenge: &str| {
+            crate::cookie::answer(
+                &crate::cookie::home()?,
+                challenge,
+                &crate::cookie::challenge()?,
+            )
+        }));
+        SaslClient::start_cookie_sha1(sasl::current_uid(), responder, &mut to_send)
+    };
     loop {
         if !to_send.is_empty() {
             transport.write_all(&[&to_send], &[])?;
@@ -19,13 +33,21 @@ pub(crate) fn authenticate(transport: &mut Transport) -> Result<Authenticated, E
             .map_err(|e| Error::Auth(e.to_string()))?;
         match progress {
             Progress::Done { consumed, outcome } => {
+                // Step by step, BEGIN is still to go.
+                if !to_send.is_empty() {
+                    transport.write_all(&[&to_send], &[])?;
+                }
                 // Whatever follows is the start of the message stream.
                 transport.consume(consumed);
                 return Ok(outcome);
             }
             Progress::NeedMore { consumed } => {
                 transport.consume(consumed);
-                transport.read_more(0)?;
+                // An answer to send (a DBUS_COOKIE_SHA1 challenge) goes
+                // out before we wait for more.
+                if to_send.is_empty() {
+                    transport.read_more(0)?;
+                }
             }
         }
     }
@@ -52,7 +74,7 @@ mod tests {
             }
             server
         });
-        let mut transport = Transport::new(client).unwrap();
+        let mut transport = Transport::new(crate::socket::Socket::Unix(client)).unwrap();
         let result = authenticate(&mut transport);
         let _server = server.join().unwrap();
         (result, transport)

@@ -10,9 +10,11 @@
 
 mod address;
 mod connection;
+mod cookie;
 mod error;
 mod handshake;
 pub mod sasl;
+mod socket;
 pub mod test_bus;
 mod transport;
 

@@ -72,8 +72,11 @@ pub enum Progress {
 /// Why authentication failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SaslError {
-    #[error("server rejected EXTERNAL authentication (it offers: {0:?})")]
-    Rejected(String),
+    #[error("server rejected {mechanism} authentication (it offers: {offers:?})")]
+    Rejected {
+        mechanism: &'static str,
+        offers: String,
+    },
     #[error("server answered AUTH with an error: {0:?}")]
     ServerError(String),
     #[error("unexpected reply from server: {0:?}")]
@@ -93,12 +96,32 @@ enum State {
     Done(Authenticated),
 }
 
-/// The client side of one exchange, for the EXTERNAL mechanism.
+/// How to answer a DBUS_COOKIE_SHA1 challenge.
+pub type AnswerChallenge = dyn FnMut(&str) -> Option<String>;
+
+/// Answers a DBUS_COOKIE_SHA1 challenge (the server's DATA, hex-decoded)
+/// with our response, or None when we cannot.
+pub struct CookieResponder(pub Box<AnswerChallenge>);
+
+impl std::fmt::Debug for CookieResponder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CookieResponder")
+    }
+}
+
+/// The client side of one exchange, for the EXTERNAL mechanism, or where
+/// the transport has no credentials to offer (tcp) DBUS_COOKIE_SHA1 then
+/// ANONYMOUS if the server offers it.
 #[derive(Debug)]
 pub struct SaslClient {
+    mechanism: &'static str,
     mode: Mode,
     negotiate_unix_fd: bool,
     state: State,
+    /// DBUS_COOKIE_SHA1 in progress: how to answer its challenge.
+    cookie: Option<CookieResponder>,
+    /// After a rejection, try ANONYMOUS if the server lists it.
+    anonymous_fallback: bool,
 }
 
 impl SaslClient {
@@ -111,16 +134,67 @@ impl SaslClient {
             out.extend_from_slice(format!("{digit:02x}").as_bytes());
         }
         out.extend_from_slice(b"\r\n");
-        if mode == Mode::Pipelined {
+        SaslClient::then(mode, negotiate_unix_fd, "EXTERNAL", out)
+    }
+
+    /// Begin authenticating with ANONYMOUS (no identity, no fds: what a
+    /// tcp connection can do when the server allows anonymous peers).
+    pub fn start_anonymous(mode: Mode, out: &mut Vec<u8>) -> SaslClient {
+        out.push(0);
+        SaslClient::then(mode, false, "ANONYMOUS", out).anonymous(out)
+    }
+
+    /// Begin with DBUS_COOKIE_SHA1 as `uid` (what libdbus and GDBus use
+    /// over tcp), falling back on ANONYMOUS when the server rejects it and
+    /// offers that. Step by step: the challenge needs an answer.
+    pub fn start_cookie_sha1(
+        uid: u32,
+        responder: CookieResponder,
+        out: &mut Vec<u8>,
+    ) -> SaslClient {
+        out.extend_from_slice(b"\0AUTH DBUS_COOKIE_SHA1 ");
+        out.extend_from_slice(hex(uid.to_string().as_bytes()).as_bytes());
+        out.extend_from_slice(b"\r\n");
+        let mut client = SaslClient::then(Mode::StepByStep, false, "DBUS_COOKIE_SHA1", out);
+        client.cookie = Some(responder);
+        client.anonymous_fallback = true;
+        client
+    }
+
+    /// Send AUTH ANONYMOUS (and, pipelined, BEGIN).
+    fn anonymous(mut self, out: &mut Vec<u8>) -> SaslClient {
+        // The optional trace text, hex-encoded: "quickbus".
+        out.extend_from_slice(b"AUTH ANONYMOUS 717569636b627573\r\n");
+        if self.mode == Mode::Pipelined {
+            out.extend_from_slice(b"BEGIN\r\n");
+        }
+        self.mechanism = "ANONYMOUS";
+        self.cookie = None;
+        self.anonymous_fallback = false;
+        self
+    }
+
+    /// What follows AUTH: in pipelined mode, the rest at once.
+    fn then(
+        mode: Mode,
+        negotiate_unix_fd: bool,
+        mechanism: &'static str,
+        out: &mut Vec<u8>,
+    ) -> SaslClient {
+        // (ANONYMOUS writes its own AUTH, then its BEGIN.)
+        if mode == Mode::Pipelined && mechanism != "ANONYMOUS" {
             if negotiate_unix_fd {
                 out.extend_from_slice(b"NEGOTIATE_UNIX_FD\r\n");
             }
             out.extend_from_slice(b"BEGIN\r\n");
         }
         SaslClient {
+            mechanism,
             mode,
             negotiate_unix_fd,
             state: State::WaitingForOk,
+            cookie: None,
+            anonymous_fallback: false,
         }
     }
 
@@ -177,7 +251,37 @@ impl SaslClient {
                 }
                 Ok(())
             }
-            (State::WaitingForOk, "REJECTED") => Err(SaslError::Rejected(args.to_owned())),
+            (State::WaitingForOk, "DATA") if self.cookie.is_some() => {
+                let challenge = decode_hex(args).map(|d| String::from_utf8_lossy(&d).into_owned());
+                let answer = match (challenge, &mut self.cookie) {
+                    (Some(challenge), Some(responder)) => (responder.0)(&challenge),
+                    _ => None,
+                };
+                match answer {
+                    Some(answer) => {
+                        out.extend_from_slice(b"DATA ");
+                        out.extend_from_slice(hex(answer.as_bytes()).as_bytes());
+                        out.extend_from_slice(b"\r\n");
+                    }
+                    // The server then rejects us, and we may fall back.
+                    None => out.extend_from_slice(b"CANCEL\r\n"),
+                }
+                Ok(())
+            }
+            (State::WaitingForOk, "REJECTED")
+                if self.anonymous_fallback && args.split(' ').any(|m| m == "ANONYMOUS") =>
+            {
+                let client = std::mem::replace(
+                    self,
+                    SaslClient::then(self.mode, false, "ANONYMOUS", &mut Vec::new()),
+                );
+                *self = client.anonymous(out);
+                Ok(())
+            }
+            (State::WaitingForOk, "REJECTED") => Err(SaslError::Rejected {
+                mechanism: self.mechanism,
+                offers: args.to_owned(),
+            }),
             (State::WaitingForOk, "ERROR") => Err(SaslError::ServerError(args.to_owned())),
             (State::WaitingForAgreeUnixFd { guid }, "AGREE_UNIX_FD") => {
                 let guid = guid.clone();
@@ -200,6 +304,20 @@ impl SaslClient {
         }
         self.state = State::Done(Authenticated { guid, unix_fd });
     }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// What libdbus accepts as a GUID: non-empty hex that decodes to bytes.
@@ -376,7 +494,10 @@ mod tests {
         let mut sasl = SaslClient::start(1000, Mode::Pipelined, true, &mut out);
         assert_eq!(
             sasl.feed(b"REJECTED EXTERNAL ANONYMOUS\r\n", &mut out),
-            Err(SaslError::Rejected("EXTERNAL ANONYMOUS".into()))
+            Err(SaslError::Rejected {
+                mechanism: "EXTERNAL",
+                offers: "EXTERNAL ANONYMOUS".into()
+            })
         );
     }
 
@@ -456,5 +577,82 @@ mod tests {
             sasl.feed(&OK[..10], &mut out),
             Ok(Progress::NeedMore { consumed: 0 })
         );
+    }
+
+    #[test]
+    fn anonymous_sends_no_identity_and_no_fd_negotiation() {
+        let mut out = Vec::new();
+        let mut sasl = SaslClient::start_anonymous(Mode::Pipelined, &mut out);
+        assert_eq!(out, b"\0AUTH ANONYMOUS 717569636b627573\r\nBEGIN\r\n");
+        let reply = format!("OK {GUID}\r\n");
+        assert_eq!(
+            sasl.feed(reply.as_bytes(), &mut out),
+            Ok(done(GUID, false, reply.len()))
+        );
+        let mut refused = SaslClient::start_anonymous(Mode::Pipelined, &mut out);
+        assert_eq!(
+            refused.feed(b"REJECTED EXTERNAL\r\n", &mut out),
+            Err(SaslError::Rejected {
+                mechanism: "ANONYMOUS",
+                offers: "EXTERNAL".into()
+            })
+        );
+    }
+
+    #[test]
+    fn cookie_sha1_answers_the_challenge_then_begins() {
+        let mut out = Vec::new();
+        let responder = CookieResponder(Box::new(|challenge: &str| {
+            assert_eq!(challenge, "ctx 1 srv");
+            Some("cli hash".to_owned())
+        }));
+        let mut sasl = SaslClient::start_cookie_sha1(0, responder, &mut out);
+        assert_eq!(out, b"\0AUTH DBUS_COOKIE_SHA1 30\r\n");
+        out.clear();
+        let data = format!("DATA {}\r\n", hex(b"ctx 1 srv"));
+        sasl.feed(data.as_bytes(), &mut out).unwrap();
+        assert_eq!(out, format!("DATA {}\r\n", hex(b"cli hash")).as_bytes());
+        out.clear();
+        let ok = format!("OK {GUID}\r\n");
+        assert_eq!(
+            sasl.feed(ok.as_bytes(), &mut out),
+            Ok(done(GUID, false, ok.len()))
+        );
+        assert_eq!(out, b"BEGIN\r\n");
+    }
+
+    #[test]
+    fn cookie_sha1_falls_back_on_anonymous_when_offered() {
+        let mut out = Vec::new();
+        let responder = CookieResponder(Box::new(|_: &str| None));
+        let mut sasl = SaslClient::start_cookie_sha1(0, responder, &mut out);
+        out.clear();
+        sasl.feed(
+            format!("DATA {}\r\n", hex(b"ctx 1 srv")).as_bytes(),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out, b"CANCEL\r\n");
+        out.clear();
+        sasl.feed(b"REJECTED DBUS_COOKIE_SHA1 ANONYMOUS\r\n", &mut out)
+            .unwrap();
+        assert_eq!(out, b"AUTH ANONYMOUS 717569636b627573\r\n");
+        out.clear();
+        let ok = format!("OK {GUID}\r\n");
+        assert_eq!(
+            sasl.feed(ok.as_bytes(), &mut out),
+            Ok(done(GUID, false, ok.len()))
+        );
+        assert_eq!(out, b"BEGIN\r\n");
+        // Without ANONYMOUS on offer, the rejection is final.
+        let mut alone =
+            SaslClient::start_cookie_sha1(0, CookieResponder(Box::new(|_: &str| None)), &mut out);
+        assert!(matches!(
+            alone.feed(b"REJECTED DBUS_COOKIE_SHA1\r\n", &mut out),
+            Err(SaslError::Rejected {
+                mechanism: "DBUS_COOKIE_SHA1",
+                ..
+            })
+        ));
     }
 }

@@ -5,7 +5,6 @@
 use std::collections::VecDeque;
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -17,6 +16,7 @@ use rustix::net::{
 };
 
 use crate::error::Error;
+use crate::socket::Socket;
 
 /// Bounds of how much we ask the kernel for per `recvmsg`. The window
 /// adapts to the traffic: the space is zeroed before each read (safe Rust
@@ -28,7 +28,7 @@ const MAX_READ: usize = 256 * 1024;
 const MAX_FDS_PER_RECV: usize = 253;
 
 pub(crate) struct Transport {
-    pub(crate) stream: UnixStream,
+    pub(crate) stream: Socket,
     inbuf: BytesMut,
     in_fds: VecDeque<OwnedFd>,
     /// Current read window, between MIN_READ and MAX_READ.
@@ -40,7 +40,7 @@ pub(crate) struct Transport {
 impl Transport {
     /// A transport over `stream`, waiting for input as long as the
     /// stream's read time-out (SO_RCVTIMEO) says.
-    pub(crate) fn new(stream: UnixStream) -> Result<Transport, Error> {
+    pub(crate) fn new(stream: Socket) -> Result<Transport, Error> {
         let read_timeout = stream.read_timeout()?;
         Ok(Transport {
             stream,
@@ -253,10 +253,11 @@ mod tests {
     use super::*;
     use std::io::Write;
     use std::os::fd::AsFd;
+    use std::os::unix::net::UnixStream;
 
     fn pair() -> (Transport, UnixStream) {
         let (a, b) = UnixStream::pair().unwrap();
-        (Transport::new(a).unwrap(), b)
+        (Transport::new(Socket::Unix(a)).unwrap(), b)
     }
 
     /// Read until `n` bytes are buffered, then take them.
@@ -297,7 +298,7 @@ mod tests {
     fn the_streams_read_timeout_at_creation_is_kept() {
         let (a, _peer) = UnixStream::pair().unwrap();
         a.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
-        let mut t = Transport::new(a).unwrap();
+        let mut t = Transport::new(Socket::Unix(a)).unwrap();
         assert!(matches!(t.read_more(0), Err(Error::Timeout)));
     }
 
@@ -314,7 +315,7 @@ mod tests {
     #[test]
     fn vectored_write_with_fds_arrives_whole() {
         let (mut sender, peer) = pair();
-        let mut receiver = Transport::new(peer).unwrap();
+        let mut receiver = Transport::new(Socket::Unix(peer)).unwrap();
         let (r, w) = rustix::pipe::pipe().unwrap();
         sender
             .write_all(&[b"ab", b"", b"cd\r\n"], &[r.as_fd()])
@@ -359,7 +360,7 @@ mod tests {
     #[test]
     fn many_parts_are_written_in_order() {
         let (mut sender, peer) = pair();
-        let mut receiver = Transport::new(peer).unwrap();
+        let mut receiver = Transport::new(Socket::Unix(peer)).unwrap();
         let words: Vec<String> = (0..40).map(|i| format!("{i},")).collect();
         let parts: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
         sender.write_all(&parts, &[]).unwrap();
@@ -372,7 +373,7 @@ mod tests {
         let (mut sender, peer) = pair();
         let big = vec![5u8; 1 << 20];
         let reader = std::thread::spawn(move || {
-            let mut t = Transport::new(peer).unwrap();
+            let mut t = Transport::new(Socket::Unix(peer)).unwrap();
             let mut n = 0;
             while n < (1 << 20) {
                 t.read_more(0).unwrap();

@@ -5,7 +5,9 @@
 //! DATA, for BEGIN), the same replies to each command in each state, six
 //! rejections before disconnecting, and 16 KiB at most buffered for a line.
 //! Differences, on purpose:
-//! - DBUS_COOKIE_SHA1 is not offered (EXTERNAL covers every local peer).
+//! - DBUS_COOKIE_SHA1 is offered only where the daemon's own keyring
+//!   directory can be found ([`keyring`]); like dbus-daemon it only ever
+//!   authenticates the user the daemon runs as.
 //! - ANONYMOUS is only offered when the configuration allows anonymous
 //!   peers, rather than accepted and then disconnected.
 //! - EXTERNAL identities must be numeric uids (the spec allows refusing
@@ -14,10 +16,13 @@
 //!   reads cannot make us queue unbounded ERROR replies.
 
 mod command;
+pub mod keyring;
 #[cfg(test)]
 mod tests;
 
 use command::Command;
+use keyring::Keyring;
+use sha1::{Digest, Sha1};
 
 /// Longest line, `\r\n` included (dbus-daemon's bound on its whole auth
 /// input buffer).
@@ -31,21 +36,27 @@ pub const MAX_AUTH_LINES: u32 = 1000;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mechanism {
     External,
+    CookieSha1,
     Anonymous,
 }
 
 impl Mechanism {
-    /// Every mechanism, in the order REJECTED lists them (preference order).
-    pub const ALL: [Mechanism; 2] = [Mechanism::External, Mechanism::Anonymous];
+    /// Every mechanism, in the order REJECTED lists them (dbus-daemon's).
+    pub const ALL: [Mechanism; 3] = [
+        Mechanism::External,
+        Mechanism::CookieSha1,
+        Mechanism::Anonymous,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Mechanism::External => "EXTERNAL",
+            Mechanism::CookieSha1 => "DBUS_COOKIE_SHA1",
             Mechanism::Anonymous => "ANONYMOUS",
         }
     }
 
-    /// `None` for names we do not implement (DBUS_COOKIE_SHA1 among them).
+    /// `None` for names we do not implement.
     pub fn from_name(name: &str) -> Option<Mechanism> {
         Mechanism::ALL.into_iter().find(|m| m.name() == name)
     }
@@ -64,6 +75,9 @@ pub struct AuthConfig {
     pub guid: String,
     /// Whether the transport can carry fds (true for unix sockets).
     pub unix_fd_supported: bool,
+    /// The daemon user's DBUS_COOKIE_SHA1 keyring; without one that
+    /// mechanism is not offered.
+    pub keyring: Option<Keyring>,
 }
 
 impl AuthConfig {
@@ -74,6 +88,7 @@ impl AuthConfig {
             allow_anonymous: false,
             guid: guid.into(),
             unix_fd_supported: true,
+            keyring: None,
         }
     }
 
@@ -98,9 +113,15 @@ impl AuthConfig {
             }
             listed
         };
+        let keyring = if mechanisms.contains(&Mechanism::CookieSha1) {
+            Keyring::of_current_user()
+        } else {
+            None
+        };
         AuthConfig {
             mechanisms,
             allow_anonymous,
+            keyring,
             ..AuthConfig::new(guid)
         }
     }
@@ -109,6 +130,7 @@ impl AuthConfig {
         let listed = self.mechanisms.contains(&mechanism);
         match mechanism {
             Mechanism::External => listed,
+            Mechanism::CookieSha1 => listed && self.keyring.is_some(),
             Mechanism::Anonymous => listed && self.allow_anonymous,
         }
     }
@@ -117,7 +139,8 @@ impl AuthConfig {
 /// Who the peer proved to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AuthIdentity {
-    /// EXTERNAL: the uid, always equal to the socket's `SO_PEERCRED` uid.
+    /// EXTERNAL: the uid, always equal to the socket's `SO_PEERCRED` uid;
+    /// DBUS_COOKIE_SHA1: the uid the daemon runs as.
     Uid(u32),
     /// ANONYMOUS: no identity at all.
     Anonymous,
@@ -150,7 +173,7 @@ pub enum AuthError {
 }
 
 /// The conversation states of the spec's server state diagram.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum State {
     /// Nothing read yet: the next byte must be the credentials nul.
     WaitingForNul,
@@ -159,20 +182,29 @@ enum State {
     /// challenge and wait for the identity (or an empty DATA: "use my
     /// socket credentials").
     WaitingForExternalData,
+    /// DBUS_COOKIE_SHA1: we sent our challenge for cookie `cookie_id` and
+    /// wait for the client's challenge and hash.
+    WaitingForCookieHash {
+        cookie_id: u32,
+        challenge: String,
+    },
     /// OK sent; NEGOTIATE_UNIX_FD or BEGIN may follow.
     WaitingForBegin,
     Begun,
 }
 
 /// One connection's side of the conversation.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct SaslServer {
     state: State,
     offer_external: bool,
     offer_anonymous: bool,
+    keyring: Option<Keyring>,
     unix_fd_supported: bool,
     guid: String,
-    peer_uid: u32,
+    /// The kernel's word on the peer's uid; None over tcp, where EXTERNAL
+    /// therefore always fails (as in dbus-daemon).
+    peer_uid: Option<u32>,
     identity: Option<AuthIdentity>,
     unix_fd_negotiated: bool,
     failures: u32,
@@ -186,12 +218,17 @@ enum Step {
 }
 
 impl SaslServer {
-    /// `peer_uid` comes from the kernel (`SO_PEERCRED`), never from the peer.
-    pub fn new(cfg: &AuthConfig, peer_uid: u32) -> SaslServer {
+    /// `peer_uid` comes from the kernel (`SO_PEERCRED`), never from the
+    /// peer; None when the transport cannot tell (tcp).
+    pub fn new(cfg: &AuthConfig, peer_uid: Option<u32>) -> SaslServer {
         SaslServer {
             state: State::WaitingForNul,
             offer_external: cfg.offers(Mechanism::External),
             offer_anonymous: cfg.offers(Mechanism::Anonymous),
+            keyring: cfg
+                .keyring
+                .clone()
+                .filter(|_| cfg.offers(Mechanism::CookieSha1)),
             unix_fd_supported: cfg.unix_fd_supported,
             guid: cfg.guid.clone(),
             peer_uid,
@@ -260,6 +297,7 @@ impl SaslServer {
         match self.state {
             State::WaitingForAuth => self.waiting_for_auth(command, out),
             State::WaitingForExternalData => self.waiting_for_external_data(command, out),
+            State::WaitingForCookieHash { .. } => self.waiting_for_cookie_hash(command, out),
             State::WaitingForBegin => self.waiting_for_begin(command, out),
             // feed() never calls us in these states.
             State::WaitingForNul | State::Begun => Ok(Step::Continue),
@@ -300,7 +338,10 @@ impl SaslServer {
             Command::Data(hex) => match command::decode_hex(hex) {
                 None => send_error(out, "Invalid hex encoding"),
                 // The answer to our empty challenge: "use my credentials".
-                Some(identity) if identity.is_empty() => self.accept_external(self.peer_uid, out),
+                Some(identity) if identity.is_empty() => match self.peer_uid {
+                    Some(uid) => self.accept_external(uid, out),
+                    None => self.reject(out)?,
+                },
                 Some(identity) => self.external_identity(&identity, out)?,
             },
             Command::Begin => return Err(AuthError::BeginBeforeOk),
@@ -308,6 +349,86 @@ impl SaslServer {
             Command::Unknown => send_error(out, "Unknown command"),
         }
         Ok(Step::Continue)
+    }
+
+    fn waiting_for_cookie_hash(
+        &mut self,
+        command: Command,
+        out: &mut Vec<u8>,
+    ) -> Result<Step, AuthError> {
+        match command {
+            Command::Auth { .. } => send_error(out, "Sent AUTH while another AUTH in progress"),
+            Command::Cancel | Command::Error => self.reject(out)?,
+            Command::Data(hex) => match command::decode_hex(hex) {
+                None => send_error(out, "Invalid hex encoding"),
+                Some(response) => self.cookie_response(&response, out)?,
+            },
+            Command::Begin => return Err(AuthError::BeginBeforeOk),
+            Command::NegotiateUnixFd => send_error(out, "Need to authenticate first"),
+            Command::Unknown => send_error(out, "Unknown command"),
+        }
+        Ok(Step::Continue)
+    }
+
+    /// DBUS_COOKIE_SHA1's first step: the client names the user it is
+    /// (a name or a uid). Only the daemon's own user can be proven (as in
+    /// dbus-daemon: another user's home is theirs to booby-trap); we answer
+    /// with the context, a cookie id and our challenge.
+    fn cookie_start(&mut self, identity: &[u8], out: &mut Vec<u8>) -> Result<(), AuthError> {
+        let Some(keyring) = &self.keyring else {
+            return self.reject(out);
+        };
+        let names_us = std::str::from_utf8(identity).is_ok_and(|id| keyring.names_owner(id));
+        if !names_us {
+            return self.reject(out);
+        }
+        let (cookie, challenge) = match (keyring.best(), keyring::random_bytes::<16>()) {
+            (Ok(cookie), Ok(challenge)) => (cookie, keyring::hex(&challenge)),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!("DBUS_COOKIE_SHA1 unavailable: {e}");
+                return self.reject(out);
+            }
+        };
+        let data = format!("{} {} {challenge}", keyring::CONTEXT, cookie.id);
+        out.extend_from_slice(b"DATA ");
+        out.extend_from_slice(keyring::hex(data.as_bytes()).as_bytes());
+        out.extend_from_slice(b"\r\n");
+        self.state = State::WaitingForCookieHash {
+            cookie_id: cookie.id,
+            challenge,
+        };
+        Ok(())
+    }
+
+    /// DBUS_COOKIE_SHA1's second step: "<client challenge> <hash>", the
+    /// hash being the hex SHA-1 of "<our challenge>:<client
+    /// challenge>:<cookie>".
+    fn cookie_response(&mut self, response: &[u8], out: &mut Vec<u8>) -> Result<(), AuthError> {
+        let State::WaitingForCookieHash {
+            cookie_id,
+            challenge,
+        } = self.state.clone()
+        else {
+            return self.reject(out);
+        };
+        let text = String::from_utf8_lossy(response);
+        let Some((client_challenge, hash)) = text.split_once([' ', '\t']) else {
+            return self.reject(out);
+        };
+        let hash = hash.trim_start_matches([' ', '\t']);
+        let cookie = self.keyring.as_ref().and_then(|k| k.get(cookie_id));
+        let (Some(cookie), Some(uid)) = (cookie, self.keyring.as_ref().map(Keyring::uid)) else {
+            return self.reject(out);
+        };
+        if client_challenge.is_empty() || hash.is_empty() {
+            return self.reject(out);
+        }
+        let expected = Sha1::digest(format!("{challenge}:{client_challenge}:{}", cookie.hex));
+        if hash != keyring::hex(&expected) {
+            return self.reject(out);
+        }
+        self.accept(AuthIdentity::Uid(uid), out);
+        Ok(())
     }
 
     fn waiting_for_begin(
@@ -342,6 +463,7 @@ impl SaslServer {
     fn offers(&self, mechanism: Mechanism) -> bool {
         match mechanism {
             Mechanism::External => self.offer_external,
+            Mechanism::CookieSha1 => self.keyring.is_some(),
             Mechanism::Anonymous => self.offer_anonymous,
         }
     }
@@ -365,6 +487,7 @@ impl SaslServer {
                 Ok(())
             }
             Mechanism::External => self.external_identity(&response, out),
+            Mechanism::CookieSha1 => self.cookie_start(&response, out),
             // The optional "trace" text must be UTF-8; it means nothing.
             Mechanism::Anonymous if std::str::from_utf8(&response).is_err() => self.reject(out),
             Mechanism::Anonymous => {
@@ -378,7 +501,7 @@ impl SaslServer {
     /// the kernel reported for the socket.
     fn external_identity(&mut self, identity: &[u8], out: &mut Vec<u8>) -> Result<(), AuthError> {
         match parse_uid(identity) {
-            Some(uid) if uid == self.peer_uid => {
+            Some(uid) if Some(uid) == self.peer_uid => {
                 self.accept_external(uid, out);
                 Ok(())
             }

@@ -2,19 +2,48 @@
 //! sockets systemd hands over (`LISTEN_FDS`).
 
 use std::io;
+use std::net::{
+    IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr as IpSocketAddr, TcpListener, ToSocketAddrs,
+};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
 use std::path::{Path, PathBuf};
 
-use quickbus_wire::address::{escape_value, parse_addresses, UnixAddress};
+use quickbus_wire::address::{
+    escape_value, parse_addresses, AddressEntry, Family, TcpAddress, UnixAddress,
+};
 
-/// A bound listening socket and the address clients use to reach it.
+use crate::nonce::{NonceFile, NONCE_LEN};
+use crate::socket::ListenSocket;
+
+/// The bound listening sockets of one address and the address clients use
+/// to reach them (a tcp host may resolve to several addresses, each with a
+/// socket, as in dbus-daemon).
 pub struct Listener {
-    pub socket: UnixListener,
+    pub sockets: Vec<ListenSocket>,
     /// The connectable address, escaped, without the guid.
     pub address: String,
     /// A socket file we created and remove on exit.
     pub cleanup: Option<PathBuf>,
+    /// nonce-tcp: the nonce every peer must send first (its file goes when
+    /// the listener does).
+    pub nonce: Option<NonceFile>,
+}
+
+impl Listener {
+    fn unix(socket: UnixListener, address: String, cleanup: Option<PathBuf>) -> Listener {
+        Listener {
+            sockets: vec![ListenSocket::Unix(socket)],
+            address,
+            cleanup,
+            nonce: None,
+        }
+    }
+
+    /// The nonce peers must send first, if any.
+    pub fn nonce_bytes(&self) -> Option<[u8; NONCE_LEN]> {
+        self.nonce.as_ref().map(NonceFile::nonce)
+    }
 }
 
 impl Drop for Listener {
@@ -33,17 +62,98 @@ pub fn bind_all(addresses: &str) -> io::Result<Vec<Listener>> {
             format!("address '{addresses}': {e}"),
         )
     })?;
+    let invalid = |e: quickbus_wire::address::AddressError| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("address '{addresses}': {e}"),
+        )
+    };
     let mut out = Vec::new();
     for entry in parsed {
-        let unix = UnixAddress::try_from(&entry).map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("address '{addresses}': {e}"),
-            )
-        })?;
-        out.push(bind(&unix)?);
+        let listener = match entry.transport() {
+            "tcp" | "nonce-tcp" => bind_tcp(&TcpAddress::try_from(&entry).map_err(invalid)?)?,
+            _ => bind(&UnixAddress::try_from(&entry).map_err(invalid)?)?,
+        };
+        out.push(listener);
     }
     Ok(out)
+}
+
+/// Listen on a `tcp:` or `nonce-tcp:` address as dbus-daemon does
+/// (`_dbus_server_new_for_tcp_socket`): `bind` (default the host, `*` every
+/// interface) is resolved and every address it names gets a socket; port 0
+/// (the default) lets the kernel choose one for the first and the rest
+/// share it. The printed address names the host, the port, the family
+/// when only one was bound, and for nonce-tcp the nonce file.
+pub fn bind_tcp(tcp: &TcpAddress) -> io::Result<Listener> {
+    let host = tcp.host.as_deref().unwrap_or("localhost");
+    let bind = tcp.bind.as_deref().unwrap_or(host);
+    let mut port = tcp.port.unwrap_or(0);
+    let wanted = |ip: &IpAddr| match tcp.family {
+        None => true,
+        Some(Family::Ipv4) => ip.is_ipv4(),
+        Some(Family::Ipv6) => ip.is_ipv6(),
+    };
+    let candidates: Vec<IpAddr> = if bind == "*" {
+        vec![
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        ]
+    } else {
+        (bind, 0)
+            .to_socket_addrs()
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot resolve '{bind}': {e}")))?
+            .map(|a| a.ip())
+            .collect()
+    };
+    let mut sockets = Vec::new();
+    let mut families = Vec::new();
+    let mut last_error = None;
+    for ip in candidates.into_iter().filter(wanted) {
+        match TcpListener::bind(IpSocketAddr::new(ip, port)) {
+            Ok(socket) => {
+                // Port 0: the first socket's port is every other's.
+                port = socket.local_addr()?.port();
+                families.push(if ip.is_ipv4() {
+                    Family::Ipv4
+                } else {
+                    Family::Ipv6
+                });
+                sockets.push(ListenSocket::Tcp(socket));
+            }
+            Err(e) => last_error = Some(io::Error::new(e.kind(), format!("{ip}: {e}"))),
+        }
+    }
+    if sockets.is_empty() {
+        let why =
+            last_error.map_or_else(|| "no address of that family".to_owned(), |e| e.to_string());
+        return Err(io::Error::new(
+            io::ErrorKind::AddrNotAvailable,
+            format!("cannot listen on tcp host '{bind}': {why}"),
+        ));
+    }
+    let transport = if tcp.nonce { "nonce-tcp" } else { "tcp" };
+    let mut pairs = vec![
+        ("host".to_owned(), host.to_owned()),
+        ("port".to_owned(), port.to_string()),
+    ];
+    if families.iter().all(|f| *f == families[0]) {
+        pairs.push(("family".to_owned(), families[0].name().to_owned()));
+    }
+    let nonce = if tcp.nonce {
+        let file = NonceFile::create()?;
+        let path = file.path().to_string_lossy().into_owned();
+        pairs.push(("noncefile".to_owned(), path));
+        Some(file)
+    } else {
+        None
+    };
+    Ok(Listener {
+        sockets,
+        address: AddressEntry::new(transport, pairs).to_string(),
+        cleanup: None,
+        nonce,
+    })
 }
 
 pub fn bind(address: &UnixAddress) -> io::Result<Listener> {
@@ -96,11 +206,7 @@ fn bind_path(path: &Path) -> io::Result<Listener> {
         "unix:path={}",
         escape_value(path.as_os_str().as_encoded_bytes())
     );
-    Ok(Listener {
-        socket,
-        address,
-        cleanup: Some(path.to_path_buf()),
-    })
+    Ok(Listener::unix(socket, address, Some(path.to_path_buf())))
 }
 
 fn bind_abstract(name: &[u8]) -> io::Result<Listener> {
@@ -114,11 +220,11 @@ fn bind_abstract(name: &[u8]) -> io::Result<Listener> {
             ),
         )
     })?;
-    Ok(Listener {
+    Ok(Listener::unix(
         socket,
-        address: format!("unix:abstract={}", escape_value(name)),
-        cleanup: None,
-    })
+        format!("unix:abstract={}", escape_value(name)),
+        None,
+    ))
 }
 
 /// `dbus-` and ten random alphanumerics, like dbus-daemon's names.
@@ -154,11 +260,7 @@ pub fn from_systemd() -> io::Result<Vec<Listener>> {
                 "a socket passed by systemd is not a named unix socket",
             ));
         };
-        out.push(Listener {
-            socket,
-            address,
-            cleanup: None,
-        });
+        out.push(Listener::unix(socket, address, None));
     }
     Ok(out)
 }
@@ -216,7 +318,58 @@ mod tests {
 
     #[test]
     fn bad_addresses_are_refused_with_the_address_named() {
-        let err = bind_all("tcp:host=localhost").err().unwrap();
-        assert!(err.to_string().contains("tcp:host=localhost"), "{err}");
+        let err = bind_all("tcp:host=localhost,port=x").err().unwrap();
+        assert!(
+            err.to_string().contains("tcp:host=localhost,port=x"),
+            "{err}"
+        );
+        let err = bind_all("launchd:env=X").err().unwrap();
+        assert!(err.to_string().contains("launchd"), "{err}");
+    }
+
+    fn tcp(address: &str) -> TcpAddress {
+        TcpAddress::try_from(&AddressEntry::parse(address).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn tcp_port_0_picks_a_port_the_address_names() {
+        let l = bind_tcp(&tcp("tcp:host=127.0.0.1,port=0")).unwrap();
+        let port = match &l.sockets[..] {
+            [ListenSocket::Tcp(socket)] => socket.local_addr().unwrap().port(),
+            _ => panic!("one tcp socket expected"),
+        };
+        assert_ne!(port, 0);
+        assert_eq!(
+            l.address,
+            format!("tcp:host=127.0.0.1,port={port},family=ipv4")
+        );
+        std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        assert!(l.nonce.is_none());
+    }
+
+    #[test]
+    fn tcp_bind_and_family_choose_the_sockets() {
+        let l = bind_tcp(&tcp("tcp:host=example.invalid,bind=127.0.0.1,family=ipv4")).unwrap();
+        assert!(
+            l.address.starts_with("tcp:host=example.invalid,port="),
+            "{}",
+            l.address
+        );
+        assert!(bind_tcp(&tcp("tcp:host=127.0.0.1,family=ipv6")).is_err());
+    }
+
+    #[test]
+    fn nonce_tcp_names_its_nonce_file() {
+        let l = bind_tcp(&tcp("nonce-tcp:host=127.0.0.1")).unwrap();
+        assert!(
+            l.address.starts_with("nonce-tcp:host=127.0.0.1,port="),
+            "{}",
+            l.address
+        );
+        let entry = AddressEntry::parse(&l.address).unwrap();
+        let file = PathBuf::from(entry.get("noncefile").unwrap());
+        assert_eq!(std::fs::read(&file).unwrap(), l.nonce_bytes().unwrap());
+        drop(l);
+        assert!(!file.exists());
     }
 }

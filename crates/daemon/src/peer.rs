@@ -13,6 +13,17 @@ use crate::userdb::CachedUserDb;
 /// dbus-daemon quotes at most this many bytes of a peer's command line.
 const COMM_MAX: usize = 50;
 
+/// A peer the kernel cannot tell us about (tcp): no uid (`u32::MAX` names
+/// nobody), no pid, no groups. Only ANONYMOUS can authenticate it.
+pub fn unidentified() -> Credentials {
+    Credentials {
+        uid: u32::MAX,
+        gid: u32::MAX,
+        user_groups: quickbus_bus::UserGroups::Known(Vec::new()),
+        ..Credentials::default()
+    }
+}
+
 /// Everything known about the peer at the other end of `socket`.
 pub fn identify(socket: impl AsFd, users: &mut CachedUserDb) -> io::Result<Credentials> {
     let mut creds = crate::sys::peer_credentials(socket)?;

@@ -6,11 +6,9 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io;
-use std::os::unix::net::UnixListener as StdListener;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use mio::net::{UnixListener, UnixStream};
 use mio::{Events, Interest, Poll, Token};
 use quickbus_bus::{Action, Bus, ConnId, Credentials};
 use quickbus_wire::{frame_length, ErrorKind, Message};
@@ -23,7 +21,9 @@ use crate::activation::Launcher;
 use crate::auth::{AuthConfig, AuthProgress, SaslServer};
 use crate::flow::{self, OutBounds};
 use crate::idle_buffers::IdleBuffers;
+use crate::nonce::NONCE_LEN;
 use crate::service_file::ServiceFile;
+use crate::socket::{ListenSocket, Listening, Stream};
 use crate::transport::{OutItem, ReadStatus, Transport};
 
 mod backpressure;
@@ -88,8 +88,17 @@ pub struct ServerOptions {
 }
 
 enum Phase {
-    Authenticating { sasl: SaslServer },
-    Running { id: ConnId },
+    /// nonce-tcp: the 16 bytes of the nonce file must come first.
+    Nonce {
+        expected: [u8; NONCE_LEN],
+        sasl: SaslServer,
+    },
+    Authenticating {
+        sasl: SaslServer,
+    },
+    Running {
+        id: ConnId,
+    },
 }
 
 struct Conn {
@@ -128,7 +137,9 @@ pub enum Exit {
 
 pub struct Server {
     poll: Poll,
-    listeners: Vec<UnixListener>,
+    /// Each listening socket, with the nonce its peers must send first
+    /// (nonce-tcp).
+    listeners: Vec<(Listening, Option<[u8; NONCE_LEN]>)>,
     conns: FastMap<Token, Conn>,
     tokens: FastMap<ConnId, Token>,
     next_token: usize,
@@ -172,19 +183,22 @@ struct Spare {
 }
 
 impl Server {
-    pub fn new(listeners: Vec<StdListener>, bus: Bus, opts: ServerOptions) -> io::Result<Server> {
+    pub fn new(
+        listeners: Vec<(ListenSocket, Option<[u8; NONCE_LEN]>)>,
+        bus: Bus,
+        opts: ServerOptions,
+    ) -> io::Result<Server> {
         let poll = Poll::new()?;
         // SIGCHLD: an activated service exited (see reap_services).
         let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD])?;
         poll.registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)?;
         let mut registered = Vec::with_capacity(listeners.len());
-        for (i, l) in listeners.into_iter().enumerate() {
-            l.set_nonblocking(true)?;
-            let mut l = UnixListener::from_std(l);
+        for (i, (l, nonce)) in listeners.into_iter().enumerate() {
+            let mut l = l.into_mio()?;
             poll.registry()
                 .register(&mut l, Token(FIRST_LISTENER + i), Interest::READABLE)?;
-            registered.push(l);
+            registered.push((l, nonce));
         }
         let user_bounds = opts.out_bounds.per_user();
         Ok(Server {
@@ -392,12 +406,12 @@ impl Server {
 
     fn accept(&mut self, index: usize) {
         loop {
-            let accepted = match self.listeners.get(index) {
-                Some(l) => l.accept(),
+            let (accepted, nonce) = match self.listeners.get(index) {
+                Some((l, nonce)) => (l.accept(), *nonce),
                 None => return,
             };
             let stream = match accepted {
-                Ok((stream, _)) => stream,
+                Ok(stream) => stream,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
@@ -406,11 +420,11 @@ impl Server {
                     return;
                 }
             };
-            self.add_connection(stream);
+            self.add_connection(stream, nonce);
         }
     }
 
-    fn add_connection(&mut self, mut stream: UnixStream) {
+    fn add_connection(&mut self, mut stream: Stream, nonce: Option<[u8; NONCE_LEN]>) {
         // Completed connections are bounded by the bus at Hello (with the
         // LimitsExceeded reply dbus-daemon gives); here only what could
         // exhaust fds: the authenticating ones and an overall cap.
@@ -426,12 +440,16 @@ impl Server {
             );
             return;
         }
-        let creds = match crate::peer::identify(&stream, &mut self.user_db) {
-            Ok(c) => c,
-            Err(e) => {
-                warn!("refusing connection: no peer credentials: {e}");
-                return;
+        let creds = if stream.is_unix() {
+            match crate::peer::identify(&stream, &mut self.user_db) {
+                Ok(c) => c,
+                Err(e) => {
+                    warn!("refusing connection: no peer credentials: {e}");
+                    return;
+                }
             }
+        } else {
+            crate::peer::unidentified()
         };
         if let Err(e) = crate::socket_buffers::apply(&stream, self.opts.socket_buffer_bytes) {
             // The connection works with the kernel's default buffers.
@@ -450,14 +468,27 @@ impl Server {
             warn!("refusing connection: cannot register it: {e}");
             return;
         }
-        let sasl = SaslServer::new(&self.opts.auth, creds.uid);
+        let sasl = if stream.is_unix() {
+            SaslServer::new(&self.opts.auth, Some(creds.uid))
+        } else {
+            // Over tcp: no uid for EXTERNAL, no fds to pass.
+            let auth = AuthConfig {
+                unix_fd_supported: false,
+                ..self.opts.auth.clone()
+            };
+            SaslServer::new(&auth, None)
+        };
+        let phase = match nonce {
+            Some(expected) => Phase::Nonce { expected, sasl },
+            None => Phase::Authenticating { sasl },
+        };
         let user = self.users.tally(creds.uid);
         debug!(uid = creds.uid, pid = ?creds.pid, "new connection");
         self.conns.insert(
             token,
             Conn {
                 transport: Transport::new(stream),
-                phase: Phase::Authenticating { sasl },
+                phase,
                 creds,
                 flow: flow::Receiver::default(),
                 user,
@@ -548,6 +579,18 @@ impl Server {
                 return Ok(());
             };
             match &mut conn.phase {
+                Phase::Nonce { expected, sasl } => {
+                    let input = conn.transport.input();
+                    if input.len() < NONCE_LEN {
+                        return Ok(());
+                    }
+                    if input[..NONCE_LEN] != expected[..] {
+                        return Err("the nonce-tcp nonce does not match".into());
+                    }
+                    conn.transport.consume(NONCE_LEN);
+                    let sasl = sasl.clone();
+                    conn.phase = Phase::Authenticating { sasl };
+                }
                 Phase::Authenticating { sasl } => {
                     let mut reply = Vec::new();
                     let progress = sasl
@@ -567,8 +610,21 @@ impl Server {
                             conn.transport.consume(consumed);
                             let unix_fds = sasl.unix_fd_negotiated();
                             conn.transport.set_fd_passing(unix_fds);
-                            conn.creds.anonymous =
-                                sasl.authenticated() == Some(crate::auth::AuthIdentity::Anonymous);
+                            match sasl.authenticated() {
+                                Some(crate::auth::AuthIdentity::Anonymous) => {
+                                    conn.creds.anonymous = true;
+                                }
+                                // DBUS_COOKIE_SHA1 proved who the peer is
+                                // where the socket could not (tcp): the
+                                // bus knows it by that uid, as dbus-daemon.
+                                Some(crate::auth::AuthIdentity::Uid(uid))
+                                    if uid != conn.creds.uid =>
+                                {
+                                    conn.creds.uid = uid;
+                                    conn.creds.user_groups = self.user_db.groups_of(uid);
+                                }
+                                _ => {}
+                            }
                             let id = self.bus.add_connection(conn.creds.clone(), unix_fds);
                             conn.phase = Phase::Running { id };
                             self.tokens.insert(id, token);
@@ -666,7 +722,7 @@ impl Server {
             // and what the socket did not take.
             let id = match conn.phase {
                 Phase::Running { id } => Some(id),
-                Phase::Authenticating { .. } => None,
+                Phase::Nonce { .. } | Phase::Authenticating { .. } => None,
             };
             let before = (conn.transport.queued_bytes(), conn.transport.queued_fds());
             let flushed = conn.transport.flush();
@@ -735,7 +791,7 @@ impl Server {
         // Its whole queue leaves its user's tally, written or not.
         let held = (conn.transport.queued_bytes(), conn.transport.queued_fds());
         match conn.phase {
-            Phase::Authenticating { .. } => {
+            Phase::Nonce { .. } | Phase::Authenticating { .. } => {
                 self.incomplete -= 1;
                 debug!(
                     uid = conn.creds.uid,

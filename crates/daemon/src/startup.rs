@@ -199,10 +199,12 @@ fn serve(
         reload: reloader(opts.clone()),
         launcher,
     };
-    let sockets = listeners
-        .iter()
-        .map(|l| l.socket.try_clone())
-        .collect::<io::Result<Vec<_>>>()?;
+    let mut sockets = Vec::new();
+    for listener in &listeners {
+        for socket in &listener.sockets {
+            sockets.push((socket.try_clone()?, listener.nonce_bytes()));
+        }
+    }
     let mut server = Server::new(sockets, bus, server_opts)?;
     info!("listening on {address}");
     server.run()?;

@@ -8,8 +8,8 @@ use std::io::IoSlice;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
+use crate::socket::Stream;
 use bytes::{Bytes, BytesMut};
-use mio::net::UnixStream;
 use rustix::io::Errno;
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 use smallvec::SmallVec;
@@ -73,7 +73,7 @@ pub enum ReadStatus {
 }
 
 pub struct Transport {
-    pub stream: UnixStream,
+    pub stream: Stream,
     inbuf: BytesMut,
     read_window: usize,
     /// Total size of the frame at the front of `inbuf` once known and
@@ -95,7 +95,7 @@ pub struct Transport {
 }
 
 impl Transport {
-    pub fn new(stream: UnixStream) -> Transport {
+    pub fn new(stream: Stream) -> Transport {
         Transport {
             stream,
             // Allocated by the first read: an idle connection holds none.
@@ -337,7 +337,10 @@ mod tests {
     fn pair() -> (Transport, StdStream) {
         let (a, b) = StdStream::pair().unwrap();
         a.set_nonblocking(true).unwrap();
-        (Transport::new(UnixStream::from_std(a)), b)
+        (
+            Transport::new(Stream::Unix(mio::net::UnixStream::from_std(a))),
+            b,
+        )
     }
 
     #[test]

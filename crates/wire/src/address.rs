@@ -5,9 +5,10 @@
 //! every value percent-escaped. Bytes of the set `[-0-9A-Za-z_/.\*]` may
 //! appear as they are; every other byte must be written `%XX`.
 //!
-//! [`parse_addresses`] gives the generic view ([`AddressEntry`]); the unix
-//! transport, the only one quickbus speaks, has a typed view
-//! ([`UnixAddress`]) used both to listen (daemon) and to connect (client).
+//! [`parse_addresses`] gives the generic view ([`AddressEntry`]); the
+//! transports quickbus speaks have typed views ([`UnixAddress`],
+//! [`TcpAddress`] for `tcp:` and `nonce-tcp:`) used both to listen (daemon)
+//! and to connect (client).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -80,7 +81,7 @@ impl fmt::Display for AddressError {
             AddressError::UnknownTransport { transport } => {
                 write!(
                     f,
-                    "unknown transport '{transport}' (only 'unix' is supported)"
+                    "unsupported transport '{transport}' (quickbus speaks unix, tcp and nonce-tcp)"
                 )
             }
             AddressError::MissingKey {
@@ -362,6 +363,86 @@ impl TryFrom<AddressEntry> for UnixAddress {
     }
 }
 
+/// An IP address family, as `family=` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Ipv4,
+    Ipv6,
+}
+
+impl Family {
+    /// The value of `family=`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Ipv4 => "ipv4",
+            Family::Ipv6 => "ipv6",
+        }
+    }
+}
+
+/// The typed view of a `tcp:` or `nonce-tcp:` entry.
+///
+/// To listen: `host` (default `localhost`) is what the printed address
+/// names, `bind` (default: the host; `*`: every interface) what the socket
+/// binds to, port 0 (the default) lets the kernel pick. To connect: `host`
+/// and `port` are needed, and `noncefile` for nonce-tcp.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpAddress {
+    /// `nonce-tcp:`: a peer first sends the 16 bytes of the nonce file.
+    pub nonce: bool,
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub family: Option<Family>,
+    pub bind: Option<String>,
+    pub noncefile: Option<PathBuf>,
+}
+
+impl TryFrom<&AddressEntry> for TcpAddress {
+    type Error = AddressError;
+
+    /// Unknown keys (guid, and keys a newer peer may add) are left to the
+    /// caller, as libdbus does.
+    fn try_from(entry: &AddressEntry) -> Result<TcpAddress, AddressError> {
+        let nonce = match entry.transport() {
+            "tcp" => false,
+            "nonce-tcp" => true,
+            other => {
+                return Err(AddressError::UnknownTransport {
+                    transport: other.to_owned(),
+                })
+            }
+        };
+        let port = match entry.get("port") {
+            None => None,
+            Some(value) => Some(value.parse::<u16>().map_err(|_| AddressError::BadValue {
+                key: "port".into(),
+                value: value.to_owned(),
+                expected: "a port number from 0 to 65535",
+            })?),
+        };
+        let family = match entry.get("family") {
+            None => None,
+            Some("ipv4") => Some(Family::Ipv4),
+            Some("ipv6") => Some(Family::Ipv6),
+            Some(other) => {
+                return Err(AddressError::BadValue {
+                    key: "family".into(),
+                    value: other.to_owned(),
+                    expected: "'ipv4' or 'ipv6'",
+                })
+            }
+        };
+        Ok(TcpAddress {
+            nonce,
+            host: entry.get("host").map(str::to_owned),
+            port,
+            family,
+            bind: entry.get("bind").map(str::to_owned),
+            noncefile: entry.get("noncefile").map(PathBuf::from),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,8 +627,8 @@ mod tests {
     #[test]
     fn unix_views_refuse_other_transports_and_bad_key_sets() {
         assert_eq!(
-            unix("tcp:host=localhost").unwrap_err().to_string(),
-            "unknown transport 'tcp' (only 'unix' is supported)"
+            unix("launchd:env=X").unwrap_err().to_string(),
+            "unsupported transport 'launchd' (quickbus speaks unix, tcp and nonce-tcp)"
         );
         assert_eq!(
             unix("unix:guid=0123456789abcdef0123456789abcdef")
@@ -573,5 +654,35 @@ mod tests {
             unix("unix:runtime=no").unwrap_err().to_string(),
             "key 'runtime' has value 'no', expected 'yes'"
         );
+    }
+
+    fn tcp(address: &str) -> Result<TcpAddress, AddressError> {
+        TcpAddress::try_from(&AddressEntry::parse(address)?)
+    }
+
+    #[test]
+    fn tcp_entries_have_a_typed_view() {
+        let t = tcp("tcp:host=127.0.0.1,port=0,family=ipv4,bind=*").unwrap();
+        assert!(!t.nonce);
+        assert_eq!(t.host.as_deref(), Some("127.0.0.1"));
+        assert_eq!(t.port, Some(0));
+        assert_eq!(t.family, Some(Family::Ipv4));
+        assert_eq!(t.bind.as_deref(), Some("*"));
+        let n = tcp("nonce-tcp:host=localhost,port=4242,noncefile=/tmp/n%20x").unwrap();
+        assert!(n.nonce);
+        assert_eq!(n.noncefile, Some(PathBuf::from("/tmp/n x")));
+        assert_eq!(tcp("tcp:").unwrap().port, None);
+        assert!(matches!(
+            tcp("tcp:port=65536"),
+            Err(AddressError::BadValue { .. })
+        ));
+        assert!(matches!(
+            tcp("tcp:family=ipx"),
+            Err(AddressError::BadValue { .. })
+        ));
+        assert!(matches!(
+            tcp("unix:path=/x"),
+            Err(AddressError::UnknownTransport { .. })
+        ));
     }
 }

@@ -133,6 +133,14 @@ impl MessageBuilder {
         for value in &self.body {
             body.value(value.signature().as_bytes(), value, 0)?;
         }
+        // Receivers accept an fd index that points at no fd (libdbus
+        // does); our own messages never carry one.
+        let fds = self.unix_fds.unwrap_or(0);
+        if self.body.iter().any(|value| indexes_fd_from(value, fds)) {
+            return Err(Error::value(
+                "unix fd index not below the UNIX_FDS header field",
+            ));
+        }
         let header = self.header(serial, &signature, body.buf.len())?;
         if header.len() + body.buf.len() > MAX_MESSAGE_SIZE {
             return Err(Error::too_large("message longer than 128 MiB"));
@@ -227,6 +235,19 @@ impl MessageBuilder {
     }
 }
 
+/// Whether `value` holds an fd index of `fds` or above.
+fn indexes_fd_from(value: &Value, fds: u32) -> bool {
+    match value {
+        Value::UnixFd(index) => *index >= fds,
+        Value::Array { items, .. } | Value::Struct(items) => {
+            items.iter().any(|item| indexes_fd_from(item, fds))
+        }
+        Value::DictEntry(key, value) => indexes_fd_from(key, fds) || indexes_fd_from(value, fds),
+        Value::Variant(inner) => indexes_fd_from(inner, fds),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,7 +325,17 @@ mod tests {
         )));
         assert_eq!(body_error(vec![entry_in_variant]), ErrorKind::Signature);
         // An fd index needs a UNIX_FDS field above it.
-        assert_eq!(body_error(vec![Value::UnixFd(0)]), ErrorKind::Body);
+        assert_eq!(body_error(vec![Value::UnixFd(0)]), ErrorKind::Value);
+        let nested = Value::Variant(Box::new(Value::Struct(vec![Value::UnixFd(1)])));
+        assert_eq!(
+            call()
+                .unix_fds(1)
+                .body(vec![nested])
+                .build(1)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::Value
+        );
         assert!(call()
             .unix_fds(1)
             .body(vec![Value::UnixFd(0)])

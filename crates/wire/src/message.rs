@@ -88,7 +88,7 @@ impl Message {
         let endian = Endian::from_byte(data[0])?;
         let msg_type = MessageType::from_byte(data[1])?;
         let flags = data[2];
-        let mut fixed = Reader::new(data, 4, endian, 0);
+        let mut fixed = Reader::new(data, 4, endian);
         let body_len = fixed.u32()? as usize;
         let serial = fixed.u32()?;
         if serial == 0 {
@@ -118,7 +118,7 @@ impl Message {
             sender_field: None,
             unknown_fields: false,
         };
-        message.parse_fields(Reader::new(fields_data, 16, endian, u32::MAX))?;
+        message.parse_fields(Reader::new(fields_data, 16, endian))?;
         let signature = match message.signature {
             Some(span) => data.get(span.range()).ok_or_else(Error::truncated)?,
             None => &[],
@@ -136,7 +136,7 @@ impl Message {
         if body.len() != body_len {
             return Err(Error::truncated());
         }
-        Reader::new(body, 0, endian, message.unix_fds()).values_to_end(&signature, None)?;
+        Reader::new(body, 0, endian).values_to_end(&signature, None)?;
         message.raw = raw;
         Ok(message)
     }
@@ -324,8 +324,7 @@ impl Message {
         let mut out = Vec::new();
         let mut table = [0; MAX_SIGNATURE_LEN];
         let sig = Parsed::new(self.signature().as_bytes(), &mut table)?;
-        Reader::new(self.body(), 0, self.endian, self.unix_fds())
-            .values_to_end(&sig, Some(&mut out))?;
+        Reader::new(self.body(), 0, self.endian).values_to_end(&sig, Some(&mut out))?;
         Ok(out)
     }
 
@@ -338,7 +337,7 @@ impl Message {
         let Ok(sig) = Parsed::new(self.signature().as_bytes(), &mut table) else {
             return out;
         };
-        let mut r = Reader::new(self.body(), 0, self.endian, u32::MAX);
+        let mut r = Reader::new(self.body(), 0, self.endian);
         let mut at = 0;
         while at < sig.len() && out.len() < max {
             let arg = match sig.code(at) {

@@ -37,8 +37,11 @@ impl Bus {
     }
 
     /// Whether a peer with these credentials may connect (checked at Hello).
+    /// An anonymous peer has no user for the rules to judge: as in
+    /// dbus-daemon (libdbus never asks the bus about it), `allow_anonymous`,
+    /// without which it could not have authenticated, is the whole answer.
     pub fn allows_connection(&self, creds: &Credentials) -> bool {
-        self.policy.allows_connection(creds, self.own_uid)
+        creds.anonymous || self.policy.allows_connection(creds, self.own_uid)
     }
 
     /// Whether `to` may own `name` (RequestName).

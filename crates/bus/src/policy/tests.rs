@@ -153,6 +153,25 @@ fn connect_rules_decide_at_hello() {
 }
 
 #[test]
+fn connect_rules_do_not_judge_anonymous_peers() {
+    // A tcp peer has no uid (u32::MAX) and authenticated with ANONYMOUS,
+    // which only allow_anonymous permits: the user rules are not asked.
+    let mut h = Harness::new();
+    h.bus
+        .set_policy(policy(vec![PolicyRule::deny(RuleKind::User(None))]));
+    let named = h.bus.add_connection(creds(2000, 7), false);
+    h.send(named, call_bus("Hello", vec![]));
+    assert!(matches!(
+        h.out.pop(),
+        Some(crate::Action::Disconnect { conn, .. }) if conn == named
+    ));
+    let mut anonymous = creds(u32::MAX, 8);
+    anonymous.anonymous = true;
+    let anonymous = h.bus.add_connection(anonymous, false);
+    h.driver(anonymous, "Hello", vec![]);
+}
+
+#[test]
 fn connecting_asks_the_database_and_group_policies_the_kernel_first() {
     let mut h = Harness::new();
     let mut config = policy(vec![PolicyRule::deny(RuleKind::Group(Some(3000)))]);

@@ -1,4 +1,5 @@
 use super::*;
+use sha1::{Digest, Sha1};
 
 const GUID: &str = "0123456789abcdef0123456789abcdef";
 const UID: u32 = 1000;
@@ -20,7 +21,7 @@ fn anonymous_config() -> AuthConfig {
 
 /// A server that already got its credentials nul byte.
 fn started(cfg: &AuthConfig) -> SaslServer {
-    let mut server = SaslServer::new(cfg, UID);
+    let mut server = SaslServer::new(cfg, Some(UID));
     let mut out = Vec::new();
     assert_eq!(
         server.feed(b"\0", &mut out),
@@ -56,7 +57,7 @@ fn run_in_pieces(
     cfg: &AuthConfig,
     pieces: &[&[u8]],
 ) -> (Vec<u8>, Result<AuthProgress, AuthError>, usize, SaslServer) {
-    let mut server = SaslServer::new(cfg, UID);
+    let mut server = SaslServer::new(cfg, Some(UID));
     let mut buffer = Vec::new();
     let mut out = Vec::new();
     let mut total_consumed = 0;
@@ -91,7 +92,7 @@ fn pipelined_auth_begin_and_message_consumes_exactly_the_auth_lines() {
     let auth = pipelined_auth();
     let mut input = auth.clone().into_bytes();
     input.extend_from_slice(FIRST_MESSAGE);
-    let mut server = SaslServer::new(&config(), UID);
+    let mut server = SaslServer::new(&config(), Some(UID));
     let mut out = Vec::new();
     let progress = server.feed(&input, &mut out).unwrap();
     assert_eq!(
@@ -113,7 +114,7 @@ fn pipelined_auth_begin_and_message_consumes_exactly_the_auth_lines() {
 fn message_bytes_that_look_like_commands_are_not_consumed() {
     let auth = pipelined_auth();
     let input = format!("{auth}BEGIN\r\nAUTH\r\n");
-    let mut server = SaslServer::new(&config(), UID);
+    let mut server = SaslServer::new(&config(), Some(UID));
     let mut out = Vec::new();
     assert_eq!(
         server.feed(input.as_bytes(), &mut out),
@@ -163,7 +164,7 @@ fn every_two_piece_split_gives_the_same_result() {
 
 #[test]
 fn a_partial_line_is_left_unconsumed() {
-    let mut server = SaslServer::new(&config(), UID);
+    let mut server = SaslServer::new(&config(), Some(UID));
     let mut out = Vec::new();
     assert_eq!(
         server.feed(b"\0AUTH EXTERNAL 3130\r", &mut out),
@@ -175,7 +176,7 @@ fn a_partial_line_is_left_unconsumed() {
 
 #[test]
 fn feeding_after_begin_consumes_nothing() {
-    let mut server = SaslServer::new(&config(), UID);
+    let mut server = SaslServer::new(&config(), Some(UID));
     let mut out = Vec::new();
     server.feed(pipelined_auth().as_bytes(), &mut out).unwrap();
     out.clear();
@@ -225,7 +226,7 @@ fn external_refuses_identities_that_are_not_plain_decimal_uids() {
         "34323934393637323935",
         "3939393939393939393939",
     ] {
-        let mut server = SaslServer::new(&config(), UID);
+        let mut server = SaslServer::new(&config(), Some(UID));
         let line = format!("\0AUTH EXTERNAL {hex}\r\n");
         assert_eq!(exchange(&mut server, &line), REJECTED_EXTERNAL, "{hex}");
     }
@@ -233,7 +234,7 @@ fn external_refuses_identities_that_are_not_plain_decimal_uids() {
 
 #[test]
 fn external_accepts_uid_zero_for_root_peers() {
-    let mut server = SaslServer::new(&config(), 0);
+    let mut server = SaslServer::new(&config(), Some(0));
     assert_eq!(exchange(&mut server, "\0AUTH EXTERNAL 30\r\n"), OK);
     assert_eq!(server.authenticated(), Some(AuthIdentity::Uid(0)));
 }
@@ -462,13 +463,21 @@ fn from_config_reads_auth_element_names() {
         "EXTERNAL".into(),
     ];
     let listed = AuthConfig::from_config(&names, true, GUID);
-    assert_eq!(listed.mechanisms, vec![Mechanism::External]);
+    assert_eq!(
+        listed.mechanisms,
+        vec![Mechanism::CookieSha1, Mechanism::External]
+    );
     assert!(listed.allow_anonymous);
+    let external = AuthConfig::from_config(["EXTERNAL"], false, GUID);
+    assert!(
+        external.keyring.is_none(),
+        "no keyring unless the cookie is listed"
+    );
 }
 
 #[test]
 fn auth_elements_naming_only_unsupported_mechanisms_offer_nothing() {
-    let cfg = AuthConfig::from_config(["DBUS_COOKIE_SHA1"], true, GUID);
+    let cfg = AuthConfig::from_config(["KERBEROS_V4"], true, GUID);
     assert!(cfg.mechanisms.is_empty());
     let mut server = started(&cfg);
     let line = format!("AUTH EXTERNAL {UID_HEX}\r\n");
@@ -541,7 +550,7 @@ fn error_from_the_client_while_waiting_for_auth_rejects() {
 
 #[test]
 fn missing_nul_byte_is_fatal() {
-    let mut server = SaslServer::new(&config(), UID);
+    let mut server = SaslServer::new(&config(), Some(UID));
     expect_error(
         &mut server,
         "AUTH EXTERNAL 31303030\r\n",
@@ -551,7 +560,7 @@ fn missing_nul_byte_is_fatal() {
 
 #[test]
 fn nothing_fed_waits_for_the_nul_byte() {
-    let mut server = SaslServer::new(&config(), UID);
+    let mut server = SaslServer::new(&config(), Some(UID));
     let mut out = Vec::new();
     assert_eq!(
         server.feed(b"", &mut out),
@@ -621,7 +630,7 @@ fn long_message_after_begin_is_not_a_long_line() {
     let mut input = pipelined_auth().into_bytes();
     let auth_len = input.len();
     input.extend_from_slice(&vec![b'x'; 4 * MAX_LINE_LEN]);
-    let mut server = SaslServer::new(&config(), UID);
+    let mut server = SaslServer::new(&config(), Some(UID));
     let mut out = Vec::new();
     assert_eq!(
         server.feed(&input, &mut out),
@@ -686,7 +695,7 @@ fn begin_while_waiting_for_data_is_fatal() {
 
 #[test]
 fn begin_after_rejection_is_fatal() {
-    let mut server = SaslServer::new(&config(), UID);
+    let mut server = SaslServer::new(&config(), Some(UID));
     expect_error(
         &mut server,
         "\0AUTH EXTERNAL 30\r\nBEGIN\r\n",
@@ -752,7 +761,7 @@ fn mechanism_names_round_trip() {
     for m in Mechanism::ALL {
         assert_eq!(Mechanism::from_name(m.name()), Some(m));
     }
-    assert_eq!(Mechanism::from_name("DBUS_COOKIE_SHA1"), None);
+    assert_eq!(Mechanism::from_name("KERBEROS_V4"), None);
 }
 
 /// xorshift64: deterministic pseudo-random numbers without a dependency.
@@ -842,4 +851,114 @@ fn how_input_is_split_never_changes_the_conversation() {
     }
     // The streams do reach both ends of the conversation.
     assert!(begun > 20 && failed > 20, "{begun} begun, {failed} failed");
+}
+
+#[test]
+fn external_fails_without_a_kernel_uid_as_over_tcp() {
+    let cfg = AuthConfig {
+        unix_fd_supported: false,
+        ..anonymous_config()
+    };
+    let mut server = SaslServer::new(&cfg, None);
+    let mut out = Vec::new();
+    server.feed(b"\0", &mut out).unwrap();
+    let rejected = "REJECTED EXTERNAL ANONYMOUS\r\n";
+    assert_eq!(
+        exchange(&mut server, &format!("AUTH EXTERNAL {UID_HEX}\r\n")),
+        rejected
+    );
+    assert_eq!(exchange(&mut server, "AUTH EXTERNAL\r\n"), "DATA\r\n");
+    assert_eq!(exchange(&mut server, "DATA\r\n"), rejected);
+    assert_eq!(exchange(&mut server, "AUTH ANONYMOUS\r\n"), OK);
+    assert_eq!(
+        exchange(&mut server, "NEGOTIATE_UNIX_FD\r\n"),
+        "ERROR \"Unix FD passing not supported, not authenticated or otherwise not possible\"\r\n"
+    );
+    assert_eq!(server.authenticated(), Some(AuthIdentity::Anonymous));
+}
+
+/// A configuration offering DBUS_COOKIE_SHA1 from a keyring in a scratch
+/// home, and that home.
+fn cookie_config(name: &str) -> (AuthConfig, std::path::PathBuf) {
+    let home = std::env::temp_dir().join(format!("qb-auth-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    std::fs::create_dir_all(&home).unwrap();
+    let uid = rustix::process::geteuid().as_raw();
+    let cfg = AuthConfig {
+        keyring: Some(Keyring::new(&home, uid)),
+        ..config()
+    };
+    (cfg, home)
+}
+
+fn hex_of(text: &str) -> String {
+    keyring::hex(text.as_bytes())
+}
+
+/// The server's DATA challenge, decoded: (context, cookie id, challenge).
+fn cookie_challenge(reply: &str) -> (String, u32, String) {
+    let hex = reply
+        .strip_prefix("DATA ")
+        .and_then(|r| r.strip_suffix("\r\n"))
+        .unwrap_or_else(|| panic!("not a DATA line: {reply:?}"));
+    let text = String::from_utf8(command::decode_hex(hex).unwrap()).unwrap();
+    let words: Vec<&str> = text.split(' ').collect();
+    assert_eq!(words.len(), 3, "{text}");
+    (words[0].into(), words[1].parse().unwrap(), words[2].into())
+}
+
+#[test]
+fn cookie_sha1_proves_the_daemons_own_user() {
+    let (cfg, home) = cookie_config("cookie");
+    let uid = rustix::process::geteuid().as_raw();
+    let mut server = started(&cfg);
+    let reply = exchange(
+        &mut server,
+        &format!("AUTH DBUS_COOKIE_SHA1 {}\r\n", hex_of(&uid.to_string())),
+    );
+    let (context, id, challenge) = cookie_challenge(&reply);
+    assert_eq!(context, "org_freedesktop_general");
+    let cookie = Keyring::new(&home, uid)
+        .get(id)
+        .expect("the cookie is in the file");
+    let hash = keyring::hex(&Sha1::digest(format!(
+        "{challenge}:ourchallenge:{}",
+        cookie.hex
+    )));
+    let answer = hex_of(&format!("ourchallenge {hash}"));
+    assert_eq!(exchange(&mut server, &format!("DATA {answer}\r\n")), OK);
+    assert_eq!(server.authenticated(), Some(AuthIdentity::Uid(uid)));
+    std::fs::remove_dir_all(&home).unwrap();
+}
+
+#[test]
+fn cookie_sha1_rejects_a_wrong_hash_another_user_and_no_identity() {
+    let (cfg, home) = cookie_config("cookie-bad");
+    let uid = rustix::process::geteuid().as_raw();
+    let rejected = "REJECTED EXTERNAL DBUS_COOKIE_SHA1\r\n";
+    let mut server = started(&cfg);
+    let reply = exchange(
+        &mut server,
+        &format!("AUTH DBUS_COOKIE_SHA1 {}\r\n", hex_of(&uid.to_string())),
+    );
+    cookie_challenge(&reply);
+    let wrong = hex_of(&format!("c {}", "0".repeat(40)));
+    assert_eq!(
+        exchange(&mut server, &format!("DATA {wrong}\r\n")),
+        rejected
+    );
+    let other = hex_of(&uid.wrapping_add(1).to_string());
+    assert_eq!(
+        exchange(&mut server, &format!("AUTH DBUS_COOKIE_SHA1 {other}\r\n")),
+        rejected
+    );
+    assert_eq!(exchange(&mut server, "AUTH DBUS_COOKIE_SHA1\r\n"), rejected);
+    assert_eq!(server.authenticated(), None);
+    // Without a keyring the mechanism is not offered at all.
+    let mut plain = started(&config());
+    assert_eq!(
+        exchange(&mut plain, "AUTH DBUS_COOKIE_SHA1 30\r\n"),
+        REJECTED_EXTERNAL
+    );
+    std::fs::remove_dir_all(&home).unwrap();
 }

@@ -200,7 +200,9 @@ impl Server {
                                 Phase::Running { id } => {
                                     self.bus.unique_name(id).unwrap_or("(no name)")
                                 }
-                                Phase::Authenticating { .. } => "(authenticating)",
+                                Phase::Nonce { .. } | Phase::Authenticating { .. } => {
+                                    "(authenticating)"
+                                }
                             };
                             let c = &r.creds;
                             warn!(

@@ -57,6 +57,8 @@ pub struct RunningBus {
     /// The `socket_buffer_bytes` quickbus was configured with, when the
     /// bench set one (a socket-buffer sweep); None: the daemon's default.
     pub socket_buffer: Option<usize>,
+    /// It listens on tcp (127.0.0.1, ANONYMOUS) rather than a unix socket.
+    pub tcp: bool,
     pub address: String,
     child: Child,
     dir: PathBuf,
@@ -100,6 +102,25 @@ impl RunningBus {
         quickbus_daemon: &Path,
         limits: &[(&str, u64)],
     ) -> Result<RunningBus, String> {
+        RunningBus::start_listening(kind, quickbus_daemon, limits, false)
+    }
+
+    /// [`RunningBus::start`] listening on `tcp:host=127.0.0.1` with
+    /// ANONYMOUS authentication (quickbus and dbus-daemon only: the bench
+    /// starts dbus-broker on a unix socket from systemd).
+    pub fn start_tcp(kind: BusKind, quickbus_daemon: &Path) -> Result<RunningBus, String> {
+        if kind == BusKind::DbusBroker {
+            return Err("dbus-broker has no tcp transport".into());
+        }
+        RunningBus::start_listening(kind, quickbus_daemon, &[], true)
+    }
+
+    fn start_listening(
+        kind: BusKind,
+        quickbus_daemon: &Path,
+        limits: &[(&str, u64)],
+        tcp: bool,
+    ) -> Result<RunningBus, String> {
         // Several buses of one kind may run at once (socket buffer sweeps).
         static STARTED: AtomicUsize = AtomicUsize::new(0);
         let socket_buffer = limits
@@ -116,23 +137,29 @@ impl RunningBus {
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let socket = dir.join("bus");
         let config = dir.join("bus.conf");
-        std::fs::write(&config, config_text(&socket, limits))
+        let listen = if tcp {
+            Listen::Tcp
+        } else {
+            Listen::Unix(&socket)
+        };
+        std::fs::write(&config, config_text(listen, limits))
             .map_err(|e| format!("{}: {e}", config.display()))?;
-        let address = format!("unix:path={}", socket.display());
+        let unix_address = format!("unix:path={}", socket.display());
         let started = match kind {
-            BusKind::Quickbus => {
-                start_printing_address(quickbus_daemon, &config).map(|child| (child, None))
-            }
+            BusKind::Quickbus => start_printing_address(quickbus_daemon, &config)
+                .map(|(child, address)| (child, address, None)),
             BusKind::DbusDaemon => {
                 start_printing_address(Path::new("/usr/bin/dbus-daemon"), &config)
-                    .map(|child| (child, None))
+                    .map(|(child, address)| (child, address, None))
             }
-            BusKind::DbusBroker => start_broker(&socket, &config, &address),
+            BusKind::DbusBroker => start_broker(&socket, &config, &unix_address)
+                .map(|(child, journal)| (child, unix_address.clone(), journal)),
         };
         match started {
-            Ok((child, journal)) => Ok(RunningBus {
+            Ok((child, address, journal)) => Ok(RunningBus {
                 kind,
                 socket_buffer,
+                tcp,
                 address,
                 child,
                 dir,
@@ -201,7 +228,8 @@ impl Drop for RunningBus {
     }
 }
 
-fn start_printing_address(program: &Path, config: &Path) -> Result<Child, String> {
+/// Start a daemon that prints its address; the child and the address.
+fn start_printing_address(program: &Path, config: &Path) -> Result<(Child, String), String> {
     if !program.exists() {
         return Err(format!("{} not found", program.display()));
     }
@@ -228,7 +256,7 @@ fn start_printing_address(program: &Path, config: &Path) -> Result<Child, String
         }
     });
     match rx.recv_timeout(START_TIMEOUT) {
-        Ok(Ok(line)) if !line.trim().is_empty() => Ok(child),
+        Ok(Ok(line)) if !line.trim().is_empty() => Ok((child, line.trim().to_owned())),
         other => {
             let _ = child.kill();
             let _ = child.wait();
@@ -340,7 +368,16 @@ const BENCH_LIMITS: [(&str, u64); 7] = [
 /// The same permissive session configuration for every bus, with
 /// [`BENCH_LIMITS`], each replaced by its entry in `overrides` if any (and
 /// the overrides not among them added).
-fn config_text(socket: &Path, overrides: &[(&str, u64)]) -> String {
+/// Where a bench bus listens.
+#[derive(Clone, Copy)]
+enum Listen<'a> {
+    Unix(&'a Path),
+    /// 127.0.0.1, a port the kernel picks; ANONYMOUS, since EXTERNAL
+    /// needs a unix socket.
+    Tcp,
+}
+
+fn config_text(listen: Listen<'_>, overrides: &[(&str, u64)]) -> String {
     let mut limits: Vec<(&str, u64)> = BENCH_LIMITS.to_vec();
     for &(name, value) in overrides {
         match limits.iter_mut().find(|(n, _)| *n == name) {
@@ -352,13 +389,19 @@ fn config_text(socket: &Path, overrides: &[(&str, u64)]) -> String {
         .iter()
         .map(|(name, value)| format!("  <limit name=\"{name}\">{value}</limit>\n"))
         .collect();
+    let listen = match listen {
+        Listen::Unix(socket) => format!(
+            "  <listen>unix:path={}</listen>\n  <auth>EXTERNAL</auth>",
+            socket.display()
+        ),
+        Listen::Tcp => "  <listen>tcp:host=127.0.0.1,port=0</listen>\n  <auth>ANONYMOUS</auth>\n  <allow_anonymous/>".to_owned(),
+    };
     format!(
         r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
   <type>session</type>
-  <listen>unix:path={}</listen>
-  <auth>EXTERNAL</auth>
+{listen}
   <policy context="default">
     <allow send_destination="*" eavesdrop="true"/>
     <allow eavesdrop="true"/>
@@ -366,8 +409,7 @@ fn config_text(socket: &Path, overrides: &[(&str, u64)]) -> String {
     <allow own="*"/>
   </policy>
 {limits}</busconfig>
-"#,
-        socket.display()
+"#
     )
 }
 
@@ -481,7 +523,7 @@ mod tests {
     #[test]
     fn limits_are_replaced_or_added() {
         let text = config_text(
-            Path::new("/tmp/x"),
+            Listen::Unix(Path::new("/tmp/x")),
             &[
                 ("max_match_rules_per_connection", 7),
                 ("max_names_per_connection", 9),
@@ -495,6 +537,15 @@ mod tests {
     }
 
     #[test]
+    fn tcp_buses_listen_on_loopback_with_anonymous() {
+        let text = config_text(Listen::Tcp, &[]);
+        assert!(text.contains("<listen>tcp:host=127.0.0.1,port=0</listen>"));
+        assert!(text.contains("<auth>ANONYMOUS</auth>"));
+        assert!(text.contains("<allow_anonymous/>"));
+        assert!(RunningBus::start_tcp(BusKind::DbusBroker, Path::new("/nonexistent")).is_err());
+    }
+
+    #[test]
     fn resident_memory_is_read_from_status() {
         assert_eq!(parse_rss_kib("Name:\tx\nVmRSS:\t  1234 kB\n"), Some(1234));
         assert_eq!(parse_rss_kib("Name:\tx\n"), None);
@@ -503,7 +554,10 @@ mod tests {
 
     #[test]
     fn only_quickbus_takes_a_socket_buffer_size() {
-        let config = config_text(Path::new("/tmp/x/bus"), &[("socket_buffer_bytes", 4096)]);
+        let config = config_text(
+            Listen::Unix(Path::new("/tmp/x/bus")),
+            &[("socket_buffer_bytes", 4096)],
+        );
         assert!(config.contains("<limit name=\"socket_buffer_bytes\">4096</limit>\n</busconfig>"));
         let refused = RunningBus::start_with_socket_buffer(
             BusKind::DbusBroker,

@@ -62,6 +62,12 @@ pub struct BenchArgs {
     /// burst and round trip workloads.
     #[arg(long)]
     sweep_socket_buffers: bool,
+    /// Also run each of --buses that has a tcp transport (quickbus,
+    /// dbus-daemon) listening on tcp:host=127.0.0.1 (ANONYMOUS), reported
+    /// as "qb tcp" / "daemon tcp" with a tcp/unix ratio row. Without
+    /// --only: the signal burst and round trip workloads.
+    #[arg(long)]
+    tcp: bool,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -156,6 +162,8 @@ struct Plan {
     buses: Vec<BusKind>,
     /// Extra quickbus instances, one per socket buffer size.
     socket_buffers: Vec<usize>,
+    /// Buses also started on tcp.
+    tcp: Vec<BusKind>,
     reps: u32,
 }
 
@@ -182,7 +190,7 @@ fn pick_by_name<T: Copy>(
 }
 
 fn plan(args: &BenchArgs) -> Result<Plan, String> {
-    let workloads = if args.only.is_empty() && args.sweep_socket_buffers {
+    let workloads = if args.only.is_empty() && (args.sweep_socket_buffers || args.tcp) {
         vec![Workload::SignalBurst, Workload::RoundTrip]
     } else if args.only.is_empty() {
         Workload::ALL.to_vec()
@@ -196,10 +204,20 @@ fn plan(args: &BenchArgs) -> Result<Plan, String> {
     } else {
         Vec::new()
     };
+    let tcp = if args.tcp {
+        buses
+            .iter()
+            .copied()
+            .filter(|&kind| kind != BusKind::DbusBroker)
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(Plan {
         workloads,
         buses,
         socket_buffers,
+        tcp,
         reps,
     })
 }
@@ -312,13 +330,20 @@ fn start_buses(plan: &Plan, daemon: &std::path::Path, notes: &mut Vec<String>) -
             )),
         }
     }
+    for &kind in &plan.tcp {
+        match RunningBus::start_tcp(kind, daemon) {
+            Ok(bus) => running.push(bus),
+            Err(e) => note(format!("{} on tcp skipped: {e}", kind.name())),
+        }
+    }
     running
 }
 
 fn subject_of(bus: &RunningBus) -> Subject {
-    match bus.socket_buffer {
-        Some(bytes) => Subject::QuickbusSocketBuffer(bytes),
-        None => Subject::Bus(bus.kind),
+    match (bus.socket_buffer, bus.tcp) {
+        (Some(bytes), _) => Subject::QuickbusSocketBuffer(bytes),
+        (None, true) => Subject::Tcp(bus.kind),
+        (None, false) => Subject::Bus(bus.kind),
     }
 }
 
@@ -391,6 +416,16 @@ mod tests {
         let narrowed = plan(&args(&["--sweep-socket-buffers", "--only", "round-trip"])).unwrap();
         assert_eq!(narrowed.workloads, [Workload::RoundTrip]);
         assert!(plan(&args(&[])).unwrap().socket_buffers.is_empty());
+    }
+
+    #[test]
+    fn tcp_adds_the_buses_that_have_it_on_bursts_and_round_trips() {
+        let tcp = plan(&args(&["--tcp"])).unwrap();
+        assert_eq!(tcp.workloads, [Workload::SignalBurst, Workload::RoundTrip]);
+        assert_eq!(tcp.tcp, [BusKind::Quickbus, BusKind::DbusDaemon]);
+        let one = plan(&args(&["--tcp", "--buses", "quickbus"])).unwrap();
+        assert_eq!(one.tcp, [BusKind::Quickbus]);
+        assert!(plan(&args(&[])).unwrap().tcp.is_empty());
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub enum Subject {
     /// quickbus with its socket buffers set to this many bytes (0: the
     /// kernel's default), in a socket-buffer sweep.
     QuickbusSocketBuffer(usize),
+    /// A bus listening on tcp (127.0.0.1) instead of a unix socket.
+    Tcp(BusKind),
     /// Client to client over a socketpair, no bus.
     PeerToPeer,
     /// Client to client through a thread that only moves bytes: the least
@@ -33,6 +35,7 @@ impl Subject {
             Subject::Bus(kind) => kind.name().to_owned(),
             Subject::QuickbusSocketBuffer(0) => "qb buf=dflt".to_owned(),
             Subject::QuickbusSocketBuffer(bytes) => format!("qb buf={}", buffer_text(bytes)),
+            Subject::Tcp(kind) => format!("{} tcp", short(kind)),
             Subject::PeerToPeer => "peer-to-peer".to_owned(),
             Subject::Relay => "relay".to_owned(),
             Subject::Socket => "bare-socket".to_owned(),
@@ -214,6 +217,32 @@ impl Results {
                 cpu,
                 errors
             );
+            if let Subject::Tcp(kind) = key.subject {
+                // The same bus over its unix socket: what tcp costs.
+                let unix = Key {
+                    subject: Subject::Bus(kind),
+                    ..*key
+                };
+                if let Some(u) = summaries.get(&unix) {
+                    let _ = writeln!(
+                        out,
+                        "{:<14} {:>9} {:>12} {:>10} {:>12} {:>12} {:>8} {:>10} {:>10}",
+                        "",
+                        "",
+                        "tcp/unix",
+                        ratio(s.rate, u.rate),
+                        ratio(s.mib_per_s, u.mib_per_s),
+                        ratio(s.latency_mean_us, u.latency_mean_us),
+                        ratio(s.latency_p99_us, u.latency_p99_us),
+                        "",
+                        match (s.cpu_us_per_message, u.cpu_us_per_message) {
+                            (Some(a), Some(b)) => ratio(a, b),
+                            _ => "-".into(),
+                        }
+                    );
+                }
+                continue;
+            }
             if key.subject == Subject::Bus(BusKind::Quickbus) {
                 continue;
             }

@@ -1,0 +1,82 @@
+//! What a connection may do before it says Hello, as dbus-daemon answers
+//! it.
+//!
+//! dbus-daemon's security check lets an unregistered connection send only
+//! Hello to the driver: anything else addressed to org.freedesktop.DBus
+//! (another driver method, an unknown one, a Peer call, a signal) is
+//! answered with AccessDenied and the connection stays, so a later Hello
+//! still works. A message for any other destination, or a signal to
+//! nobody, closes the connection. Calls with no destination are answered
+//! as after Hello (see [`crate::peerless`]). Monitors see the message with
+//! the sender `:not.active.yet`, and the error addressed there.
+
+use quickbus_wire::{Message, MessageBuilder, MessageType, Value};
+
+use crate::bus::is_hello;
+use crate::errors::{self, BusError};
+use crate::{Action, Bus, ConnId, BUS_NAME};
+
+/// The sender dbus-daemon stamps on an unregistered connection's messages
+/// (so monitors never see a forged or missing sender), and the destination
+/// of the errors it gets.
+pub(crate) const NOT_ACTIVE_YET: &str = ":not.active.yet";
+
+const NOT_REGISTERED: &str =
+    "Client tried to send a message other than Hello without being registered";
+
+impl Bus {
+    /// Handle `msg` from `from`, which has not said Hello yet.
+    pub(crate) fn receive_unregistered(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        out: &mut Vec<Action>,
+    ) {
+        match msg.destination() {
+            Some(BUS_NAME) if is_hello(msg) => {
+                let conn = &self.conns[&from];
+                if self.allows_connection(&conn.creds) {
+                    if self.driver_call(from, msg, out) {
+                        self.pass_to_eavesdroppers(from, msg, out);
+                    }
+                } else {
+                    let reason = format!(
+                        "uid {} is not allowed to connect by the bus policy (<allow user/group>)",
+                        conn.creds.uid
+                    );
+                    out.push(Action::Disconnect { conn: from, reason });
+                }
+            }
+            Some(BUS_NAME) => {
+                self.capture_unregistered(from, msg, out);
+                // Sent even when the caller wants no reply, as there.
+                let err = BusError::new(errors::ACCESS_DENIED, NOT_REGISTERED);
+                self.count_error(from);
+                let builder = MessageBuilder::error(msg.serial(), err.name)
+                    .destination(NOT_ACTIVE_YET)
+                    .body(vec![Value::String(err.message)]);
+                self.send_to(from, builder, out);
+            }
+            None if msg.msg_type() != MessageType::Signal => self.answer_peerless(from, msg, out),
+            _ => {
+                self.capture_unregistered(from, msg, out);
+                out.push(Action::Disconnect {
+                    conn: from,
+                    reason: NOT_REGISTERED.into(),
+                });
+            }
+        }
+    }
+
+    /// Show monitors what an unregistered connection sent.
+    fn capture_unregistered(&mut self, from: ConnId, msg: &Message, out: &mut Vec<Action>) {
+        if self.monitors.is_empty() {
+            return;
+        }
+        let out_msg = self.stamped_as(NOT_ACTIVE_YET, msg, Vec::new());
+        let watchers = self.with_input(msg, Some(from), None, |input| {
+            self.monitor_recipients(input)
+        });
+        self.deliver_all(&watchers, msg, &out_msg, out);
+    }
+}
