@@ -9,7 +9,9 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use quickbus_client::sasl::{self, Mode, Progress, SaslClient};
+use quickbus_client::Message;
 use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno;
 use rustix::net::{
@@ -19,8 +21,7 @@ use rustix::net::{
 
 /// What reading from the bus gave.
 pub enum Incoming {
-    /// One whole frame and the fds that came with the bytes read so far
-    /// (all of them: the harness never sends more than one message's fds).
+    /// One whole frame and the fds that came for it.
     Frame(Vec<u8>, Vec<OwnedFd>),
     /// The bus closed the connection (or reset it).
     Closed,
@@ -109,7 +110,14 @@ impl RawClient {
             match quickbus_wire::frame_length(&self.inbuf) {
                 Ok(Some(total)) if self.inbuf.len() >= total => {
                     let frame: Vec<u8> = self.inbuf.drain(..total).collect();
-                    return Incoming::Frame(frame, std::mem::take(&mut self.fds));
+                    // The fds that belong to this message: as many as its
+                    // UNIX_FDS field says (a read may span several
+                    // messages and bring the fds of a later one).
+                    let wanted = Message::parse(Bytes::copy_from_slice(&frame))
+                        .map(|m| m.unix_fds() as usize)
+                        .unwrap_or(0);
+                    let fds = self.fds.drain(..wanted.min(self.fds.len())).collect();
+                    return Incoming::Frame(frame, fds);
                 }
                 Ok(_) => {}
                 // Framing the bus itself would never send: treat as the end.

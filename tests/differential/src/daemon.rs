@@ -33,7 +33,6 @@ pub fn config_text(dir: &Path, extra: &str) -> String {
     <allow own="*"/>
     <allow send_destination="*" eavesdrop="true"/>
     <allow eavesdrop="true"/>
-    <allow receive_sender="*"/>
   </policy>
   {extra}
 </busconfig>

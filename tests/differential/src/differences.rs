@@ -105,7 +105,10 @@ pending = "fixed on branch corners"
     #[test]
     fn listed_unlisted_stale_and_unknown() {
         let list = parse(LIST).unwrap();
-        assert_eq!(list.entries[1].pending.as_deref(), Some("fixed on branch corners"));
+        assert_eq!(
+            list.entries[1].pending.as_deref(),
+            Some("fixed on branch corners")
+        );
         let all = names(&["a/one", "a/two", "b/x", "b/y"]);
         let verdict = judge(&list, &all, &names(&["a/one", "a/two", "b/y"]));
         assert_eq!(verdict.unlisted, names(&["a/two"]));

@@ -86,7 +86,12 @@ fn unique_name_at(bytes: &[u8], i: usize) -> Option<usize> {
     if bytes[i] != b':' {
         return None;
     }
-    let digits = |from: usize| bytes[from..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let digits = |from: usize| {
+        bytes[from..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count()
+    };
     let first = digits(i + 1);
     if first == 0 || bytes.get(i + 1 + first) != Some(&b'.') {
         return None;
@@ -130,17 +135,24 @@ pub fn render_message(m: &Message, fds: usize, names: &mut Names) -> String {
     field("member", m.member().map(str::to_owned));
     field("error", m.error_name().map(str::to_owned));
     field("reply_to", m.reply_serial().map(|s| s.to_string()));
-    field("flags", (m.flags() != 0).then(|| format!("{:#x}", m.flags())));
-    field("big_endian", (m.endian() == quickbus_wire::Endian::Big).then(String::new));
-    field("unix_fds", (m.unix_fds() != 0).then(|| m.unix_fds().to_string()));
+    field(
+        "flags",
+        (m.flags() != 0).then(|| format!("{:#x}", m.flags())),
+    );
+    field(
+        "big_endian",
+        (m.endian() == quickbus_wire::Endian::Big).then(String::new),
+    );
+    field(
+        "unix_fds",
+        (m.unix_fds() != 0).then(|| m.unix_fds().to_string()),
+    );
     field("fds_received", (fds != 0).then(|| fds.to_string()));
     let body = match m.body_values() {
         Ok(values) => {
             let sort_lists = from_driver && m.msg_type() == MessageType::MethodReturn;
-            let rendered: Vec<String> = values
-                .iter()
-                .map(|v| value(v, names, sort_lists))
-                .collect();
+            let rendered: Vec<String> =
+                values.iter().map(|v| value(v, names, sort_lists)).collect();
             rendered.join(", ")
         }
         Err(err) => format!("<undecodable: {err}>"),
@@ -178,22 +190,19 @@ fn value(v: &Value, names: &mut Names, sort_lists: bool) -> String {
             format!("ay{:?}", String::from_utf8_lossy(&bytes))
         }
         Value::Array { items, .. } => {
-            let mut rendered: Vec<String> = items
-                .iter()
-                .map(|i| value(i, names, sort_lists))
-                .collect();
+            let mut rendered: Vec<String> =
+                items.iter().map(|i| value(i, names, sort_lists)).collect();
             let is_dict = items.iter().any(|i| matches!(i, Value::DictEntry(..)));
-            let lists_driver = sort_lists && items.iter().any(|i| *i == Value::String(DRIVER.into()));
+            let lists_driver =
+                sort_lists && items.iter().any(|i| *i == Value::String(DRIVER.into()));
             if is_dict || lists_driver {
                 rendered.sort();
             }
             format!("[{}]", rendered.join(", "))
         }
         Value::Struct(fields) => {
-            let rendered: Vec<String> = fields
-                .iter()
-                .map(|f| value(f, names, sort_lists))
-                .collect();
+            let rendered: Vec<String> =
+                fields.iter().map(|f| value(f, names, sort_lists)).collect();
             format!("({})", rendered.join(", "))
         }
         Value::DictEntry(k, v) => format!(

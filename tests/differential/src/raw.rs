@@ -99,9 +99,7 @@ impl RawMessage {
 }
 
 fn pad(out: &mut Vec<u8>, to: usize) {
-    while out.len() % to != 0 {
-        out.push(0);
-    }
+    out.resize(out.len().next_multiple_of(to), 0);
 }
 
 fn signature(out: &mut Vec<u8>, sig: &str) {

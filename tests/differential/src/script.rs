@@ -176,7 +176,10 @@ impl Script {
 
     /// `label`'s unique name (":" when it has none, which no bus accepts).
     pub fn unique_name(&mut self, label: &str) -> String {
-        self.conn(label).unique.clone().unwrap_or_else(|| ":".into())
+        self.conn(label)
+            .unique
+            .clone()
+            .unwrap_or_else(|| ":".into())
     }
 
     /// Sends Hello from `label` and waits for the answer; a name in it
@@ -229,7 +232,13 @@ impl Script {
     }
 
     /// A call to the bus driver: `member` of `interface` at its path.
-    pub fn driver(&mut self, label: &str, interface: &str, member: &str, args: Vec<Value>) -> Option<Message> {
+    pub fn driver(
+        &mut self,
+        label: &str,
+        interface: &str,
+        member: &str,
+        args: Vec<Value>,
+    ) -> Option<Message> {
         let call = MessageBuilder::method_call(DRIVER_PATH, member)
             .interface(interface)
             .destination(DRIVER)
@@ -339,7 +348,12 @@ impl Script {
 
     /// Reads `label`'s messages, recording each, until `done` says so
     /// (true), the connection closes or the deadline passes (false).
-    fn read_until(&mut self, label: &str, deadline: Instant, mut done: impl FnMut(&Message) -> bool) -> bool {
+    fn read_until(
+        &mut self,
+        label: &str,
+        deadline: Instant,
+        mut done: impl FnMut(&Message) -> bool,
+    ) -> bool {
         let conn = self.conn(label);
         if conn.closed {
             return false;
@@ -388,7 +402,9 @@ impl Script {
     /// Waits for a method call to arrive at `label` (unless one is already
     /// waiting) and answers the oldest with a method return of `body`.
     pub fn reply(&mut self, label: &str, body: Vec<Value>) {
-        self.answer(label, |serial| MessageBuilder::method_return(serial).body(body));
+        self.answer(label, |serial| {
+            MessageBuilder::method_return(serial).body(body)
+        });
     }
 
     /// Like [`Script::reply`] with an error `name`.
@@ -474,7 +490,9 @@ impl Script {
             }
             match self.control.raw.receive(deadline) {
                 Incoming::Frame(frame, _) => {
-                    let Ok(m) = Message::parse(Bytes::from(frame)) else { continue };
+                    let Ok(m) = Message::parse(Bytes::from(frame)) else {
+                        continue;
+                    };
                     if m.member() != Some("NameOwnerChanged") {
                         continue;
                     }

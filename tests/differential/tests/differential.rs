@@ -23,6 +23,8 @@ use quickbus_differential::scenarios::{self, Scenario};
 use quickbus_differential::script::{Environment, Script, Transcript};
 
 const WORKERS: usize = 4;
+/// A scenario pair taking longer than this is reported (not failed).
+const SLOW: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn reference_daemon() -> PathBuf {
     let path = std::env::var_os("QUICKBUS_REFERENCE_DAEMON")
@@ -86,7 +88,7 @@ fn quickbus_answers_every_scenario_as_dbus_daemon_does_or_as_listed() {
     let show_all = std::env::var_os("QUICKBUS_DIFF_SHOW").is_some();
     let all: Vec<Scenario> = scenarios::all()
         .into_iter()
-        .filter(|s| only.as_deref().is_none_or(|o| s.name.contains(o)))
+        .filter(|s| !matches!(only.as_deref(), Some(o) if !s.name.contains(o)))
         .collect();
     let names: Vec<String> = all.iter().map(|s| s.name.clone()).collect();
     let mut unique = names.clone();
@@ -100,9 +102,20 @@ fn quickbus_answers_every_scenario_as_dbus_daemon_does_or_as_listed() {
         for _ in 0..WORKERS {
             scope.spawn(|| loop {
                 let index = next.fetch_add(1, Ordering::Relaxed);
-                let Some(scenario) = all.get(index) else { break };
+                let Some(scenario) = all.get(index) else {
+                    break;
+                };
+                let clock = Instant::now();
                 let theirs = run(&reference, scenario, &env);
                 let ours = run(&quickbus, scenario, &env);
+                if clock.elapsed() > SLOW {
+                    // Only a wait that gave up takes this long: worth a look.
+                    println!(
+                        "slow: {} took {:.1} s",
+                        scenario.name,
+                        clock.elapsed().as_secs_f64()
+                    );
+                }
                 if show_all {
                     show(&scenario.name, "dbus-daemon", &theirs);
                     show(&scenario.name, "quickbus", &ours);
@@ -117,8 +130,7 @@ fn quickbus_answers_every_scenario_as_dbus_daemon_does_or_as_listed() {
     let list_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("differences.toml");
     let text = std::fs::read_to_string(&list_path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", list_path.display()));
-    let list = differences::parse(&text)
-        .unwrap_or_else(|e| panic!("{}: {e}", list_path.display()));
+    let list = differences::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", list_path.display()));
     let differing: Vec<String> = results
         .iter()
         .filter(|(_, d)| d.is_some())
@@ -128,7 +140,9 @@ fn quickbus_answers_every_scenario_as_dbus_daemon_does_or_as_listed() {
 
     let mut report = String::new();
     for (index, difference) in &results {
-        let Some(difference) = difference else { continue };
+        let Some(difference) = difference else {
+            continue;
+        };
         let name = &names[*index];
         match verdict.listed.iter().find(|(n, _)| n == name) {
             Some((_, entry)) => {
@@ -140,6 +154,8 @@ fn quickbus_answers_every_scenario_as_dbus_daemon_does_or_as_listed() {
                     .unwrap_or_default();
                 if show_all || only.is_some() {
                     report.push_str(&format!("LISTED {name}{pending}:\n{difference}"));
+                } else {
+                    report.push_str(&format!("listed difference: {name}{pending}\n"));
                 }
             }
             None => report.push_str(&format!("UNLISTED DIFFERENCE {name}:\n{difference}")),
@@ -182,5 +198,9 @@ fn quickbus_answers_every_scenario_as_dbus_daemon_does_or_as_listed() {
             verdict.stale
         );
     }
-    assert!(names.len() >= 100 || only.is_some(), "only {} scenarios", names.len());
+    assert!(
+        names.len() >= 100 || only.is_some(),
+        "only {} scenarios",
+        names.len()
+    );
 }

@@ -17,7 +17,11 @@ pub fn scenarios() -> Vec<Scenario> {
         script.client("b");
         let b = script.unique_name("b");
         let fd = pipe_end();
-        script.send_with_fds("a", call_to(&b, "TakeFd").body(vec![Value::UnixFd(0)]), &[&fd]);
+        script.send_with_fds(
+            "a",
+            call_to(&b, "TakeFd").body(vec![Value::UnixFd(0)]),
+            &[&fd],
+        );
         script.reply("b", vec![]);
         script.drain("a");
     }));
@@ -49,7 +53,11 @@ pub fn scenarios() -> Vec<Scenario> {
         script.bus("b", "AddMatch", vec![s("member='WithFd'")]);
         let b = script.unique_name("b");
         let fd = pipe_end();
-        script.send_with_fds("a", call_to(&b, "TakeFd").body(vec![Value::UnixFd(0)]), &[&fd]);
+        script.send_with_fds(
+            "a",
+            call_to(&b, "TakeFd").body(vec![Value::UnixFd(0)]),
+            &[&fd],
+        );
         script.send_with_fds("a", signal("WithFd").body(vec![Value::UnixFd(0)]), &[&fd]);
         script.drain("a");
         script.drain("b");

@@ -24,7 +24,10 @@ fn messages() -> Vec<(&'static str, RawMessage)> {
             "h-index-beyond-unix-fds",
             RawMessage::signal("Fd", "h", vec![1, 0, 0, 0]).field(code::UNIX_FDS, Field::U32(1)),
         ),
-        ("unix-fds-without-fds", h_signal.field(code::UNIX_FDS, Field::U32(1))),
+        (
+            "unix-fds-without-fds",
+            h_signal.field(code::UNIX_FDS, Field::U32(1)),
+        ),
         ("unknown-message-type", unknown_type),
         ("protocol-version-2", version2),
         ("call-without-member", no_member_call),
@@ -39,17 +42,27 @@ fn messages() -> Vec<(&'static str, RawMessage)> {
             },
         ),
         ("unknown-flags", unknown_flags),
-        ("invalid-utf8", RawMessage::signal("Utf8", "s", string_body(b"\xff\xfe"))),
-        ("nul-in-string", RawMessage::signal("Nul", "s", string_body(b"a\0b"))),
+        (
+            "invalid-utf8",
+            RawMessage::signal("Utf8", "s", string_body(b"\xff\xfe")),
+        ),
+        (
+            "nul-in-string",
+            RawMessage::signal("Nul", "s", string_body(b"a\0b")),
+        ),
         (
             "local-path",
-            RawMessage::signal("Local", "", vec![])
-                .field(code::PATH, Field::Path("/org/freedesktop/DBus/Local".into())),
+            RawMessage::signal("Local", "", vec![]).field(
+                code::PATH,
+                Field::Path("/org/freedesktop/DBus/Local".into()),
+            ),
         ),
         (
             "local-interface",
-            RawMessage::signal("Local", "", vec![])
-                .field(code::INTERFACE, Field::Str("org.freedesktop.DBus.Local".into())),
+            RawMessage::signal("Local", "", vec![]).field(
+                code::INTERFACE,
+                Field::Str("org.freedesktop.DBus.Local".into()),
+            ),
         ),
         (
             "header-field-wrong-type",
@@ -89,17 +102,20 @@ pub fn scenarios() -> Vec<Scenario> {
         }));
     }
     // Addressed to a peer: the call form of the dbus-fast case.
-    all.push(Scenario::new("malformed/h-without-unix-fds-call", |script| {
-        script.client("a");
-        script.client("b");
-        let b = script.unique_name("b");
-        let mut call = RawMessage::signal("TakeFd", "h", vec![0, 0, 0, 0])
-            .field(code::DESTINATION, Field::Str(b));
-        call.msg_type = 1;
-        let serial = script.next_serial("a");
-        script.send_raw("a", call.bytes(serial), &[]);
-        script.drain("b");
-        script.drain("a");
-    }));
+    all.push(Scenario::new(
+        "malformed/h-without-unix-fds-call",
+        |script| {
+            script.client("a");
+            script.client("b");
+            let b = script.unique_name("b");
+            let mut call = RawMessage::signal("TakeFd", "h", vec![0, 0, 0, 0])
+                .field(code::DESTINATION, Field::Str(b));
+            call.msg_type = 1;
+            let serial = script.next_serial("a");
+            script.send_raw("a", call.bytes(serial), &[]);
+            script.drain("b");
+            script.drain("a");
+        },
+    ));
     all
 }

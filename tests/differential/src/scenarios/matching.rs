@@ -32,7 +32,10 @@ fn rules() -> Vec<(&'static str, &'static str)> {
         ("arg3", "arg3='four'"),
         ("eavesdrop", "eavesdrop='true'"),
         ("eavesdrop-false", "eavesdrop='false'"),
-        ("combined", "type='signal',interface='com.example.Test',member='First',arg0='one'"),
+        (
+            "combined",
+            "type='signal',interface='com.example.Test',member='First',arg0='one'",
+        ),
         ("escaped-quote", r"arg0='it'\''s'"),
         ("spaces", " type = 'signal' , member = 'First' "),
     ]
@@ -44,16 +47,38 @@ fn emit_all(script: &mut crate::script::Script, c: &str) {
     let sig = |path: &str, iface: &str, member: &str, args: Vec<Value>| {
         MessageBuilder::signal(path, iface, member).body(args)
     };
-    script.send("a", sig("/x", "com.example.Test", "First", vec![s("one"), s("two")]));
-    script.send("a", sig("/a/b", "com.example.Test", "Second", vec![s("/a/b/c")]));
-    script.send("a", sig("/a", "com.example.Other", "Third", vec![s("com.example.Sub")]));
     script.send(
         "a",
-        sig("/x", "com.example.Test", "Fourth", vec![s("/a/"), u(2), s("three"), s("four")]),
+        sig("/x", "com.example.Test", "First", vec![s("one"), s("two")]),
+    );
+    script.send(
+        "a",
+        sig("/a/b", "com.example.Test", "Second", vec![s("/a/b/c")]),
+    );
+    script.send(
+        "a",
+        sig(
+            "/a",
+            "com.example.Other",
+            "Third",
+            vec![s("com.example.Sub")],
+        ),
+    );
+    script.send(
+        "a",
+        sig(
+            "/x",
+            "com.example.Test",
+            "Fourth",
+            vec![s("/a/"), u(2), s("three"), s("four")],
+        ),
     );
     script.send("a", sig("/x", "com.example.Test", "Quote", vec![s("it's")]));
     script.send("a", sig("/x", "com.example.Test", "Empty", vec![s("")]));
-    script.send("a", sig("/x", "com.example.Test", "Unicast", vec![]).destination(c));
+    script.send(
+        "a",
+        sig("/x", "com.example.Test", "Unicast", vec![]).destination(c),
+    );
 }
 
 pub fn scenarios() -> Vec<Scenario> {
@@ -93,10 +118,13 @@ pub fn scenarios() -> Vec<Scenario> {
         ("arg0namespace-bad", "arg0namespace='.bad'"),
         ("eavesdrop-bad", "eavesdrop='maybe'"),
     ] {
-        all.push(Scenario::new(format!("match-invalid/{case}"), move |script| {
-            script.client("a");
-            script.bus("a", "AddMatch", vec![s(rule)]);
-        }));
+        all.push(Scenario::new(
+            format!("match-invalid/{case}"),
+            move |script| {
+                script.client("a");
+                script.bus("a", "AddMatch", vec![s(rule)]);
+            },
+        ));
     }
     all.push(Scenario::new("match/remove-one-of-two-equal", |script| {
         script.client("a");
@@ -111,17 +139,22 @@ pub fn scenarios() -> Vec<Scenario> {
         script.bus("b", "RemoveMatch", vec![s("member='First'")]);
         script.drain("b");
     }));
-    all.push(Scenario::new("match/remove-differently-spelled", |script| {
-        script.client("a");
-        script.bus("a", "AddMatch", vec![s("type='signal',member='First'")]);
-        script.bus("a", "RemoveMatch", vec![s("member='First',type='signal'")]);
-    }));
+    all.push(Scenario::new(
+        "match/remove-differently-spelled",
+        |script| {
+            script.client("a");
+            script.bus("a", "AddMatch", vec![s("type='signal',member='First'")]);
+            script.bus("a", "RemoveMatch", vec![s("member='First',type='signal'")]);
+        },
+    ));
     all.push(Scenario::new("match/name-owner-changed-arg0", |script| {
         script.client("b");
         script.bus(
             "b",
             "AddMatch",
-            vec![s("type='signal',member='NameOwnerChanged',arg0='com.example.Watched'")],
+            vec![s(
+                "type='signal',member='NameOwnerChanged',arg0='com.example.Watched'",
+            )],
         );
         script.client("a");
         script.bus("a", "RequestName", vec![s("com.example.Watched"), u(0)]);
@@ -133,9 +166,15 @@ pub fn scenarios() -> Vec<Scenario> {
         script.client("b");
         script.bus("b", "AddMatch", vec![s("arg0='one'")]);
         script.send("a", super::signal("Array").body(vec![strings(&["one"])]));
-        script.send("a", super::signal("ObjectPath").body(vec![Value::ObjectPath("/one".into())]));
+        script.send(
+            "a",
+            super::signal("ObjectPath").body(vec![Value::ObjectPath("/one".into())]),
+        );
         script.bus("b", "AddMatch", vec![s("arg0path='/one/'")]);
-        script.send("a", super::signal("ObjectPath").body(vec![Value::ObjectPath("/one/two".into())]));
+        script.send(
+            "a",
+            super::signal("ObjectPath").body(vec![Value::ObjectPath("/one/two".into())]),
+        );
         script.drain("b");
     }));
     all

@@ -30,13 +30,22 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    pub fn new(name: impl Into<String>, run: impl Fn(&mut Script) + Send + Sync + 'static) -> Scenario {
+    pub fn new(
+        name: impl Into<String>,
+        run: impl Fn(&mut Script) + Send + Sync + 'static,
+    ) -> Scenario {
         Scenario {
             name: name.into(),
             config: String::new(),
             services: Vec::new(),
             run: Box::new(run),
         }
+    }
+
+    /// Adds `extra` inside `<busconfig>`.
+    pub fn config(mut self, extra: &str) -> Scenario {
+        self.config.push_str(extra);
+        self
     }
 
     /// Adds a service file for `name` running `exec`.

@@ -33,7 +33,10 @@ pub fn scenarios() -> Vec<Scenario> {
         ("errors", &["type='error'"][..]),
         ("sender-driver", &["sender='org.freedesktop.DBus'"][..]),
         ("two-rules", &["member='Seen'", "member='Fail'"][..]),
-        ("eavesdrop-rule", &["eavesdrop='true',type='method_return'"][..]),
+        (
+            "eavesdrop-rule",
+            &["eavesdrop='true',type='method_return'"][..],
+        ),
     ] {
         all.push(Scenario::new(format!("monitor/{case}"), move |script| {
             script.client("m");

@@ -20,7 +20,11 @@ fn contests() -> Vec<(&'static str, u32, u32)> {
         ("allowed-not-asked-do-not-queue", ALLOW, NO_QUEUE),
         ("replace-refused-do-not-queue", 0, REPLACE | NO_QUEUE),
         ("owner-do-not-queue-replaced", ALLOW | NO_QUEUE, REPLACE),
-        ("all-flags", ALLOW | REPLACE | NO_QUEUE, ALLOW | REPLACE | NO_QUEUE),
+        (
+            "all-flags",
+            ALLOW | REPLACE | NO_QUEUE,
+            ALLOW | REPLACE | NO_QUEUE,
+        ),
     ]
 }
 

@@ -34,17 +34,43 @@ pub fn scenarios() -> Vec<Scenario> {
         script.reply("b", vec![]);
         // The same reply again: nobody expects it any more.
         let a = script.unique_name("a");
-        script.send("b", MessageBuilder::method_return(serial).destination(a.as_str()));
+        script.send(
+            "b",
+            MessageBuilder::method_return(serial).destination(a.as_str()),
+        );
         script.drain("a");
     }));
     all.push(Scenario::new("route/unsolicited-reply", |script| {
         script.client("a");
         script.client("b");
         let b = script.unique_name("b");
-        script.send("a", MessageBuilder::method_return(1234).destination(b.as_str()));
-        script.send("a", MessageBuilder::error(1234, "com.example.Error.X").destination(b.as_str()));
+        script.send(
+            "a",
+            MessageBuilder::method_return(1234).destination(b.as_str()),
+        );
+        script.send(
+            "a",
+            MessageBuilder::error(1234, "com.example.Error.X").destination(b.as_str()),
+        );
         script.drain("b");
     }));
+    // dbus-daemon "optimises" a policy: a receive rule without conditions
+    // removes every receive rule before it, eavesdrop="true" or not, so
+    // <allow receive_sender="*"/> after <allow eavesdrop="true"/> makes
+    // unrequested replies unreceivable.
+    all.push(
+        Scenario::new("policy/unconditional-rule-drops-earlier-ones", |script| {
+            script.client("a");
+            script.client("b");
+            let b = script.unique_name("b");
+            script.send(
+                "a",
+                MessageBuilder::method_return(1234).destination(b.as_str()),
+            );
+            script.drain("b");
+        })
+        .config(r#"<policy context="default"><allow receive_sender="*"/></policy>"#),
+    );
     all.push(Scenario::new("route/call-unknown-well-known", |script| {
         script.client("a");
         script.call("a", call_to("com.example.Nobody", "Hi"));
@@ -53,17 +79,26 @@ pub fn scenarios() -> Vec<Scenario> {
         script.client("a");
         script.call("a", call_to(":1.999", "Hi"));
     }));
-    all.push(Scenario::new("route/call-unknown-no-reply-expected", |script| {
-        script.client("a");
-        script.send(
-            "a",
-            call_to("com.example.Nobody", "Hi").flags(flags::NO_REPLY_EXPECTED),
-        );
-    }));
-    all.push(Scenario::new("route/call-unknown-no-auto-start", |script| {
-        script.client("a");
-        script.call("a", call_to("com.example.Nobody", "Hi").flags(flags::NO_AUTO_START));
-    }));
+    all.push(Scenario::new(
+        "route/call-unknown-no-reply-expected",
+        |script| {
+            script.client("a");
+            script.send(
+                "a",
+                call_to("com.example.Nobody", "Hi").flags(flags::NO_REPLY_EXPECTED),
+            );
+        },
+    ));
+    all.push(Scenario::new(
+        "route/call-unknown-no-auto-start",
+        |script| {
+            script.client("a");
+            script.call(
+                "a",
+                call_to("com.example.Nobody", "Hi").flags(flags::NO_AUTO_START),
+            );
+        },
+    ));
     all.push(Scenario::new("route/no-reply-expected-call", |script| {
         script.client("a");
         script.client("b");
@@ -77,7 +112,10 @@ pub fn scenarios() -> Vec<Scenario> {
         script.client("a");
         script.client("b");
         let b = script.unique_name("b");
-        script.send("a", MessageBuilder::method_call("/x", "Bare").destination(b.as_str()));
+        script.send(
+            "a",
+            MessageBuilder::method_call("/x", "Bare").destination(b.as_str()),
+        );
         script.reply("b", vec![]);
         script.drain("a");
     }));
