@@ -174,10 +174,7 @@ impl Launcher {
         let program = command.get_program().to_string_lossy().into_owned();
         let child = command.spawn().map_err(|e| {
             warn!("failed to activate service '{name}': cannot run {program}: {e}");
-            BusError::new(
-                errors::SPAWN_EXEC_FAILED,
-                format!("Failed to execute program {program}: {e}"),
-            )
+            exec_failed(name, &e)
         })?;
         info!("activating service name='{name}' pid={}", child.id());
         self.latest.insert(name.to_owned(), child.id());
@@ -325,6 +322,21 @@ impl Launcher {
     }
 }
 
+/// The ExecFailed error in dbus-daemon's words: it names the service (not
+/// the program) and gives the system's text for the error, without Rust's
+/// " (os error N)".
+fn exec_failed(name: &str, e: &std::io::Error) -> BusError {
+    let text = e.to_string();
+    let text = match (text.rfind(" (os error "), e.raw_os_error()) {
+        (Some(at), Some(_)) => &text[..at],
+        _ => &text,
+    };
+    BusError::new(
+        errors::SPAWN_EXEC_FAILED,
+        format!("Failed to execute program {name}: {text}"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,10 +474,10 @@ mod tests {
         let env = HashMap::new();
         let err = launcher.start("org.x.Missing", &env).unwrap_err();
         assert_eq!(err.name, errors::SPAWN_EXEC_FAILED);
-        assert!(
-            err.message.contains("/nonexistent/program"),
-            "{}",
-            err.message
+        // dbus-daemon's words, which name the service.
+        assert_eq!(
+            err.message,
+            "Failed to execute program org.x.Missing: No such file or directory"
         );
         let err = launcher.start("org.x.NoExec", &env).unwrap_err();
         assert_eq!(err.name, errors::SPAWN_EXEC_FAILED);
