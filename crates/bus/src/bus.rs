@@ -181,18 +181,14 @@ impl Bus {
         &self.activation_env
     }
 
-    /// Replace the list of activatable names (after a reload). When it
-    /// changed, the ActivatableServicesChanged signal goes to every
-    /// connection whose rules match it, as dbus-daemon does.
+    /// Replace the list of activatable names (after a reload, which
+    /// re-read the service directories). The ActivatableServicesChanged
+    /// signal goes to every connection whose rules match it, changed or
+    /// not: dbus-daemon 1.14 sends it on every reload (the differential
+    /// harness's driver/ReloadConfig scenario shows it).
     pub fn set_activatable_names(&mut self, mut names: Vec<String>, out: &mut Vec<Action>) {
-        let mut old = std::mem::take(&mut self.opts.activatable_names);
-        old.sort_unstable();
         names.sort_unstable();
-        let changed = old != names;
         self.opts.activatable_names = names;
-        if !changed {
-            return;
-        }
         let builder = MessageBuilder::signal(BUS_PATH, BUS_INTERFACE, "ActivatableServicesChanged");
         let Some((out_msg, msg)) = self.build(builder) else {
             return;
