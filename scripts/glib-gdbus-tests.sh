@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 tests_dir=/usr/share/installed-tests/glib
-per_binary_limit=${GLIB_TEST_TIME_LIMIT:-120}
+per_binary_limit=${GLIB_TEST_TIME_LIMIT:-60}
 daemon=${1:-${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon}
 daemon=$(realpath -e "$daemon") || {
     echo "glib-gdbus-tests: no daemon at ${1:-the default path}; build it first" >&2
