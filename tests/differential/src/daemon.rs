@@ -16,9 +16,10 @@ use rustix::process::{kill_process, Pid, Signal};
 use crate::TIMEOUT;
 
 /// The configuration both daemons get: a session bus on a unix socket in
-/// the scratch directory, EXTERNAL authentication, a policy that allows
-/// everything, the scratch directory's `services/` as service directory,
-/// and `extra` inside `<busconfig>`.
+/// the scratch directory, EXTERNAL authentication, the policy of Debian's
+/// session.conf (which lets everything through, unrequested replies and
+/// eavesdropping included), the scratch directory's `services/` as service
+/// directory, and `extra` inside `<busconfig>`.
 pub fn config_text(dir: &Path, extra: &str) -> String {
     format!(
         r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
