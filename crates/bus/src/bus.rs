@@ -333,9 +333,12 @@ impl Bus {
         }
         match msg.destination() {
             Some(BUS_NAME) => {
+                // The driver keeps no fds; monitors get them with their
+                // copy, as dbus-daemon passes them on.
+                let mut fds = Some(fds);
                 let is_call = msg.msg_type() == MessageType::MethodCall;
                 if is_call {
-                    self.capture_driver_call(from, &msg, out);
+                    self.capture_with_fds(from, &msg, fds.take(), out);
                 }
                 let to_bus = Delivery {
                     from: Some(from),
@@ -345,7 +348,7 @@ impl Bus {
                 };
                 if let Err(denial) = self.check_policy(&msg, to_bus) {
                     if !is_call {
-                        self.capture_driver_call(from, &msg, out);
+                        self.capture_with_fds(from, &msg, fds.take(), out);
                     }
                     self.refuse(from, &msg, &denial, out);
                 } else if is_call {
@@ -356,7 +359,7 @@ impl Bus {
                     // and (as there) the errors they cause go out before
                     // monitors see them.
                     self.driver_signal(from, &msg, out);
-                    self.capture_driver_call(from, &msg, out);
+                    self.capture_with_fds(from, &msg, fds.take(), out);
                 }
             }
             Some(dest) => self.unicast(from, &msg, fds, dest, now, out),
@@ -624,10 +627,22 @@ impl Bus {
         msg: &Message,
         out: &mut Vec<Action>,
     ) {
+        self.capture_with_fds(from, msg, None, out);
+    }
+
+    /// [`Bus::capture_driver_call`] with the fds that came with the
+    /// message (closed at once when no monitor takes them).
+    fn capture_with_fds(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        fds: Option<Vec<OwnedFd>>,
+        out: &mut Vec<Action>,
+    ) {
         if self.monitors.is_empty() {
             return;
         }
-        let out_msg = self.stamped(from, msg, Vec::new());
+        let out_msg = self.stamped(from, msg, fds.unwrap_or_default());
         let watchers = self.with_input(msg, Some(from), None, |input| {
             self.monitor_recipients(input)
         });

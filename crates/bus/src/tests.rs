@@ -1333,6 +1333,26 @@ fn fds_travel_with_the_message() {
 }
 
 #[test]
+fn monitors_get_the_fds_of_a_call_to_the_driver() {
+    let mut h = Harness::new();
+    let (m, _) = h.client();
+    let (a, _) = h.client();
+    h.send(m, become_monitor(&[]));
+    h.take();
+    h.send_with_fds(a, call_bus("GetId", vec![]).unix_fds(1), some_fds(1));
+    let fds_seen: Vec<(ConnId, usize)> = std::mem::take(&mut h.out)
+        .into_iter()
+        .filter_map(|action| match action {
+            Action::Deliver { to, msg } => Some((to, msg.fds.len())),
+            _ => None,
+        })
+        .collect();
+    // The monitor's copy of the call carries the fd (as dbus-daemon
+    // passes it on); the reply to the caller and its copy carry none.
+    assert_eq!(fds_seen, vec![(m, 1), (m, 0), (a, 0)]);
+}
+
+#[test]
 fn fds_to_a_peer_without_fd_support_is_an_error() {
     let mut h = Harness::new();
     let (a, _) = h.client();
