@@ -509,6 +509,7 @@ impl Bus {
             to
         });
         self.keep_allowed(Some(from), Some(target), msg, &mut eavesdroppers, out);
+        self.keep_fd_capable(from, msg, &mut eavesdroppers, out);
         self.deliver_all(&eavesdroppers, msg, &out_msg, out);
     }
 
@@ -521,6 +522,7 @@ impl Bus {
         });
         self.deliver_all(&watchers, msg, &out_msg, out);
         self.keep_allowed(Some(from), None, msg, &mut recipients, out);
+        self.keep_fd_capable(from, msg, &mut recipients, out);
         self.deliver_all(&recipients, msg, &out_msg, out);
     }
 
@@ -580,7 +582,53 @@ impl Bus {
         denial: &Denial,
         out: &mut Vec<Action>,
     ) {
-        let err = denial.to_error();
+        self.capture_error_reply(from, msg, denial.to_error(), out);
+    }
+
+    /// Leave out the `recipients` that cannot take the fds of `msg`. As in
+    /// dbus-daemon nobody is told, but monitors see the NotSupported
+    /// error the sender would have got.
+    fn keep_fd_capable(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        recipients: &mut Vec<ConnId>,
+        out: &mut Vec<Action>,
+    ) {
+        if msg.unix_fds() == 0 {
+            return;
+        }
+        let mut refused = Vec::new();
+        recipients.retain(|&to| {
+            let accepts = self.accepts_fds(to);
+            if !accepts {
+                refused.push(to);
+            }
+            accepts
+        });
+        if self.monitors.is_empty() {
+            return;
+        }
+        for to in refused {
+            let err = BusError::new(
+                errors::NOT_SUPPORTED,
+                format!(
+                    "broadcast cannot be delivered to {} because it does not support receiving Unix fds",
+                    self.describe_connection(to)
+                ),
+            );
+            self.capture_error_reply(from, msg, err, out);
+        }
+    }
+
+    /// Show monitors an error reply to `msg` that `from` is not sent.
+    fn capture_error_reply(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        err: BusError,
+        out: &mut Vec<Action>,
+    ) {
         let mut builder =
             MessageBuilder::error(msg.serial(), err.name).body(vec![Value::String(err.message)]);
         if let Some(name) = self.unique_name(from) {

@@ -1353,6 +1353,38 @@ fn monitors_get_the_fds_of_a_call_to_the_driver() {
 }
 
 #[test]
+fn monitors_see_that_a_listener_without_fd_support_missed_a_broadcast() {
+    let mut h = Harness::new();
+    let (m, _) = h.client();
+    let (a, _) = h.client();
+    let b = h.connect(false);
+    h.driver(b, "Hello", vec![]);
+    h.add_match(b, "member='WithFd'");
+    h.send(m, become_monitor(&[]));
+    h.take();
+    let signal = MessageBuilder::signal("/", "org.example.T", "WithFd")
+        .unix_fds(1)
+        .body(vec![Value::UnixFd(0)]);
+    h.send_with_fds(a, signal, some_fds(1));
+    let name_b = h.bus.unique_name(b).unwrap().to_owned();
+    // b gets nothing and a is told nothing, as in dbus-daemon; the
+    // monitor sees the signal and the error a would have got.
+    assert_eq!(
+        summary(&h.take()),
+        vec![
+            (m, "WithFd".into(), vec![]),
+            (
+                m,
+                errors::NOT_SUPPORTED.into(),
+                vec![format!(
+                    "broadcast cannot be delivered to {name_b} (uid=1000 pid=100) because it does not support receiving Unix fds"
+                )]
+            ),
+        ]
+    );
+}
+
+#[test]
 fn fds_to_a_peer_without_fd_support_is_an_error() {
     let mut h = Harness::new();
     let (a, _) = h.client();

@@ -40,7 +40,7 @@ fn type_name(t: MessageType) -> &'static str {
 }
 
 /// dbus-daemon's "loginfo": who a connection is, for people.
-fn loginfo(party: Option<&Party<'_>>, bus: &str) -> String {
+pub(crate) fn loginfo(party: Option<&Party<'_>>, bus: &str) -> String {
     match party {
         None => bus.to_owned(),
         Some(p) => {
