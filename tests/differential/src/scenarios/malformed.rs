@@ -4,9 +4,22 @@
 use super::{s, Scenario};
 use crate::raw::{code, string_body, Field, RawMessage};
 
-/// (case, message): `a` sends it, `b` listens to every signal and is the
-/// destination of calls; then `a` asks the bus for its id (if it is still
-/// connected) and `b` settles.
+/// Routable messages dbus-daemon passes on (or ignores) rather than
+/// dropping the sender for: they are named `malformed/routable/...`.
+const ROUTABLE: &[&str] = &[
+    "h-without-unix-fds",
+    "unknown-message-type",
+    "unknown-flags",
+    "dict-with-duplicate-keys",
+    "unknown-header-field-odd-type",
+    "signal-with-reply-serial",
+    "error-name-on-signal",
+];
+
+/// (case, message): `a` sends it, `b` listens to every signal; then `a`
+/// asks the bus for its id (if it is still connected) and `b` settles.
+/// The cases not in [`ROUTABLE`] are messages every bus must refuse
+/// (`malformed/refused/...`): dbus-daemon drops their sender.
 fn messages() -> Vec<(&'static str, RawMessage)> {
     let h_signal = RawMessage::signal("Fd", "h", vec![0, 0, 0, 0]);
     let mut unknown_type = RawMessage::signal("Type5", "", vec![]);
@@ -81,6 +94,74 @@ fn messages() -> Vec<(&'static str, RawMessage)> {
             RawMessage::signal("Replyish", "", vec![]).field(code::REPLY_SERIAL, Field::U32(5)),
         ),
         (
+            "bool-not-0-or-1",
+            RawMessage::signal("Bool", "b", vec![2, 0, 0, 0]),
+        ),
+        (
+            "invalid-object-path-value",
+            RawMessage::signal("Path", "o", string_body(b"//x")),
+        ),
+        (
+            "invalid-signature-value",
+            RawMessage::signal("Sig", "g", vec![1, b'(', 0]),
+        ),
+        (
+            "variant-bad-signature",
+            RawMessage::signal("Var", "v", vec![1, b'!', 0, 0]),
+        ),
+        (
+            "non-zero-padding-in-body",
+            RawMessage::signal("Pad", "yu", vec![1, 9, 9, 9, 4, 0, 0, 0]),
+        ),
+        (
+            "array-length-not-whole-elements",
+            RawMessage::signal("Arr", "au", vec![3, 0, 0, 0, 1, 2, 3]),
+        ),
+        (
+            "dict-with-duplicate-keys",
+            RawMessage::signal(
+                "Dict",
+                "a{yy}",
+                // Two entries with key 1, each 8-aligned (array of
+                // dict entries: length 10, padding to 8, then 1:2,
+                // padding, 1:3).
+                vec![10, 0, 0, 0, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 0, 1, 3],
+            ),
+        ),
+        (
+            "unknown-header-field-odd-type",
+            RawMessage::signal("Odd", "", vec![]).field(200, Field::Sig("a{sv}".into())),
+        ),
+        (
+            "error-without-error-name",
+            RawMessage {
+                msg_type: 3,
+                fields: vec![(code::REPLY_SERIAL, Field::U32(1))],
+                ..RawMessage::signal("X", "", vec![])
+            },
+        ),
+        (
+            "return-without-reply-serial",
+            RawMessage {
+                msg_type: 2,
+                fields: vec![],
+                ..RawMessage::signal("X", "", vec![])
+            },
+        ),
+        (
+            "reply-serial-zero",
+            RawMessage {
+                msg_type: 2,
+                fields: vec![(code::REPLY_SERIAL, Field::U32(0))],
+                ..RawMessage::signal("X", "", vec![])
+            },
+        ),
+        (
+            "empty-destination",
+            RawMessage::signal("Dest", "", vec![])
+                .field(code::DESTINATION, Field::Str(String::new())),
+        ),
+        (
             "error-name-on-signal",
             RawMessage::signal("Errish", "", vec![])
                 .field(code::ERROR_NAME, Field::Str("com.example.Error".into())),
@@ -91,19 +172,36 @@ fn messages() -> Vec<(&'static str, RawMessage)> {
 pub fn scenarios() -> Vec<Scenario> {
     let mut all = Vec::new();
     for (case, message) in messages() {
-        all.push(Scenario::new(format!("malformed/{case}"), move |script| {
-            script.client("a");
-            script.client("b");
-            script.bus("b", "AddMatch", vec![s("type='signal'")]);
-            let serial = script.next_serial("a");
-            script.send_raw("a", message.bytes(serial), &[]);
-            script.bus("a", "GetId", vec![]);
-            script.drain("b");
-        }));
+        let kind = if ROUTABLE.contains(&case) {
+            "routable"
+        } else {
+            "refused"
+        };
+        all.push(Scenario::new(
+            format!("malformed/{kind}/{case}"),
+            move |script| {
+                script.client("a");
+                script.client("b");
+                script.bus("b", "AddMatch", vec![s("type='signal'")]);
+                let serial = script.next_serial("a");
+                script.send_raw("a", message.bytes(serial), &[]);
+                script.bus("a", "GetId", vec![]);
+                script.drain("b");
+            },
+        ));
     }
+    all.push(Scenario::new("malformed/refused/serial-zero", |script| {
+        script.client("a");
+        script.client("b");
+        script.bus("b", "AddMatch", vec![s("type='signal'")]);
+        let message = RawMessage::signal("Zero", "", vec![]);
+        script.send_raw("a", message.bytes(0), &[]);
+        script.bus("a", "GetId", vec![]);
+        script.drain("b");
+    }));
     // Addressed to a peer: the call form of the dbus-fast case.
     all.push(Scenario::new(
-        "malformed/h-without-unix-fds-call",
+        "malformed/routable/h-without-unix-fds-call",
         |script| {
             script.client("a");
             script.client("b");
