@@ -61,13 +61,6 @@ impl Conn {
 /// its normalised lines.
 pub type Transcript = BTreeMap<String, Vec<String>>;
 
-/// What the scenarios may need from outside: the activatable helper
-/// program.
-#[derive(Clone, Debug)]
-pub struct Environment {
-    pub activatable: std::path::PathBuf,
-}
-
 pub struct Script {
     daemon: Daemon,
     control: Conn,
@@ -79,7 +72,6 @@ pub struct Script {
     /// NameOwnerChanged signals the control connection saw, and whether a
     /// step already waited for each.
     owner_changes: Vec<([String; 3], bool)>,
-    pub env: Environment,
 }
 
 const MONITOR: &str = "monitor";
@@ -87,12 +79,7 @@ const MONITOR: &str = "monitor";
 impl Script {
     /// Starts `program` with `extra_config` and the `.service` files of
     /// `services`, connects the control connection and the main monitor.
-    pub fn start(
-        program: &Path,
-        extra_config: &str,
-        services: &[(String, String)],
-        env: Environment,
-    ) -> Script {
+    pub fn start(program: &Path, extra_config: &str, services: &[(String, String)]) -> Script {
         let daemon = Daemon::start(program, extra_config, services);
         let mut control = Conn {
             raw: RawClient::connect(&daemon.socket_path(), true),
@@ -117,7 +104,6 @@ impl Script {
             order: Vec::new(),
             hidden: HashSet::new(),
             owner_changes: Vec::new(),
-            env,
         };
         script.client(MONITOR);
         script.become_monitor(MONITOR, &[]);
@@ -613,16 +599,6 @@ impl Script {
             (Some(dest), Some(serial)) => self.hidden.contains(&(dest.to_owned(), serial)),
             _ => false,
         }
-    }
-
-    /// What the daemon logged (for a failure's report).
-    pub fn daemon_log(&self) -> String {
-        self.daemon.log()
-    }
-
-    /// The daemon's printed address.
-    pub fn address(&self) -> &str {
-        self.daemon.address()
     }
 }
 

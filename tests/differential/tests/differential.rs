@@ -20,7 +20,7 @@ use std::time::Instant;
 use quickbus_differential::compare::diff;
 use quickbus_differential::differences;
 use quickbus_differential::scenarios::{self, Scenario};
-use quickbus_differential::script::{Environment, Script, Transcript};
+use quickbus_differential::script::{Script, Transcript};
 
 const WORKERS: usize = 4;
 /// A scenario pair taking longer than this is reported (not failed).
@@ -54,14 +54,16 @@ fn quickbus_daemon() -> PathBuf {
     path
 }
 
-fn run(program: &Path, scenario: &Scenario, env: &Environment) -> Transcript {
-    let helper = env.activatable.display().to_string();
+/// One scenario on one daemon; `helper` is the activatable service program
+/// that `{helper}` in service files stands for.
+fn run(program: &Path, scenario: &Scenario, helper: &Path) -> Transcript {
+    let helper = helper.display().to_string();
     let services: Vec<(String, String)> = scenario
         .services
         .iter()
         .map(|(file, text)| (file.clone(), text.replace("{helper}", &helper)))
         .collect();
-    let mut script = Script::start(program, &scenario.config, &services, env.clone());
+    let mut script = Script::start(program, &scenario.config, &services);
     (scenario.run)(&mut script);
     script.finish()
 }
@@ -81,9 +83,7 @@ fn quickbus_answers_every_scenario_as_dbus_daemon_does_or_as_listed() {
     let started = Instant::now();
     let reference = reference_daemon();
     let quickbus = quickbus_daemon();
-    let env = Environment {
-        activatable: PathBuf::from(env!("CARGO_BIN_EXE_activatable")),
-    };
+    let helper = PathBuf::from(env!("CARGO_BIN_EXE_activatable"));
     let only = std::env::var("QUICKBUS_DIFF_ONLY").ok();
     let show_all = std::env::var_os("QUICKBUS_DIFF_SHOW").is_some();
     let all: Vec<Scenario> = scenarios::all()
@@ -106,8 +106,8 @@ fn quickbus_answers_every_scenario_as_dbus_daemon_does_or_as_listed() {
                     break;
                 };
                 let clock = Instant::now();
-                let theirs = run(&reference, scenario, &env);
-                let ours = run(&quickbus, scenario, &env);
+                let theirs = run(&reference, scenario, &helper);
+                let ours = run(&quickbus, scenario, &helper);
                 if clock.elapsed() > SLOW {
                     // Only a wait that gave up takes this long: worth a look.
                     println!(

@@ -92,9 +92,3 @@ pub fn strings(items: &[&str]) -> Value {
         items: items.iter().map(|i| s(i)).collect(),
     }
 }
-
-/// The unique name of a connected, registered client (for arguments that
-/// must name it).
-pub fn unique_of(script: &mut Script, label: &str) -> String {
-    script.unique_name(label)
-}
