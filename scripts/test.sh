@@ -14,8 +14,11 @@ step() { printf '\n==> %s\n' "$*"; }
 # dbus-python with GLib, and libdbus/sd-bus headers and tests for later work;
 # tshark (reads quickbus captures), chromium (renders the HTML report) and
 # tmux (drives quickbus top) for the observe tests; ss (iproute2) shows the
-# socket buffers the daemon set.
-packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2 libnss-extrausers)
+# socket buffers the daemon set; libglib2.0-tests holds GLib's GDBus
+# installed tests. dbus-daemon is also the reference of the differential
+# harness (tests/differential). libnss-extrausers gives the NSS tests a
+# user that only NSS knows.
+packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2 libglib2.0-tests libnss-extrausers)
 
 install_packages() {
     if ! command -v dpkg-query >/dev/null; then
@@ -62,6 +65,9 @@ cargo fmt --all -- --check
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
+# Includes the differential harness (tests/differential): every scenario
+# against /usr/bin/dbus-daemon and the quickbus-daemon just built, any
+# difference not in tests/differential/differences.toml a failure.
 step "cargo test --workspace"
 cargo test --workspace
 
@@ -71,5 +77,11 @@ cargo test --workspace
 step "dbus-daemon's test suite against quickbus-daemon"
 cargo run --quiet -p quickbus-conformance -- \
     "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
+
+# GLib's GDBus installed tests (Debian's libglib2.0-tests), with the daemon
+# just built as the `dbus-daemon` they start. One line per binary and a
+# summary; fails on any failure or time-out.
+step "GLib's GDBus tests against quickbus-daemon"
+bash scripts/glib-gdbus-tests.sh "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
 
 step "all checks passed"

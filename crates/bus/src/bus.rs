@@ -189,18 +189,14 @@ impl Bus {
         &self.activation_env
     }
 
-    /// Replace the list of activatable names (after a reload). When it
-    /// changed, the ActivatableServicesChanged signal goes to every
-    /// connection whose rules match it, as dbus-daemon does.
+    /// Replace the list of activatable names (after a reload, which
+    /// re-read the service directories). The ActivatableServicesChanged
+    /// signal goes to every connection whose rules match it, changed or
+    /// not: dbus-daemon 1.14 sends it on every reload (the differential
+    /// harness's driver/ReloadConfig scenario shows it).
     pub fn set_activatable_names(&mut self, mut names: Vec<String>, out: &mut Vec<Action>) {
-        let mut old = std::mem::take(&mut self.opts.activatable_names);
-        old.sort_unstable();
         names.sort_unstable();
-        let changed = old != names;
         self.opts.activatable_names = names;
-        if !changed {
-            return;
-        }
         let builder = MessageBuilder::signal(BUS_PATH, BUS_INTERFACE, "ActivatableServicesChanged");
         let Some((out_msg, msg)) = self.build(builder) else {
             return;
@@ -328,9 +324,12 @@ impl Bus {
         }
         match msg.destination() {
             Some(BUS_NAME) => {
+                // The driver keeps no fds; monitors get them with their
+                // copy, as dbus-daemon passes them on.
+                let mut fds = Some(fds);
                 let is_call = msg.msg_type() == MessageType::MethodCall;
                 if is_call {
-                    self.capture_driver_call(from, &msg, out);
+                    self.capture_with_fds(from, &msg, fds.take(), out);
                 }
                 let to_bus = Delivery {
                     from: Some(from),
@@ -340,7 +339,7 @@ impl Bus {
                 };
                 if let Err(denial) = self.check_policy(&msg, to_bus) {
                     if !is_call {
-                        self.capture_driver_call(from, &msg, out);
+                        self.capture_with_fds(from, &msg, fds.take(), out);
                     }
                     self.refuse(from, &msg, &denial, out);
                 } else if is_call {
@@ -353,7 +352,7 @@ impl Bus {
                     // and (as there) the errors they cause go out before
                     // monitors see them.
                     self.driver_signal(from, &msg, out);
-                    self.capture_driver_call(from, &msg, out);
+                    self.capture_with_fds(from, &msg, fds.take(), out);
                     if !is_activation_failure(&msg) {
                         self.pass_to_eavesdroppers(from, &msg, out);
                     }
@@ -491,6 +490,7 @@ impl Bus {
             to
         });
         self.keep_allowed(Some(from), Some(target), msg, &mut eavesdroppers, out);
+        self.keep_fd_capable(from, msg, &mut eavesdroppers, out);
         self.deliver_all(&eavesdroppers, msg, &out_msg, out);
     }
 
@@ -531,6 +531,7 @@ impl Bus {
         });
         self.deliver_all(&watchers, msg, &out_msg, out);
         self.keep_allowed(Some(from), None, msg, &mut recipients, out);
+        self.keep_fd_capable(from, msg, &mut recipients, out);
         self.deliver_all(&recipients, msg, &out_msg, out);
     }
 
@@ -601,7 +602,53 @@ impl Bus {
         denial: &Denial,
         out: &mut Vec<Action>,
     ) {
-        let err = denial.to_error();
+        self.capture_error_reply(from, msg, denial.to_error(), out);
+    }
+
+    /// Leave out the `recipients` that cannot take the fds of `msg`. As in
+    /// dbus-daemon nobody is told, but monitors see the NotSupported
+    /// error the sender would have got.
+    fn keep_fd_capable(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        recipients: &mut Vec<ConnId>,
+        out: &mut Vec<Action>,
+    ) {
+        if msg.unix_fds() == 0 {
+            return;
+        }
+        let mut refused = Vec::new();
+        recipients.retain(|&to| {
+            let accepts = self.accepts_fds(to);
+            if !accepts {
+                refused.push(to);
+            }
+            accepts
+        });
+        if self.monitors.is_empty() {
+            return;
+        }
+        for to in refused {
+            let err = BusError::new(
+                errors::NOT_SUPPORTED,
+                format!(
+                    "broadcast cannot be delivered to {} because it does not support receiving Unix fds",
+                    self.describe_connection(to)
+                ),
+            );
+            self.capture_error_reply(from, msg, err, out);
+        }
+    }
+
+    /// Show monitors an error reply to `msg` that `from` is not sent.
+    fn capture_error_reply(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        err: BusError,
+        out: &mut Vec<Action>,
+    ) {
         let mut builder =
             MessageBuilder::error(msg.serial(), err.name).body(vec![Value::String(err.message)]);
         if let Some(name) = self.unique_name(from) {
@@ -648,10 +695,22 @@ impl Bus {
         msg: &Message,
         out: &mut Vec<Action>,
     ) {
+        self.capture_with_fds(from, msg, None, out);
+    }
+
+    /// [`Bus::capture_driver_call`] with the fds that came with the
+    /// message (closed at once when no monitor takes them).
+    fn capture_with_fds(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        fds: Option<Vec<OwnedFd>>,
+        out: &mut Vec<Action>,
+    ) {
         if self.monitors.is_empty() {
             return;
         }
-        let out_msg = self.stamped(from, msg, Vec::new());
+        let out_msg = self.stamped(from, msg, fds.unwrap_or_default());
         let watchers = self.with_input(msg, Some(from), None, |input| {
             self.monitor_recipients(input)
         });

@@ -109,21 +109,25 @@ impl Bus {
         let items = ids
             .into_iter()
             .filter_map(|id| {
-                let unique = self.conns[&id].unique.clone()?;
+                // Every registered connection, with no rules too, as
+                // dbus-daemon lists them; monitors have no name any more.
+                let conn = &self.conns[&id];
+                if self.monitors.is_monitor(id) {
+                    return None;
+                }
+                let unique = conn.unique.clone()?;
                 let rules: Vec<Value> = self
                     .subs
                     .rules_of(id)
                     .map(|r| Value::String(r.to_string()))
                     .collect();
-                (!rules.is_empty()).then(|| {
-                    Value::DictEntry(
-                        Box::new(Value::String(unique)),
-                        Box::new(Value::Array {
-                            elem_sig: "s".into(),
-                            items: rules,
-                        }),
-                    )
-                })
+                Some(Value::DictEntry(
+                    Box::new(Value::String(unique)),
+                    Box::new(Value::Array {
+                        elem_sig: "s".into(),
+                        items: rules,
+                    }),
+                ))
             })
             .collect();
         Ok(vec![Value::Array {

@@ -277,10 +277,7 @@ impl Launcher {
         self.set_environment(&mut command, env);
         let program = command.get_program().to_string_lossy().into_owned();
         let child = command.spawn().map_err(|e| {
-            let error = BusError::new(
-                errors::SPAWN_EXEC_FAILED,
-                format!("Failed to execute program {program}: {e}"),
-            );
+            let error = exec_failed(name, &e);
             info!("Failed to activate service {name}: {}", error.message);
             error
         })?;
@@ -456,6 +453,21 @@ impl Launcher {
     }
 }
 
+/// The ExecFailed error in dbus-daemon's words: it names the service (not
+/// the program) and gives the system's text for the error, without Rust's
+/// " (os error N)".
+fn exec_failed(name: &str, e: &std::io::Error) -> BusError {
+    let text = e.to_string();
+    let text = match (text.rfind(" (os error "), e.raw_os_error()) {
+        (Some(at), Some(_)) => &text[..at],
+        _ => &text,
+    };
+    BusError::new(
+        errors::SPAWN_EXEC_FAILED,
+        format!("Failed to execute program {name}: {text}"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -593,10 +605,10 @@ mod tests {
         let env = HashMap::new();
         let err = launcher.start("org.x.Missing", None, &env).unwrap_err();
         assert_eq!(err.name, errors::SPAWN_EXEC_FAILED);
-        assert!(
-            err.message.contains("/nonexistent/program"),
-            "{}",
-            err.message
+        // dbus-daemon's words, which name the service.
+        assert_eq!(
+            err.message,
+            "Failed to execute program org.x.Missing: No such file or directory"
         );
         let err = launcher.start("org.x.NoExec", None, &env).unwrap_err();
         assert_eq!(err.name, errors::SPAWN_EXEC_FAILED);

@@ -4,7 +4,7 @@
 
 use quickbus_wire::{Message, MessageType};
 
-use super::denial::{Party, Refusal};
+use super::denial::{loginfo, Party, Refusal};
 use super::index::Facts;
 use super::{CompiledPolicy, Denial, PolicyConfig};
 use crate::bus::Bus;
@@ -60,6 +60,14 @@ impl Bus {
             pid: conn.creds.pid,
             comm: conn.creds.comm.as_deref(),
         })
+    }
+
+    /// dbus-daemon's name and "loginfo" of a connection, as its error
+    /// texts name a connection: `:1.7 (uid=1000 pid=42 comm="...")`.
+    pub(crate) fn describe_connection(&self, id: ConnId) -> String {
+        let party = self.party(Some(id));
+        let name = party.as_ref().and_then(|p| p.name).unwrap_or("(inactive)");
+        format!("{name} ({})", loginfo(party.as_ref(), "bus"))
     }
 
     /// Call `f` with the names of `id` (everything it owns or waits for),
