@@ -275,7 +275,6 @@ impl Launcher {
             None => self.command(&service)?,
         };
         self.set_environment(&mut command, env);
-        let program = command.get_program().to_string_lossy().into_owned();
         let child = command.spawn().map_err(|e| {
             let error = exec_failed(name, &e);
             info!("Failed to activate service {name}: {}", error.message);

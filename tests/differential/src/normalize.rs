@@ -5,8 +5,11 @@
 //! - unique names (`:1.7`) become the scenario's label for that client
 //!   (`:a`, `:monitor`) or `:other1`, `:other2`... in order of first
 //!   appearance, also inside strings (match rules, error texts);
-//! - the serials of messages the bus driver sends are `*` (each daemon
-//!   counts its own); clients' serials are the harness's and stay;
+//! - the serials of messages the bus itself sends are `*` (each daemon
+//!   counts its own): those from the driver, and those with no sender
+//!   (dbus-daemon answers a call with no destination without one; every
+//!   peer's message carries the sender the bus stamped); clients' serials
+//!   are the harness's and stay;
 //! - 32 hex digits (GetId's bus id, GetMachineId, GUIDs) become `<hex32>`;
 //! - this process's pid (every scenario client runs in it) becomes `<pid>`,
 //!   the daemon's `<daemon-pid>`;
@@ -116,9 +119,9 @@ pub fn render_message(m: &Message, fds: usize, names: &mut Names) -> String {
         MessageType::Error => "error",
         MessageType::Signal => "signal",
     };
-    let from_driver = m.sender() == Some(DRIVER);
+    let from_bus = matches!(m.sender(), Some(DRIVER) | None);
     let mut line = kind.to_owned();
-    if from_driver {
+    if from_bus {
         line.push_str(" serial=*");
     } else {
         line.push_str(&format!(" serial={}", m.serial()));
@@ -150,7 +153,7 @@ pub fn render_message(m: &Message, fds: usize, names: &mut Names) -> String {
     field("fds_received", (fds != 0).then(|| fds.to_string()));
     let body = match m.body_values() {
         Ok(values) => {
-            let sort_lists = from_driver && m.msg_type() == MessageType::MethodReturn;
+            let sort_lists = from_bus && m.msg_type() == MessageType::MethodReturn;
             let rendered: Vec<String> =
                 values.iter().map(|v| value(v, names, sort_lists)).collect();
             rendered.join(", ")

@@ -144,7 +144,9 @@ mod tests {
     #[test]
     fn an_fd_index_without_unix_fds_is_marshalled_as_asked() {
         let raw = RawMessage::signal("S", "h", vec![0, 0, 0, 0]).bytes(1);
-        let err = Message::parse(Bytes::from(raw)).unwrap_err();
-        assert!(err.to_string().contains("UNIX_FDS"), "{err}");
+        // Routable, as libdbus's loader takes it: the receiver judges.
+        let msg = Message::parse(Bytes::from(raw)).unwrap();
+        assert_eq!(msg.signature(), "h");
+        assert_eq!(msg.unix_fds(), 0);
     }
 }
