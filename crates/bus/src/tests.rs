@@ -1511,7 +1511,7 @@ fn monitors_see_that_a_listener_without_fd_support_missed_a_broadcast() {
                 m,
                 errors::NOT_SUPPORTED.into(),
                 vec![format!(
-                    "broadcast cannot be delivered to {name_b} (uid=1000 pid=100) because it does not support receiving Unix fds"
+                    "broadcast cannot be delivered to {name_b} (uid=1000 pid=100 comm=\"\") because it does not support receiving Unix fds"
                 )]
             ),
         ]
