@@ -22,6 +22,8 @@ pub struct UserTally {
     pub uid: u32,
     out_bytes: Cell<usize>,
     out_fds: Cell<usize>,
+    /// Its connections not past Hello (see server::admission).
+    incomplete: Cell<usize>,
 }
 
 impl UserTally {
@@ -42,6 +44,18 @@ impl UserTally {
 
     pub fn out_fds(&self) -> usize {
         self.out_fds.get()
+    }
+
+    pub fn incomplete_opened(&self) {
+        self.incomplete.set(self.incomplete.get() + 1);
+    }
+
+    pub fn incomplete_closed(&self) {
+        self.incomplete.set(self.incomplete.get().saturating_sub(1));
+    }
+
+    pub fn incomplete(&self) -> usize {
+        self.incomplete.get()
     }
 }
 
@@ -70,6 +84,14 @@ impl Users {
         if self.by_uid.get(&uid).is_some_and(|w| w.strong_count() == 0) {
             self.by_uid.remove(&uid);
         }
+    }
+
+    /// How many incomplete connections `uid` has (0 if none at all).
+    pub fn incomplete_of(&self, uid: u32) -> usize {
+        self.by_uid
+            .get(&uid)
+            .and_then(Weak::upgrade)
+            .map_or(0, |tally| tally.incomplete())
     }
 
     pub fn len(&self) -> usize {

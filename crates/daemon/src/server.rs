@@ -10,7 +10,7 @@ use std::os::unix::net::UnixListener as StdListener;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use mio::net::{UnixListener, UnixStream};
+use mio::net::UnixListener;
 use mio::{Events, Interest, Poll, Token};
 use quickbus_bus::{Action, Bus, ConnId, Credentials};
 use quickbus_wire::{frame_length, ErrorKind, Message};
@@ -26,6 +26,7 @@ use crate::idle_buffers::IdleBuffers;
 use crate::service_file::ServiceFile;
 use crate::transport::{OutItem, ReadStatus, Transport};
 
+mod admission;
 mod backpressure;
 
 const SIGNALS: Token = Token(0);
@@ -87,6 +88,9 @@ enum Phase {
 struct Conn {
     transport: Transport,
     phase: Phase,
+    /// Not past Hello yet: counts toward `max_incomplete_connections` and
+    /// is closed at `auth_timeout` (see [`admission`]).
+    incomplete: bool,
     creds: Credentials,
     /// Its outgoing queue's overflow state.
     flow: flow::Receiver,
@@ -138,7 +142,10 @@ pub struct Server {
     users: Users,
     /// `opts.out_bounds` for all of one user's queues together.
     user_bounds: OutBounds,
+    /// Connections not past Hello (see [`admission`]).
     incomplete: usize,
+    /// Repeated warnings are summed up rather than flooding the log.
+    log_limiter: crate::log_limit::Limiter,
     /// Connections with data possibly left unread after their turn.
     unfinished_reads: Vec<(Token, bool)>,
     /// Connections with queued output to flush at the end of the turn.
@@ -195,6 +202,7 @@ impl Server {
             users: Users::default(),
             user_bounds,
             incomplete: 0,
+            log_limiter: crate::log_limit::Limiter::default(),
             unfinished_reads: Vec::new(),
             dirty: Vec::new(),
             actions: Vec::new(),
@@ -250,7 +258,8 @@ impl Server {
             // Every turn, deadlines or not: the bus also keeps this time
             // as its clock for what it does between messages.
             let now = Instant::now();
-            self.expire_auth(now);
+            self.expire_incomplete(now);
+            self.log_limiter.summarize(now);
             self.expire_pending_fds(now);
             self.bus.handle_timeouts(now, &mut self.actions);
             if self.bus.take_reload_request() {
@@ -276,16 +285,7 @@ impl Server {
     /// got their fds' message in time, so that they do not keep the loop
     /// waking up for nothing.
     fn drop_stale_deadlines(&mut self) {
-        while let Some(&Reverse((_, token))) = self.auth_deadlines.peek() {
-            let authenticating = matches!(
-                self.conns.get(&token).map(|c| &c.phase),
-                Some(Phase::Authenticating { .. })
-            );
-            if authenticating {
-                break;
-            }
-            self.auth_deadlines.pop();
-        }
+        self.drop_stale_auth_deadlines();
         while let Some(&Reverse((deadline, token))) = self.fd_deadlines.peek() {
             if self
                 .conns
@@ -309,7 +309,8 @@ impl Server {
             .iter()
             .filter_map(|t| Some(self.conns.get(t)?.hold.as_ref()?.until))
             .min();
-        let deadline = [auth, fds, holds, self.bus.next_deadline()]
+        let logs = self.log_limiter.next_summary();
+        let deadline = [auth, fds, holds, logs, self.bus.next_deadline()]
             .into_iter()
             .flatten()
             .min()?;
@@ -393,89 +394,12 @@ impl Server {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     // EMFILE and friends: the listener stays, we retry later.
-                    warn!("accept failed: {e}");
+                    self.log_limiter
+                        .warn("accept failed", format_args!("accept failed: {e}"));
                     return;
                 }
             };
             self.add_connection(stream);
-        }
-    }
-
-    fn add_connection(&mut self, mut stream: UnixStream) {
-        // Completed connections are bounded by the bus at Hello (with the
-        // LimitsExceeded reply dbus-daemon gives); here only what could
-        // exhaust fds: the authenticating ones and an overall cap.
-        if self.incomplete >= self.opts.max_incomplete_connections
-            || self.conns.len() >= self.opts.max_connections + self.opts.max_incomplete_connections
-        {
-            warn!(
-                "refusing connection: {} connections, {} authenticating (limits {} / {})",
-                self.conns.len(),
-                self.incomplete,
-                self.opts.max_connections,
-                self.opts.max_incomplete_connections
-            );
-            return;
-        }
-        let creds = match crate::peer::identify(&stream, &mut self.user_db) {
-            Ok(c) => c,
-            Err(e) => {
-                warn!("refusing connection: no peer credentials: {e}");
-                return;
-            }
-        };
-        if let Err(e) = crate::socket_buffers::apply(&stream, self.opts.socket_buffer_bytes) {
-            // The connection works with the kernel's default buffers.
-            warn!(
-                "cannot set socket buffers to {} bytes: {e}",
-                self.opts.socket_buffer_bytes
-            );
-        }
-        let token = Token(self.next_token);
-        self.next_token += 1;
-        if let Err(e) = self
-            .poll
-            .registry()
-            .register(&mut stream, token, Interest::READABLE)
-        {
-            warn!("refusing connection: cannot register it: {e}");
-            return;
-        }
-        let sasl = SaslServer::new(&self.opts.auth, creds.uid);
-        let user = self.users.tally(creds.uid);
-        debug!(uid = creds.uid, pid = ?creds.pid, "new connection");
-        self.conns.insert(
-            token,
-            Conn {
-                transport: Transport::new(stream),
-                phase: Phase::Authenticating { sasl },
-                creds,
-                flow: flow::Receiver::default(),
-                user,
-                hold: None,
-                fd_deadline: None,
-                watching_writable: false,
-                last_read_turn: 0,
-            },
-        );
-        self.incomplete += 1;
-        self.auth_deadlines
-            .push(Reverse((Instant::now() + self.opts.auth_timeout, token)));
-    }
-
-    fn expire_auth(&mut self, now: Instant) {
-        while let Some(Reverse((deadline, token))) = self.auth_deadlines.peek().copied() {
-            if deadline > now {
-                break;
-            }
-            self.auth_deadlines.pop();
-            let still_authenticating = matches!(
-                self.conns.get(&token).map(|c| &c.phase),
-                Some(Phase::Authenticating { .. })
-            );
-            if still_authenticating {
-                self.close(token, "authentication timed out");
-            }
         }
     }
 
@@ -558,7 +482,6 @@ impl Server {
                             let id = self.bus.add_connection(conn.creds.clone(), unix_fds);
                             conn.phase = Phase::Running { id };
                             self.tokens.insert(id, token);
-                            self.incomplete -= 1;
                         }
                     }
                 }
@@ -601,11 +524,15 @@ impl Server {
                             conn.transport.pending_fds()
                         )
                     })?;
+                    let before_hello = conn.incomplete;
                     self.bus
                         .receive(id, msg, fds, Instant::now(), &mut self.actions);
                     self.routing_from = Some(token);
                     self.apply_actions();
                     self.routing_from = None;
+                    if before_hello {
+                        self.after_message_before_hello(token);
+                    }
                 }
             }
         }
@@ -708,9 +635,12 @@ impl Server {
         let _ = self.poll.registry().deregister(&mut conn.transport.stream);
         // Its whole queue leaves its user's tally, written or not.
         let held = (conn.transport.queued_bytes(), conn.transport.queued_fds());
+        if conn.incomplete {
+            self.incomplete -= 1;
+            conn.user.incomplete_closed();
+        }
         match conn.phase {
             Phase::Authenticating { .. } => {
-                self.incomplete -= 1;
                 debug!(
                     uid = conn.creds.uid,
                     "connection closed during authentication: {reason}"
@@ -722,7 +652,13 @@ impl Server {
                     debug!(uid = conn.creds.uid, "connection {id:?} closed");
                 } else {
                     let name = self.bus.unique_name(id).unwrap_or("(before Hello)");
-                    warn!(uid = conn.creds.uid, pid = ?conn.creds.pid, "disconnecting {name} ({id:?}): {reason}");
+                    self.log_limiter.warn(
+                        "disconnecting",
+                        format_args!(
+                            "disconnecting {name} ({id:?}, uid {}, pid {:?}): {reason}",
+                            conn.creds.uid, conn.creds.pid
+                        ),
+                    );
                 }
                 // Best effort: anything already queued for it (an error
                 // reply explaining the disconnect) goes out before the close.

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use mio::Token;
 use quickbus_bus::{ConnId, OutMessage};
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use super::{Conn, Hold, Phase, Server};
 use crate::flow::{Fill, HoldReason, Kind, OutBounds, Verdict};
@@ -197,15 +197,18 @@ impl Server {
                                 }
                                 Phase::Authenticating { .. } => "(authenticating)",
                             };
-                            warn!(
-                                uid = r.creds.uid,
-                                pid = ?r.creds.pid,
-                                "{name} is not reading: {} bytes queued for it for {:?} \
-                                 (max_outgoing_bytes={}); dropping signals to it until it \
-                                 drains, then it gets MessagesLost",
-                                r.transport.queued_bytes(),
-                                bounds.hold,
-                                bounds.max_bytes
+                            self.log_limiter.warn(
+                                "receiver not reading",
+                                format_args!(
+                                    "{name} is not reading (uid {}, pid {:?}): {} bytes queued for it for \
+                                     {:?} (max_outgoing_bytes={}); dropping signals to it \
+                                     until it drains, then it gets MessagesLost",
+                                    r.creds.uid,
+                                    r.creds.pid,
+                                    r.transport.queued_bytes(),
+                                    bounds.hold,
+                                    bounds.max_bytes
+                                ),
                             );
                         }
                     }
