@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod fd_limit;
 pub mod flow;
+pub mod hold_budget;
 pub mod idle_buffers;
 pub mod listen;
 pub mod log_limit;

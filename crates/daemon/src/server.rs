@@ -111,9 +111,14 @@ struct Conn {
 struct Hold {
     on: Token,
     why: flow::HoldReason,
+    /// When it started (a hold that replaced a pause keeps the pause's).
+    since: Instant,
     until: Instant,
     /// The peer hung up meanwhile: read it to EOF once released.
     hung_up: bool,
+    /// The receiving user whose hold budget pays for it (None: the
+    /// sender's own user, which has no budget; see crate::hold_budget).
+    charged_to: Option<Rc<UserTally>>,
 }
 
 /// Why the loop stopped.
@@ -633,6 +638,9 @@ impl Server {
             return;
         };
         let _ = self.poll.registry().deregister(&mut conn.transport.stream);
+        if let Some(hold) = conn.hold.take() {
+            hold.give_back(Instant::now());
+        }
         // Its whole queue leaves its user's tally, written or not.
         let held = (conn.transport.queued_bytes(), conn.transport.queued_fds());
         if conn.incomplete {
