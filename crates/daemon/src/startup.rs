@@ -298,6 +298,8 @@ fn bus_limits(limits: &crate::config::Limits) -> quickbus_bus::Limits {
         max_connections_per_user: size(limits.max_connections_per_user),
         service_start_timeout: Duration::from_millis(limits.service_start_timeout_ms),
         max_pending_service_starts: size(limits.max_pending_service_starts),
+        max_activation_environment_variables: size(limits.max_activation_environment_variables),
+        max_activation_environment_bytes: size(limits.max_activation_environment_bytes),
     }
 }
 

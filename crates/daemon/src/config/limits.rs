@@ -48,6 +48,10 @@ pub struct Limits {
     /// quickbus's own: milliseconds per minute for which one user's
     /// receivers may hold other users' senders back.
     pub max_hold_per_user_per_minute: u64,
+    /// quickbus's own: variables, and bytes of names and values, the
+    /// activation environment (UpdateActivationEnvironment) may hold.
+    pub max_activation_environment_variables: u64,
+    pub max_activation_environment_bytes: u64,
 }
 
 /// Descriptors one message may carry by default (dbus-daemon's
@@ -89,6 +93,10 @@ impl Default for Limits {
             overflow_memory_timeout_ms: crate::flow::DEFAULT_MEMORY_MS,
             max_outgoing_queues_per_user: crate::flow::DEFAULT_QUEUES_PER_USER,
             max_hold_per_user_per_minute: crate::flow::DEFAULT_HOLD_BUDGET_MS,
+            max_activation_environment_variables:
+                quickbus_bus::DEFAULT_ACTIVATION_ENVIRONMENT_VARIABLES as u64,
+            max_activation_environment_bytes: quickbus_bus::DEFAULT_ACTIVATION_ENVIRONMENT_BYTES
+                as u64,
         }
     }
 }
@@ -162,6 +170,12 @@ impl Limits {
             "overflow_memory_timeout" => plain(&mut self.overflow_memory_timeout_ms, Int),
             "max_outgoing_queues_per_user" => plain(&mut self.max_outgoing_queues_per_user, Int),
             "max_hold_per_user_per_minute" => plain(&mut self.max_hold_per_user_per_minute, Int),
+            "max_activation_environment_variables" => {
+                plain(&mut self.max_activation_environment_variables, Int)
+            }
+            "max_activation_environment_bytes" => {
+                plain(&mut self.max_activation_environment_bytes, Long)
+            }
             _ => None,
         }
     }
@@ -291,7 +305,7 @@ mod tests {
         assert_eq!(limits.overflow_hold_timeout_ms, 1000);
         assert_eq!(limits.overflow_memory_timeout_ms, 60_000);
         assert_eq!(limits.max_outgoing_queues_per_user, 4);
-        assert_eq!(limits.max_hold_per_user_per_minute, 600);
+        assert_eq!(limits.max_hold_per_user_per_minute, 100);
         limits.set("overflow_hold_timeout", "250").unwrap();
         limits.set("overflow_memory_timeout", "0").unwrap();
         limits.set("max_outgoing_queues_per_user", "1").unwrap();
@@ -303,6 +317,24 @@ mod tests {
         assert!(limits.set("overflow_hold_timeout", "-1").is_err());
         assert!(limits
             .set("max_hold_per_user_per_minute", "4294967296")
+            .is_err());
+    }
+
+    #[test]
+    fn the_activation_environment_has_quickbus_own_bounds() {
+        let mut limits = Limits::default();
+        assert_eq!(limits.max_activation_environment_variables, 1024);
+        assert_eq!(limits.max_activation_environment_bytes, 1024 * 1024);
+        limits
+            .set("max_activation_environment_variables", "10")
+            .unwrap();
+        limits
+            .set("max_activation_environment_bytes", "3123123123")
+            .unwrap();
+        assert_eq!(limits.max_activation_environment_variables, 10);
+        assert_eq!(limits.max_activation_environment_bytes, 3_123_123_123);
+        assert!(limits
+            .set("max_activation_environment_variables", "3123123123")
             .is_err());
     }
 
