@@ -157,19 +157,24 @@ impl Server {
             let Some(conn) = self.conns.get(&token).filter(|c| c.incomplete) else {
                 continue;
             };
-            let stage = match conn.phase {
-                Phase::Authenticating { .. } => "authenticated",
-                Phase::Running { .. } => "said Hello",
+            let authenticating = matches!(conn.phase, Phase::Authenticating { .. });
+            let stage = if authenticating {
+                "authenticated"
+            } else {
+                "said Hello"
             };
             // dbus-daemon's words, with the stage it did not reach.
             let reason = format!(
                 "Connection has not {stage} soon enough, closing it (auth_timeout={}ms)",
                 self.opts.auth_timeout.as_millis()
             );
-            self.log_limiter.warn(
-                "connection not complete within auth_timeout",
-                format_args!("{reason} (uid {})", conn.creds.uid),
-            );
+            if authenticating {
+                // (close() logs the others, naming the connection.)
+                self.log_limiter.warn(
+                    "connection not authenticated within auth_timeout",
+                    format_args!("{reason} (uid {})", conn.creds.uid),
+                );
+            }
             self.close(token, &reason);
         }
     }
