@@ -24,10 +24,13 @@
 //!   `MessagesLost(u count)` signal from the bus, which monitors see too.
 //! - A receiver that overflowed recently holds nobody: for
 //!   `overflow_memory_timeout` after an episode ends (it drained after
-//!   filling, or emptied after a pacing pause for it timed out), a signal
-//!   that finds it full is dropped and counted at once, and it paces
-//!   nobody. A reader that stops and drains at will thus costs others one
-//!   episode, not one per cycle.
+//!   being lossy, or emptied after a pacing pause for it timed out), a
+//!   signal that finds it full is dropped and counted at once, and it
+//!   paces nobody; each such episode is remembered in turn. A reader that
+//!   stops and drains at will thus costs others one hold, not one per
+//!   cycle. A receiver that drains while its sender is held (a slow or
+//!   bursty reader, e.g. one whose few fd slots fill) is not remembered:
+//!   its senders are held each time and it loses nothing.
 //! - One user's receivers hold other users' senders for at most
 //!   `max_hold_per_user_per_minute` (a [`crate::hold_budget::HoldBudget`] per receiving user,
 //!   refilled at that many milliseconds a minute and holding no more).
@@ -280,7 +283,11 @@ impl Receiver {
                 self.lossy = true;
             }
         }
-        if self.lossy || hold.is_none_or(|h| h.is_zero()) || self.remembers(now) {
+        if self.remembers(now) {
+            // Still overflowing at will: this episode is remembered too.
+            self.lossy = true;
+        }
+        if self.lossy || hold.is_none_or(|h| h.is_zero()) {
             self.lost += 1;
             self.lost_total += 1;
             Verdict::Drop
@@ -300,13 +307,15 @@ impl Receiver {
     }
 
     /// The queue drained to half its bound: back to normal, but remembered
-    /// as having overflowed for `memory` if it was full. Returns how many
-    /// signals it lost since it was last told, if any.
+    /// for `memory` if it overflowed (was lossy: a hold for it ran out, or
+    /// it was remembered already). A receiver that drained while a sender
+    /// was held for it was merely slow: it is not remembered. Returns how
+    /// many signals it lost since it was last told, if any.
     pub fn drained(&mut self, now: Instant, memory: Duration) -> Option<u64> {
-        if self.full_since.take().is_some() {
+        self.full_since = None;
+        if std::mem::take(&mut self.lossy) {
             self.remember(now, memory);
         }
-        self.lossy = false;
         let lost = std::mem::take(&mut self.lost);
         (lost > 0).then_some(lost)
     }
@@ -494,13 +503,18 @@ mod tests {
         let mut r = Receiver::default();
         let t0 = Instant::now();
         let full = BOUNDS.fill(1000, 0);
-        // First episode: a hold, then it drains (in time: nothing lost).
+        // First episode: a hold, which runs out: lossy, one signal lost.
         assert_eq!(
             r.judge(Kind::Signal, full, Some(BOUNDS.hold), t0),
             Verdict::QueueAndHoldSender
         );
-        let drained_at = t0 + Duration::from_millis(300);
-        assert_eq!(r.drained(drained_at, MEMORY), None);
+        assert!(r.hold_expired());
+        assert_eq!(
+            r.judge(Kind::Signal, full, Some(BOUNDS.hold), t0 + BOUNDS.hold),
+            Verdict::Drop
+        );
+        let drained_at = t0 + Duration::from_secs(2);
+        assert_eq!(r.drained(drained_at, MEMORY), Some(1));
         assert!(r.remembers(drained_at));
         // It stops reading again at once, and again, and again: every
         // signal that finds it full is dropped and counted, nobody held.
@@ -525,7 +539,9 @@ mod tests {
             t += Duration::from_secs(1);
             // Each drain tells it what it lost: nothing is lost silently.
             assert_eq!(r.drained(t, MEMORY), Some(5));
-            assert_eq!(r.lost_total, 5 * episode);
+            assert_eq!(r.lost_total, 1 + 5 * episode);
+            // Each cycle is remembered anew.
+            assert!(r.remembers(t + MEMORY - Duration::from_millis(1)));
         }
         // Quiet for the whole memory: forgiven, a slow moment holds again.
         let forgiven = t + MEMORY;
@@ -534,6 +550,26 @@ mod tests {
             r.judge(Kind::Signal, full, Some(BOUNDS.hold), forgiven),
             Verdict::QueueAndHoldSender
         );
+    }
+
+    #[test]
+    fn a_receiver_that_drains_while_its_sender_is_held_is_held_for_again() {
+        // A bursty reader whose few fd slots fill every few messages: it
+        // reads, so every hold ends with it draining, and nothing is lost.
+        let mut r = Receiver::default();
+        let mut t = Instant::now();
+        let full = BOUNDS.fill(0, 4);
+        for _ in 0..100 {
+            assert_eq!(
+                r.judge(Kind::Signal, full, Some(BOUNDS.hold), t),
+                Verdict::QueueAndHoldSender
+            );
+            t += Duration::from_millis(5);
+            assert_eq!(r.drained(t, MEMORY), None);
+            assert!(!r.remembers(t));
+            assert!(r.paces(t));
+        }
+        assert_eq!(r.lost_total, 0);
     }
 
     #[test]

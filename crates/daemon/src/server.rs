@@ -141,9 +141,10 @@ pub struct Server {
     fd_deadlines: BinaryHeap<Reverse<(Instant, Token)>>,
     /// Senders held back (see [`Hold`]).
     held: Vec<Token>,
-    /// The connection whose message is being routed, if any: the sender to
-    /// hold back when a receiver is full.
-    routing_from: Option<Token>,
+    /// The connection whose message is being routed, if any, and its uid:
+    /// the sender to hold back when a receiver is full (the uid says whose
+    /// hold budget pays, without a lookup per delivery).
+    routing_from: Option<(Token, u32)>,
     users: Users,
     /// `opts.out_bounds` for all of one user's queues together.
     user_bounds: OutBounds,
@@ -530,9 +531,10 @@ impl Server {
                         )
                     })?;
                     let before_hello = conn.incomplete;
+                    let uid = conn.creds.uid;
                     self.bus
                         .receive(id, msg, fds, Instant::now(), &mut self.actions);
-                    self.routing_from = Some(token);
+                    self.routing_from = Some((token, uid));
                     self.apply_actions();
                     self.routing_from = None;
                     if before_hello {

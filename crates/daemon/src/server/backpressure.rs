@@ -24,8 +24,10 @@ impl Server {
         let (bounds, user_bounds) = (self.opts.out_bounds, self.user_bounds);
         // A sender can be held unless the bus itself sent it, or the
         // receiver did (holding it would stop it from ever draining).
-        let sender = self.routing_from.filter(|&from| from != token);
-        let sender_uid = sender.and_then(|from| Some(self.conns.get(&from)?.creds.uid));
+        let sender_uid = self
+            .routing_from
+            .filter(|&(from, _)| from != token)
+            .map(|(_, uid)| uid);
         let Some(conn) = self.conns.get_mut(&token) else {
             return;
         };
@@ -105,7 +107,7 @@ impl Server {
     /// hold time passes, or what is left of the receiving user's hold
     /// budget if the sender is another user's (none left: no hold).
     fn hold_sender(&mut self, receiver: Token, why: HoldReason) {
-        let Some(sender) = self.routing_from else {
+        let Some((sender, _)) = self.routing_from else {
             return; // the bus's own message (a time-out, a disconnect)
         };
         if sender == receiver {
