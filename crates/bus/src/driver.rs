@@ -1,6 +1,8 @@
 //! The `org.freedesktop.DBus` object: the bus driver's methods, with
 //! dbus-daemon's replies, errors and error texts.
 
+use std::collections::HashMap;
+
 use quickbus_wire::{names, Message, Value};
 
 use crate::bus::Bus;
@@ -398,15 +400,50 @@ impl Bus {
         for item in items {
             if let Value::DictEntry(k, v) = item {
                 if let (Value::String(k), Value::String(v)) = (*k, *v) {
-                    self.activation_env.insert(k.clone(), v.clone());
                     pairs.push((k, v));
                 }
             }
+        }
+        self.check_activation_environment(&pairs)?;
+        for (k, v) in &pairs {
+            self.activation_env.insert(k.clone(), v.clone());
         }
         let mut out = Vec::new();
         self.forward_environment(&pairs, &mut out);
         self.deferred_actions.extend(out);
         Ok(vec![])
+    }
+
+    /// The environment after `pairs` are set must stay within
+    /// `max_activation_environment_variables` and `_bytes`; if not, none
+    /// of them is set.
+    fn check_activation_environment(&self, pairs: &[(String, String)]) -> Result<(), BusError> {
+        let limits = &self.opts.limits;
+        let mut env: HashMap<&str, &str> = self
+            .activation_env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        for (k, v) in pairs {
+            env.insert(k, v);
+        }
+        let count = env.len();
+        let bytes: usize = env.iter().map(|(k, v)| k.len() + v.len()).sum();
+        if count > limits.max_activation_environment_variables
+            || bytes > limits.max_activation_environment_bytes
+        {
+            return Err(BusError::new(
+                errors::LIMITS_EXCEEDED,
+                format!(
+                    "The activation environment would hold {count} variables of {bytes} bytes \
+                     (max_activation_environment_variables={}, \
+                     max_activation_environment_bytes={}); nothing was changed",
+                    limits.max_activation_environment_variables,
+                    limits.max_activation_environment_bytes
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn add_match(&mut self, from: ConnId, rule: &str) -> DriverResult {

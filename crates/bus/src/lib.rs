@@ -42,7 +42,9 @@ pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::
 pub(crate) type FastSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 
 pub use bus::Bus;
-pub use limits::Limits;
+pub use limits::{
+    Limits, DEFAULT_ACTIVATION_ENVIRONMENT_BYTES, DEFAULT_ACTIVATION_ENVIRONMENT_VARIABLES,
+};
 pub use policy::PolicyConfig;
 pub use quickbus_wire::Frame;
 pub use traffic::Traffic;

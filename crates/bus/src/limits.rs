@@ -35,7 +35,22 @@ pub struct Limits {
     /// Messages and StartServiceByName calls waiting for services to start,
     /// over all names (`max_pending_service_starts`).
     pub max_pending_service_starts: usize,
+    /// quickbus's own: variables UpdateActivationEnvironment may set in
+    /// all (`max_activation_environment_variables`), and their names and
+    /// values together, in bytes (`max_activation_environment_bytes`).
+    /// dbus-daemon lets it grow without bound.
+    pub max_activation_environment_variables: usize,
+    pub max_activation_environment_bytes: usize,
 }
+
+/// Default `max_activation_environment_variables`: far more than a desktop
+/// session exports (dbus-update-activation-environment --all sends some
+/// 100).
+pub const DEFAULT_ACTIVATION_ENVIRONMENT_VARIABLES: usize = 1024;
+/// Default `max_activation_environment_bytes`: half of what Linux lets
+/// exec take for arguments and environment together (2 MiB with the
+/// default stack limit), so an activated service can still be started.
+pub const DEFAULT_ACTIVATION_ENVIRONMENT_BYTES: usize = 1024 * 1024;
 
 impl Default for Limits {
     fn default() -> Limits {
@@ -50,6 +65,8 @@ impl Default for Limits {
             max_connections_per_user: 256,
             service_start_timeout: Duration::from_secs(25),
             max_pending_service_starts: 10_000,
+            max_activation_environment_variables: DEFAULT_ACTIVATION_ENVIRONMENT_VARIABLES,
+            max_activation_environment_bytes: DEFAULT_ACTIVATION_ENVIRONMENT_BYTES,
         }
     }
 }
@@ -68,6 +85,8 @@ impl Limits {
             max_connections_per_user: 256,
             service_start_timeout: Duration::from_secs(25),
             max_pending_service_starts: 512,
+            max_activation_environment_variables: DEFAULT_ACTIVATION_ENVIRONMENT_VARIABLES,
+            max_activation_environment_bytes: DEFAULT_ACTIVATION_ENVIRONMENT_BYTES,
         }
     }
 }

@@ -968,6 +968,73 @@ fn update_activation_environment_is_stored_and_privileged() {
     assert_eq!(err.1, "Method 'UpdateActivationEnvironment' is only available at the canonical object path '/org/freedesktop/DBus'");
 }
 
+fn env_of(pairs: &[(&str, &str)]) -> Value {
+    Value::Array {
+        elem_sig: "{ss}".into(),
+        items: pairs
+            .iter()
+            .map(|(k, v)| Value::DictEntry(Box::new(s(k)), Box::new(s(v))))
+            .collect(),
+    }
+}
+
+#[test]
+fn the_activation_environment_is_bounded_in_variables_and_bytes() {
+    let mut opts = options();
+    opts.limits.max_activation_environment_variables = 3;
+    opts.limits.max_activation_environment_bytes = 20;
+    let mut h = Harness::with_options(opts);
+    let (a, _) = h.client();
+    h.driver(
+        a,
+        "UpdateActivationEnvironment",
+        vec![env_of(&[("A", "1"), ("B", "2")])],
+    );
+    // Replacing a variable does not count it twice.
+    h.driver(
+        a,
+        "UpdateActivationEnvironment",
+        vec![env_of(&[("A", "3")])],
+    );
+    // A fourth variable is one too many: refused whole, nothing changed.
+    let (name, text) = h.driver_error(
+        a,
+        call_bus(
+            "UpdateActivationEnvironment",
+            vec![env_of(&[("C", "4"), ("D", "5")])],
+        ),
+    );
+    assert_eq!(name, errors::LIMITS_EXCEEDED);
+    assert!(
+        text.contains("max_activation_environment_variables=3"),
+        "{text}"
+    );
+    let env = h.bus.activation_environment();
+    assert_eq!(env.len(), 2);
+    assert_eq!(env.get("A").map(String::as_str), Some("3"));
+    // Names and values count in bytes: 2 + 2 + 17 > 20.
+    let (name, text) = h.driver_error(
+        a,
+        call_bus(
+            "UpdateActivationEnvironment",
+            vec![env_of(&[("C", "0123456789abcdef")])],
+        ),
+    );
+    assert_eq!(name, errors::LIMITS_EXCEEDED);
+    assert!(
+        text.contains("max_activation_environment_bytes=20"),
+        "{text}"
+    );
+    assert!(!h.bus.activation_environment().contains_key("C"));
+    // Within both: fine.
+    h.driver(
+        a,
+        "UpdateActivationEnvironment",
+        vec![env_of(&[("C", "x")])],
+    );
+    assert_eq!(h.bus.activation_environment().len(), 3);
+}
+
 #[test]
 fn system_bus_refuses_activation_environment() {
     let mut opts = options();

@@ -26,6 +26,12 @@ pub struct Traffic {
     /// said), and the largest such value seen.
     pub queued_bytes: u64,
     pub peak_queued_bytes: u64,
+    /// Times the daemon stopped reading the peer because a receiver of its
+    /// signal was full (`Holds`), or paced it (`Pauses`), and the time it
+    /// spent so held, in microseconds.
+    pub holds: u64,
+    pub pauses: u64,
+    pub held_micros: u64,
 }
 
 impl Traffic {
@@ -51,6 +57,9 @@ impl Traffic {
             ("Dropped", Value::Uint64(self.dropped)),
             ("QueuedBytes", Value::Uint64(self.queued_bytes)),
             ("PeakQueuedBytes", Value::Uint64(self.peak_queued_bytes)),
+            ("Holds", Value::Uint64(self.holds)),
+            ("Pauses", Value::Uint64(self.pauses)),
+            ("HeldMicroseconds", Value::Uint64(self.held_micros)),
         ]
     }
 }
@@ -71,6 +80,29 @@ impl Bus {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.traffic.dropped += count;
             self.traffic.dropped += count;
+        }
+    }
+
+    /// The daemon stopped reading `conn` for a full receiver (or, with
+    /// `paced`, for pacing).
+    pub fn record_hold(&mut self, conn: ConnId, paced: bool) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            for t in [&mut c.traffic, &mut self.traffic] {
+                if paced {
+                    t.pauses += 1;
+                } else {
+                    t.holds += 1;
+                }
+            }
+        }
+    }
+
+    /// A hold or pause of `conn` ended after `held`.
+    pub fn record_held(&mut self, conn: ConnId, held: std::time::Duration) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            let micros = u64::try_from(held.as_micros()).unwrap_or(u64::MAX);
+            c.traffic.held_micros = c.traffic.held_micros.saturating_add(micros);
+            self.traffic.held_micros = self.traffic.held_micros.saturating_add(micros);
         }
     }
 
@@ -174,5 +206,23 @@ mod tests {
         h.bus.set_queue_depth(ConnId(999), 1);
         h.bus.record_dropped(ConnId(999), 1);
         assert!(h.bus.traffic(ConnId(999)).is_none());
+    }
+
+    #[test]
+    fn holds_pauses_and_held_time_are_counted_for_the_sender() {
+        let mut h = Harness::new();
+        let (a, _) = h.client();
+        h.bus.record_hold(a, false);
+        h.bus.record_hold(a, true);
+        h.bus.record_hold(a, true);
+        h.bus.record_held(a, std::time::Duration::from_millis(3));
+        let t = h.bus.traffic(a).unwrap();
+        assert_eq!((t.holds, t.pauses, t.held_micros), (1, 2, 3000));
+        let total = h.bus.total_traffic();
+        assert_eq!((total.holds, total.pauses, total.held_micros), (1, 2, 3000));
+        h.bus.record_hold(ConnId(999), false);
+        h.bus
+            .record_held(ConnId(999), std::time::Duration::from_secs(1));
+        assert_eq!(h.bus.total_traffic().holds, 1);
     }
 }

@@ -7,14 +7,9 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::rc::{Rc, Weak};
+use std::time::{Duration, Instant};
 
-/// quickbus's own per-user bound: the queues of all of one user's
-/// connections together hold at most this many times the per-connection
-/// bound (`max_outgoing_bytes`, `max_outgoing_unix_fds`). dbus-daemon has
-/// no per-user bound on queues; without one, a user with
-/// `max_connections_per_user` connections that stop reading could make the
-/// daemon hold that many full queues.
-pub const USER_QUEUES_PER_CONNECTION_BOUND: usize = 4;
+use crate::hold_budget::HoldBudget;
 
 /// What one user's connections have queued.
 #[derive(Debug, Default)]
@@ -22,6 +17,10 @@ pub struct UserTally {
     pub uid: u32,
     out_bytes: Cell<usize>,
     out_fds: Cell<usize>,
+    /// Its connections not past Hello (see server::admission).
+    incomplete: Cell<usize>,
+    /// How long its receivers may still hold other users' senders.
+    hold_budget: Cell<HoldBudget>,
 }
 
 impl UserTally {
@@ -42,6 +41,41 @@ impl UserTally {
 
     pub fn out_fds(&self) -> usize {
         self.out_fds.get()
+    }
+
+    pub fn incomplete_opened(&self) {
+        self.incomplete.set(self.incomplete.get() + 1);
+    }
+
+    pub fn incomplete_closed(&self) {
+        self.incomplete.set(self.incomplete.get().saturating_sub(1));
+    }
+
+    pub fn incomplete(&self) -> usize {
+        self.incomplete.get()
+    }
+
+    /// What its receivers may still hold another user's sender for.
+    pub fn hold_available(&self, per_minute: Duration, now: Instant) -> Duration {
+        let mut budget = self.hold_budget.get();
+        let available = budget.available(per_minute, now);
+        self.hold_budget.set(budget);
+        available
+    }
+
+    /// Spend up to `wanted` of its hold budget; returns what was spent.
+    pub fn take_hold(&self, wanted: Duration, per_minute: Duration, now: Instant) -> Duration {
+        let mut budget = self.hold_budget.get();
+        let taken = budget.take(wanted, per_minute, now);
+        self.hold_budget.set(budget);
+        taken
+    }
+
+    /// A hold ended before its time: the rest comes back to the budget.
+    pub fn give_back_hold(&self, unused: Duration) {
+        let mut budget = self.hold_budget.get();
+        budget.give_back(unused);
+        self.hold_budget.set(budget);
     }
 }
 
@@ -70,6 +104,14 @@ impl Users {
         if self.by_uid.get(&uid).is_some_and(|w| w.strong_count() == 0) {
             self.by_uid.remove(&uid);
         }
+    }
+
+    /// How many incomplete connections `uid` has (0 if none at all).
+    pub fn incomplete_of(&self, uid: u32) -> usize {
+        self.by_uid
+            .get(&uid)
+            .and_then(Weak::upgrade)
+            .map_or(0, |tally| tally.incomplete())
     }
 
     pub fn len(&self) -> usize {

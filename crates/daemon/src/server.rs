@@ -23,9 +23,10 @@ use crate::flow::{self, OutBounds};
 use crate::idle_buffers::IdleBuffers;
 use crate::nonce::NONCE_LEN;
 use crate::service_file::ServiceFile;
-use crate::socket::{ListenSocket, Listening, Stream};
+use crate::socket::{ListenSocket, Listening};
 use crate::transport::{OutItem, ReadStatus, Transport};
 
+mod admission;
 mod backpressure;
 
 const SIGNALS: Token = Token(0);
@@ -104,6 +105,9 @@ enum Phase {
 struct Conn {
     transport: Transport,
     phase: Phase,
+    /// Not past Hello yet: counts toward `max_incomplete_connections` and
+    /// is closed at `auth_timeout` (see [`admission`]).
+    incomplete: bool,
     creds: Credentials,
     /// Its outgoing queue's overflow state.
     flow: flow::Receiver,
@@ -124,9 +128,14 @@ struct Conn {
 struct Hold {
     on: Token,
     why: flow::HoldReason,
+    /// When it started (a hold that replaced a pause keeps the pause's).
+    since: Instant,
     until: Instant,
     /// The peer hung up meanwhile: read it to EOF once released.
     hung_up: bool,
+    /// The receiving user whose hold budget pays for it (None: the
+    /// sender's own user, which has no budget; see crate::hold_budget).
+    charged_to: Option<Rc<UserTally>>,
 }
 
 /// Why the loop stopped.
@@ -151,13 +160,17 @@ pub struct Server {
     fd_deadlines: BinaryHeap<Reverse<(Instant, Token)>>,
     /// Senders held back (see [`Hold`]).
     held: Vec<Token>,
-    /// The connection whose message is being routed, if any: the sender to
-    /// hold back when a receiver is full.
-    routing_from: Option<Token>,
+    /// The connection whose message is being routed, if any, and its uid:
+    /// the sender to hold back when a receiver is full (the uid says whose
+    /// hold budget pays, without a lookup per delivery).
+    routing_from: Option<(Token, u32)>,
     users: Users,
     /// `opts.out_bounds` for all of one user's queues together.
     user_bounds: OutBounds,
+    /// Connections not past Hello (see [`admission`]).
     incomplete: usize,
+    /// Repeated warnings are summed up rather than flooding the log.
+    log_limiter: crate::log_limit::Limiter,
     /// Connections with data possibly left unread after their turn.
     unfinished_reads: Vec<(Token, bool)>,
     /// Connections with queued output to flush at the end of the turn.
@@ -217,6 +230,7 @@ impl Server {
             users: Users::default(),
             user_bounds,
             incomplete: 0,
+            log_limiter: crate::log_limit::Limiter::default(),
             unfinished_reads: Vec::new(),
             dirty: Vec::new(),
             actions: Vec::new(),
@@ -272,7 +286,8 @@ impl Server {
             // Every turn, deadlines or not: the bus also keeps this time
             // as its clock for what it does between messages.
             let now = Instant::now();
-            self.expire_auth(now);
+            self.expire_incomplete(now);
+            self.log_limiter.summarize(now);
             self.expire_pending_fds(now);
             self.bus.handle_timeouts(now, &mut self.actions);
             if self.bus.take_reload_request() {
@@ -298,16 +313,7 @@ impl Server {
     /// got their fds' message in time, so that they do not keep the loop
     /// waking up for nothing.
     fn drop_stale_deadlines(&mut self) {
-        while let Some(&Reverse((_, token))) = self.auth_deadlines.peek() {
-            let authenticating = matches!(
-                self.conns.get(&token).map(|c| &c.phase),
-                Some(Phase::Authenticating { .. })
-            );
-            if authenticating {
-                break;
-            }
-            self.auth_deadlines.pop();
-        }
+        self.drop_stale_auth_deadlines();
         while let Some(&Reverse((deadline, token))) = self.fd_deadlines.peek() {
             if self
                 .conns
@@ -331,7 +337,8 @@ impl Server {
             .iter()
             .filter_map(|t| Some(self.conns.get(t)?.hold.as_ref()?.until))
             .min();
-        let deadline = [auth, fds, holds, self.bus.next_deadline()]
+        let logs = self.log_limiter.next_summary();
+        let deadline = [auth, fds, holds, logs, self.bus.next_deadline()]
             .into_iter()
             .flatten()
             .min()?;
@@ -416,106 +423,12 @@ impl Server {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     // EMFILE and friends: the listener stays, we retry later.
-                    warn!("accept failed: {e}");
+                    self.log_limiter
+                        .warn("accept failed", format_args!("accept failed: {e}"));
                     return;
                 }
             };
             self.add_connection(stream, nonce);
-        }
-    }
-
-    fn add_connection(&mut self, mut stream: Stream, nonce: Option<[u8; NONCE_LEN]>) {
-        // Completed connections are bounded by the bus at Hello (with the
-        // LimitsExceeded reply dbus-daemon gives); here only what could
-        // exhaust fds: the authenticating ones and an overall cap.
-        if self.incomplete >= self.opts.max_incomplete_connections
-            || self.conns.len() >= self.opts.max_connections + self.opts.max_incomplete_connections
-        {
-            warn!(
-                "refusing connection: {} connections, {} authenticating (limits {} / {})",
-                self.conns.len(),
-                self.incomplete,
-                self.opts.max_connections,
-                self.opts.max_incomplete_connections
-            );
-            return;
-        }
-        let creds = if stream.is_unix() {
-            match crate::peer::identify(&stream, &mut self.user_db) {
-                Ok(c) => c,
-                Err(e) => {
-                    warn!("refusing connection: no peer credentials: {e}");
-                    return;
-                }
-            }
-        } else {
-            crate::peer::unidentified()
-        };
-        if let Err(e) = crate::socket_buffers::apply(&stream, self.opts.socket_buffer_bytes) {
-            // The connection works with the kernel's default buffers.
-            warn!(
-                "cannot set socket buffers to {} bytes: {e}",
-                self.opts.socket_buffer_bytes
-            );
-        }
-        let token = Token(self.next_token);
-        self.next_token += 1;
-        if let Err(e) = self
-            .poll
-            .registry()
-            .register(&mut stream, token, Interest::READABLE)
-        {
-            warn!("refusing connection: cannot register it: {e}");
-            return;
-        }
-        let sasl = if stream.is_unix() {
-            SaslServer::new(&self.opts.auth, Some(creds.uid))
-        } else {
-            // Over tcp: no uid for EXTERNAL, no fds to pass.
-            let auth = AuthConfig {
-                unix_fd_supported: false,
-                ..self.opts.auth.clone()
-            };
-            SaslServer::new(&auth, None)
-        };
-        let phase = match nonce {
-            Some(expected) => Phase::Nonce { expected, sasl },
-            None => Phase::Authenticating { sasl },
-        };
-        let user = self.users.tally(creds.uid);
-        debug!(uid = creds.uid, pid = ?creds.pid, "new connection");
-        self.conns.insert(
-            token,
-            Conn {
-                transport: Transport::new(stream),
-                phase,
-                creds,
-                flow: flow::Receiver::default(),
-                user,
-                hold: None,
-                fd_deadline: None,
-                watching_writable: false,
-                last_read_turn: 0,
-            },
-        );
-        self.incomplete += 1;
-        self.auth_deadlines
-            .push(Reverse((Instant::now() + self.opts.auth_timeout, token)));
-    }
-
-    fn expire_auth(&mut self, now: Instant) {
-        while let Some(Reverse((deadline, token))) = self.auth_deadlines.peek().copied() {
-            if deadline > now {
-                break;
-            }
-            self.auth_deadlines.pop();
-            let still_authenticating = matches!(
-                self.conns.get(&token).map(|c| &c.phase),
-                Some(Phase::Authenticating { .. })
-            );
-            if still_authenticating {
-                self.close(token, "authentication timed out");
-            }
         }
     }
 
@@ -628,7 +541,6 @@ impl Server {
                             let id = self.bus.add_connection(conn.creds.clone(), unix_fds);
                             conn.phase = Phase::Running { id };
                             self.tokens.insert(id, token);
-                            self.incomplete -= 1;
                         }
                     }
                 }
@@ -676,11 +588,16 @@ impl Server {
                             conn.transport.pending_fds()
                         )
                     })?;
+                    let before_hello = conn.incomplete;
+                    let uid = conn.creds.uid;
                     self.bus
                         .receive(id, msg, fds, Instant::now(), &mut self.actions);
-                    self.routing_from = Some(token);
+                    self.routing_from = Some((token, uid));
                     self.apply_actions();
                     self.routing_from = None;
+                    if before_hello {
+                        self.after_message_before_hello(token);
+                    }
                 }
             }
         }
@@ -788,11 +705,17 @@ impl Server {
             return;
         };
         let _ = self.poll.registry().deregister(&mut conn.transport.stream);
+        if let Some(hold) = conn.hold.take() {
+            hold.give_back(Instant::now());
+        }
         // Its whole queue leaves its user's tally, written or not.
         let held = (conn.transport.queued_bytes(), conn.transport.queued_fds());
+        if conn.incomplete {
+            self.incomplete -= 1;
+            conn.user.incomplete_closed();
+        }
         match conn.phase {
             Phase::Nonce { .. } | Phase::Authenticating { .. } => {
-                self.incomplete -= 1;
                 debug!(
                     uid = conn.creds.uid,
                     "connection closed during authentication: {reason}"
@@ -805,14 +728,16 @@ impl Server {
                 } else {
                     let name = self.bus.unique_name(id).unwrap_or("(before Hello)");
                     let creds = &conn.creds;
-                    warn!(
-                        dbus_unique_name = name,
-                        dbus_peer_uid = creds.uid,
-                        dbus_peer_pid = creds.pid,
-                        dbus_peer_comm = creds.comm.as_deref(),
-                        "disconnecting {name} ({id:?}, {}): {reason}",
-                        quickbus_bus::loginfo(creds.uid, creds.pid, creds.comm.as_deref())
-                    );
+                    if self.log_limiter.admits("disconnecting") {
+                        warn!(
+                            dbus_unique_name = name,
+                            dbus_peer_uid = creds.uid,
+                            dbus_peer_pid = creds.pid,
+                            dbus_peer_comm = creds.comm.as_deref(),
+                            "disconnecting {name} ({id:?}, {}): {reason}",
+                            quickbus_bus::loginfo(creds.uid, creds.pid, creds.comm.as_deref())
+                        );
+                    }
                 }
                 // Best effort: anything already queued for it (an error
                 // reply explaining the disconnect) goes out before the close.

@@ -187,11 +187,15 @@ fn serve(
         out_bounds: OutBounds {
             max_bytes: usize::try_from(limits.max_outgoing_bytes).unwrap_or(usize::MAX),
             max_fds: usize::try_from(limits.max_outgoing_unix_fds).unwrap_or(usize::MAX),
-            hold: crate::flow::DEFAULT_HOLD,
+            hold: Duration::from_millis(limits.overflow_hold_timeout_ms),
             pacing: crate::flow::Pacing {
                 bytes: usize::try_from(limits.pacing_bytes).unwrap_or(usize::MAX),
                 timeout: Duration::from_millis(limits.pacing_timeout_ms),
             },
+            memory: Duration::from_millis(limits.overflow_memory_timeout_ms),
+            queues_per_user: usize::try_from(limits.max_outgoing_queues_per_user)
+                .unwrap_or(usize::MAX),
+            hold_budget: Duration::from_millis(limits.max_hold_per_user_per_minute),
         },
         max_incoming_unix_fds: usize::try_from(limits.max_incoming_unix_fds).unwrap_or(usize::MAX),
         pending_fd_timeout: Duration::from_millis(limits.pending_fd_timeout_ms),
@@ -293,6 +297,8 @@ fn bus_limits(limits: &crate::config::Limits) -> quickbus_bus::Limits {
         max_connections_per_user: size(limits.max_connections_per_user),
         service_start_timeout: Duration::from_millis(limits.service_start_timeout_ms),
         max_pending_service_starts: size(limits.max_pending_service_starts),
+        max_activation_environment_variables: size(limits.max_activation_environment_variables),
+        max_activation_environment_bytes: size(limits.max_activation_environment_bytes),
     }
 }
 

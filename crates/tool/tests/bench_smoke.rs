@@ -75,6 +75,15 @@ fn quick_bench_reports_every_workload_fully_received() {
         );
     }
     assert!(stdout.contains("qb/daemon"), "no ratio rows:\n{stdout}");
+    // The hostile neighbour: a row per bus, every round trip answered (no
+    // error), and quickbus told the reader of everything it lost.
+    for subject in ["quickbus", "dbus-daemon"] {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with("hostile-neighbour") && l.contains(&format!(" {subject} ")))
+            .unwrap_or_else(|| panic!("no hostile-neighbour row for {subject}:\n{stdout}"));
+        assert!(row.trim_end().ends_with(" -"), "errors reported: {row}");
+    }
 
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written")).unwrap();
@@ -85,4 +94,10 @@ fn quick_bench_reports_every_workload_fully_received() {
     for row in results {
         assert_eq!(row["median"]["received_percent"], 100.0, "{row}");
     }
+    let quickbus = report["hostile_neighbour"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["bus"] == "quickbus"))
+        .unwrap_or_else(|| panic!("no hostile_neighbour JSON for quickbus: {report}"));
+    assert!(quickbus["round_trips"].as_u64() > Some(0), "{quickbus}");
+    assert_eq!(quickbus["lost_silently"], 0, "{quickbus}");
 }

@@ -15,6 +15,7 @@ mod peer;
 mod process;
 mod raw;
 mod stats;
+mod users;
 
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ pub use peer::{flags, json_string_list, Peer};
 pub use process::{run_bounded, Background, Finished};
 pub use raw::read_raw_message;
 pub use stats::{become_monitor, connection_stat};
+pub use users::{as_user, can_change_user, NOBODY};
 
 /// The longest any single wait (a command, a line, an exit) may take before
 /// the test fails. Generous: the machines are small and shared.

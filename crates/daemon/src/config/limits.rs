@@ -35,6 +35,23 @@ pub struct Limits {
     pub pacing_bytes: u64,
     /// quickbus's own: the longest such pause, in milliseconds.
     pub pacing_timeout_ms: u64,
+    /// quickbus's own: how long a signal's sender is held back for a full
+    /// receiver, in milliseconds (crate::flow).
+    pub overflow_hold_timeout_ms: u64,
+    /// quickbus's own: how long after an overflow episode a receiver holds
+    /// and paces nobody, in milliseconds.
+    pub overflow_memory_timeout_ms: u64,
+    /// quickbus's own: how many connections' worth of outgoing queues
+    /// (`max_outgoing_bytes`, `max_outgoing_unix_fds`) all of one user's
+    /// connections may hold together.
+    pub max_outgoing_queues_per_user: u64,
+    /// quickbus's own: milliseconds per minute for which one user's
+    /// receivers may hold other users' senders back.
+    pub max_hold_per_user_per_minute: u64,
+    /// quickbus's own: variables, and bytes of names and values, the
+    /// activation environment (UpdateActivationEnvironment) may hold.
+    pub max_activation_environment_variables: u64,
+    pub max_activation_environment_bytes: u64,
 }
 
 /// Descriptors one message may carry by default (dbus-daemon's
@@ -72,6 +89,14 @@ impl Default for Limits {
             socket_buffer_bytes: DEFAULT_SOCKET_BUFFER_BYTES,
             pacing_bytes: crate::flow::DEFAULT_PACING_BYTES,
             pacing_timeout_ms: crate::flow::DEFAULT_PACING_TIMEOUT_MS,
+            overflow_hold_timeout_ms: crate::flow::DEFAULT_HOLD_MS,
+            overflow_memory_timeout_ms: crate::flow::DEFAULT_MEMORY_MS,
+            max_outgoing_queues_per_user: crate::flow::DEFAULT_QUEUES_PER_USER,
+            max_hold_per_user_per_minute: crate::flow::DEFAULT_HOLD_BUDGET_MS,
+            max_activation_environment_variables:
+                quickbus_bus::DEFAULT_ACTIVATION_ENVIRONMENT_VARIABLES as u64,
+            max_activation_environment_bytes: quickbus_bus::DEFAULT_ACTIVATION_ENVIRONMENT_BYTES
+                as u64,
         }
     }
 }
@@ -141,6 +166,16 @@ impl Limits {
             "socket_buffer_bytes" => plain(&mut self.socket_buffer_bytes, Int),
             "pacing_bytes" => plain(&mut self.pacing_bytes, Long),
             "pacing_timeout" => plain(&mut self.pacing_timeout_ms, Int),
+            "overflow_hold_timeout" => plain(&mut self.overflow_hold_timeout_ms, Int),
+            "overflow_memory_timeout" => plain(&mut self.overflow_memory_timeout_ms, Int),
+            "max_outgoing_queues_per_user" => plain(&mut self.max_outgoing_queues_per_user, Int),
+            "max_hold_per_user_per_minute" => plain(&mut self.max_hold_per_user_per_minute, Int),
+            "max_activation_environment_variables" => {
+                plain(&mut self.max_activation_environment_variables, Int)
+            }
+            "max_activation_environment_bytes" => {
+                plain(&mut self.max_activation_environment_bytes, Long)
+            }
             _ => None,
         }
     }
@@ -262,6 +297,45 @@ mod tests {
         assert_eq!(limits.pacing_timeout_ms, 60_000);
         assert!(limits.set("pacing_timeout", "4294967296").is_err());
         assert!(limits.set("pacing_bytes", "-1").is_err());
+    }
+
+    #[test]
+    fn the_overflow_rule_has_quickbus_own_limits() {
+        let mut limits = Limits::default();
+        assert_eq!(limits.overflow_hold_timeout_ms, 1000);
+        assert_eq!(limits.overflow_memory_timeout_ms, 60_000);
+        assert_eq!(limits.max_outgoing_queues_per_user, 4);
+        assert_eq!(limits.max_hold_per_user_per_minute, 100);
+        limits.set("overflow_hold_timeout", "250").unwrap();
+        limits.set("overflow_memory_timeout", "0").unwrap();
+        limits.set("max_outgoing_queues_per_user", "1").unwrap();
+        limits.set("max_hold_per_user_per_minute", "60000").unwrap();
+        assert_eq!(limits.overflow_hold_timeout_ms, 250);
+        assert_eq!(limits.overflow_memory_timeout_ms, 0);
+        assert_eq!(limits.max_outgoing_queues_per_user, 1);
+        assert_eq!(limits.max_hold_per_user_per_minute, 60_000);
+        assert!(limits.set("overflow_hold_timeout", "-1").is_err());
+        assert!(limits
+            .set("max_hold_per_user_per_minute", "4294967296")
+            .is_err());
+    }
+
+    #[test]
+    fn the_activation_environment_has_quickbus_own_bounds() {
+        let mut limits = Limits::default();
+        assert_eq!(limits.max_activation_environment_variables, 1024);
+        assert_eq!(limits.max_activation_environment_bytes, 1024 * 1024);
+        limits
+            .set("max_activation_environment_variables", "10")
+            .unwrap();
+        limits
+            .set("max_activation_environment_bytes", "3123123123")
+            .unwrap();
+        assert_eq!(limits.max_activation_environment_variables, 10);
+        assert_eq!(limits.max_activation_environment_bytes, 3_123_123_123);
+        assert!(limits
+            .set("max_activation_environment_variables", "3123123123")
+            .is_err());
     }
 
     #[test]

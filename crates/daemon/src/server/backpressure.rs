@@ -4,7 +4,7 @@
 //! of their message (`max_incoming_unix_fds`, `pending_fd_timeout`).
 
 use std::cmp::Reverse;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mio::Token;
 use quickbus_bus::{ConnId, OutMessage};
@@ -22,6 +22,12 @@ impl Server {
             return;
         };
         let (bounds, user_bounds) = (self.opts.out_bounds, self.user_bounds);
+        // A sender can be held unless the bus itself sent it, or the
+        // receiver did (holding it would stop it from ever draining).
+        let sender_uid = self
+            .routing_from
+            .filter(|&(from, _)| from != token)
+            .map(|(_, uid)| uid);
         let Some(conn) = self.conns.get_mut(&token) else {
             return;
         };
@@ -35,11 +41,19 @@ impl Server {
             // only a connection's own queue can get it disconnected.
             let fill = if user_full { own.max(Fill::Full) } else { own };
             let kind = Kind::of(&msg.frame.header, self.bus.is_monitor(to));
-            // A sender can be held unless the bus itself sent it, or the
-            // receiver did (holding it would stop it from ever draining).
-            let holdable = self.routing_from.is_some_and(|from| from != token);
-            conn.flow
-                .judge(kind, fill, holdable.then_some(bounds.hold), Instant::now())
+            let now = Instant::now();
+            // Another user's sender waits only while the receiving user's
+            // hold budget lasts.
+            let hold = sender_uid.map(|uid| {
+                if uid == conn.user.uid {
+                    bounds.hold
+                } else {
+                    conn.user
+                        .hold_available(bounds.hold_budget, now)
+                        .min(bounds.hold)
+                }
+            });
+            conn.flow.judge(kind, fill, hold, now)
         };
         match verdict {
             Verdict::Queue | Verdict::QueueAndHoldSender => {
@@ -54,7 +68,7 @@ impl Server {
                 if verdict == Verdict::QueueAndHoldSender {
                     self.hold_sender(token, HoldReason::Full);
                 } else if bounds.pacing.pauses_at(conn.transport.queued_bytes())
-                    && conn.flow.paces()
+                    && conn.flow.paces(Instant::now())
                     && !self.bus.is_monitor(to)
                 {
                     self.hold_sender(token, HoldReason::Pace);
@@ -90,23 +104,36 @@ impl Server {
 
     /// Stop reading the connection whose message filled `receiver`'s
     /// queue (or its pacing allowance), until `receiver` drains or the
-    /// hold time passes.
+    /// hold time passes, or what is left of the receiving user's hold
+    /// budget if the sender is another user's (none left: no hold).
     fn hold_sender(&mut self, receiver: Token, why: HoldReason) {
-        let Some(sender) = self.routing_from else {
+        let Some((sender, _)) = self.routing_from else {
             return; // the bus's own message (a time-out, a disconnect)
         };
         if sender == receiver {
             return;
         }
         let bounds = self.opts.out_bounds;
-        let how_long = match why {
+        let wanted = match why {
             HoldReason::Full => bounds.hold,
             HoldReason::Pace => bounds.pacing.timeout,
+        };
+        let Some(receiving_user) = self.conns.get(&receiver).map(|r| r.user.clone()) else {
+            return;
         };
         let Some(conn) = self.conns.get_mut(&sender) else {
             return;
         };
         if !why.replaces(conn.hold.as_ref().map(|h| h.why)) {
+            return;
+        }
+        let now = Instant::now();
+        let charged_to = (conn.creds.uid != receiving_user.uid).then_some(receiving_user);
+        let how_long = match &charged_to {
+            Some(user) => user.take_hold(wanted, bounds.hold_budget, now),
+            None => wanted,
+        };
+        if how_long.is_zero() {
             return;
         }
         if why == HoldReason::Full {
@@ -116,14 +143,24 @@ impl Server {
                 "holding a sender back for a full receiver"
             );
         }
-        let hung_up = conn.hold.as_ref().is_some_and(|h| h.hung_up);
-        let was_held = conn.hold.is_some();
+        let replaced = conn.hold.take();
+        let was_held = replaced.is_some();
+        let hung_up = replaced.as_ref().is_some_and(|h| h.hung_up);
+        let since = replaced.as_ref().map_or(now, |h| h.since);
+        if let Some(old) = replaced {
+            old.give_back(now);
+        }
         conn.hold = Some(Hold {
             on: receiver,
             why,
-            until: Instant::now() + how_long,
+            since,
+            until: now + how_long,
             hung_up,
+            charged_to,
         });
+        if let Phase::Running { id } = conn.phase {
+            self.bus.record_hold(id, why == HoldReason::Pace);
+        }
         if !was_held {
             self.held.push(sender);
         }
@@ -137,12 +174,12 @@ impl Server {
             return;
         };
         if conn.transport.queued_bytes() == 0 {
-            conn.flow.emptied();
+            conn.flow.emptied(Instant::now(), bounds.memory);
         }
         if !conn.flow.is_overflowing() || !drained(conn, &bounds) {
             return;
         }
-        let lost = conn.flow.drained();
+        let lost = conn.flow.drained(Instant::now(), bounds.memory);
         if let (Some(lost), Phase::Running { id }) = (lost, &conn.phase) {
             let id = *id;
             let name = self.bus.unique_name(id).unwrap_or("(no name)");
@@ -205,25 +242,35 @@ impl Server {
                                 }
                             };
                             let c = &r.creds;
-                            warn!(
-                                dbus_unique_name = name,
-                                dbus_peer_uid = c.uid,
-                                dbus_peer_pid = c.pid,
-                                dbus_peer_comm = c.comm.as_deref(),
-                                "{name} is not reading: {} bytes queued for it for {:?} \
+                            if self.log_limiter.admits("receiver not reading") {
+                                warn!(
+                                    dbus_unique_name = name,
+                                    dbus_peer_uid = c.uid,
+                                    dbus_peer_pid = c.pid,
+                                    dbus_peer_comm = c.comm.as_deref(),
+                                    "{name} is not reading: {} bytes queued for it for {:?} \
                                  (max_outgoing_bytes={}); dropping signals to it until it \
                                  drains, then it gets MessagesLost ({})",
-                                r.transport.queued_bytes(),
-                                bounds.hold,
-                                bounds.max_bytes,
-                                quickbus_bus::loginfo(c.uid, c.pid, c.comm.as_deref())
-                            );
+                                    r.transport.queued_bytes(),
+                                    bounds.hold,
+                                    bounds.max_bytes,
+                                    quickbus_bus::loginfo(c.uid, c.pid, c.comm.as_deref())
+                                );
+                            }
                         }
                     }
                 },
                 _ => {}
             }
-            if let Some(hold) = self.conns.get_mut(&sender).and_then(|c| c.hold.take()) {
+            let Some(conn) = self.conns.get_mut(&sender) else {
+                continue;
+            };
+            if let Some(hold) = conn.hold.take() {
+                hold.give_back(now);
+                if let Phase::Running { id } = conn.phase {
+                    self.bus
+                        .record_held(id, now.saturating_duration_since(hold.since));
+                }
                 self.unfinished_reads.push((sender, hold.hung_up));
             }
         }
@@ -274,6 +321,17 @@ impl Server {
                 );
                 self.close(token, &reason);
             }
+        }
+    }
+}
+
+impl Hold {
+    /// The hold ends at `now`: what it did not use of the receiving user's
+    /// hold budget goes back to it.
+    pub(super) fn give_back(&self, now: Instant) {
+        if let Some(user) = &self.charged_to {
+            let unused: Duration = self.until.saturating_duration_since(now);
+            user.give_back_hold(unused);
         }
     }
 }

@@ -5,6 +5,7 @@
 
 mod buses;
 mod endpoint;
+mod hostile_neighbour;
 mod messages;
 mod plot;
 mod relay;
@@ -37,7 +38,8 @@ pub struct BenchArgs {
     /// Also write SVG charts of the medians into directory DIR
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
-    /// Run only these workloads (signal-burst, fan-out, round-trip)
+    /// Run only these workloads (signal-burst, fan-out, round-trip,
+    /// hostile-neighbour)
     #[arg(long, value_name = "WORKLOAD", value_delimiter = ',')]
     only: Vec<String>,
     /// Buses to compare
@@ -68,6 +70,10 @@ pub struct BenchArgs {
     /// --only: the signal burst and round trip workloads.
     #[arg(long)]
     tcp: bool,
+    /// How long the hostile-neighbour workload runs on each bus (default
+    /// 30 s, 4 s with --quick)
+    #[arg(long, value_name = "SECONDS")]
+    neighbour_seconds: Option<u64>,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -82,6 +88,9 @@ pub enum Workload {
     SignalBurst,
     FanOut,
     RoundTrip,
+    /// A well-behaved client's waiting while another user's reader
+    /// overflows and drains at will (see `hostile_neighbour`).
+    HostileNeighbour,
 }
 
 /// The socket buffer sizes of a sweep (seed 002): 0 is the kernel's
@@ -117,13 +126,19 @@ const CALL_SIZES: [usize; 9] = [1, 32, 128, 512, KIB, 4 * KIB, 8 * KIB, 32 * KIB
 const QUICK_CALL_SIZES: [usize; 2] = [1, 128 * KIB];
 
 impl Workload {
-    const ALL: [Workload; 3] = [Workload::SignalBurst, Workload::FanOut, Workload::RoundTrip];
+    const ALL: [Workload; 4] = [
+        Workload::SignalBurst,
+        Workload::FanOut,
+        Workload::RoundTrip,
+        Workload::HostileNeighbour,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Workload::SignalBurst => "signal-burst",
             Workload::FanOut => "fan-out",
             Workload::RoundTrip => "round-trip",
+            Workload::HostileNeighbour => "hostile-neighbour",
         }
     }
 
@@ -152,6 +167,8 @@ impl Workload {
             (Workload::RoundTrip, false) => (64 * KIB * KIB / size).clamp(500, 2_000) as u32,
             (Workload::SignalBurst, true) => 1_000,
             (_, true) => 200,
+            // Runs for a time, not a count (--neighbour-seconds).
+            (Workload::HostileNeighbour, false) => 0,
         }
     }
 }
@@ -247,6 +264,18 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         // carries from one repetition into the next.
         let running = start_buses(&plan, &daemon, &mut notes);
         for &workload in &plan.workloads {
+            if workload == Workload::HostileNeighbour {
+                let seconds = args
+                    .neighbour_seconds
+                    .unwrap_or(if args.quick { 4 } else { 30 });
+                for &kind in &plan.buses {
+                    eprintln!("hostile-neighbour on {} for {seconds} s", kind.name());
+                    let duration = std::time::Duration::from_secs(seconds);
+                    let sample = hostile_neighbour::run(kind, &daemon, duration);
+                    results.add_neighbour(kind, sample);
+                }
+                continue;
+            }
             for &size in workload.sizes(args) {
                 let count = workload.count(size, args);
                 if workload == Workload::RoundTrip {
@@ -382,7 +411,7 @@ mod tests {
         let bad = ["burst".to_owned()];
         assert_eq!(
             pick_by_name(&bad, &Workload::ALL, Workload::name, "workload").unwrap_err(),
-            "unknown workload \"burst\" (signal-burst, fan-out, round-trip)"
+            "unknown workload \"burst\" (signal-burst, fan-out, round-trip, hostile-neighbour)"
         );
     }
     #[test]

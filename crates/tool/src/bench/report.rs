@@ -7,6 +7,7 @@ use std::fmt::Write;
 use serde_json::{json, Value};
 
 use super::buses::BusKind;
+use super::hostile_neighbour::NeighbourSample;
 use super::plot::{line_chart, Series};
 use super::workloads::Sample;
 use super::{Workload, FAN_OUT_RECEIVERS};
@@ -70,6 +71,8 @@ pub struct Summary {
 #[derive(Default)]
 pub struct Results {
     samples: BTreeMap<Key, Vec<Sample>>,
+    /// The hostile-neighbour runs, by bus, in the order they ran.
+    neighbours: Vec<(BusKind, NeighbourSample)>,
 }
 
 pub fn median(values: &mut [f64]) -> f64 {
@@ -149,12 +152,17 @@ fn title(workload: Workload, count: u32) -> String {
         Workload::RoundTrip => format!(
             "round-trip: {count} method calls + replies, same payload both ways (rate = calls/s, latency = RTT)"
         ),
+        Workload::HostileNeighbour => "hostile-neighbour".to_owned(),
     }
 }
 
 impl Results {
     pub fn add(&mut self, key: Key, sample: Sample) {
         self.samples.entry(key).or_default().push(sample);
+    }
+
+    pub fn add_neighbour(&mut self, bus: BusKind, sample: NeighbourSample) {
+        self.neighbours.push((bus, sample));
     }
 
     fn summaries(&self) -> BTreeMap<Key, Summary> {
@@ -275,11 +283,63 @@ impl Results {
         out.push_str(&burst_ceiling(&summaries));
         out.push_str(&super::targets::section(&summaries));
         out.push_str(&socket_buffer_sweep(&summaries));
+        out.push_str(&self.neighbour_table());
         if !notes.is_empty() {
             out.push('\n');
             for note in notes {
                 let _ = writeln!(out, "note: {note}");
             }
+        }
+        out
+    }
+
+    /// One row per hostile-neighbour run.
+    fn neighbour_table(&self) -> String {
+        let mut out = String::new();
+        if self.neighbours.is_empty() {
+            return out;
+        }
+        let _ = writeln!(
+            out,
+            "\n== hostile-neighbour: a client's signal + round trip every 20 ms while another \
+             user's reader stops 1.5 s / drains 0.5 s (max_outgoing_bytes 1 MiB) =="
+        );
+        let _ = writeln!(
+            out,
+            "{:<17} {:>12} {:>8} {:>10} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9}  errors",
+            "workload",
+            "bus",
+            "waited",
+            "of s",
+            "worst ms",
+            "trips",
+            "cycles",
+            "to reader",
+            "told lost",
+            "silently"
+        );
+        for (bus, s) in &self.neighbours {
+            let errors = if s.errors.is_empty() {
+                "-".to_owned()
+            } else {
+                s.errors.join("; ")
+            };
+            let _ = writeln!(
+                out,
+                "{:<17} {:>12} {:>7.2}% {:>10.1} {:>9.1} {:>9} {:>8} {:>9} {:>9} {:>9}  {}{}",
+                "hostile-neighbour",
+                bus.name(),
+                s.waited_percent(),
+                s.seconds,
+                s.worst_ms,
+                s.round_trips,
+                s.episodes,
+                s.sent,
+                s.told_lost,
+                s.lost_silently(),
+                if s.other_user { "" } else { "(same user) " },
+                errors
+            );
         }
         out
     }
@@ -343,6 +403,8 @@ impl Results {
                 Workload::SignalBurst => ("messages/s", "send-to-receive latency, mean µs"),
                 Workload::FanOut => ("deliveries/s", "send-to-receive latency, mean µs"),
                 Workload::RoundTrip => ("calls/s", "round-trip time, mean µs"),
+                // Its rows are not per payload size: no chart.
+                Workload::HostileNeighbour => continue,
             };
             let metrics: [(&str, &str, Metric); 3] = [
                 ("rate", rate_label, |s| s.rate),
@@ -408,6 +470,27 @@ impl Results {
         let unix_time = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
+        let neighbours: Vec<Value> = self
+            .neighbours
+            .iter()
+            .map(|(bus, s)| {
+                json!({
+                    "bus": bus.name(),
+                    "seconds": s.seconds,
+                    "waited_seconds": s.waited_seconds,
+                    "waited_percent": s.waited_percent(),
+                    "worst_ms": s.worst_ms,
+                    "round_trips": s.round_trips,
+                    "episodes": s.episodes,
+                    "signals_to_reader": s.sent,
+                    "received_by_reader": s.received,
+                    "told_lost": s.told_lost,
+                    "lost_silently": s.lost_silently(),
+                    "other_user": s.other_user,
+                    "errors": s.errors,
+                })
+            })
+            .collect();
         json!({
             "command": command,
             "unix_time": unix_time,
@@ -415,6 +498,7 @@ impl Results {
             "reps": reps,
             "notes": notes,
             "results": rows,
+            "hostile_neighbour": neighbours,
         })
     }
 }

@@ -83,7 +83,7 @@ impl TestDaemon {
         &self.address
     }
 
-    fn socket_path(&self) -> PathBuf {
+    pub fn socket_path(&self) -> PathBuf {
         self.dir.path().join("bus")
     }
 

@@ -1,0 +1,234 @@
+//! Connections until they are active: accepting them, the deadline until
+//! Hello, and the bound on incomplete connections.
+//!
+//! As in dbus-daemon, a connection is *incomplete* from accept until its
+//! Hello succeeds: while it authenticates and while it has authenticated
+//! but not said Hello. Incomplete connections count toward
+//! `max_incomplete_connections`, and each is closed when `auth_timeout`
+//! has passed since it was accepted. A connection whose Hello is refused
+//! (`max_connections_per_user`, `max_completed_connections`) gets the
+//! error and is then disconnected; dbus-daemon leaves it incomplete until
+//! `auth_timeout`, so that it may try Hello again (docs/reliability.md).
+//!
+//! quickbus's own: when every incomplete slot is taken, a new connection
+//! takes the slot of the oldest incomplete connection of the user who
+//! holds the most, if that user holds more than the newcomer's user does.
+//! So no user can keep another out by holding slots; dbus-daemon stops
+//! accepting instead, and the flooding user's queued connections then
+//! come first.
+
+use std::cmp::Reverse;
+use std::time::Instant;
+
+use mio::{Interest, Token};
+use tracing::debug;
+
+use super::{Conn, Phase, Server};
+use crate::auth::{AuthConfig, SaslServer};
+use crate::flow;
+use crate::nonce::NONCE_LEN;
+use crate::socket::Stream;
+use crate::transport::Transport;
+
+impl Server {
+    pub(super) fn add_connection(&mut self, mut stream: Stream, nonce: Option<[u8; NONCE_LEN]>) {
+        // Completed connections are bounded by the bus at Hello (with the
+        // LimitsExceeded reply dbus-daemon gives); here only what could
+        // exhaust fds: the incomplete ones and an overall cap.
+        if self.conns.len() >= self.opts.max_connections + self.opts.max_incomplete_connections {
+            self.refuse_connection(None);
+            return;
+        }
+        let creds = if stream.is_unix() {
+            match crate::peer::identify(&stream, &mut self.user_db) {
+                Ok(c) => c,
+                Err(e) => {
+                    self.log_limiter.warn(
+                        "refusing connection: no peer credentials",
+                        format_args!("refusing connection: no peer credentials: {e}"),
+                    );
+                    return;
+                }
+            }
+        } else {
+            crate::peer::unidentified()
+        };
+        if self.incomplete >= self.opts.max_incomplete_connections && !self.make_room_for(creds.uid)
+        {
+            self.refuse_connection(Some(creds.uid));
+            return;
+        }
+        if let Err(e) = crate::socket_buffers::apply(&stream, self.opts.socket_buffer_bytes) {
+            // The connection works with the kernel's default buffers.
+            self.log_limiter.warn(
+                "cannot set socket buffers",
+                format_args!(
+                    "cannot set socket buffers to {} bytes: {e}",
+                    self.opts.socket_buffer_bytes
+                ),
+            );
+        }
+        let token = Token(self.next_token);
+        self.next_token += 1;
+        if let Err(e) = self
+            .poll
+            .registry()
+            .register(&mut stream, token, Interest::READABLE)
+        {
+            self.log_limiter.warn(
+                "refusing connection: cannot register it",
+                format_args!("refusing connection: cannot register it: {e}"),
+            );
+            return;
+        }
+        let sasl = if stream.is_unix() {
+            SaslServer::new(&self.opts.auth, Some(creds.uid))
+        } else {
+            // Over tcp: no uid for EXTERNAL, no fds to pass.
+            let auth = AuthConfig {
+                unix_fd_supported: false,
+                ..self.opts.auth.clone()
+            };
+            SaslServer::new(&auth, None)
+        };
+        let phase = match nonce {
+            Some(expected) => Phase::Nonce { expected, sasl },
+            None => Phase::Authenticating { sasl },
+        };
+        let user = self.users.tally(creds.uid);
+        user.incomplete_opened();
+        debug!(uid = creds.uid, pid = ?creds.pid, "new connection");
+        self.conns.insert(
+            token,
+            Conn {
+                transport: Transport::new(stream),
+                phase,
+                incomplete: true,
+                creds,
+                flow: flow::Receiver::default(),
+                user,
+                hold: None,
+                fd_deadline: None,
+                watching_writable: false,
+                last_read_turn: 0,
+            },
+        );
+        self.incomplete += 1;
+        self.auth_deadlines
+            .push(Reverse((Instant::now() + self.opts.auth_timeout, token)));
+    }
+
+    fn refuse_connection(&mut self, uid: Option<u32>) {
+        let uid = uid.map_or_else(|| "?".to_owned(), |u| u.to_string());
+        self.log_limiter.warn(
+            "refusing connection",
+            format_args!(
+                "refusing connection from uid {uid}: {} connections, {} incomplete \
+                 (max_completed_connections={}, max_incomplete_connections={})",
+                self.conns.len(),
+                self.incomplete,
+                self.opts.max_connections,
+                self.opts.max_incomplete_connections
+            ),
+        );
+    }
+
+    /// Every incomplete slot is taken: close the oldest incomplete
+    /// connection of the user holding the most slots, if that user holds
+    /// more than `uid` does. True if a slot was freed.
+    fn make_room_for(&mut self, uid: u32) -> bool {
+        let newcomer_holds = self.users.incomplete_of(uid);
+        let heaviest = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.incomplete)
+            // Most slots first, then the oldest (lowest token).
+            .max_by_key(|(token, c)| (c.user.incomplete(), Reverse(**token)))
+            .map(|(token, c)| (*token, c.user.uid, c.user.incomplete()));
+        let Some((token, victim_uid, holds)) = heaviest else {
+            return false;
+        };
+        if holds <= newcomer_holds {
+            return false;
+        }
+        self.log_limiter.warn(
+            "closing an incomplete connection to make room",
+            format_args!(
+                "closing an incomplete connection of uid {victim_uid} to make room for \
+                 uid {uid}: it holds {holds} of max_incomplete_connections={}, uid {uid} \
+                 {newcomer_holds}",
+                self.opts.max_incomplete_connections
+            ),
+        );
+        self.close(token, "closed to make room for another user's connection");
+        true
+    }
+
+    /// Close connections that are still incomplete `auth_timeout` after
+    /// they were accepted.
+    pub(super) fn expire_incomplete(&mut self, now: Instant) {
+        while let Some(Reverse((deadline, token))) = self.auth_deadlines.peek().copied() {
+            if deadline > now {
+                break;
+            }
+            self.auth_deadlines.pop();
+            let Some(conn) = self.conns.get(&token).filter(|c| c.incomplete) else {
+                continue;
+            };
+            let authenticating = matches!(
+                conn.phase,
+                Phase::Nonce { .. } | Phase::Authenticating { .. }
+            );
+            let stage = if authenticating {
+                "authenticated"
+            } else {
+                "said Hello"
+            };
+            // dbus-daemon's words, with the stage it did not reach.
+            let reason = format!(
+                "Connection has not {stage} soon enough, closing it (auth_timeout={}ms)",
+                self.opts.auth_timeout.as_millis()
+            );
+            if authenticating {
+                // (close() logs the others, naming the connection.)
+                self.log_limiter.warn(
+                    "connection not authenticated within auth_timeout",
+                    format_args!("{reason} (uid {})", conn.creds.uid),
+                );
+            }
+            self.close(token, &reason);
+        }
+    }
+
+    /// Forget the deadlines of connections that completed or left, so
+    /// that they do not keep the loop waking up for nothing.
+    pub(super) fn drop_stale_auth_deadlines(&mut self) {
+        while let Some(&Reverse((_, token))) = self.auth_deadlines.peek() {
+            if self.conns.get(&token).is_some_and(|c| c.incomplete) {
+                break;
+            }
+            self.auth_deadlines.pop();
+        }
+    }
+
+    /// After the bus handled a message of a connection that had not said
+    /// Hello: either its Hello succeeded (it is complete now) or the bus
+    /// refused it (the bus disconnects for anything but a Hello): then it
+    /// is disconnected, after the error reply it was queued.
+    pub(super) fn after_message_before_hello(&mut self, token: Token) {
+        let Some(conn) = self.conns.get_mut(&token) else {
+            return;
+        };
+        let Phase::Running { id } = conn.phase else {
+            return;
+        };
+        if self.bus.unique_name(id).is_some() {
+            conn.incomplete = false;
+            conn.user.incomplete_closed();
+            self.incomplete -= 1;
+        } else {
+            // close() flushes what is queued (the error) before closing.
+            self.close(token, "its Hello was refused");
+        }
+    }
+}
