@@ -97,7 +97,9 @@ fn expects_reply(msg: &Message) -> bool {
     msg.msg_type() == MessageType::MethodCall && msg.flags() & flags::NO_REPLY_EXPECTED == 0
 }
 
-pub(crate) fn is_hello(msg: &Message) -> bool {
+/// A Hello call to the driver (also without an interface, as dbus-daemon
+/// takes it).
+pub fn is_hello(msg: &Message) -> bool {
     msg.msg_type() == MessageType::MethodCall
         && msg.destination() == Some(BUS_NAME)
         && msg.member() == Some("Hello")

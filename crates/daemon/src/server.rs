@@ -589,6 +589,7 @@ impl Server {
                         )
                     })?;
                     let before_hello = conn.incomplete;
+                    let hello = before_hello && quickbus_bus::bus::is_hello(&msg);
                     let uid = conn.creds.uid;
                     self.bus
                         .receive(id, msg, fds, Instant::now(), &mut self.actions);
@@ -596,7 +597,7 @@ impl Server {
                     self.apply_actions();
                     self.routing_from = None;
                     if before_hello {
-                        self.after_message_before_hello(token);
+                        self.after_message_before_hello(token, hello);
                     }
                 }
             }

@@ -212,10 +212,12 @@ impl Server {
     }
 
     /// After the bus handled a message of a connection that had not said
-    /// Hello: either its Hello succeeded (it is complete now) or the bus
-    /// refused it (the bus disconnects for anything but a Hello): then it
-    /// is disconnected, after the error reply it was queued.
-    pub(super) fn after_message_before_hello(&mut self, token: Token) {
+    /// Hello: either its Hello succeeded (it is complete now), or the bus
+    /// refused its Hello: then it is disconnected, after the error reply
+    /// it was queued. Anything else it sent the bus answered (driver calls
+    /// get AccessDenied, as in dbus-daemon) or disconnected it; it stays
+    /// incomplete, under its deadline.
+    pub(super) fn after_message_before_hello(&mut self, token: Token, was_hello: bool) {
         let Some(conn) = self.conns.get_mut(&token) else {
             return;
         };
@@ -226,7 +228,7 @@ impl Server {
             conn.incomplete = false;
             conn.user.incomplete_closed();
             self.incomplete -= 1;
-        } else {
+        } else if was_hello {
             // close() flushes what is queued (the error) before closing.
             self.close(token, "its Hello was refused");
         }
