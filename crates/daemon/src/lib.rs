@@ -13,6 +13,7 @@ pub mod fd_limit;
 pub mod flow;
 pub mod idle_buffers;
 pub mod listen;
+pub mod notify;
 pub mod peer;
 pub mod policy;
 pub mod server;
