@@ -35,5 +35,5 @@ version=$(cargo pkgid -p quickbus-daemon | sed 's/.*[#@]//')
     tail -n +2 docs/quickbus-daemon-config.md
 } | go-md2man | gzip -9n >"$man/quickbus-daemon.conf.5.gz"
 
-cargo deb -p quickbus-daemon --no-build --output "$target/debian/" >&2
+cargo deb -p quickbus-daemon --no-build --strip --output "$target/debian/" >&2
 ls -t "$target"/debian/quickbus_"$version"-*.deb | head -n 1

@@ -14,8 +14,10 @@ step() { printf '\n==> %s\n' "$*"; }
 # dbus-python with GLib, and libdbus/sd-bus headers and tests for later work;
 # tshark (reads quickbus captures), chromium (renders the HTML report) and
 # tmux (drives quickbus top) for the observe tests; ss (iproute2) shows the
-# socket buffers the daemon set.
-packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2)
+# socket buffers the daemon set; mmdebstrap and systemd-container
+# (systemd-nspawn) build and boot the boot test's Debian, go-md2man turns
+# docs/quickbus-daemon-config.md into quickbus-daemon.conf(5) for the package.
+packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2 mmdebstrap systemd-container go-md2man)
 
 install_packages() {
     if ! command -v dpkg-query >/dev/null; then
@@ -71,5 +73,12 @@ cargo test --workspace
 step "dbus-daemon's test suite against quickbus-daemon"
 cargo run --quiet -p quickbus-conformance -- \
     "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
+
+# The Debian package of this checkout (cargo-deb, installed when missing),
+# then Debian 12 booted in systemd-nspawn on dbus-daemon and on quickbus with
+# the same checks (scripts/boot-test.sh says which, and how to skip it on a
+# machine that cannot boot a container).
+step "boot test: Debian on dbus-daemon and on quickbus"
+bash scripts/boot-test.sh
 
 step "all checks passed"

@@ -212,7 +212,7 @@ fn command() -> Command {
         .arg(flag("nosyslog", "Log to stderr only"))
         .arg(flag("version", "Print the version and exit"))
         // For packaging: dbus-daemon has no such option, so it stays out
-        // of --help (docs/quickbus-daemon-config.md).
+        // of --help (docs/architecture.md, "Under systemd").
         .arg(flag("generate-man", "Print this manual page (roff) and exit").hide(true))
 }
 
