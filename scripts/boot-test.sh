@@ -396,6 +396,7 @@ run_boot() {
         fi
     fi
     power_off
+    rm -rf "$root"
     local seconds=$poweroff_took
     poweroff_seconds[$mode]=$seconds
     if [[ $seconds == never ]]; then
@@ -431,7 +432,6 @@ for text in start-unit-denied request-name-denied; do
 done
 say "poweroff took ${poweroff_seconds[dbus-daemon]} s on dbus-daemon, ${poweroff_seconds[quickbus]} s on quickbus (information only)"
 
-rm -rf "$work"/root-*
 if ((${#failures[@]})); then
     step "boot test: ${#failures[@]} check(s) failed"
     printf '  %s\n' "${failures[@]}"
