@@ -445,14 +445,17 @@ mod tests {
         let page = man_page();
         assert!(page.starts_with(".ie"), "roff: {}", &page[..40]);
         assert!(page.contains(".TH quickbus-daemon 1"), "{page}");
+        // Each option has its own entry under OPTIONS (the synopsis,
+        // dbus-daemon's usage line, names them all anyway).
+        let (_, options) = page.split_once(".SH OPTIONS").expect("an OPTIONS section");
         let mut documented = 0;
         for arg in command().get_arguments().filter(|a| !a.is_hide_set()) {
             let long = arg.get_long().unwrap();
-            // roff escapes the dashes: \-\-print\-address
-            let roff = format!("\\-\\-{}", long.replace('-', "\\-"));
+            // roff: bold, dashes escaped: \fB\-\-print\-address\fR
+            let roff = format!("\\fB\\-\\-{}\\fR", long.replace('-', "\\-"));
             assert!(
-                page.contains(&roff),
-                "--{long} ({roff}) missing from the page"
+                options.contains(&roff),
+                "--{long} ({roff}) missing from OPTIONS"
             );
             documented += 1;
         }
