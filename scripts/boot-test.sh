@@ -286,11 +286,13 @@ checks() {
     out=$(user_session 'systemctl --user is-system-running --wait
         busctl --user call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus GetId >/dev/null &&
         busctl --user list --no-legend | grep -q "^org.freedesktop.DBus " &&
+        systemctl --user reload dbus.service &&
+        busctl --user call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus GetId >/dev/null &&
         readlink /proc/$(systemctl --user show -p MainPID --value dbus.service)/exe') && status=0 || status=$?
     if ((status == 0)) && [[ $(head -n 1 <<<"$out") == running && $(tail -n 1 <<<"$out") == "$expected" ]]; then
-        pass "a login session's user bus runs on $expected (systemctl --user, busctl --user)"
+        pass "a login session's user bus runs on $expected (systemctl --user, busctl --user, reload)"
     else
-        fail "a login session's user bus runs on $expected (systemctl --user, busctl --user)" "status $status:" "$out"
+        fail "a login session's user bus runs on $expected (systemctl --user, busctl --user, reload)" "status $status:" "$out"
     fi
 
     journal_check "$expected"
