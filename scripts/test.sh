@@ -17,8 +17,10 @@ step() { printf '\n==> %s\n' "$*"; }
 # socket buffers the daemon set; libglib2.0-tests holds GLib's GDBus
 # installed tests. dbus-daemon is also the reference of the differential
 # harness (tests/differential). libnss-extrausers gives the NSS tests a
-# user that only NSS knows.
-packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2 libglib2.0-tests libnss-extrausers)
+# user that only NSS knows. mmdebstrap and systemd-container
+# (systemd-nspawn) build and boot the boot test's Debian, go-md2man turns
+# docs/quickbus-daemon-config.md into quickbus-daemon.conf(5) for the package.
+packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2 libglib2.0-tests libnss-extrausers mmdebstrap systemd-container go-md2man)
 
 install_packages() {
     if ! command -v dpkg-query >/dev/null; then
@@ -83,5 +85,12 @@ cargo run --quiet -p quickbus-conformance -- \
 # summary; fails on any failure or time-out.
 step "GLib's GDBus tests against quickbus-daemon"
 bash scripts/glib-gdbus-tests.sh "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
+
+# The Debian package of this checkout (cargo-deb, installed when missing),
+# then Debian 12 booted in systemd-nspawn on dbus-daemon and on quickbus with
+# the same checks (scripts/boot-test.sh says which, and how to skip it on a
+# machine that cannot boot a container).
+step "boot test: Debian on dbus-daemon and on quickbus"
+bash scripts/boot-test.sh
 
 step "all checks passed"

@@ -211,7 +211,64 @@ fn command() -> Command {
         .arg(flag("syslog-only", "Log to the system log only"))
         .arg(flag("nosyslog", "Log to stderr only"))
         .arg(flag("version", "Print the version and exit"))
+        // For packaging: dbus-daemon has no such option, so it stays out
+        // of --help (docs/architecture.md, "Under systemd").
+        .arg(flag("generate-man", "Print this manual page (roff) and exit").hide(true))
 }
+
+/// quickbus-daemon(1) in roff, from the options above (clap_mangen), with
+/// the sections that say where the configuration comes from.
+pub fn man_page() -> String {
+    let command = command().version(env!("CARGO_PKG_VERSION")).long_about(
+        "quickbus-daemon is a D-Bus message bus daemon, a drop-in replacement for \
+         dbus-daemon(1): the same wire protocol, command line, XML configuration \
+         files (/usr/share/dbus-1/system.conf, session.conf and their .d directories) \
+         and org.freedesktop.DBus driver interface. Its own configuration \
+         additions are described in quickbus-daemon.conf(5).",
+    );
+    let man = clap_mangen::Man::new(command);
+    let mut page = Vec::new();
+    let rendered = man
+        .render_title(&mut page)
+        .and_then(|()| man.render_name_section(&mut page))
+        .and_then(|()| man.render_synopsis_section(&mut page))
+        .and_then(|()| man.render_description_section(&mut page))
+        .and_then(|()| man.render_options_section(&mut page));
+    // Writing to a Vec cannot fail.
+    debug_assert!(rendered.is_ok());
+    page.extend_from_slice(MAN_EXTRA_SECTIONS.as_bytes());
+    String::from_utf8_lossy(&page).into_owned()
+}
+
+/// The sections clap knows nothing of.
+const MAN_EXTRA_SECTIONS: &str = r#".SH "SYSTEMD"
+The system bus runs as
+.B quickbus.service
+(alias
+.BR dbus.service )
+and the user bus as the user unit of the same name, both started by
+.BR dbus.socket .
+The daemon tells systemd when it is ready, reloading and stopping
+(sd_notify) and honours WATCHDOG_USEC.
+.PP
+Switch a machine to quickbus at its next boot:
+.PP
+.nf
+    systemctl enable quickbus.service
+    systemctl \-\-global enable quickbus.service
+.fi
+.PP
+and back to dbus\-daemon:
+.PP
+.nf
+    systemctl disable quickbus.service
+    systemctl \-\-global disable quickbus.service
+.fi
+.SH "SEE ALSO"
+.BR dbus\-daemon (1),
+.BR quickbus (1),
+.BR quickbus\-daemon.conf (5)
+"#;
 
 /// Parse the whole command line, program name first (as `args_os()`).
 pub fn parse_args<I, T>(args: I) -> Result<Options, Exit>
@@ -234,6 +291,13 @@ where
             },
         }
     })?;
+    if given(&matches, "generate-man") {
+        return Err(Exit {
+            message: man_page(),
+            code: 0,
+            to_stdout: true,
+        });
+    }
     if given(&matches, "version") {
         return Err(Exit {
             message: version_text(),
@@ -382,6 +446,38 @@ fn parse_descriptor(value: &str) -> Result<PrintTarget, Exit> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_manual_page_documents_every_option() {
+        let page = man_page();
+        assert!(page.starts_with(".ie"), "roff: {}", &page[..40]);
+        assert!(page.contains(".TH quickbus-daemon 1"), "{page}");
+        // Each option has its own entry under OPTIONS (the synopsis,
+        // dbus-daemon's usage line, names them all anyway).
+        let (_, options) = page.split_once(".SH OPTIONS").expect("an OPTIONS section");
+        let mut documented = 0;
+        for arg in command().get_arguments().filter(|a| !a.is_hide_set()) {
+            let long = arg.get_long().unwrap();
+            // roff: bold, dashes escaped: \fB\-\-print\-address\fR
+            let roff = format!("\\fB\\-\\-{}\\fR", long.replace('-', "\\-"));
+            assert!(
+                options.contains(&roff),
+                "--{long} ({roff}) missing from OPTIONS"
+            );
+            documented += 1;
+        }
+        assert!(documented >= 15);
+        assert!(!page.contains("generate\\-man"));
+        assert!(page.contains("quickbus\\-daemon.conf"));
+    }
+
+    #[test]
+    fn generate_man_prints_the_page_without_a_configuration() {
+        let exit = parse(&["--generate-man"]).unwrap_err();
+        assert_eq!(exit.code, 0);
+        assert!(exit.to_stdout);
+        assert_eq!(exit.message, man_page());
+    }
 
     fn parse(args: &[&str]) -> Result<Options, Exit> {
         parse_args(std::iter::once("quickbus-daemon").chain(args.iter().copied()))

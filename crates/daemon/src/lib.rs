@@ -17,6 +17,7 @@ pub mod listen;
 pub mod log_limit;
 pub mod logging;
 pub mod nonce;
+pub mod notify;
 pub mod peer;
 pub mod policy;
 pub mod server;

@@ -86,6 +86,10 @@ pub struct ServerOptions {
     pub reload: Reloader,
     /// Starts the services the bus activates.
     pub launcher: Launcher,
+    /// The service manager, told of readiness, reloads and shutdown.
+    pub notifier: crate::notify::Notifier,
+    /// The `STATUS=` text while the bus serves.
+    pub status: String,
 }
 
 enum Phase {
@@ -242,6 +246,9 @@ impl Server {
 
     pub fn run(&mut self) -> io::Result<Exit> {
         let mut events = Events::with_capacity(1024);
+        // Every listener is registered: a connection made from now on is
+        // accepted by the first turn of the loop.
+        self.opts.notifier.ready(&self.opts.status);
         loop {
             let timeout = self.poll_timeout();
             if let Err(e) = self.poll.poll(&mut events, timeout) {
@@ -286,6 +293,7 @@ impl Server {
             // Every turn, deadlines or not: the bus also keeps this time
             // as its clock for what it does between messages.
             let now = Instant::now();
+            self.opts.notifier.keep_alive(now);
             self.expire_incomplete(now);
             self.log_limiter.summarize(now);
             self.expire_pending_fds(now);
@@ -338,7 +346,8 @@ impl Server {
             .filter_map(|t| Some(self.conns.get(t)?.hold.as_ref()?.until))
             .min();
         let logs = self.log_limiter.next_summary();
-        let deadline = [auth, fds, holds, logs, self.bus.next_deadline()]
+        let watchdog = self.opts.notifier.next_deadline();
+        let deadline = [auth, fds, holds, logs, watchdog, self.bus.next_deadline()]
             .into_iter()
             .flatten()
             .min()?;
@@ -350,6 +359,7 @@ impl Server {
             match signal {
                 SIGTERM | SIGINT => {
                     info!("signal {signal}: shutting down");
+                    self.opts.notifier.stopping();
                     return Some(Exit::Terminated);
                 }
                 SIGHUP => self.reload("SIGHUP"),
@@ -366,6 +376,21 @@ impl Server {
     /// out). Listen addresses and the socket-level limits keep their
     /// start-up values.
     fn reload(&mut self, why: &str) {
+        self.opts.notifier.reloading();
+        let outcome = self.apply_reload(why);
+        // READY=1 ends the reload either way: a refused configuration
+        // leaves the bus serving with the old one.
+        let status = match outcome {
+            Ok(()) => self.opts.status.clone(),
+            Err(e) => format!(
+                "{}; {why}: new configuration refused: {e}",
+                self.opts.status
+            ),
+        };
+        self.opts.notifier.ready(&status);
+    }
+
+    fn apply_reload(&mut self, why: &str) -> Result<(), String> {
         match (self.opts.reload)() {
             Ok(reloaded) => {
                 let services = reloaded.services;
@@ -383,8 +408,13 @@ impl Server {
                 self.bus.set_policy(reloaded.policy);
                 self.bus.set_limits(reloaded.limits);
                 self.bus.set_activatable_names(names, &mut self.actions);
+                Ok(())
             }
-            Err(e) => warn!("Unable to reload configuration: {e}"),
+            Err(e) => {
+                warn!("Unable to reload configuration: {e}");
+                debug!("{why}: new configuration refused, keeping the old one");
+                Err(e)
+            }
         }
     }
 

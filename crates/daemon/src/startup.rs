@@ -202,6 +202,9 @@ fn serve(
         socket_buffer_bytes: limits.socket_buffer_bytes as usize,
         reload: reloader(opts.clone()),
         launcher,
+        // Here, in the process that serves: after --fork, the child.
+        notifier: crate::notify::Notifier::from_env(fork),
+        status: format!("Listening on {address}"),
     };
     let mut sockets = Vec::new();
     for listener in &listeners {

@@ -94,6 +94,9 @@ enum Command {
     Report(report::ReportArgs),
     /// Live view of the bus's connections from Debug.Stats (q quits)
     Top(top::TopArgs),
+    /// Print quickbus(1), the manual page, in roff (for packaging)
+    #[command(hide = true)]
+    GenerateMan,
 }
 
 /// Why the tool failed, printed on stderr.
@@ -121,6 +124,33 @@ impl From<quickbus_wire::Error> for Failure {
     }
 }
 
+/// quickbus(1) in roff, from the clap definitions (clap_mangen), with a
+/// section per subcommand.
+fn man_page() -> String {
+    use clap::CommandFactory;
+    let command = Cli::command();
+    let mut page = Vec::new();
+    let man = clap_mangen::Man::new(command.clone());
+    // Writing to a Vec cannot fail.
+    let _ = man.render(&mut page);
+    for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = sub.get_name();
+        page.extend_from_slice(format!(".SH \"QUICKBUS {}\"\n", name.to_uppercase()).as_bytes());
+        page.extend_from_slice(format!(".B quickbus {name}\n").as_bytes());
+        page.extend_from_slice(b".br\n");
+        let sub_man = clap_mangen::Man::new(sub.clone());
+        let mut section = Vec::new();
+        let _ = sub_man.render_description_section(&mut section);
+        let _ = sub_man.render_options_section(&mut section);
+        // One page: the subcommand's own headings become paragraphs.
+        let section = String::from_utf8_lossy(&section)
+            .replace(".SH DESCRIPTION\n", "")
+            .replace(".SH OPTIONS\n", ".PP\nOptions:\n");
+        page.extend_from_slice(section.as_bytes());
+    }
+    String::from_utf8_lossy(&page).into_owned()
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -137,6 +167,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Bench(args) => return bench::run(args).map_err(Failure),
         Command::Stats(args) => return stats::run(args),
         Command::Report(args) => return report::run(args),
+        Command::GenerateMan => {
+            print!("{}", man_page());
+            return Ok(());
+        }
         _ => {}
     }
     let timeout = timeout_of(cli.timeout)?;
@@ -300,6 +334,39 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// Every visible subcommand and every long option, the subcommands'
+    /// own included, is on the manual page.
+    #[test]
+    fn the_manual_page_documents_every_subcommand_and_option() {
+        let page = man_page();
+        assert!(page.contains(".TH quickbus 1"), "{page}");
+        let roff = |long: &str| format!("\\-\\-{}", long.replace('-', "\\-"));
+        let command = Cli::command();
+        let mut options = 0;
+        for arg in command.get_arguments().filter(|a| !a.is_hide_set()) {
+            if let Some(long) = arg.get_long() {
+                assert!(page.contains(&roff(long)), "--{long} missing");
+                options += 1;
+            }
+        }
+        for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+            let heading = format!(".SH \"QUICKBUS {}\"", sub.get_name().to_uppercase());
+            assert!(page.contains(&heading), "{heading} missing");
+            for arg in sub.get_arguments().filter(|a| !a.is_hide_set()) {
+                if let Some(long) = arg.get_long() {
+                    assert!(
+                        page.contains(&roff(long)),
+                        "quickbus {} --{long} missing",
+                        sub.get_name()
+                    );
+                    options += 1;
+                }
+            }
+        }
+        assert!(options > 20, "only {options} options found");
+        assert!(!page.contains("generate\\-man"));
     }
 
     #[test]
