@@ -193,19 +193,19 @@ pub fn recv_appending(
     Ok((got, got_fds))
 }
 
-/// Become `uid`:`gid` with the supplementary `groups`, for good (real,
-/// effective and saved ids), as dbus-daemon does for `<user>` once its
-/// sockets and pid file exist.
-///
-/// rustix's calls change the calling thread's ids only (raw syscalls, not
-/// libc's process-wide broadcast), which is the whole process because the
-/// daemon has a single thread at the only call site (start-up, before the
-/// event loop). Groups first, then the gid, then the uid: after the uid
-/// change nothing else may be changed.
-pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
+/// rustix's ids for a user, its primary group and its supplementary
+/// groups. (uid_t) -1 and (gid_t) -1 mean "leave unchanged" to the kernel,
+/// so rustix's constructors are unsafe: they are refused here first.
+fn user_ids(
+    uid: u32,
+    gid: u32,
+    groups: &[u32],
+) -> io::Result<(
+    rustix::process::Uid,
+    rustix::process::Gid,
+    Vec<rustix::process::Gid>,
+)> {
     use rustix::process::{Gid, Uid};
-    // (uid_t) -1 and (gid_t) -1 mean "leave unchanged" to the kernel, so
-    // rustix's constructors are unsafe; refuse them before building ids.
     if uid == u32::MAX || gid == u32::MAX || groups.contains(&u32::MAX) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -221,6 +221,20 @@ pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
             groups.iter().map(|&g| Gid::from_raw(g)).collect::<Vec<_>>(),
         )
     };
+    Ok((uid, gid, groups))
+}
+
+/// Become `uid`:`gid` with the supplementary `groups`, for good (real,
+/// effective and saved ids), as dbus-daemon does for `<user>` once its
+/// sockets and pid file exist.
+///
+/// rustix's calls change the calling thread's ids only (raw syscalls, not
+/// libc's process-wide broadcast), which is the whole process because the
+/// daemon has a single thread at the only call site (start-up, before the
+/// event loop). Groups first, then the gid, then the uid: after the uid
+/// change nothing else may be changed.
+pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
+    let (uid, gid, groups) = user_ids(uid, gid, groups)?;
     let failed =
         |what: String| move |e: rustix::io::Errno| io::Error::new(e.kind(), format!("{what}: {e}"));
     rustix::thread::set_thread_groups(&groups).map_err(failed("Failed to set groups".into()))?;
@@ -240,22 +254,7 @@ pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
 /// them), and its `pre_exec` hooks run after its own id changes, so the
 /// hook does all three itself, in the order that works: groups, gid, uid.
 pub fn run_as_user(command: &mut Command, uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
-    use rustix::process::{Gid, Uid};
-    if uid == u32::MAX || gid == u32::MAX || groups.contains(&u32::MAX) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "uid or gid -1 names no user or group",
-        ));
-    }
-    // SAFETY: none of the values is -1 (checked above), the only value
-    // `Gid::from_raw` and `Uid::from_raw` must not be given.
-    let (uid, gid, groups) = unsafe {
-        (
-            Uid::from_raw(uid),
-            Gid::from_raw(gid),
-            groups.iter().map(|&g| Gid::from_raw(g)).collect::<Vec<_>>(),
-        )
-    };
+    let (uid, gid, groups) = user_ids(uid, gid, groups)?;
     let switch = move || -> io::Result<()> {
         rustix::thread::set_thread_groups(&groups)?;
         rustix::thread::set_thread_res_gid(gid, gid, gid)?;
