@@ -9,6 +9,7 @@ pub mod auth;
 pub mod bus_identity;
 pub mod cli;
 pub mod config;
+pub mod dynamic_users;
 pub mod fd_limit;
 pub mod flow;
 pub mod hold_budget;
