@@ -14,6 +14,7 @@ pub mod fd_limit;
 pub mod flow;
 pub mod hold_budget;
 pub mod idle_buffers;
+pub mod late_users;
 pub mod listen;
 pub mod log_limit;
 pub mod logging;

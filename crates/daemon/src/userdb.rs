@@ -24,9 +24,15 @@ pub fn bypass_bus_in_nss() {
 /// The system's user database, asked anew at each question: NSS, then
 /// systemd's dynamic users (which NSS cannot see from inside the bus, see
 /// [`crate::dynamic_users`]).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct UserDb {
-    dynamic: DynamicUsers,
+    dynamic: Option<DynamicUsers>,
+}
+
+impl Default for UserDb {
+    fn default() -> UserDb {
+        UserDb::with_dynamic_users(DynamicUsers::default())
+    }
 }
 
 impl UserDb {
@@ -36,7 +42,14 @@ impl UserDb {
 
     /// NSS, and the dynamic users of `dynamic` (the tests' stand-in).
     pub fn with_dynamic_users(dynamic: DynamicUsers) -> UserDb {
-        UserDb { dynamic }
+        UserDb {
+            dynamic: Some(dynamic),
+        }
+    }
+
+    /// NSS alone.
+    pub fn nss_only() -> UserDb {
+        UserDb { dynamic: None }
     }
 
     /// The uid of user `name`, or `name` itself if it is a number.
@@ -44,7 +57,7 @@ impl UserDb {
         name.parse()
             .ok()
             .or_else(|| Some(User::from_name(name).ok()??.uid.as_raw()))
-            .or_else(|| self.dynamic.uid(name))
+            .or_else(|| self.dynamic.as_ref()?.uid(name))
     }
 
     /// The gid of group `name`, or `name` itself if it is a number. A
@@ -53,7 +66,7 @@ impl UserDb {
         name.parse()
             .ok()
             .or_else(|| Some(Group::from_name(name).ok()??.gid.as_raw()))
-            .or_else(|| self.dynamic.uid(name))
+            .or_else(|| self.dynamic.as_ref()?.uid(name))
     }
 
     /// The uid and primary gid of the user called `name` (or numbered so).
@@ -65,9 +78,10 @@ impl UserDb {
         if let Ok(Some(user)) = user {
             return Some((user.uid.as_raw(), user.gid.as_raw()));
         }
+        let dynamic = self.dynamic.as_ref()?;
         let uid = match name.parse::<u32>() {
-            Ok(uid) => self.dynamic.name(uid).map(|_| uid),
-            Err(_) => self.dynamic.uid(name),
+            Ok(uid) => dynamic.name(uid).map(|_| uid),
+            Err(_) => dynamic.uid(name),
         }?;
         Some((uid, uid))
     }
@@ -88,7 +102,7 @@ impl UserDb {
 
     /// A dynamic user's primary group is its own, numbered as it is.
     fn dynamic_groups_of(&self, uid: u32) -> Option<UserGroups> {
-        let name = self.dynamic.name(uid)?;
+        let name = self.dynamic.as_ref()?.name(uid)?;
         Some(known_groups(&name, uid))
     }
 }
