@@ -60,6 +60,9 @@ pub struct Reloaded {
     pub service_dirs: Vec<std::path::PathBuf>,
     pub services: Vec<ServiceFile>,
     pub policy: quickbus_bus::PolicyConfig,
+    /// The `<policy>` elements `policy` was resolved from (see
+    /// [`crate::late_users`]).
+    pub policies: Vec<crate::config::Policy>,
     pub limits: quickbus_bus::Limits,
     /// `<servicehelper>`, for new activations.
     pub servicehelper: Option<std::path::PathBuf>,
@@ -90,6 +93,9 @@ pub struct ServerOptions {
     pub notifier: crate::notify::Notifier,
     /// The `STATUS=` text while the bus serves.
     pub status: String,
+    /// The `<policy>` elements the bus's policy was resolved from at
+    /// start-up (see [`crate::late_users`]).
+    pub policies: Vec<crate::config::Policy>,
 }
 
 enum Phase {
@@ -190,6 +196,9 @@ pub struct Server {
     idle_buffers: IdleBuffers,
     /// Groups of each new peer's uid (group policies).
     user_db: crate::userdb::CachedUserDb,
+    /// Policy names that were unknown at load, resolved again when a
+    /// dynamic user bearing one connects.
+    late_users: crate::late_users::LateUsers,
 }
 
 #[derive(Default)]
@@ -203,8 +212,9 @@ impl Server {
     pub fn new(
         listeners: Vec<(ListenSocket, Option<[u8; NONCE_LEN]>)>,
         bus: Bus,
-        opts: ServerOptions,
+        mut opts: ServerOptions,
     ) -> io::Result<Server> {
+        let late_users = crate::late_users::LateUsers::new(std::mem::take(&mut opts.policies));
         let poll = Poll::new()?;
         // SIGCHLD: an activated service exited (see reap_services).
         let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD])?;
@@ -241,6 +251,7 @@ impl Server {
             spare: Spare::default(),
             idle_buffers: IdleBuffers::default(),
             user_db: crate::userdb::CachedUserDb::system(),
+            late_users,
         })
     }
 
@@ -405,6 +416,7 @@ impl Server {
                     .set_services(reloaded.service_dirs, services);
                 self.opts.launcher.set_helper(reloaded.servicehelper);
                 self.user_db.forget();
+                self.late_users = crate::late_users::LateUsers::new(reloaded.policies);
                 self.bus.set_policy(reloaded.policy);
                 self.bus.set_limits(reloaded.limits);
                 self.bus.set_activatable_names(names, &mut self.actions);

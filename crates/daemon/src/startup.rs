@@ -205,6 +205,7 @@ fn serve(
         // Here, in the process that serves: after --fork, the child.
         notifier: crate::notify::Notifier::from_env(fork),
         status: format!("Listening on {address}"),
+        policies: config.policies.clone(),
     };
     let mut sockets = Vec::new();
     for listener in &listeners {
@@ -250,6 +251,7 @@ fn reloader(opts: Options) -> crate::server::Reloader {
             service_dirs: config.service_dirs().to_vec(),
             services,
             policy,
+            policies: config.policies,
             limits: bus_limits(&config.limits),
             servicehelper: config.servicehelper,
         })

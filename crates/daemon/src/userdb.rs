@@ -12,6 +12,8 @@ use std::time::{Duration, Instant, SystemTime};
 use nix::unistd::{Gid, Group, Uid, User};
 use quickbus_bus::UserGroups;
 
+use crate::dynamic_users::DynamicUsers;
+
 /// Tell nss-systemd not to ask the bus (which would be this daemon, busy
 /// asking NSS) when resolving users, as dbus-daemon does. Call while the
 /// process has one thread.
@@ -19,13 +21,35 @@ pub fn bypass_bus_in_nss() {
     std::env::set_var("SYSTEMD_NSS_BYPASS_BUS", "1");
 }
 
-/// The system's user database, asked anew at each question.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct UserDb;
+/// The system's user database, asked anew at each question: NSS, then
+/// systemd's dynamic users (which NSS cannot see from inside the bus, see
+/// [`crate::dynamic_users`]).
+#[derive(Clone, Debug)]
+pub struct UserDb {
+    dynamic: Option<DynamicUsers>,
+}
+
+impl Default for UserDb {
+    fn default() -> UserDb {
+        UserDb::with_dynamic_users(DynamicUsers::default())
+    }
+}
 
 impl UserDb {
     pub fn load() -> UserDb {
-        UserDb
+        UserDb::default()
+    }
+
+    /// NSS, and the dynamic users of `dynamic` (the tests' stand-in).
+    pub fn with_dynamic_users(dynamic: DynamicUsers) -> UserDb {
+        UserDb {
+            dynamic: Some(dynamic),
+        }
+    }
+
+    /// NSS alone.
+    pub fn nss_only() -> UserDb {
+        UserDb { dynamic: None }
     }
 
     /// The uid of user `name`, or `name` itself if it is a number.
@@ -33,13 +57,16 @@ impl UserDb {
         name.parse()
             .ok()
             .or_else(|| Some(User::from_name(name).ok()??.uid.as_raw()))
+            .or_else(|| self.dynamic.as_ref()?.uid(name))
     }
 
-    /// The gid of group `name`, or `name` itself if it is a number.
+    /// The gid of group `name`, or `name` itself if it is a number. A
+    /// dynamic user's group has its name and number.
     pub fn gid(&self, name: &str) -> Option<u32> {
         name.parse()
             .ok()
             .or_else(|| Some(Group::from_name(name).ok()??.gid.as_raw()))
+            .or_else(|| self.dynamic.as_ref()?.uid(name))
     }
 
     /// The uid and primary gid of the user called `name` (or numbered so).
@@ -48,22 +75,40 @@ impl UserDb {
             Ok(uid) => User::from_uid(Uid::from_raw(uid)),
             Err(_) => User::from_name(name),
         };
-        let user = user.ok()??;
-        Some((user.uid.as_raw(), user.gid.as_raw()))
+        if let Ok(Some(user)) = user {
+            return Some((user.uid.as_raw(), user.gid.as_raw()));
+        }
+        let dynamic = self.dynamic.as_ref()?;
+        let uid = match name.parse::<u32>() {
+            Ok(uid) => dynamic.name(uid).map(|_| uid),
+            Err(_) => dynamic.uid(name),
+        }?;
+        Some((uid, uid))
     }
 
     /// The groups of `uid` as dbus-daemon takes them for policy decisions
     /// where the kernel gave none: `getgrouplist` of its user (primary
     /// group and every group listing it), sorted, without repeats.
     pub fn groups_of(&self, uid: u32) -> UserGroups {
-        let Ok(Some(user)) = User::from_uid(Uid::from_raw(uid)) else {
-            return UserGroups::UnknownUser;
-        };
-        match group_list(&user.name, user.gid.as_raw()) {
-            Some(groups) => UserGroups::Known(groups),
-            None => UserGroups::Known(vec![user.gid.as_raw()]),
-        }
+        self.nss_groups_of(uid)
+            .or_else(|| self.dynamic_groups_of(uid))
+            .unwrap_or(UserGroups::UnknownUser)
     }
+
+    fn nss_groups_of(&self, uid: u32) -> Option<UserGroups> {
+        let user = User::from_uid(Uid::from_raw(uid)).ok()??;
+        Some(known_groups(&user.name, user.gid.as_raw()))
+    }
+
+    /// A dynamic user's primary group is its own, numbered as it is.
+    fn dynamic_groups_of(&self, uid: u32) -> Option<UserGroups> {
+        let name = self.dynamic.as_ref()?.name(uid)?;
+        Some(known_groups(&name, uid))
+    }
+}
+
+fn known_groups(name: &str, primary: u32) -> UserGroups {
+    UserGroups::Known(group_list(name, primary).unwrap_or_else(|| vec![primary]))
 }
 
 /// `getgrouplist(name, primary)`, sorted and without repeats: the groups
@@ -92,8 +137,11 @@ const GROUPS_TTL: Duration = Duration::from_secs(30);
 /// change (size, modification time or inode: a stat each, far cheaper
 /// than a lookup) and after [`GROUPS_TTL`], so accounts added meanwhile
 /// count from the next connection on. Unknown users are not remembered:
-/// an account created meanwhile counts at once.
+/// an account created meanwhile counts at once. Nor are dynamic users
+/// (two readlinks, no NSS): they come and go with their units, and a uid
+/// released and given to another unit must not keep the old answer.
 pub struct CachedUserDb {
+    db: UserDb,
     watched: [PathBuf; 2],
     seen: Option<[FileStamp; 2]>,
     groups: HashMap<u32, (UserGroups, Instant)>,
@@ -125,6 +173,7 @@ impl CachedUserDb {
 
     fn watching(passwd: &Path, group: &Path) -> CachedUserDb {
         CachedUserDb {
+            db: UserDb::load(),
             watched: [passwd.to_owned(), group.to_owned()],
             seen: None,
             groups: HashMap::new(),
@@ -152,11 +201,16 @@ impl CachedUserDb {
                 return groups.clone();
             }
         }
-        let groups = UserDb.groups_of(uid);
-        if groups != UserGroups::UnknownUser {
-            self.groups.insert(uid, (groups.clone(), Instant::now()));
+        match self.db.nss_groups_of(uid) {
+            Some(groups) => {
+                self.groups.insert(uid, (groups.clone(), Instant::now()));
+                groups
+            }
+            None => self
+                .db
+                .dynamic_groups_of(uid)
+                .unwrap_or(UserGroups::UnknownUser),
         }
-        groups
     }
 }
 
@@ -227,6 +281,53 @@ mod tests {
         assert!(groups.windows(2).all(|w| w[0] < w[1]), "{groups:?}");
         // A uid no account has.
         assert_eq!(db.groups_of(3_999_999_999), UserGroups::UnknownUser);
+    }
+
+    /// A stand-in for /run/systemd/dynamic-uid holding one allocated
+    /// dynamic user, as PID 1 lays it out.
+    fn fake_dynamic_uid_dir(tag: &str, name: &str, uid: u32) -> PathBuf {
+        use std::os::unix::fs::symlink;
+        let dir = std::env::temp_dir().join(format!("qb-userdb-dyn-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        symlink(uid.to_string(), dir.join(format!("direct:{name}"))).unwrap();
+        symlink(name, dir.join(format!("direct:{uid}"))).unwrap();
+        dir
+    }
+
+    /// A uid and a name that NSS knows nothing about.
+    const DYN_UID: u32 = 3_999_999_123;
+    const DYN_NAME: &str = "qb-test-dynamic-user";
+
+    #[test]
+    fn dynamic_users_resolve_where_nss_does_not() {
+        let dir = fake_dynamic_uid_dir("db", DYN_NAME, DYN_UID);
+        let without = UserDb::with_dynamic_users(DynamicUsers::at(&dir.join("absent")));
+        assert_eq!(without.uid(DYN_NAME), None);
+        assert_eq!(without.groups_of(DYN_UID), UserGroups::UnknownUser);
+
+        let db = UserDb::with_dynamic_users(DynamicUsers::at(&dir));
+        assert_eq!(db.uid(DYN_NAME), Some(DYN_UID));
+        assert_eq!(db.gid(DYN_NAME), Some(DYN_UID));
+        assert_eq!(db.account(DYN_NAME), Some((DYN_UID, DYN_UID)));
+        assert_eq!(db.account(&DYN_UID.to_string()), Some((DYN_UID, DYN_UID)));
+        assert_eq!(db.groups_of(DYN_UID), UserGroups::Known(vec![DYN_UID]));
+        // NSS still answers first.
+        assert_eq!(db.uid("root"), Some(0));
+        assert_eq!(db.account("root"), Some((0, 0)));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_cache_asks_about_dynamic_users_every_time() {
+        let dir = fake_dynamic_uid_dir("cache", DYN_NAME, DYN_UID);
+        let mut cache = CachedUserDb::system();
+        cache.db = UserDb::with_dynamic_users(DynamicUsers::at(&dir));
+        assert_eq!(cache.groups_of(DYN_UID), UserGroups::Known(vec![DYN_UID]));
+        assert!(!cache.groups.contains_key(&DYN_UID));
+        // The unit stopped: PID 1 removed the links, the uid is nobody's.
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(cache.groups_of(DYN_UID), UserGroups::UnknownUser);
     }
 
     #[test]

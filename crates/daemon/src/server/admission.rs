@@ -21,7 +21,7 @@ use std::cmp::Reverse;
 use std::time::Instant;
 
 use mio::{Interest, Token};
-use tracing::debug;
+use tracing::{debug, info, warn};
 
 use super::{Conn, Phase, Server};
 use crate::auth::{AuthConfig, SaslServer};
@@ -53,6 +53,9 @@ impl Server {
         } else {
             crate::peer::unidentified()
         };
+        if stream.is_unix() {
+            self.resolve_late_policy_users(creds.uid);
+        }
         if self.incomplete >= self.opts.max_incomplete_connections && !self.make_room_for(creds.uid)
         {
             self.refuse_connection(Some(creds.uid));
@@ -116,6 +119,32 @@ impl Server {
         self.incomplete += 1;
         self.auth_deadlines
             .push(Reverse((Instant::now() + self.opts.auth_timeout, token)));
+    }
+
+    /// A dynamic user whose name the loaded policy could not resolve (the
+    /// unit started after the bus) connects, or a uid the policy gave a
+    /// dynamic user now belongs to another: the policy is resolved again
+    /// first, so that the right rules apply to this connection (see
+    /// [`crate::late_users`]).
+    fn resolve_late_policy_users(&mut self, uid: u32) {
+        use crate::late_users::Change;
+        let Some((change, policy)) = self.late_users.new_policy_for(uid, &mut |w| warn!("{w}"))
+        else {
+            return;
+        };
+        let why = match change {
+            Change::Appeared { name } => format!("dynamic user \"{name}\" (uid {uid}) appeared"),
+            Change::Released { name } => {
+                format!("uid {uid} is no longer dynamic user \"{name}\"")
+            }
+        };
+        match policy {
+            Ok(policy) => {
+                info!("Policy resolved again: {why}");
+                self.bus.set_policy(policy);
+            }
+            Err(e) => warn!("Unable to resolve the policy again ({why}): {e}"),
+        }
     }
 
     fn refuse_connection(&mut self, uid: Option<u32>) {
