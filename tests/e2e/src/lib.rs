@@ -8,12 +8,23 @@
 //!
 //! Every wait is bounded by [`TIMEOUT`]; time is only ever used to give up,
 //! never as the thing a test asserts.
+//!
+//! A test that cannot run here (not root, a missing program, or a promise
+//! only quickbus makes while the daemon under test is another) fails,
+//! unless `QUICKBUS_ALLOW_SKIP=1` is set; then it prints
+//! `SKIPPED: <test>: <reason>` and passes (see [`skip`]). So the reference
+//! run sets both:
+//!
+//! ```text
+//! QUICKBUS_TEST_DAEMON=/usr/bin/dbus-daemon QUICKBUS_ALLOW_SKIP=1 cargo test -p quickbus-e2e
+//! ```
 
 mod daemon;
 mod locate;
 mod peer;
 mod process;
 mod raw;
+pub mod skip;
 mod stats;
 mod users;
 

@@ -18,7 +18,9 @@ use std::thread;
 use std::time::Duration;
 
 use quickbus_client::{bus_call, Connection, MessageType};
-use quickbus_e2e::{as_user, can_change_user, read_raw_message, testing_quickbus, NOBODY, TIMEOUT};
+use quickbus_e2e::{
+    as_user, can_change_user, read_raw_message, skip, testing_quickbus, NOBODY, TIMEOUT,
+};
 use support::*;
 
 /// Short enough for the tests to be quick, long enough for a healthy
@@ -143,12 +145,11 @@ fn flood(bus: &TestDaemon) -> Flood {
 
 #[test]
 fn another_user_connects_while_one_user_floods_the_incomplete_slots() {
-    if !testing_quickbus() {
-        eprintln!("skipped: quickbus's own promise (dbus-daemon stops accepting instead)");
+    if skip::quickbus_only("a fair share of incomplete connections per user") {
         return;
     }
-    if !can_change_user() {
-        panic!("needs root, to flood as nobody");
+    if skip::unless(can_change_user(), "needs root, to flood as nobody") {
+        return;
     }
     // auth_timeout longer than the test: only the fair share of the slots
     // can let the newcomer in.

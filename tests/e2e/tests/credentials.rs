@@ -11,7 +11,7 @@ use std::os::unix::net::UnixStream;
 use std::time::Instant;
 
 use quickbus_client::{bus_call, sasl, Connection, Message, MessageBuilder, MessageType, Value};
-use quickbus_e2e::{read_raw_message, testing_quickbus, Bus, POLL_INTERVAL, TIMEOUT};
+use quickbus_e2e::{read_raw_message, skip, Bus, POLL_INTERVAL, TIMEOUT};
 
 fn credentials_call(name: &str) -> MessageBuilder {
     bus_call("GetConnectionCredentials").body(vec![Value::String(name.into())])
@@ -62,7 +62,7 @@ fn connect(bus: &Bus) -> Connection {
 
 #[test]
 fn process_fd_pins_the_named_connections_process() {
-    if !testing_quickbus() {
+    if skip::quickbus_only("ProcessFD") {
         return;
     }
     let bus = Bus::start();
@@ -110,7 +110,7 @@ fn send(stream: &mut UnixStream, builder: MessageBuilder, serial: u32) {
 
 #[test]
 fn no_process_fd_for_a_caller_without_fd_passing() {
-    if !testing_quickbus() {
+    if skip::quickbus_only("ProcessFD") {
         return;
     }
     let bus = Bus::start();
@@ -158,7 +158,7 @@ fn wait_for_daemon_pidfds(bus: &Bus, expected: usize) {
 
 #[test]
 fn the_daemon_holds_no_pidfd_per_connection_and_none_after_replies() {
-    if !testing_quickbus() {
+    if skip::quickbus_only("holding no pidfd per connection") {
         return;
     }
     let bus = Bus::start();

@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use quickbus_e2e::{
-    assert_guid_suffix, daemon_path, run_bounded, write_config, Background, Listen, TempDir,
+    assert_guid_suffix, daemon_path, run_bounded, skip, write_config, Background, Listen, TempDir,
     TIMEOUT,
 };
 use rustix::process::{kill_process, test_kill_process, Pid, Signal};
@@ -139,7 +139,7 @@ fn fork_prints_address_and_pid_then_the_parent_exits_zero() {
 /// socket file behind).
 #[test]
 fn sigint_stops_the_daemon_with_status_zero() {
-    if !quickbus_e2e::testing_quickbus() {
+    if skip::quickbus_only("stopping cleanly on SIGINT") {
         return;
     }
     let dir = TempDir::new();
@@ -164,15 +164,14 @@ fn sigint_stops_the_daemon_with_status_zero() {
 #[test]
 fn serves_a_socket_handed_over_by_systemd() {
     // dbus-daemon takes LISTEN_FDS only with --systemd-activation.
-    if !quickbus_e2e::testing_quickbus() {
+    if skip::quickbus_only("LISTEN_FDS without --systemd-activation") {
         return;
     }
-    if Command::new("systemd-socket-activate")
+    let installed = Command::new("systemd-socket-activate")
         .arg("--help")
         .output()
-        .is_err()
-    {
-        eprintln!("SKIP: systemd-socket-activate not installed");
+        .is_ok();
+    if skip::unless(installed, "systemd-socket-activate is not installed") {
         return;
     }
     let dir = TempDir::new();
@@ -309,14 +308,14 @@ fn open_file_limits(pid: u32) -> (String, String) {
 /// to the hard one when not): each connection costs an fd.
 #[test]
 fn the_daemon_raises_its_soft_open_file_limit_to_the_hard_one() {
-    if !quickbus_e2e::testing_quickbus() {
+    if skip::quickbus_only("raising the soft open-file limit to the hard one") {
         return;
     }
     // The tests' own limit, which the daemon inherits: keep it below the
     // hard one so the raise is visible.
     let ours = rustix::process::getrlimit(rustix::process::Resource::Nofile);
     let (Some(_), Some(hard)) = (ours.current, ours.maximum) else {
-        eprintln!("skipped: unlimited open files");
+        skip::cannot_run("this process's open files are unlimited: no raise to see");
         return;
     };
     let dir = TempDir::new();

@@ -18,21 +18,13 @@
 //! The clients run as other users (nobody, daemon), so these tests need
 //! root; they say so and do nothing otherwise.
 
-use quickbus_e2e::{write_config_with, Bus, Listen, Peer};
+use quickbus_e2e::{can_change_user, skip, write_config_with, Bus, Listen, Peer};
 
 const ACCESS_DENIED: &str = "org.freedesktop.DBus.Error.AccessDenied";
 const NOBODY: u32 = 65534;
 const NOGROUP: u32 = 65534;
 /// `daemon` on Debian.
 const DAEMON: u32 = 1;
-
-fn is_root() -> bool {
-    if rustix::process::geteuid().is_root() {
-        return true;
-    }
-    eprintln!("skipped: needs root to run clients as other users");
-    false
-}
 
 /// The harness's allow-everything policy (no eavesdrop rule), then
 /// `policies` (whole `<policy>` elements).
@@ -86,7 +78,10 @@ fn overheard(spy: &Peer) -> Vec<String> {
 /// dbus-daemon's words, and overhears nothing.
 #[test]
 fn nobody_cannot_eavesdrop_on_roots_calls_to_a_secret_service() {
-    if !is_root() {
+    if skip::unless(
+        can_change_user(),
+        "needs root to run clients as other users",
+    ) {
         return;
     }
     let bus = bus_with(&format!(
@@ -155,7 +150,10 @@ fn nobody_cannot_eavesdrop_on_roots_calls_to_a_secret_service() {
 /// and the calls to the bus that the bus accepted (not those it refused).
 #[test]
 fn root_may_eavesdrop_under_session_conf() {
-    if !is_root() {
+    if skip::unless(
+        can_change_user(),
+        "needs root to run clients as other users",
+    ) {
         return;
     }
     let bus = bus_with(&default_policy(SESSION));
@@ -286,7 +284,10 @@ const ALL: Seen = Seen {
 /// what root's eavesdropping rule gets of A's and B's messages.
 #[test]
 fn what_an_eavesdropper_gets_is_the_policys_decision() {
-    if !is_root() {
+    if skip::unless(
+        can_change_user(),
+        "needs root to run clients as other users",
+    ) {
         return;
     }
     let session_and = |rules: &str| default_policy(&format!("{SESSION}{rules}"));

@@ -14,7 +14,7 @@ mod support;
 use std::time::Duration;
 
 use quickbus_client::{bus_call, Error, MessageBuilder, Value};
-use quickbus_e2e::testing_quickbus;
+use quickbus_e2e::skip;
 use support::*;
 
 const ROUNDS: u64 = 40;
@@ -115,8 +115,7 @@ fn malformed(bus: &TestDaemon) {
 
 #[test]
 fn a_fuzz_like_stream_leaves_memory_flat_and_the_log_short() {
-    if !testing_quickbus() {
-        eprintln!("skipped: dbus-daemon's activation environment is unbounded");
+    if skip::quickbus_only("a bounded activation environment") {
         return;
     }
     let mut scene =

@@ -14,7 +14,7 @@
 mod support;
 
 use quickbus_client::{Connection, Message, MessageBuilder, Value};
-use quickbus_e2e::{as_user, can_change_user, connection_stat, testing_quickbus, NOBODY, TIMEOUT};
+use quickbus_e2e::{as_user, can_change_user, connection_stat, skip, NOBODY, TIMEOUT};
 use support::*;
 
 const INTERFACE: &str = "org.example.Neighbour";
@@ -31,13 +31,11 @@ fn config(extra: &str) -> String {
     )
 }
 
+/// Whether this test can run here (else it is skipped or fails, see
+/// [`skip`]).
 fn usable() -> bool {
-    if !testing_quickbus() {
-        eprintln!("skipped: quickbus's own overflow rule");
-        return false;
-    }
-    assert!(can_change_user(), "needs root, to run the reader as nobody");
-    true
+    !skip::quickbus_only("the overflow rule's hold budget")
+        && !skip::unless(can_change_user(), "needs root, to run the reader as nobody")
 }
 
 /// A connection of nobody's that receives every signal.

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use quickbus_client::Connection;
 use quickbus_e2e::{
-    daemon_path, run_bounded, testing_quickbus, write_config_with, Bus, Listen, TempDir, TIMEOUT,
+    daemon_path, run_bounded, skip, write_config_with, Bus, Listen, TempDir, TIMEOUT,
 };
 use quickbus_wire::MessageBuilder;
 
@@ -128,7 +128,7 @@ const DENIED: &str = "Rejected send message";
 
 #[test]
 fn syslog_only_sends_every_line_to_syslog_with_its_priority() {
-    if !testing_quickbus() {
+    if skip::quickbus_only("--syslog-only's priorities") {
         return;
     }
     let dir = TempDir::new();
@@ -171,7 +171,7 @@ fn syslog_only_sends_every_line_to_syslog_with_its_priority() {
 
 #[test]
 fn the_configurations_syslog_still_gets_lines_after_fork() {
-    if !testing_quickbus() {
+    if skip::quickbus_only("logging to syslog after --fork") {
         return;
     }
     let dir = TempDir::new();
@@ -295,7 +295,7 @@ fn entry<'a>(entries: &'a [HashMap<String, String>], needle: &str) -> &'a HashMa
 
 #[test]
 fn under_systemd_lines_go_to_the_journal_with_priorities_and_fields() {
-    if !testing_quickbus() {
+    if skip::quickbus_only("logging to the journal with fields") {
         return;
     }
     // stderr is the journal (--nosyslog), the system log is (on a system

@@ -9,7 +9,7 @@ mod support;
 use std::collections::BTreeMap;
 
 use quickbus_client::{bus_call, Connection, MessageBuilder, Value};
-use quickbus_e2e::{run_bounded, testing_quickbus, Background, Bus, TempDir};
+use quickbus_e2e::{run_bounded, skip, Background, Bus, TempDir};
 use support::{tool, Session, SessionCounts};
 
 /// The `a{sv}` of a Debug.Stats reply as a map.
@@ -35,8 +35,9 @@ fn stats_call(member: &str) -> MessageBuilder {
 
 #[test]
 fn connection_stats_count_what_a_peer_sent_and_received() {
-    if !testing_quickbus() {
-        return; // quickbus's own keys; dbus-daemon has other counters
+    // quickbus's own keys; dbus-daemon has other counters
+    if skip::quickbus_only("Debug.Stats traffic counters") {
+        return;
     }
     let bus = Bus::start();
     let mut watcher = Connection::connect(bus.address()).unwrap();
@@ -389,8 +390,8 @@ impl Drop for Tmux {
 /// message rate, re-sorts on a key press and quits on q.
 #[test]
 fn top_shows_a_busy_client_live() {
-    if !testing_quickbus() {
-        return; // the rates come from quickbus's own Debug.Stats keys
+    if skip::quickbus_only("quickbus top (its rates come from quickbus's Debug.Stats keys)") {
+        return;
     }
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
@@ -457,7 +458,7 @@ fn top_shows_a_busy_client_live() {
 
 #[test]
 fn top_iterations_print_plain_tables() {
-    if !testing_quickbus() {
+    if skip::quickbus_only("quickbus top (its rates come from quickbus's Debug.Stats keys)") {
         return;
     }
     let bus = Bus::start();

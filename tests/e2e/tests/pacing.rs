@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use quickbus_client::{Connection, Value};
-use quickbus_e2e::{become_monitor, connection_stat, testing_quickbus, Bus, Listen, TIMEOUT};
+use quickbus_e2e::{become_monitor, connection_stat, skip, Bus, Listen, TIMEOUT};
 use quickbus_wire::MessageBuilder;
 
 const PACING_BYTES: u64 = 256 * 1024;
@@ -92,8 +92,7 @@ fn read_all_chunks(receiver: &mut Connection) {
 
 #[test]
 fn a_receiver_that_reads_never_has_much_more_than_pacing_bytes_queued() {
-    if !testing_quickbus() {
-        eprintln!("skipped: pacing is quickbus's own");
+    if skip::quickbus_only("pacing") {
         return;
     }
     // A pause that never times out within the test.
@@ -129,8 +128,7 @@ fn a_receiver_that_reads_never_has_much_more_than_pacing_bytes_queued() {
 
 #[test]
 fn a_receiver_that_stops_reading_holds_its_sender_only_for_pacing_timeout() {
-    if !testing_quickbus() {
-        eprintln!("skipped: pacing is quickbus's own");
+    if skip::quickbus_only("pacing") {
         return;
     }
     let bus = start(200);
@@ -154,8 +152,7 @@ fn a_receiver_that_stops_reading_holds_its_sender_only_for_pacing_timeout() {
 
 #[test]
 fn a_monitor_that_does_not_read_paces_nobody() {
-    if !testing_quickbus() {
-        eprintln!("skipped: pacing is quickbus's own");
+    if skip::quickbus_only("pacing") {
         return;
     }
     // A pause would outlast the sender's write time-out: only the monitor
@@ -176,8 +173,7 @@ fn a_monitor_that_does_not_read_paces_nobody() {
 
 #[test]
 fn pacing_bytes_zero_turns_pacing_off() {
-    if !testing_quickbus() {
-        eprintln!("skipped: pacing is quickbus's own");
+    if skip::quickbus_only("pacing") {
         return;
     }
     // The same long pause as above, but no allowance: nobody is paused.

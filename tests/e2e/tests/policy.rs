@@ -13,7 +13,7 @@
 //! allowed message after it and finding only that one (the bus keeps each
 //! sender's order).
 
-use quickbus_e2e::{write_config_with, Bus, Listen, Peer};
+use quickbus_e2e::{can_change_user, skip, write_config_with, Bus, Listen, Peer};
 
 const ACCESS_DENIED: &str = "org.freedesktop.DBus.Error.AccessDenied";
 const NO_REPLY: &str = "org.freedesktop.DBus.Error.NoReply";
@@ -488,17 +488,15 @@ fn connects(bus: &Bus, uid: u32, gid: u32) -> bool {
     finished.status.success()
 }
 
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
-
 /// Connect rules: `user` and `group` in the default policy. Groups are the
 /// user database's groups of the connection's uid (dbus-daemon's rule),
 /// so a uid no database knows is in no group whatever its socket gid.
 #[test]
 fn user_and_group_connect_rules() {
-    if !is_root() {
-        eprintln!("skipped: needs root to run clients as other users");
+    if skip::unless(
+        can_change_user(),
+        "needs root to run clients as other users",
+    ) {
         return;
     }
     /// uid, gid, whether it may connect.
@@ -538,8 +536,10 @@ fn user_and_group_connect_rules() {
 /// default one; at_console="true" applies to nobody.
 #[test]
 fn policy_contexts_take_precedence_over_document_order() {
-    if !is_root() {
-        eprintln!("skipped: needs root to run clients as other users");
+    if skip::unless(
+        can_change_user(),
+        "needs root to run clients as other users",
+    ) {
         return;
     }
     let rules = r#"

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use quickbus_client::{Connection, Error, Message, MessageBuilder, MessageType, Value};
-use quickbus_e2e::{become_monitor, connection_stat, testing_quickbus};
+use quickbus_e2e::{become_monitor, connection_stat, skip, testing_quickbus};
 use support::*;
 
 const BURST: u32 = 100_000;
@@ -464,8 +464,7 @@ fn fds_sent_without_their_message_are_cut_off_at_pending_fd_timeout() {
     // dbus-daemon exempts uid 0 from this limit; quickbus applies it to
     // everyone, so this runs as root too (the dbus-tests subtest
     // /limits/pending-fd-timeout is skipped as root).
-    if !testing_quickbus() {
-        eprintln!("skipped: only quickbus applies pending_fd_timeout to uid 0");
+    if skip::quickbus_only("pending_fd_timeout for uid 0") {
         return;
     }
     let mut scene = Scene::start_with(r#"<limit name="pending_fd_timeout">300</limit>"#);
@@ -494,8 +493,7 @@ fn fds_sent_without_their_message_are_cut_off_at_pending_fd_timeout() {
 fn more_fds_ahead_of_their_message_than_max_incoming_unix_fds_are_cut_off() {
     // dbus-daemon counts only fds of whole messages against this limit
     // (these would wait for pending_fd_timeout, from which root is exempt).
-    if !testing_quickbus() {
-        eprintln!("skipped: dbus-daemon applies max_incoming_unix_fds to whole messages");
+    if skip::quickbus_only("max_incoming_unix_fds for fds ahead of their message") {
         return;
     }
     let mut scene = Scene::start_with(r#"<limit name="max_incoming_unix_fds">8</limit>"#);
@@ -518,8 +516,7 @@ fn more_fds_ahead_of_their_message_than_max_incoming_unix_fds_are_cut_off() {
 fn a_users_full_queues_refuse_calls_to_its_other_connections_until_they_drain() {
     // quickbus bounds the queues of all of one user's connections together
     // (4 × max_outgoing_bytes); every peer of this test is the same user.
-    if !testing_quickbus() {
-        eprintln!("skipped: only quickbus bounds queues per user");
+    if skip::quickbus_only("bounding one user's queues together") {
         return;
     }
     let scene_limits = r#"<limit name="max_outgoing_bytes">65536</limit>"#;
@@ -658,11 +655,13 @@ fn dbus_tests_pending_fd_timeout_passes_as_an_unprivileged_user() {
     const SETPRIV: &str = "/usr/bin/setpriv";
     // dbus-tests skips this subtest as root (root is exempt from the limit
     // in dbus-daemon), so run it as nobody when we can.
-    if rustix::process::getuid().as_raw() != 0
-        || !std::path::Path::new(TEST).exists()
-        || !std::path::Path::new(SETPRIV).exists()
-    {
-        eprintln!("skipped: needs root, {SETPRIV} and dbus-tests");
+    let runnable = rustix::process::getuid().as_raw() == 0
+        && std::path::Path::new(TEST).exists()
+        && std::path::Path::new(SETPRIV).exists();
+    if skip::unless(
+        runnable,
+        &format!("needs root, {SETPRIV} and dbus-tests ({TEST})"),
+    ) {
         return;
     }
     // nobody must reach the daemon: a copy in a world-readable directory.

@@ -10,8 +10,8 @@ use std::path::Path;
 use std::process::Command;
 
 use quickbus_e2e::{
-    daemon_path, run_bounded, testing_quickbus, write_config_with, Background, Finished, Listen,
-    TempDir, TIMEOUT,
+    daemon_path, run_bounded, skip, testing_quickbus, write_config_with, Background, Finished,
+    Listen, TempDir, TIMEOUT,
 };
 use rustix::process::{kill_process, Pid, Signal};
 
@@ -153,7 +153,7 @@ fn an_abstract_notify_socket_is_reached() {
 /// quickbus's promise: `WATCHDOG_USEC` is honoured from the event loop.
 #[test]
 fn the_watchdog_is_pinged_when_the_manager_asks() {
-    if !testing_quickbus() {
+    if skip::quickbus_only("WATCHDOG_USEC") {
         return;
     }
     let dir = TempDir::new();
@@ -171,7 +171,7 @@ fn the_watchdog_is_pinged_when_the_manager_asks() {
 /// quickbus's promise: a watchdog meant for another process is not ours.
 #[test]
 fn the_watchdog_of_another_pid_is_ignored() {
-    if !testing_quickbus() {
+    if skip::quickbus_only("WATCHDOG_PID") {
         return;
     }
     let dir = TempDir::new();
@@ -195,7 +195,7 @@ fn the_watchdog_of_another_pid_is_ignored() {
 /// once, naming itself as the main process.
 #[test]
 fn a_forked_daemon_notifies_once_from_the_child() {
-    if !testing_quickbus() {
+    if skip::quickbus_only("sd_notify after --fork") {
         return;
     }
     let dir = TempDir::new();

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use quickbus_e2e::{
-    daemon_path, python_path, python_script, run_bounded, testing_quickbus, write_config_with, Bus,
-    Finished, Listen, TempDir,
+    daemon_path, python_path, python_script, run_bounded, skip, testing_quickbus,
+    write_config_with, Bus, Finished, Listen, TempDir,
 };
 
 const HELPER: &str = "/usr/lib/dbus-1.0/dbus-daemon-launch-helper";
@@ -204,7 +204,7 @@ mount --bind "$0/run-dbus" /run/dbus"#
 #[test]
 fn services_started_as_their_user_get_its_supplementary_groups() {
     // dbus-daemon only switches users through the helper.
-    if !testing_quickbus() {
+    if skip::quickbus_only("switching a service's user without the helper") {
         return;
     }
     let dir = TempDir::new();

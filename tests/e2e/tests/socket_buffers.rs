@@ -5,7 +5,7 @@
 use std::process::Command;
 
 use quickbus_client::Connection;
-use quickbus_e2e::{run_bounded, testing_quickbus, Bus, Listen};
+use quickbus_e2e::{run_bounded, skip, Bus, Listen};
 
 /// `(rcvbuf, sndbuf)` of every Unix stream socket process `pid` holds:
 /// the `rb` and `tb` fields of `ss -x -m -p`'s `skmem:(...)`.
@@ -30,8 +30,9 @@ fn socket_buffers_of(pid: u32) -> Vec<(u64, u64)> {
 
 #[test]
 fn accepted_connections_get_the_configured_socket_buffers() {
-    if !testing_quickbus() {
-        return; // dbus-daemon has no such limit and refuses the file.
+    // dbus-daemon has no such limit and refuses the file.
+    if skip::quickbus_only("the socket_buffer_bytes limit") {
+        return;
     }
     // Below any wmem_max, and not the usual 208 KiB default.
     let asked = 96 * 1024;
@@ -53,7 +54,7 @@ fn accepted_connections_get_the_configured_socket_buffers() {
 
 #[test]
 fn without_the_limit_connections_keep_the_kernel_default() {
-    if !testing_quickbus() {
+    if skip::quickbus_only("the socket_buffer_bytes limit") {
         return;
     }
     let bus = Bus::start_with_config(
@@ -77,7 +78,7 @@ fn without_the_limit_connections_keep_the_kernel_default() {
 
 #[test]
 fn a_socket_buffer_size_that_is_not_a_number_is_refused() {
-    if !testing_quickbus() {
+    if skip::quickbus_only("the socket_buffer_bytes limit") {
         return;
     }
     let dir = quickbus_e2e::TempDir::new();

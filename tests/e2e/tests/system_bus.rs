@@ -2,28 +2,26 @@
 //! and the system.d files Debian packages install (systemd's login1 and
 //! hostname1 ones here): the daemon drops to `<user>` after binding,
 //! writes its `<pidfile>`, and its real rules hold for clients running as
-//! root and as nobody. Needs root (skipped otherwise): the daemon must be
+//! root and as nobody. Needs root (fails otherwise, see `quickbus_e2e::skip`): the daemon must be
 //! able to change user, and the clients run as other users.
 
 use std::path::Path;
 
-use quickbus_e2e::{run_bounded, Bus, TempDir};
+use quickbus_e2e::{can_change_user, run_bounded, skip, Bus, TempDir};
 
 const ACCESS_DENIED: &str = "org.freedesktop.DBus.Error.AccessDenied";
 const SYSTEM_CONF: &str = "/usr/share/dbus-1/system.conf";
 const NOBODY: u32 = 65534;
 const NOGROUP: u32 = 65534;
 
+/// Whether this test can run here (else it is skipped or fails, see
+/// [`skip`]).
 fn usable() -> bool {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: needs root");
-        return false;
-    }
-    if !Path::new(SYSTEM_CONF).exists() {
-        eprintln!("skipped: no {SYSTEM_CONF}");
-        return false;
-    }
-    true
+    !skip::unless(can_change_user(), "needs root, to change users")
+        && !skip::unless(
+            Path::new(SYSTEM_CONF).exists(),
+            &format!("no {SYSTEM_CONF} (package dbus-daemon)"),
+        )
 }
 
 /// The uid of `user` from /etc/passwd.

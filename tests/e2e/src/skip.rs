@@ -1,0 +1,141 @@
+//! One rule for tests that cannot run here: they fail, unless the person
+//! running them said skips are fine (`QUICKBUS_ALLOW_SKIP=1`), and then
+//! every skip is printed. A test that returns early must never pass
+//! silently.
+//!
+//! ```ignore
+//! if skip::unless(can_change_user(), "needs root to run clients as other users") {
+//!     return;
+//! }
+//! if skip::quickbus_only("pacing") {
+//!     return;
+//! }
+//! ```
+//!
+//! The reference run (`QUICKBUS_TEST_DAEMON=/usr/bin/dbus-daemon`) skips
+//! every test of a promise only quickbus makes, so it must set
+//! `QUICKBUS_ALLOW_SKIP=1`.
+
+use std::ffi::OsStr;
+
+use crate::locate::{daemon_path, testing_quickbus};
+
+/// The environment variable that turns "cannot run here" from a failure
+/// into a printed skip; only the value `1` does.
+pub const ALLOW_ENV: &str = "QUICKBUS_ALLOW_SKIP";
+
+/// What a test that cannot run does, given the value of [`ALLOW_ENV`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Skipping is allowed: print this line to stderr and return.
+    Skip(String),
+    /// Skipping is not allowed: panic with this message.
+    Fail(String),
+}
+
+/// The pure decision behind [`cannot_run`]: `allow` is the value of
+/// [`ALLOW_ENV`] (if set), `test` the running test's name (if known).
+pub fn verdict(allow: Option<&OsStr>, test: Option<&str>, reason: &str) -> Verdict {
+    if allow == Some(OsStr::new("1")) {
+        let line = match test {
+            Some(test) => format!("SKIPPED: {test}: {reason}"),
+            None => format!("SKIPPED: {reason}"),
+        };
+        Verdict::Skip(line)
+    } else {
+        Verdict::Fail(format!(
+            "cannot run here: {reason} (set {ALLOW_ENV}=1 to allow skipping)"
+        ))
+    }
+}
+
+/// Reports that the calling test cannot run here. Panics unless
+/// `QUICKBUS_ALLOW_SKIP=1`; then it prints `SKIPPED: <test>: <reason>` and
+/// the caller must return.
+#[track_caller]
+pub fn cannot_run(reason: &str) {
+    let allow = std::env::var_os(ALLOW_ENV);
+    match verdict(allow.as_deref(), test_name().as_deref(), reason) {
+        Verdict::Skip(line) => eprintln!("{line}"),
+        Verdict::Fail(message) => panic!("{message}"),
+    }
+}
+
+/// `true` (the caller returns) when the test cannot run because `can_run`
+/// is false, through [`cannot_run`]'s rule; `false` when it can run.
+#[track_caller]
+pub fn unless(can_run: bool, reason: &str) -> bool {
+    if !can_run {
+        cannot_run(reason);
+    }
+    !can_run
+}
+
+/// `true` (the caller returns) when the daemon under test is not quickbus:
+/// `what` is a promise only quickbus makes, so the test cannot run against
+/// the reference. Through [`cannot_run`]'s rule, so a reference run must
+/// set `QUICKBUS_ALLOW_SKIP=1`.
+#[track_caller]
+pub fn quickbus_only(what: &str) -> bool {
+    if testing_quickbus() {
+        return false;
+    }
+    cannot_run(&format!(
+        "{what} is quickbus's own promise, and the daemon under test is {}",
+        daemon_path().display()
+    ));
+    true
+}
+
+/// The running test's name: libtest names each test's thread after it.
+fn test_name() -> Option<String> {
+    std::thread::current()
+        .name()
+        .filter(|name| *name != "main")
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn with_skips_allowed_it_prints_the_test_and_the_reason() {
+        assert_eq!(
+            verdict(Some(OsStr::new("1")), Some("policy::rules"), "needs root"),
+            Verdict::Skip("SKIPPED: policy::rules: needs root".to_owned())
+        );
+        assert_eq!(
+            verdict(Some(OsStr::new("1")), None, "needs root"),
+            Verdict::Skip("SKIPPED: needs root".to_owned())
+        );
+    }
+
+    #[test]
+    fn without_skips_allowed_it_fails_and_says_how_to_allow_them() {
+        let expected = Verdict::Fail(
+            "cannot run here: needs root (set QUICKBUS_ALLOW_SKIP=1 to allow skipping)".to_owned(),
+        );
+        for allow in [None, Some(""), Some("0"), Some("yes")] {
+            assert_eq!(
+                verdict(allow.map(OsStr::new), Some("policy::rules"), "needs root"),
+                expected,
+                "{allow:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_test_knows_its_own_name() {
+        assert_eq!(
+            test_name().as_deref(),
+            Some("skip::tests::a_test_knows_its_own_name")
+        );
+    }
+
+    #[test]
+    fn a_test_that_can_run_is_not_skipped() {
+        // Never reaches cannot_run, whatever the environment says.
+        assert!(!unless(true, "never"));
+    }
+}
