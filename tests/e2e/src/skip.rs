@@ -3,12 +3,17 @@
 //! every skip is printed. A test that returns early must never pass
 //! silently.
 //!
-//! ```ignore
-//! if skip::unless(can_change_user(), "needs root to run clients as other users") {
-//!     return;
-//! }
-//! if skip::quickbus_only("pacing") {
-//!     return;
+//! ```
+//! use quickbus_e2e::{can_change_user, skip};
+//!
+//! fn a_test_of_pacing_as_nobody() {
+//!     if skip::quickbus_only("pacing") {
+//!         return;
+//!     }
+//!     if skip::unless(can_change_user(), "needs root to run clients as other users") {
+//!         return;
+//!     }
+//!     // ...
 //! }
 //! ```
 //!
@@ -17,6 +22,7 @@
 //! `QUICKBUS_ALLOW_SKIP=1`.
 
 use std::ffi::OsStr;
+use std::io::Write;
 
 use crate::locate::{daemon_path, testing_quickbus};
 
@@ -56,7 +62,11 @@ pub fn verdict(allow: Option<&OsStr>, test: Option<&str>, reason: &str) -> Verdi
 pub fn cannot_run(reason: &str) {
     let allow = std::env::var_os(ALLOW_ENV);
     match verdict(allow.as_deref(), test_name().as_deref(), reason) {
-        Verdict::Skip(line) => eprintln!("{line}"),
+        // Straight to the process's stderr: libtest captures eprintln! of
+        // passing tests, and a skip must show in every run.
+        Verdict::Skip(line) => {
+            let _ = writeln!(std::io::stderr(), "{line}");
+        }
         Verdict::Fail(message) => panic!("{message}"),
     }
 }

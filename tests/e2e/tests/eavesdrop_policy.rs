@@ -20,6 +20,8 @@
 
 use quickbus_e2e::{can_change_user, skip, write_config_with, Bus, Listen, Peer};
 
+/// Why these tests cannot run without root.
+const NEEDS_ROOT: &str = "needs root to run clients as other users";
 const ACCESS_DENIED: &str = "org.freedesktop.DBus.Error.AccessDenied";
 const NOBODY: u32 = 65534;
 const NOGROUP: u32 = 65534;
@@ -78,10 +80,7 @@ fn overheard(spy: &Peer) -> Vec<String> {
 /// dbus-daemon's words, and overhears nothing.
 #[test]
 fn nobody_cannot_eavesdrop_on_roots_calls_to_a_secret_service() {
-    if skip::unless(
-        can_change_user(),
-        "needs root to run clients as other users",
-    ) {
+    if skip::unless(can_change_user(), NEEDS_ROOT) {
         return;
     }
     let bus = bus_with(&format!(
@@ -150,10 +149,7 @@ fn nobody_cannot_eavesdrop_on_roots_calls_to_a_secret_service() {
 /// and the calls to the bus that the bus accepted (not those it refused).
 #[test]
 fn root_may_eavesdrop_under_session_conf() {
-    if skip::unless(
-        can_change_user(),
-        "needs root to run clients as other users",
-    ) {
+    if skip::unless(can_change_user(), NEEDS_ROOT) {
         return;
     }
     let bus = bus_with(&default_policy(SESSION));
@@ -284,10 +280,7 @@ const ALL: Seen = Seen {
 /// what root's eavesdropping rule gets of A's and B's messages.
 #[test]
 fn what_an_eavesdropper_gets_is_the_policys_decision() {
-    if skip::unless(
-        can_change_user(),
-        "needs root to run clients as other users",
-    ) {
+    if skip::unless(can_change_user(), NEEDS_ROOT) {
         return;
     }
     let session_and = |rules: &str| default_policy(&format!("{SESSION}{rules}"));

@@ -115,6 +115,7 @@ fn malformed(bus: &TestDaemon) {
 
 #[test]
 fn a_fuzz_like_stream_leaves_memory_flat_and_the_log_short() {
+    // dbus-daemon's activation environment is unbounded.
     if skip::quickbus_only("a bounded activation environment") {
         return;
     }

@@ -15,6 +15,8 @@
 
 use quickbus_e2e::{can_change_user, skip, write_config_with, Bus, Listen, Peer};
 
+/// Why some of these tests cannot run without root.
+const NEEDS_ROOT: &str = "needs root to run clients as other users";
 const ACCESS_DENIED: &str = "org.freedesktop.DBus.Error.AccessDenied";
 const NO_REPLY: &str = "org.freedesktop.DBus.Error.NoReply";
 
@@ -493,10 +495,7 @@ fn connects(bus: &Bus, uid: u32, gid: u32) -> bool {
 /// so a uid no database knows is in no group whatever its socket gid.
 #[test]
 fn user_and_group_connect_rules() {
-    if skip::unless(
-        can_change_user(),
-        "needs root to run clients as other users",
-    ) {
+    if skip::unless(can_change_user(), NEEDS_ROOT) {
         return;
     }
     /// uid, gid, whether it may connect.
@@ -536,10 +535,7 @@ fn user_and_group_connect_rules() {
 /// default one; at_console="true" applies to nobody.
 #[test]
 fn policy_contexts_take_precedence_over_document_order() {
-    if skip::unless(
-        can_change_user(),
-        "needs root to run clients as other users",
-    ) {
+    if skip::unless(can_change_user(), NEEDS_ROOT) {
         return;
     }
     let rules = r#"
