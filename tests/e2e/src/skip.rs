@@ -143,6 +143,49 @@ mod tests {
         );
     }
 
+    /// Set in the child: the test is then the skipping test itself.
+    const CHILD: &str = "QUICKBUS_SKIP_TEST_CHILD";
+
+    /// The real `cannot_run`, in a child process running just this test
+    /// (the environment is the child's own): with skips allowed the child
+    /// passes and its stderr says SKIPPED even though libtest captures the
+    /// test's output; without, it fails with the message.
+    #[test]
+    fn cannot_run_skips_visibly_or_fails_in_a_child_process() {
+        const NAME: &str = "skip::tests::cannot_run_skips_visibly_or_fails_in_a_child_process";
+        if std::env::var_os(CHILD).is_some() {
+            cannot_run("probing");
+            return;
+        }
+        let child = |allow: Option<&str>| {
+            let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+            command.args(["--exact", NAME]).env(CHILD, "1");
+            match allow {
+                Some(value) => command.env(ALLOW_ENV, value),
+                None => command.env_remove(ALLOW_ENV),
+            };
+            let out = command.output().expect("run the test binary");
+            let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
+            (out.status.success(), text(out.stdout), text(out.stderr))
+        };
+
+        let (passed, stdout, stderr) = child(Some("1"));
+        assert!(passed, "{stdout}{stderr}");
+        assert!(
+            stderr.contains(&format!("SKIPPED: {NAME}: probing\n")),
+            "{stderr}"
+        );
+
+        let (passed, stdout, stderr) = child(None);
+        assert!(!passed, "{stdout}{stderr}");
+        let message = "cannot run here: probing (set QUICKBUS_ALLOW_SKIP=1 to allow skipping)";
+        assert!(
+            stdout.contains(message) || stderr.contains(message),
+            "{stdout}{stderr}"
+        );
+        assert!(!stderr.contains("SKIPPED"), "{stderr}");
+    }
+
     #[test]
     fn a_test_that_can_run_is_not_skipped() {
         // Never reaches cannot_run, whatever the environment says.
