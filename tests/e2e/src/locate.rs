@@ -29,8 +29,9 @@ pub fn daemon_path() -> PathBuf {
 }
 
 /// Whether the daemon under test is quickbus (and not the reference
-/// dbus-daemon): tests of promises only quickbus makes return early
-/// otherwise, so the suite still passes against the reference.
+/// dbus-daemon). Tests choose their assertions with it; a test of a
+/// promise only quickbus makes starts with [`crate::skip::quickbus_only`]
+/// instead, so that it is skipped visibly (or fails) against the reference.
 pub fn testing_quickbus() -> bool {
     daemon_path()
         .file_name()
