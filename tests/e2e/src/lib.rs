@@ -21,6 +21,7 @@
 
 mod daemon;
 mod locate;
+pub mod namespace;
 mod peer;
 mod process;
 mod raw;
@@ -33,7 +34,7 @@ use std::time::Duration;
 pub use daemon::{assert_guid_suffix, write_config, write_config_with, Bus, Listen};
 pub use locate::{daemon_path, python_path, python_script, testing_quickbus, TempDir};
 pub use peer::{flags, json_string_list, Peer};
-pub use process::{run_bounded, Background, Finished};
+pub use process::{run_bounded, status_kib, Background, Finished};
 pub use raw::read_raw_message;
 pub use stats::{become_monitor, connection_stat};
 pub use users::{as_user, can_change_user, NOBODY};

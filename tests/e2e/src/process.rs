@@ -254,6 +254,22 @@ impl Drop for Background {
     }
 }
 
+/// A field of /proc/PID/status that is counted in kB (`"VmRSS:"`), in KiB.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(field)?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ mod support;
 use std::time::Duration;
 
 use quickbus_client::{bus_call, Error, MessageBuilder, Value};
-use quickbus_e2e::skip;
+use quickbus_e2e::{skip, status_kib};
 use support::*;
 
 const ROUNDS: u64 = 40;
@@ -31,21 +31,6 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0
     }
-}
-
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    status
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(field)?
-                .trim()
-                .strip_suffix("kB")?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
 fn env_var(name: String, value: String) -> Value {

@@ -7,10 +7,10 @@
 //!
 //! Both run clients as other users: the tests run as root.
 
-use std::path::Path;
 use std::process::Command;
 
-use quickbus_e2e::{daemon_path, run_bounded, write_config_with, Bus, Finished, Listen, TempDir};
+use quickbus_e2e::namespace::{start_namespaced, write_extrausers, NSS_MOUNTS};
+use quickbus_e2e::{run_bounded, write_config_with, Bus, Finished, Listen, TempDir};
 
 /// The user and its groups only extrausers provides.
 const NSS_USER: &str = "qbnssuser";
@@ -53,34 +53,11 @@ fn assert_owned(result: Finished) {
 /// /etc/nsswitch.conf and /var/lib/extrausers are replaced in a mount
 /// namespace of its own, so nothing else on the machine sees the user.
 fn start_with_nss_user(dir: TempDir, extra: &str) -> Bus {
-    assert!(
-        Path::new("/var/lib/extrausers").is_dir(),
-        "this test needs libnss-extrausers (see scripts/test.sh)"
+    write_extrausers(
+        dir.path(),
+        &format!("{NSS_USER}:x:{NSS_UID}:{NSS_UID}::/nonexistent:/usr/sbin/nologin\n"),
+        &format!("{NSS_USER}:x:{NSS_UID}:\n{NSS_GROUP}:x:{NSS_GID}:{NSS_USER}\n"),
     );
-    let files = dir.path().join("extrausers");
-    std::fs::create_dir_all(&files).unwrap();
-    std::fs::write(
-        files.join("passwd"),
-        format!("{NSS_USER}:x:{NSS_UID}:{NSS_UID}::/nonexistent:/usr/sbin/nologin\n"),
-    )
-    .unwrap();
-    std::fs::write(
-        files.join("group"),
-        format!("{NSS_USER}:x:{NSS_UID}:\n{NSS_GROUP}:x:{NSS_GID}:{NSS_USER}\n"),
-    )
-    .unwrap();
-    let nsswitch = std::fs::read_to_string("/etc/nsswitch.conf").unwrap_or_default();
-    let nsswitch: String = nsswitch
-        .lines()
-        .map(|line| {
-            if line.starts_with("passwd:") || line.starts_with("group:") {
-                format!("{line} extrausers\n")
-            } else {
-                format!("{line}\n")
-            }
-        })
-        .collect();
-    std::fs::write(dir.path().join("nsswitch.conf"), nsswitch).unwrap();
     assert!(
         !std::fs::read_to_string("/etc/passwd")
             .unwrap()
@@ -88,15 +65,7 @@ fn start_with_nss_user(dir: TempDir, extra: &str) -> Bus {
         "{NSS_USER} must be unknown to /etc/passwd for this test to mean anything"
     );
     let config = write_config_with(dir.path(), Listen::UnixPath, extra);
-    let script = r#"set -e
-mount --bind "$0/nsswitch.conf" /etc/nsswitch.conf
-mount --bind "$0/extrausers" /var/lib/extrausers
-exec "$@""#;
-    let mut cmd = Command::new("unshare");
-    cmd.args(["-m", "--propagation", "private", "sh", "-c", script])
-        .arg(dir.path())
-        .arg(daemon_path());
-    Bus::start_command(dir, cmd, &[format!("--config-file={}", config.display())])
+    start_namespaced(dir, NSS_MOUNTS, &config)
 }
 
 #[test]

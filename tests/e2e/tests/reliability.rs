@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use quickbus_client::{Connection, Error, Message, MessageBuilder, MessageType, Value};
-use quickbus_e2e::{become_monitor, connection_stat, skip, testing_quickbus};
+use quickbus_e2e::{become_monitor, connection_stat, skip, status_kib, testing_quickbus};
 use support::*;
 
 const BURST: u32 = 100_000;
@@ -31,22 +31,6 @@ const QUICKBUS_INTERFACE: &str = "org.quickbus.Bus";
 /// cost 100,000 × 512 B = 51 MB.
 const MAX_OUTGOING_BYTES: usize = 2 << 20;
 const MEMORY_GROWTH_BOUND_KIB: u64 = 32 * 1024;
-
-/// A field of /proc/PID/status, in KiB.
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    status
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(field)?
-                .trim()
-                .strip_suffix("kB")?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-}
 
 /// One burst signal built once; each send patches in its own serial
 /// (header bytes 8..12, little-endian as built).

@@ -11,9 +11,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use quickbus_e2e::namespace::{start_namespaced, write_extrausers, NSS_MOUNTS};
 use quickbus_e2e::{
-    daemon_path, python_path, python_script, run_bounded, skip, testing_quickbus,
-    write_config_with, Bus, Finished, Listen, TempDir,
+    python_path, python_script, run_bounded, skip, testing_quickbus, write_config_with, Bus,
+    Finished, Listen, TempDir,
 };
 
 const HELPER: &str = "/usr/lib/dbus-1.0/dbus-daemon-launch-helper";
@@ -80,45 +81,8 @@ fn numbers(reply: &Finished) -> Vec<u32> {
 /// Files for a mount namespace in which NSS also reads `dir/extrausers`,
 /// where nobody is a member of group EXTRA_GID.
 fn write_nss_files(dir: &Path) {
-    assert!(
-        Path::new("/var/lib/extrausers").is_dir(),
-        "this test needs libnss-extrausers (see scripts/test.sh)"
-    );
-    let files = dir.join("extrausers");
-    std::fs::create_dir_all(&files).unwrap();
-    std::fs::write(files.join("passwd"), "").unwrap();
-    std::fs::write(
-        files.join("group"),
-        format!("qbextra:x:{EXTRA_GID}:nobody\n"),
-    )
-    .unwrap();
-    let nsswitch = std::fs::read_to_string("/etc/nsswitch.conf").unwrap_or_default();
-    let nsswitch: String = nsswitch
-        .lines()
-        .map(|line| {
-            if line.starts_with("passwd:") || line.starts_with("group:") {
-                format!("{line} extrausers\n")
-            } else {
-                format!("{line}\n")
-            }
-        })
-        .collect();
-    std::fs::write(dir.join("nsswitch.conf"), nsswitch).unwrap();
+    write_extrausers(dir, "", &format!("qbextra:x:{EXTRA_GID}:nobody\n"));
 }
-
-/// The daemon in a mount namespace prepared by `mounts` (shell lines; `$0`
-/// is `dir`), then `exec "$@"`.
-fn start_namespaced(dir: TempDir, mounts: &str, config: &Path) -> Bus {
-    let script = format!("set -e\n{mounts}\nexec \"$@\"");
-    let mut cmd = Command::new("unshare");
-    cmd.args(["-m", "--propagation", "private", "sh", "-c", &script])
-        .arg(dir.path())
-        .arg(daemon_path());
-    Bus::start_command(dir, cmd, &[format!("--config-file={}", config.display())])
-}
-
-const NSS_MOUNTS: &str = r#"mount --bind "$0/nsswitch.conf" /etc/nsswitch.conf
-mount --bind "$0/extrausers" /var/lib/extrausers"#;
 
 const ALLOW_ALL: &str = r#"<policy context="default">
     <allow user="*"/>
