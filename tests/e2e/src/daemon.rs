@@ -287,6 +287,22 @@ impl Drop for Bus {
     }
 }
 
+/// `dbus-send` calling a method of the bus driver on the bus at `address`
+/// (for daemons a test started itself, not through [`Bus`]).
+pub fn driver_call(address: &str, member: &str) -> Finished {
+    run_bounded(
+        Command::new("dbus-send")
+            .env("DBUS_SESSION_BUS_ADDRESS", address)
+            .args([
+                "--session",
+                "--print-reply",
+                "--dest=org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+            ])
+            .arg(format!("org.freedesktop.DBus.{member}")),
+    )
+}
+
 /// Asserts that a bus address ends in `,guid=` and 32 hex digits.
 pub fn assert_guid_suffix(address: &str) {
     let guid = address.rsplit_once(",guid=").map(|(_, guid)| guid);

@@ -31,7 +31,7 @@ mod users;
 
 use std::time::Duration;
 
-pub use daemon::{assert_guid_suffix, write_config, write_config_with, Bus, Listen};
+pub use daemon::{assert_guid_suffix, driver_call, write_config, write_config_with, Bus, Listen};
 pub use locate::{daemon_path, python_path, python_script, testing_quickbus, TempDir};
 pub use peer::{flags, json_string_list, Peer};
 pub use process::{run_bounded, status_kib, Background, Finished};

@@ -9,25 +9,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use quickbus_e2e::{
-    assert_guid_suffix, daemon_path, run_bounded, skip, write_config, Background, Listen, TempDir,
-    TIMEOUT,
+    assert_guid_suffix, daemon_path, driver_call, run_bounded, skip, write_config, Background,
+    Listen, TempDir, TIMEOUT,
 };
 use rustix::process::{kill_process, test_kill_process, Pid, Signal};
-
-/// `dbus-send` calling a method of the bus driver on the bus at `address`.
-fn driver_call(address: &str, member: &str) -> quickbus_e2e::Finished {
-    run_bounded(
-        Command::new("dbus-send")
-            .env("DBUS_SESSION_BUS_ADDRESS", address)
-            .args([
-                "--session",
-                "--print-reply",
-                "--dest=org.freedesktop.DBus",
-                "/org/freedesktop/DBus",
-            ])
-            .arg(format!("org.freedesktop.DBus.{member}")),
-    )
-}
 
 fn list_names(address: &str) -> String {
     driver_call(address, "ListNames").success().stdout

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use quickbus_e2e::{
-    daemon_path, run_bounded, skip, testing_quickbus, write_config_with, Background, Finished,
+    daemon_path, driver_call, run_bounded, skip, testing_quickbus, write_config_with, Background,
     Listen, TempDir, TIMEOUT,
 };
 use rustix::process::{kill_process, Pid, Signal};
@@ -86,20 +86,6 @@ fn start(dir: &TempDir, manager: &Manager, extra: &str, env: &[(&str, &str)]) ->
         cmd.env(key, value);
     }
     Background::spawn(&mut cmd)
-}
-
-fn driver_call(address: &str, member: &str) -> Finished {
-    run_bounded(
-        Command::new("dbus-send")
-            .env("DBUS_SESSION_BUS_ADDRESS", address)
-            .args([
-                "--session",
-                "--print-reply",
-                "--dest=org.freedesktop.DBus",
-                "/org/freedesktop/DBus",
-            ])
-            .arg(format!("org.freedesktop.DBus.{member}")),
-    )
 }
 
 fn terminate(pid: u32) {
