@@ -199,18 +199,9 @@ impl Script {
         builder: MessageBuilder,
         fds: &[&OwnedFd],
     ) -> Option<Message> {
-        let conn = self.conn(label);
-        let serial = conn.serial();
-        let builder = if fds.is_empty() {
-            builder
-        } else {
-            builder.unix_fds(fds.len() as u32)
-        };
-        let bytes = builder
-            .build(serial)
-            .unwrap_or_else(|e| panic!("scenario bug: message does not build: {e}"));
+        let (serial, bytes) = self.build(label, builder, fds.len());
         let borrowed: Vec<_> = fds.iter().map(|fd| fd.as_fd()).collect();
-        if !conn.raw.send(&bytes, &borrowed) {
+        if !self.conn(label).raw.send(&bytes, &borrowed) {
             self.mark_closed(label);
             return None;
         }
@@ -244,17 +235,22 @@ impl Script {
     }
 
     pub fn send_with_fds(&mut self, label: &str, builder: MessageBuilder, fds: &[&OwnedFd]) {
-        let conn = self.conn(label);
-        let serial = conn.serial();
-        let builder = if fds.is_empty() {
+        let (_, bytes) = self.build(label, builder, fds.len());
+        self.send_raw(label, bytes.to_vec(), fds);
+    }
+
+    /// `builder` built with `label`'s next serial, declaring `fds` fds.
+    fn build(&mut self, label: &str, builder: MessageBuilder, fds: usize) -> (u32, Bytes) {
+        let serial = self.conn(label).serial();
+        let builder = if fds == 0 {
             builder
         } else {
-            builder.unix_fds(fds.len() as u32)
+            builder.unix_fds(fds as u32)
         };
         let bytes = builder
             .build(serial)
             .unwrap_or_else(|e| panic!("scenario bug: message does not build: {e}"));
-        self.send_raw(label, bytes.to_vec(), fds);
+        (serial, bytes)
     }
 
     /// The next serial `label` will use (for hand-built messages).
