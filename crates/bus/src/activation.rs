@@ -225,11 +225,14 @@ impl Bus {
 
     /// StartServiceByName: Ok(Some(reply)) to answer at once, Ok(None)
     /// when the answer waits for the activation.
+    /// The actions starting the service go to `out`.
     pub(crate) fn start_service_by_name(
         &mut self,
         from: ConnId,
         call: &Message,
         name: &str,
+        now: Instant,
+        out: &mut Vec<Action>,
     ) -> Result<Option<u32>, BusError> {
         if !self.is_activatable(name) {
             return Err(BusError::new(
@@ -245,11 +248,7 @@ impl Bus {
             from,
             call: call.clone(),
         };
-        // The driver's reply is deferred; actions the start causes (an
-        // Activate, an ActivationRequest) go out with the call's.
-        let mut out = Vec::new();
-        self.join_or_start(name, waiter, self.now, &mut out);
-        self.deferred_actions.extend(out);
+        self.join_or_start(name, waiter, now, out);
         Ok(None)
     }
 
@@ -365,7 +364,12 @@ impl Bus {
 
     /// Send `msg` (built by the bus, addressed to systemd's well-known
     /// name) now, or once systemd connects.
-    pub(crate) fn send_to_systemd(&mut self, builder: MessageBuilder, out: &mut Vec<Action>) {
+    pub(crate) fn send_to_systemd(
+        &mut self,
+        builder: MessageBuilder,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
         match self.registry.owner(SYSTEMD_NAME) {
             // Without activation the destination is systemd's unique name,
             // as with dbus-daemon.
@@ -380,7 +384,6 @@ impl Bus {
                     self.deliver_all(&watchers, &msg, &out_msg, out);
                 }
                 if self.check_pending_limit(SYSTEMD_NAME).is_ok() {
-                    let now = self.now;
                     self.join_or_start(SYSTEMD_NAME, Waiter::FromBus(out_msg), now, out);
                 }
             }
@@ -400,7 +403,12 @@ impl Bus {
 
     /// After a driver call: names that just got an owner complete their
     /// activations.
-    pub(crate) fn names_owned(&mut self, events: &[NameEvent], out: &mut Vec<Action>) {
+    pub(crate) fn names_owned(
+        &mut self,
+        events: &[NameEvent],
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
         if self.activations.pending.is_empty() {
             return;
         }
@@ -413,7 +421,7 @@ impl Bus {
             {
                 if let Some(pending) = self.activations.take(name) {
                     tracing::info!("Successfully activated service '{name}'");
-                    self.activation_succeeded(name, *owner, pending, out);
+                    self.activation_succeeded(name, *owner, pending, now, out);
                 }
             }
         }
@@ -424,9 +432,9 @@ impl Bus {
         name: &str,
         owner: ConnId,
         pending: Pending,
+        now: Instant,
         out: &mut Vec<Action>,
     ) {
-        let now = self.now;
         for waiter in pending.waiters {
             match waiter {
                 Waiter::Message { from, msg, stamped } => {
@@ -444,7 +452,8 @@ impl Bus {
                 }
                 Waiter::Start { from, call } => {
                     if self.conns.contains_key(&from) {
-                        self.reply(from, &call, vec![Value::Uint32(START_REPLY_SUCCESS)], out);
+                        let body = vec![Value::Uint32(START_REPLY_SUCCESS)];
+                        self.reply(from, &call, body, Vec::new(), out);
                     }
                 }
             }
@@ -566,6 +575,7 @@ impl Bus {
     pub(crate) fn forward_environment(
         &mut self,
         pairs: &[(String, String)],
+        now: Instant,
         out: &mut Vec<Action>,
     ) {
         if !self.opts.systemd_activation {
@@ -581,7 +591,7 @@ impl Bus {
                 elem_sig: "s".into(),
                 items,
             }]);
-        self.send_to_systemd(builder, out);
+        self.send_to_systemd(builder, now, out);
     }
 }
 

@@ -10,6 +10,8 @@
 //! as after Hello (see [`crate::peerless`]). Monitors see the message with
 //! the sender `:not.active.yet`, and the error addressed there.
 
+use std::time::Instant;
+
 use quickbus_wire::{Message, MessageBuilder, MessageType, Value};
 
 use crate::bus::is_hello;
@@ -30,13 +32,14 @@ impl Bus {
         &mut self,
         from: ConnId,
         msg: &Message,
+        now: Instant,
         out: &mut Vec<Action>,
     ) {
         match msg.destination() {
             Some(BUS_NAME) if is_hello(msg) => {
                 let conn = &self.conns[&from];
                 if self.allows_connection(&conn.creds) {
-                    if self.driver_call(from, msg, out) {
+                    if self.driver_call(from, msg, now, out) {
                         self.pass_to_eavesdroppers(from, msg, out);
                     }
                 } else {

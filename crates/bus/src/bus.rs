@@ -51,13 +51,6 @@ pub struct Bus {
     pub(crate) replies: PendingReplies,
     pub(crate) subs: Subscriptions,
     pub(crate) monitors: Monitors,
-    /// Set by BecomeMonitor: the connection turns into a monitor once the
-    /// reply is out.
-    pub(crate) becoming_monitor: Option<(ConnId, Vec<MatchRule>)>,
-    /// The bus process's own uid and pid (GetConnectionUnixUser on
-    /// org.freedesktop.DBus, and the privileged-caller check).
-    pub(crate) own_uid: Option<u32>,
-    pub(crate) own_pid: u32,
     /// A pidfd of the bus process (`ProcessFD` of org.freedesktop.DBus).
     pub(crate) own_process_fd: Option<ProcessFd>,
     /// SELinux is enabled on this machine: GetConnectionSELinuxSecurityContext
@@ -65,10 +58,7 @@ pub struct Bus {
     pub(crate) selinux_enabled: bool,
     /// The bus process's own LSM label, without a trailing NUL.
     pub(crate) own_security_label: Option<Vec<u8>>,
-    /// Fds a driver method attaches to its reply (ProcessFD).
-    pub(crate) reply_fds: Vec<OwnedFd>,
     pub(crate) activation_env: HashMap<String, String>,
-    pub(crate) reload_requested: bool,
     pub(crate) peaks: Peaks,
     /// Bus-wide totals of what was routed.
     pub(crate) traffic: Traffic,
@@ -80,13 +70,6 @@ pub struct Bus {
     pub(crate) activations: Activations,
     /// Finds service files installed since the last scan.
     pub(crate) service_lookup: Option<crate::activation::ServiceLookup>,
-    /// The time of the event being handled (for driver calls that start
-    /// timers).
-    pub(crate) now: Instant,
-    /// Set by a driver method that answers later (StartServiceByName).
-    pub(crate) reply_deferred: bool,
-    /// Actions a driver method caused besides its reply.
-    pub(crate) deferred_actions: Vec<Action>,
     /// The security policy (allow-all until the daemon sets the
     /// configured one).
     pub(crate) policy: CompiledPolicy,
@@ -137,33 +120,18 @@ impl Bus {
             replies: PendingReplies::new(),
             subs: Subscriptions::new(),
             monitors: Monitors::default(),
-            becoming_monitor: None,
-            own_uid: own_uid(),
-            own_pid: std::process::id(),
             own_process_fd: None,
             selinux_enabled: false,
             own_security_label: None,
-            reply_fds: Vec::new(),
             activation_env: HashMap::new(),
-            reload_requested: false,
             peaks: Peaks::default(),
             traffic: Traffic::default(),
             active: 0,
             active_per_uid: HashMap::new(),
             activations: Activations::default(),
             service_lookup: None,
-            now: Instant::now(),
-            reply_deferred: false,
-            deferred_actions: Vec::new(),
             empty_fds: Arc::new(Vec::new()),
         }
-    }
-
-    /// Override the bus process's own uid and pid (tests, or a daemon that
-    /// knows better).
-    pub fn set_own_credentials(&mut self, uid: u32, pid: u32) {
-        self.own_uid = Some(uid);
-        self.own_pid = pid;
     }
 
     /// A pidfd of the bus process, reported as the `ProcessFD` of
@@ -177,12 +145,6 @@ impl Bus {
     pub fn set_selinux(&mut self, enabled: bool, own_label: Option<Vec<u8>>) {
         self.selinux_enabled = enabled;
         self.own_security_label = own_label;
-    }
-
-    /// True once after a peer called ReloadConfig: the daemon should reload
-    /// its configuration.
-    pub fn take_reload_request(&mut self) -> bool {
-        std::mem::take(&mut self.reload_requested)
     }
 
     /// The environment UpdateActivationEnvironment set, for activated
@@ -301,7 +263,6 @@ impl Bus {
         now: Instant,
         out: &mut Vec<Action>,
     ) {
-        self.now = now;
         if !self.conns.contains_key(&from) {
             return;
         }
@@ -321,7 +282,7 @@ impl Bus {
             return;
         }
         if conn.unique.is_none() {
-            self.receive_unregistered(from, &msg, out);
+            self.receive_unregistered(from, &msg, now, out);
             return;
         }
         match msg.destination() {
@@ -345,7 +306,7 @@ impl Bus {
                     }
                     self.refuse(from, &msg, &denial, out);
                 } else if is_call {
-                    if self.driver_call(from, &msg, out) {
+                    if self.driver_call(from, &msg, now, out) {
                         self.pass_to_eavesdroppers(from, &msg, out);
                     }
                 } else {
@@ -903,15 +864,15 @@ impl Bus {
     }
 
     /// Method return from the driver, unless the caller asked for none,
-    /// with the fds the method left in `reply_fds` (closed if unsent).
+    /// with `fds` attached (closed if unsent).
     pub(crate) fn reply(
         &mut self,
         to: ConnId,
         call: &Message,
         body: Vec<Value>,
+        fds: Vec<OwnedFd>,
         out: &mut Vec<Action>,
     ) {
-        let fds = std::mem::take(&mut self.reply_fds);
         if call.flags() & flags::NO_REPLY_EXPECTED != 0 {
             return;
         }
@@ -1047,7 +1008,6 @@ impl Bus {
     /// Answer with NoReply every call whose reply time-out has passed, and
     /// fail activations whose service_start_timeout has.
     pub fn handle_timeouts(&mut self, now: Instant, out: &mut Vec<Action>) {
-        self.now = now;
         self.expire_activations(now, out);
         for (caller, serial) in self.replies.expire(now) {
             let err = BusError::new(
@@ -1057,11 +1017,4 @@ impl Bus {
             self.send_no_reply(caller, serial, err, out);
         }
     }
-}
-
-/// The uid this process runs as. Read once at start-up from the owner of
-/// /proc/self (std has no getuid); None if /proc is unavailable.
-fn own_uid() -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").ok().map(|m| m.uid())
 }

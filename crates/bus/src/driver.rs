@@ -2,12 +2,15 @@
 //! dbus-daemon's replies, errors and error texts.
 
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::time::Instant;
 
 use quickbus_wire::{names, Message, Value};
 
 use crate::bus::Bus;
 use crate::errors::{self, BusError};
 use crate::introspect::{self, InterfaceSpec, MethodSpec, INTERFACES};
+use crate::match_rule::MatchRule;
 use crate::policy::loginfo;
 use crate::registry::NameEvent;
 use crate::subscriptions::{parse_monitor_rule, parse_rule};
@@ -44,22 +47,181 @@ pub(crate) fn dict_sv(entries: Vec<(&str, Value)>) -> Value {
     }
 }
 
-/// The call's arguments, already checked against the method's signature.
-struct Args(Vec<Value>);
+/// A driver method: its place in the interface (for dispatch and
+/// introspection alike) and the function that answers it.
+pub(crate) struct Method {
+    pub spec: MethodSpec,
+    pub handler: Handler,
+}
 
-impl Args {
-    fn str(&self, i: usize) -> &str {
-        match self.0.get(i) {
-            Some(Value::String(s)) => s,
-            _ => "",
+/// Answers one call. Arguments come decoded by the method's signature;
+/// what the call changes comes back in the [`Outcome`] (or nothing, with
+/// the error the caller gets).
+pub(crate) type Handler = fn(&mut Bus, &Call<'_>, Args) -> Result<Outcome, BusError>;
+
+/// The call being answered.
+pub(crate) struct Call<'a> {
+    pub from: ConnId,
+    pub msg: &'a Message,
+    /// The time of the event (for timers the call starts).
+    pub now: Instant,
+}
+
+/// What a driver method decided.
+pub(crate) enum Reply {
+    /// The method return, with the fds riding on it (dropped if the
+    /// caller asked for no reply).
+    Now { body: Vec<Value>, fds: Vec<OwnedFd> },
+    /// The answer comes later, from whatever the call waits for
+    /// (StartServiceByName: the activation).
+    Later,
+}
+
+/// What a call changes besides its reply, done after the reply is out.
+pub(crate) enum Effect {
+    /// An action the call caused (a start, a message to systemd, a reload).
+    Act(Action),
+    /// The caller turns into a monitor with these rules.
+    BecomeMonitor(Vec<MatchRule>),
+}
+
+/// A successful call's reply, the name changes it made (announced in
+/// order, before the reply except for Hello's), and its effects.
+pub(crate) struct Outcome {
+    pub reply: Reply,
+    pub events: Vec<NameEvent>,
+    pub effects: Vec<Effect>,
+}
+
+impl Outcome {
+    /// Answer at once with `body`.
+    pub fn now(body: Vec<Value>) -> Outcome {
+        Outcome {
+            reply: Reply::Now {
+                body,
+                fds: Vec::new(),
+            },
+            events: Vec::new(),
+            effects: Vec::new(),
         }
     }
 
-    fn u32(&self, i: usize) -> u32 {
-        match self.0.get(i) {
-            Some(Value::Uint32(v)) => *v,
-            _ => 0,
+    /// Answer at once with an empty method return.
+    pub fn empty() -> Outcome {
+        Outcome::now(Vec::new())
+    }
+
+    fn with_events(mut self, events: Vec<NameEvent>) -> Outcome {
+        self.events = events;
+        self
+    }
+
+    fn with_actions(mut self, actions: Vec<Action>) -> Outcome {
+        self.effects.extend(actions.into_iter().map(Effect::Act));
+        self
+    }
+}
+
+/// The call's arguments, already checked against the method's signature.
+pub(crate) struct Args(Vec<Value>);
+
+impl Args {
+    /// The arguments as the method's types. The signature was checked, so
+    /// a mismatch is a bug in the table; the caller gets InvalidArgs.
+    fn decode<T: FromArgs>(self) -> Result<T, BusError> {
+        T::from_args(self.0).ok_or_else(|| {
+            BusError::new(
+                errors::INVALID_ARGS,
+                "the arguments do not match the method's signature",
+            )
+        })
+    }
+}
+
+/// One argument's Rust type.
+trait FromValue: Sized {
+    fn from_value(value: Value) -> Option<Self>;
+}
+
+impl FromValue for String {
+    fn from_value(value: Value) -> Option<String> {
+        match value {
+            Value::String(s) => Some(s),
+            _ => None,
         }
+    }
+}
+
+impl FromValue for u32 {
+    fn from_value(value: Value) -> Option<u32> {
+        match value {
+            Value::Uint32(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+impl FromValue for Value {
+    fn from_value(value: Value) -> Option<Value> {
+        Some(value)
+    }
+}
+
+/// `as`
+impl FromValue for Vec<String> {
+    fn from_value(value: Value) -> Option<Vec<String>> {
+        match value {
+            Value::Array { items, .. } => items.into_iter().map(String::from_value).collect(),
+            _ => None,
+        }
+    }
+}
+
+/// `a{ss}`, in order.
+impl FromValue for Vec<(String, String)> {
+    fn from_value(value: Value) -> Option<Vec<(String, String)>> {
+        let Value::Array { items, .. } = value else {
+            return None;
+        };
+        items
+            .into_iter()
+            .map(|item| match item {
+                Value::DictEntry(k, v) => Some((String::from_value(*k)?, String::from_value(*v)?)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// A method's whole argument list as a tuple of Rust types.
+trait FromArgs: Sized {
+    fn from_args(values: Vec<Value>) -> Option<Self>;
+}
+
+impl FromArgs for () {
+    fn from_args(values: Vec<Value>) -> Option<()> {
+        values.is_empty().then_some(())
+    }
+}
+
+impl<A: FromValue> FromArgs for (A,) {
+    fn from_args(values: Vec<Value>) -> Option<(A,)> {
+        let [a] = <[Value; 1]>::try_from(values).ok()?;
+        Some((A::from_value(a)?,))
+    }
+}
+
+impl<A: FromValue, B: FromValue> FromArgs for (A, B) {
+    fn from_args(values: Vec<Value>) -> Option<(A, B)> {
+        let [a, b] = <[Value; 2]>::try_from(values).ok()?;
+        Some((A::from_value(a)?, B::from_value(b)?))
+    }
+}
+
+impl<A: FromValue, B: FromValue, C: FromValue> FromArgs for (A, B, C) {
+    fn from_args(values: Vec<Value>) -> Option<(A, B, C)> {
+        let [a, b, c] = <[Value; 3]>::try_from(values).ok()?;
+        Some((A::from_value(a)?, B::from_value(b)?, C::from_value(c)?))
     }
 }
 
@@ -70,12 +232,140 @@ enum Subject {
     Peer(ConnId),
 }
 
-/// Which handler a call goes to, after dbus-daemon's lookup rules.
-fn find_method<'a>(
+const fn method(
+    interface: &'static str,
+    name: &'static str,
+    in_sig: &'static str,
+    out_sig: &'static str,
+    handler: Handler,
+) -> Method {
+    Method {
+        spec: MethodSpec {
+            interface,
+            name,
+            in_sig,
+            out_sig,
+            any_path: true,
+            privileged: false,
+        },
+        handler,
+    }
+}
+
+/// Only on /org/freedesktop/DBus.
+const fn canonical(mut m: Method) -> Method {
+    m.spec.any_path = false;
+    m
+}
+
+/// Only for callers with the bus's uid or root.
+const fn privileged(mut m: Method) -> Method {
+    m.spec.privileged = true;
+    m
+}
+
+const DBUS: &str = "org.freedesktop.DBus";
+const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
+const INTROSPECTABLE: &str = "org.freedesktop.DBus.Introspectable";
+const MONITORING: &str = "org.freedesktop.DBus.Monitoring";
+const STATS: &str = "org.freedesktop.DBus.Debug.Stats";
+const PEER: &str = "org.freedesktop.DBus.Peer";
+
+/// Every driver method, grouped by interface in [`INTERFACES`]' order:
+/// dispatch finds calls here, and introspection lists these, in this
+/// order (dbus-daemon's).
+pub(crate) const METHODS: &[Method] = &[
+    method(DBUS, "Hello", "", "s", hello),
+    method(DBUS, "RequestName", "su", "u", request_name),
+    method(DBUS, "ReleaseName", "s", "u", release_name),
+    method(DBUS, "StartServiceByName", "su", "u", start_service_by_name),
+    canonical(privileged(method(
+        DBUS,
+        "UpdateActivationEnvironment",
+        "a{ss}",
+        "",
+        update_activation_environment,
+    ))),
+    method(DBUS, "NameHasOwner", "s", "b", name_has_owner),
+    method(DBUS, "ListNames", "", "as", list_names),
+    method(
+        DBUS,
+        "ListActivatableNames",
+        "",
+        "as",
+        list_activatable_names,
+    ),
+    method(DBUS, "AddMatch", "s", "", add_match),
+    method(DBUS, "RemoveMatch", "s", "", remove_match),
+    method(DBUS, "GetNameOwner", "s", "s", get_name_owner),
+    method(DBUS, "ListQueuedOwners", "s", "as", list_queued_owners),
+    method(DBUS, "GetConnectionUnixUser", "s", "u", get_unix_user),
+    method(DBUS, "GetConnectionUnixProcessID", "s", "u", get_unix_pid),
+    method(
+        DBUS,
+        "GetAdtAuditSessionData",
+        "s",
+        "ay",
+        get_adt_audit_session_data,
+    ),
+    method(
+        DBUS,
+        "GetConnectionSELinuxSecurityContext",
+        "s",
+        "ay",
+        get_selinux_security_context,
+    ),
+    method(DBUS, "ReloadConfig", "", "", reload_config),
+    method(DBUS, "GetId", "", "s", get_id),
+    method(
+        DBUS,
+        "GetConnectionCredentials",
+        "s",
+        "a{sv}",
+        get_credentials,
+    ),
+    canonical(method(PROPERTIES, "Get", "ss", "v", property_get)),
+    canonical(method(PROPERTIES, "GetAll", "s", "a{sv}", property_get_all)),
+    canonical(method(PROPERTIES, "Set", "ssv", "", property_set)),
+    method(INTROSPECTABLE, "Introspect", "", "s", introspect_call),
+    canonical(privileged(method(
+        MONITORING,
+        "BecomeMonitor",
+        "asu",
+        "",
+        become_monitor,
+    ))),
+    canonical(method(STATS, "GetStats", "", "a{sv}", get_stats)),
+    canonical(method(
+        STATS,
+        "GetConnectionStats",
+        "s",
+        "a{sv}",
+        get_connection_stats,
+    )),
+    canonical(method(
+        STATS,
+        "GetAllMatchRules",
+        "",
+        "a{sas}",
+        get_all_match_rules,
+    )),
+    method(PEER, "GetMachineId", "", "s", get_machine_id),
+    method(PEER, "Ping", "", "", ping),
+];
+
+/// The methods as introspection lists them.
+pub(crate) fn method_specs() -> impl Iterator<Item = &'static MethodSpec> + Clone {
+    METHODS.iter().map(|m| &m.spec)
+}
+
+/// Which method a call goes to, after dbus-daemon's lookup rules: the
+/// interfaces served at the call's path, the named one if it names one.
+fn find_method(
     interface: Option<&str>,
     member: &str,
     canonical_path: bool,
-) -> Result<(&'a InterfaceSpec, &'a MethodSpec), BusError> {
+) -> Result<&'static Method, BusError> {
     let mut found_interface = false;
     for iface in INTERFACES {
         if !(canonical_path || iface.any_path) {
@@ -85,8 +375,11 @@ fn find_method<'a>(
             continue;
         }
         found_interface = true;
-        if let Some(method) = iface.methods.iter().find(|m| m.name == member) {
-            return Ok((iface, method));
+        if let Some(method) = METHODS
+            .iter()
+            .find(|m| m.spec.interface == iface.name && m.spec.name == member)
+        {
+            return Ok(method);
         }
     }
     let name = if found_interface {
@@ -100,6 +393,38 @@ fn find_method<'a>(
     ))
 }
 
+/// The method `msg` calls, its arguments checked against its signature.
+fn resolve(bus: &Bus, from: ConnId, msg: &Message) -> Result<(&'static Method, Args), BusError> {
+    let member = msg.member().unwrap_or("");
+    let canonical_path = msg.path() == Some(BUS_PATH);
+    let method = find_method(msg.interface(), member, canonical_path)?;
+    if method.spec.privileged {
+        bus.check_privileged(from, member)?;
+    }
+    if !(canonical_path || method.spec.any_path) {
+        return Err(BusError::new(
+            errors::ACCESS_DENIED,
+            format!(
+                "Method '{member}' is only available at the canonical object path '{BUS_PATH}'"
+            ),
+        ));
+    }
+    if msg.signature() != method.spec.in_sig {
+        return Err(BusError::new(
+            errors::INVALID_ARGS,
+            format!(
+                "Call to {member} has wrong args ({}, expected {})\n",
+                msg.signature(),
+                method.spec.in_sig
+            ),
+        ));
+    }
+    let args = msg
+        .body_values()
+        .map_err(|e| BusError::new(errors::INVALID_ARGS, e.to_string()))?;
+    Ok((method, Args(args)))
+}
+
 impl Bus {
     /// A method call addressed to org.freedesktop.DBus. Whether it
     /// succeeded (then, as in dbus-daemon, eavesdroppers may see it).
@@ -107,155 +432,49 @@ impl Bus {
         &mut self,
         from: ConnId,
         msg: &Message,
+        now: Instant,
         out: &mut Vec<Action>,
     ) -> bool {
-        let mut events = Vec::new();
-        let result = self.dispatch(from, msg, &mut events);
-        let succeeded = result.is_ok();
-        match result {
-            Ok(body) => {
-                self.note_peaks(from);
-                if msg.member() == Some("Hello") {
-                    // The welcome comes before NameAcquired, as in
-                    // dbus-daemon; monitors see the call first.
-                    self.capture_driver_call(from, msg, out);
-                    self.reply(from, msg, body, out);
-                    self.emit(&events, None, out);
-                } else {
-                    // The signals a call caused come before its reply.
-                    self.emit(&events, None, out);
-                    if !std::mem::take(&mut self.reply_deferred) {
-                        self.reply(from, msg, body, out);
-                    }
-                }
-                // A name just taken may be one a service was started for.
-                self.names_owned(&events, out);
-            }
+        let call = Call { from, msg, now };
+        let outcome =
+            resolve(self, from, msg).and_then(|(method, args)| (method.handler)(self, &call, args));
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
             Err(err) => {
-                self.becoming_monitor = None;
-                self.reply_fds.clear();
-                self.error_reply(from, msg, err, out)
+                self.error_reply(from, msg, err, out);
+                return false;
+            }
+        };
+        self.note_peaks(from);
+        let Outcome {
+            reply,
+            events,
+            effects,
+        } = outcome;
+        let is_hello = msg.member() == Some("Hello");
+        if is_hello {
+            // The welcome comes before NameAcquired, as in dbus-daemon;
+            // monitors see the call first.
+            self.capture_driver_call(from, msg, out);
+        } else {
+            // The signals a call caused come before its reply.
+            self.emit(&events, None, out);
+        }
+        if let Reply::Now { body, fds } = reply {
+            self.reply(from, msg, body, fds, out);
+        }
+        if is_hello {
+            self.emit(&events, None, out);
+        }
+        // A name just taken may be one a service was started for.
+        self.names_owned(&events, now, out);
+        for effect in effects {
+            match effect {
+                Effect::Act(action) => out.push(action),
+                Effect::BecomeMonitor(rules) => self.become_monitor(from, rules, out),
             }
         }
-        self.reply_deferred = false;
-        out.append(&mut self.deferred_actions);
-        if let Some((id, rules)) = self.becoming_monitor.take() {
-            self.become_monitor(id, rules, out);
-        }
-        succeeded
-    }
-
-    fn dispatch(
-        &mut self,
-        from: ConnId,
-        msg: &Message,
-        events: &mut Vec<NameEvent>,
-    ) -> DriverResult {
-        let member = msg.member().unwrap_or("");
-        let canonical_path = msg.path() == Some(BUS_PATH);
-        let (iface, method) = find_method(msg.interface(), member, canonical_path)?;
-        if method.privileged {
-            self.check_privileged(from, member)?;
-        }
-        if !(canonical_path || method.any_path) {
-            return Err(BusError::new(
-                errors::ACCESS_DENIED,
-                format!(
-                    "Method '{member}' is only available at the canonical object path '{BUS_PATH}'"
-                ),
-            ));
-        }
-        if msg.signature() != method.in_sig {
-            return Err(BusError::new(
-                errors::INVALID_ARGS,
-                format!(
-                    "Call to {member} has wrong args ({}, expected {})\n",
-                    msg.signature(),
-                    method.in_sig
-                ),
-            ));
-        }
-        let args = Args(
-            msg.body_values()
-                .map_err(|e| BusError::new(errors::INVALID_ARGS, e.to_string()))?,
-        );
-        match (iface.name, member) {
-            (_, "Hello") => self.hello(from, events),
-            (_, "RequestName") => self.request_name(from, args.str(0), args.u32(1), events),
-            (_, "ReleaseName") => self.release_name(from, args.str(0), events),
-            (_, "StartServiceByName") => {
-                match self.start_service_by_name(from, msg, args.str(0))? {
-                    Some(reply) => Ok(vec![Value::Uint32(reply)]),
-                    None => {
-                        self.reply_deferred = true;
-                        Ok(vec![])
-                    }
-                }
-            }
-            (_, "UpdateActivationEnvironment") => self.update_activation_environment(args),
-            (_, "NameHasOwner") => {
-                let name = args.str(0);
-                Ok(vec![Value::Bool(
-                    name == BUS_NAME || self.registry.has_owner(name),
-                )])
-            }
-            (_, "ListNames") => {
-                let names = std::iter::once(BUS_NAME.to_owned())
-                    .chain(self.registry.names().map(str::to_owned));
-                Ok(vec![string_array(names)])
-            }
-            (_, "ListActivatableNames") => {
-                let names = std::iter::once(BUS_NAME.to_owned())
-                    .chain(self.opts.activatable_names.iter().cloned());
-                Ok(vec![string_array(names)])
-            }
-            (_, "AddMatch") => self.add_match(from, args.str(0)),
-            (_, "BecomeMonitor") => self.become_monitor_call(from, args),
-            (_, "RemoveMatch") => self.remove_match(from, args.str(0)),
-            (_, "GetNameOwner") => self.get_name_owner(args.str(0)),
-            (_, "ListQueuedOwners") => self.list_queued_owners(args.str(0)),
-            (_, "GetConnectionUnixUser") => self.get_unix_user(args.str(0)),
-            (_, "GetConnectionUnixProcessID") => self.get_unix_pid(args.str(0)),
-            (_, "GetConnectionCredentials") => self.get_credentials(from, args.str(0)),
-            (_, "GetAdtAuditSessionData") => {
-                let name = args.str(0);
-                self.subject(name, "audit session data")?;
-                Err(BusError::new(
-                    errors::ADT_AUDIT_DATA_UNKNOWN,
-                    format!("Could not determine audit session data for '{name}'"),
-                ))
-            }
-            (_, "GetConnectionSELinuxSecurityContext") => {
-                self.get_selinux_security_context(args.str(0))
-            }
-            (_, "ReloadConfig") => {
-                self.reload_requested = true;
-                Ok(vec![])
-            }
-            (_, "GetId") => Ok(vec![Value::String(self.opts.guid.clone())]),
-            (_, "Introspect") => Ok(vec![Value::String(introspect::introspect(
-                msg.path().unwrap_or("/"),
-            ))]),
-            (_, "Ping") => Ok(vec![]),
-            (_, "GetMachineId") => Ok(vec![Value::String(self.opts.machine_id.clone())]),
-            (_, "GetStats") => self.get_stats(),
-            (_, "GetConnectionStats") => self.get_connection_stats(args.str(0)),
-            (_, "GetAllMatchRules") => self.get_all_match_rules(),
-            (_, "Get") => self.property_get(args.str(0), args.str(1)),
-            (_, "GetAll") => self.property_get_all(args.str(0)),
-            (_, "Set") => {
-                let (iface, prop) = (args.str(0), args.str(1));
-                self.property_value(iface, prop)?;
-                Err(BusError::new(
-                    errors::PROPERTY_READ_ONLY,
-                    format!("Property '{iface}.{prop}' cannot be set"),
-                ))
-            }
-            _ => Err(BusError::new(
-                errors::UNKNOWN_METHOD,
-                format!("{BUS_NAME} does not understand message {member}"),
-            )),
-        }
+        true
     }
 
     /// dbus-daemon's second line of defence for dangerous methods: only
@@ -266,7 +485,7 @@ impl Bus {
             return Err(BusError::new(errors::ACCESS_DENIED, "unknown connection"));
         };
         let uid = conn.creds.uid;
-        if uid == 0 || Some(uid) == self.own_uid {
+        if uid == 0 || Some(uid) == self.opts.own_uid {
             return Ok(());
         }
         let name = conn.unique.as_deref().unwrap_or("(inactive)");
@@ -386,32 +605,26 @@ impl Bus {
         Ok(vec![Value::Uint32(reply as u32)])
     }
 
-    fn update_activation_environment(&mut self, args: Args) -> DriverResult {
+    /// Set `pairs`; in systemd mode the messages telling systemd go to
+    /// `out`.
+    fn update_activation_environment(
+        &mut self,
+        pairs: Vec<(String, String)>,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) -> Result<(), BusError> {
         if self.opts.bus_type == "system" {
             return Err(BusError::new(
                 errors::ACCESS_DENIED,
                 "Cannot change activation environment on a system bus.",
             ));
         }
-        let Some(Value::Array { items, .. }) = args.0.into_iter().next() else {
-            return Ok(vec![]);
-        };
-        let mut pairs = Vec::with_capacity(items.len());
-        for item in items {
-            if let Value::DictEntry(k, v) = item {
-                if let (Value::String(k), Value::String(v)) = (*k, *v) {
-                    pairs.push((k, v));
-                }
-            }
-        }
         self.check_activation_environment(&pairs)?;
         for (k, v) in &pairs {
             self.activation_env.insert(k.clone(), v.clone());
         }
-        let mut out = Vec::new();
-        self.forward_environment(&pairs, &mut out);
-        self.deferred_actions.extend(out);
-        Ok(vec![])
+        self.forward_environment(&pairs, now, out);
+        Ok(())
     }
 
     /// The environment after `pairs` are set must stay within
@@ -446,7 +659,7 @@ impl Bus {
         Ok(())
     }
 
-    fn add_match(&mut self, from: ConnId, rule: &str) -> DriverResult {
+    fn add_match(&mut self, from: ConnId, rule: &str) -> Result<(), BusError> {
         let limit = self.opts.limits.max_match_rules_per_connection;
         if self.subs.count(from) >= limit {
             let me = self.unique_name(from).unwrap_or("(inactive)");
@@ -464,44 +677,12 @@ impl Bus {
             self.check_privileged(from, "AddMatch")?;
         }
         self.subs.add(from, rule);
-        Ok(vec![])
+        Ok(())
     }
 
-    fn remove_match(&mut self, from: ConnId, rule: &str) -> DriverResult {
+    fn remove_match(&mut self, from: ConnId, rule: &str) -> Result<(), BusError> {
         let rule = parse_rule(rule)?;
-        self.subs.remove(from, &rule)?;
-        Ok(vec![])
-    }
-
-    /// BecomeMonitor(as rules, u flags). The change happens after the
-    /// reply (see `driver_call`).
-    fn become_monitor_call(&mut self, from: ConnId, args: Args) -> DriverResult {
-        if args.u32(1) != 0 {
-            return Err(BusError::new(
-                errors::INVALID_ARGS,
-                "BecomeMonitor does not support any flags yet",
-            ));
-        }
-        let mut texts = match args.0.first() {
-            Some(Value::Array { items, .. }) => items
-                .iter()
-                .filter_map(|v| match v {
-                    Value::String(t) => Some(t.as_str()),
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
-        // No rules means "everything".
-        if texts.is_empty() {
-            texts.push("");
-        }
-        let rules = texts
-            .into_iter()
-            .map(parse_monitor_rule)
-            .collect::<Result<Vec<_>, _>>()?;
-        self.becoming_monitor = Some((from, rules));
-        Ok(vec![])
+        self.subs.remove(from, &rule)
     }
 
     fn get_name_owner(&self, name: &str) -> DriverResult {
@@ -550,7 +731,7 @@ impl Bus {
 
     fn uid_of(&self, subject: &Subject) -> Option<u32> {
         match subject {
-            Subject::Bus => self.own_uid,
+            Subject::Bus => self.opts.own_uid,
             Subject::Peer(id) => self
                 .conns
                 .get(id)
@@ -561,7 +742,7 @@ impl Bus {
 
     fn pid_of(&self, subject: &Subject) -> Option<u32> {
         match subject {
-            Subject::Bus => Some(self.own_pid),
+            Subject::Bus => Some(self.opts.own_pid),
             Subject::Peer(id) => self
                 .conns
                 .get(id)
@@ -594,22 +775,26 @@ impl Bus {
 
     /// dbus-broker's and dbus-daemon's reply: `ProcessFD` only to a caller
     /// that negotiated fd passing, the fd itself a dup riding on the reply.
-    fn get_credentials(&mut self, from: ConnId, name: &str) -> DriverResult {
+    fn get_credentials(&self, from: ConnId, name: &str) -> Result<Reply, BusError> {
         let subject = self.subject(name, "credentials")?;
         let caller_takes_fds = self.conns.get(&from).is_some_and(|c| c.unix_fds);
+        let mut fds = Vec::new();
         if caller_takes_fds {
             if let Some(fd) = self.process_fd_of(&subject) {
                 match fd.open() {
-                    Ok(pidfd) => self.reply_fds.push(pidfd),
+                    Ok(pidfd) => fds.push(pidfd),
                     Err(e) => tracing::debug!("ProcessFD of {name} left out: {e}"),
                 }
             }
         }
         let mut entries = self.credential_entries(&subject);
-        if !self.reply_fds.is_empty() {
+        if !fds.is_empty() {
             entries.push(("ProcessFD", Value::UnixFd(0)));
         }
-        Ok(vec![dict_sv(entries)])
+        Ok(Reply::Now {
+            body: vec![dict_sv(entries)],
+            fds,
+        })
     }
 
     /// The pidfd of a subject, unless it is anonymous (as its pid).
@@ -717,18 +902,216 @@ impl Bus {
             ),
         })
     }
+}
 
-    fn property_get(&self, iface: &str, prop: &str) -> DriverResult {
-        let value = self.property_value(iface, prop)?;
-        Ok(vec![Value::Variant(Box::new(value))])
-    }
+fn hello(bus: &mut Bus, call: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
+    let mut events = Vec::new();
+    let body = bus.hello(call.from, &mut events)?;
+    Ok(Outcome::now(body).with_events(events))
+}
 
-    fn property_get_all(&self, iface: &str) -> DriverResult {
-        let spec = Self::property_interface(iface)?;
-        let mut entries = Vec::new();
-        for prop in spec.properties {
-            entries.push((prop.name, self.property_value(iface, prop.name)?));
-        }
-        Ok(vec![dict_sv(entries)])
+fn request_name(bus: &mut Bus, call: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
+    let (name, flags): (String, u32) = args.decode()?;
+    let mut events = Vec::new();
+    let body = bus.request_name(call.from, &name, flags, &mut events)?;
+    Ok(Outcome::now(body).with_events(events))
+}
+
+fn release_name(bus: &mut Bus, call: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
+    let (name,): (String,) = args.decode()?;
+    let mut events = Vec::new();
+    let body = bus.release_name(call.from, &name, &mut events)?;
+    Ok(Outcome::now(body).with_events(events))
+}
+
+/// Answered at once when the service runs; otherwise when its activation
+/// ends (the actions starting it follow the call's signals).
+fn start_service_by_name(bus: &mut Bus, call: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
+    let (name, _flags): (String, u32) = args.decode()?;
+    let mut actions = Vec::new();
+    let started = bus.start_service_by_name(call.from, call.msg, &name, call.now, &mut actions)?;
+    let outcome = match started {
+        Some(reply) => Outcome::now(vec![Value::Uint32(reply)]),
+        None => Outcome {
+            reply: Reply::Later,
+            events: Vec::new(),
+            effects: Vec::new(),
+        },
+    };
+    Ok(outcome.with_actions(actions))
+}
+
+fn update_activation_environment(
+    bus: &mut Bus,
+    call: &Call<'_>,
+    args: Args,
+) -> Result<Outcome, BusError> {
+    let (pairs,): (Vec<(String, String)>,) = args.decode()?;
+    let mut actions = Vec::new();
+    bus.update_activation_environment(pairs, call.now, &mut actions)?;
+    Ok(Outcome::empty().with_actions(actions))
+}
+
+fn name_has_owner(bus: &mut Bus, _: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
+    let (name,): (String,) = args.decode()?;
+    let owned = name == BUS_NAME || bus.registry.has_owner(&name);
+    Ok(Outcome::now(vec![Value::Bool(owned)]))
+}
+
+fn list_names(bus: &mut Bus, _: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
+    let names = std::iter::once(BUS_NAME.to_owned()).chain(bus.registry.names().map(str::to_owned));
+    Ok(Outcome::now(vec![string_array(names)]))
+}
+
+fn list_activatable_names(bus: &mut Bus, _: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
+    let names =
+        std::iter::once(BUS_NAME.to_owned()).chain(bus.opts.activatable_names.iter().cloned());
+    Ok(Outcome::now(vec![string_array(names)]))
+}
+
+fn add_match(bus: &mut Bus, call: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
+    let (rule,): (String,) = args.decode()?;
+    bus.add_match(call.from, &rule)?;
+    Ok(Outcome::empty())
+}
+
+fn remove_match(bus: &mut Bus, call: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
+    let (rule,): (String,) = args.decode()?;
+    bus.remove_match(call.from, &rule)?;
+    Ok(Outcome::empty())
+}
+
+fn get_name_owner(bus: &mut Bus, _: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
+    let (name,): (String,) = args.decode()?;
+    Ok(Outcome::now(bus.get_name_owner(&name)?))
+}
+
+fn list_queued_owners(bus: &mut Bus, _: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
+    let (name,): (String,) = args.decode()?;
+    Ok(Outcome::now(bus.list_queued_owners(&name)?))
+}
+
+fn get_unix_user(bus: &mut Bus, _: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
+    let (name,): (String,) = args.decode()?;
+    Ok(Outcome::now(bus.get_unix_user(&name)?))
+}
+
+fn get_unix_pid(bus: &mut Bus, _: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
+    let (name,): (String,) = args.decode()?;
+    Ok(Outcome::now(bus.get_unix_pid(&name)?))
+}
+
+fn get_adt_audit_session_data(
+    bus: &mut Bus,
+    _: &Call<'_>,
+    args: Args,
+) -> Result<Outcome, BusError> {
+    let (name,): (String,) = args.decode()?;
+    bus.subject(&name, "audit session data")?;
+    Err(BusError::new(
+        errors::ADT_AUDIT_DATA_UNKNOWN,
+        format!("Could not determine audit session data for '{name}'"),
+    ))
+}
+
+fn get_selinux_security_context(
+    bus: &mut Bus,
+    _: &Call<'_>,
+    args: Args,
+) -> Result<Outcome, BusError> {
+    let (name,): (String,) = args.decode()?;
+    Ok(Outcome::now(bus.get_selinux_security_context(&name)?))
+}
+
+/// The daemon reloads after the reply is out.
+fn reload_config(_: &mut Bus, _: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
+    Ok(Outcome::empty().with_actions(vec![Action::ReloadConfig]))
+}
+
+fn get_id(bus: &mut Bus, _: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
+    Ok(Outcome::now(vec![Value::String(bus.opts.guid.clone())]))
+}
+
+fn get_credentials(bus: &mut Bus, call: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
+    let (name,): (String,) = args.decode()?;
+    let mut outcome = Outcome::empty();
+    outcome.reply = bus.get_credentials(call.from, &name)?;
+    Ok(outcome)
+}
+
+fn property_get(bus: &mut Bus, _: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
+    let (iface, prop): (String, String) = args.decode()?;
+    let value = bus.property_value(&iface, &prop)?;
+    Ok(Outcome::now(vec![Value::Variant(Box::new(value))]))
+}
+
+fn property_get_all(bus: &mut Bus, _: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
+    let (iface,): (String,) = args.decode()?;
+    let spec = Bus::property_interface(&iface)?;
+    let mut entries = Vec::new();
+    for prop in spec.properties {
+        entries.push((prop.name, bus.property_value(&iface, prop.name)?));
     }
+    Ok(Outcome::now(vec![dict_sv(entries)]))
+}
+
+/// Every property is read-only.
+fn property_set(bus: &mut Bus, _: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
+    let (iface, prop, _value): (String, String, Value) = args.decode()?;
+    bus.property_value(&iface, &prop)?;
+    Err(BusError::new(
+        errors::PROPERTY_READ_ONLY,
+        format!("Property '{iface}.{prop}' cannot be set"),
+    ))
+}
+
+fn introspect_call(_: &mut Bus, call: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
+    let xml = introspect::introspect(call.msg.path().unwrap_or("/"));
+    Ok(Outcome::now(vec![Value::String(xml)]))
+}
+
+/// BecomeMonitor(as rules, u flags): the change happens after the reply.
+fn become_monitor(_: &mut Bus, _: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
+    let (texts, flags): (Vec<String>, u32) = args.decode()?;
+    if flags != 0 {
+        return Err(BusError::new(
+            errors::INVALID_ARGS,
+            "BecomeMonitor does not support any flags yet",
+        ));
+    }
+    // No rules means "everything".
+    let rules = if texts.is_empty() {
+        vec![parse_monitor_rule("")?]
+    } else {
+        texts
+            .iter()
+            .map(|t| parse_monitor_rule(t))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    let mut outcome = Outcome::empty();
+    outcome.effects.push(Effect::BecomeMonitor(rules));
+    Ok(outcome)
+}
+
+fn get_stats(bus: &mut Bus, _: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
+    Ok(Outcome::now(bus.get_stats()?))
+}
+
+fn get_connection_stats(bus: &mut Bus, _: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
+    let (name,): (String,) = args.decode()?;
+    Ok(Outcome::now(bus.get_connection_stats(&name)?))
+}
+
+fn get_all_match_rules(bus: &mut Bus, _: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
+    Ok(Outcome::now(bus.get_all_match_rules()?))
+}
+
+fn get_machine_id(bus: &mut Bus, _: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
+    Ok(Outcome::now(vec![Value::String(
+        bus.opts.machine_id.clone(),
+    )]))
+}
+
+fn ping(_: &mut Bus, _: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
+    Ok(Outcome::empty())
 }

@@ -1,10 +1,13 @@
-//! The driver's interfaces as data: what it dispatches, and the
-//! introspection XML generated from the same table (as dbus-daemon does),
-//! so the two cannot disagree.
+//! The driver's interfaces as data, and the introspection XML generated
+//! from them and from the driver's method table ([`crate::driver::METHODS`],
+//! which dispatch uses too, as dbus-daemon and dbus-broker do), so the two
+//! cannot disagree.
 
 use std::fmt::Write;
 
+/// A driver method as clients see it.
 pub(crate) struct MethodSpec {
+    pub interface: &'static str,
     pub name: &'static str,
     pub in_sig: &'static str,
     pub out_sig: &'static str,
@@ -21,76 +24,15 @@ pub(crate) struct PropertySpec {
 
 pub(crate) struct InterfaceSpec {
     pub name: &'static str,
-    pub methods: &'static [MethodSpec],
     pub properties: &'static [PropertySpec],
     pub signals_xml: &'static str,
     pub any_path: bool,
 }
 
-const fn m(name: &'static str, in_sig: &'static str, out_sig: &'static str) -> MethodSpec {
-    MethodSpec {
-        name,
-        in_sig,
-        out_sig,
-        any_path: true,
-        privileged: false,
-    }
-}
-
-const fn canonical(mut spec: MethodSpec) -> MethodSpec {
-    spec.any_path = false;
-    spec
-}
-
-const fn privileged(mut spec: MethodSpec) -> MethodSpec {
-    spec.privileged = true;
-    spec
-}
-
-pub(crate) const DBUS_METHODS: &[MethodSpec] = &[
-    m("Hello", "", "s"),
-    m("RequestName", "su", "u"),
-    m("ReleaseName", "s", "u"),
-    m("StartServiceByName", "su", "u"),
-    canonical(privileged(m("UpdateActivationEnvironment", "a{ss}", ""))),
-    m("NameHasOwner", "s", "b"),
-    m("ListNames", "", "as"),
-    m("ListActivatableNames", "", "as"),
-    m("AddMatch", "s", ""),
-    m("RemoveMatch", "s", ""),
-    m("GetNameOwner", "s", "s"),
-    m("ListQueuedOwners", "s", "as"),
-    m("GetConnectionUnixUser", "s", "u"),
-    m("GetConnectionUnixProcessID", "s", "u"),
-    m("GetAdtAuditSessionData", "s", "ay"),
-    m("GetConnectionSELinuxSecurityContext", "s", "ay"),
-    m("ReloadConfig", "", ""),
-    m("GetId", "", "s"),
-    m("GetConnectionCredentials", "s", "a{sv}"),
-];
-
-const PROPERTIES_METHODS: &[MethodSpec] = &[
-    canonical(m("Get", "ss", "v")),
-    canonical(m("GetAll", "s", "a{sv}")),
-    canonical(m("Set", "ssv", "")),
-];
-
-const INTROSPECTABLE_METHODS: &[MethodSpec] = &[m("Introspect", "", "s")];
-
-const MONITORING_METHODS: &[MethodSpec] = &[canonical(privileged(m("BecomeMonitor", "asu", "")))];
-
-const STATS_METHODS: &[MethodSpec] = &[
-    canonical(m("GetStats", "", "a{sv}")),
-    canonical(m("GetConnectionStats", "s", "a{sv}")),
-    canonical(m("GetAllMatchRules", "", "a{sas}")),
-];
-
-const PEER_METHODS: &[MethodSpec] = &[m("GetMachineId", "", "s"), m("Ping", "", "")];
-
+/// The driver's interfaces, in the order introspection lists them.
 pub(crate) const INTERFACES: &[InterfaceSpec] = &[
     InterfaceSpec {
         name: "org.freedesktop.DBus",
-        methods: DBUS_METHODS,
         properties: &[
             PropertySpec {
                 name: "Features",
@@ -106,35 +48,30 @@ pub(crate) const INTERFACES: &[InterfaceSpec] = &[
     },
     InterfaceSpec {
         name: "org.freedesktop.DBus.Properties",
-        methods: PROPERTIES_METHODS,
         properties: &[],
         signals_xml: "    <signal name=\"PropertiesChanged\">\n      <arg type=\"s\" name=\"interface_name\"/>\n      <arg type=\"a{sv}\" name=\"changed_properties\"/>\n      <arg type=\"as\" name=\"invalidated_properties\"/>\n    </signal>\n",
         any_path: false,
     },
     InterfaceSpec {
         name: "org.freedesktop.DBus.Introspectable",
-        methods: INTROSPECTABLE_METHODS,
         properties: &[],
         signals_xml: "",
         any_path: true,
     },
     InterfaceSpec {
         name: "org.freedesktop.DBus.Monitoring",
-        methods: MONITORING_METHODS,
         properties: &[],
         signals_xml: "",
         any_path: false,
     },
     InterfaceSpec {
         name: "org.freedesktop.DBus.Debug.Stats",
-        methods: STATS_METHODS,
         properties: &[],
         signals_xml: "",
         any_path: false,
     },
     InterfaceSpec {
         name: "org.freedesktop.DBus.Peer",
-        methods: PEER_METHODS,
         properties: &[],
         signals_xml: "",
         any_path: true,
@@ -174,12 +111,20 @@ fn complete_types(sig: &str) -> Vec<&str> {
 
 /// Introspection XML of `path` on the bus driver.
 pub(crate) fn introspect(path: &str) -> String {
+    introspect_methods(path, crate::driver::method_specs())
+}
+
+/// Introspection XML of `path` for these methods.
+fn introspect_methods<'a>(
+    path: &str,
+    methods: impl Iterator<Item = &'a MethodSpec> + Clone,
+) -> String {
     let canonical = path == crate::BUS_PATH;
     let mut xml = String::from(DOCTYPE);
     xml.push_str("<node>\n");
     for iface in INTERFACES.iter().filter(|i| canonical || i.any_path) {
         let _ = writeln!(xml, "  <interface name=\"{}\">", iface.name);
-        for method in iface.methods {
+        for method in methods.clone().filter(|m| m.interface == iface.name) {
             let _ = writeln!(xml, "    <method name=\"{}\">", method.name);
             for t in complete_types(method.in_sig) {
                 let _ = writeln!(xml, "      <arg direction=\"in\" type=\"{t}\"/>");

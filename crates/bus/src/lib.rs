@@ -7,6 +7,13 @@
 //! One module per noun: [`registry`] (names and their queues), [`replies`]
 //! (calls waiting for a reply), [`driver`] (the `org.freedesktop.DBus`
 //! object), [`bus`] (connections and routing), [`limits`].
+//!
+//! No I/O and no clock: the time is an argument of every entry point, the
+//! bus's own identity comes in [`BusOptions`], and what only the daemon can
+//! do (start a program, open a pidfd, read the service directories, reload
+//! the configuration) goes out as an [`Action`].
+
+#![forbid(unsafe_code)]
 
 pub mod activation;
 mod before_hello;
@@ -28,7 +35,9 @@ mod traffic;
 
 #[cfg(test)]
 mod fuzz_regressions;
+// Tests may use the clock and files (see clippy.toml).
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)]
 mod tests;
 
 use std::os::fd::OwnedFd;
@@ -175,6 +184,9 @@ pub enum Action {
     /// The activation of `name` timed out: stop the program started for
     /// it, as dbus-daemon does.
     CancelActivation { name: String },
+    /// A peer called ReloadConfig (its reply is already out): re-read the
+    /// configuration and hand the bus the new policy, limits and services.
+    ReloadConfig,
 }
 
 /// A connection as log lines name it: dbus-daemon's `requested by ':1.5'
@@ -223,6 +235,13 @@ pub struct BusOptions {
     pub systemd_activation: bool,
     /// Activatable name -> its `SystemdService=` unit.
     pub systemd_units: std::collections::HashMap<String, String>,
+    /// The bus process's own uid (GetConnectionUnixUser on
+    /// org.freedesktop.DBus, and the privileged-caller check); None when
+    /// unknown, then only root is privileged.
+    pub own_uid: Option<u32>,
+    /// The bus process's own pid (GetConnectionUnixProcessID on
+    /// org.freedesktop.DBus).
+    pub own_pid: u32,
 }
 
 /// The driver's introspection XML at `path` (also `quickbus-daemon --introspect`).

@@ -15,6 +15,7 @@ mod driver;
 mod eavesdrop;
 mod fds;
 mod hello;
+mod introspection;
 mod limits;
 mod monitors;
 mod names;
@@ -36,6 +37,8 @@ pub(crate) fn options() -> BusOptions {
         limits: Limits::default(),
         activatable_names: vec!["org.example.Activatable".into()],
         bus_type: "session".into(),
+        own_uid: Some(1000),
+        own_pid: 4242,
         ..BusOptions::default()
     }
 }
@@ -74,10 +77,8 @@ impl Harness {
     }
 
     pub fn with_options(opts: BusOptions) -> Harness {
-        let mut bus = Bus::new(opts);
-        bus.set_own_credentials(1000, 4242);
         Harness {
-            bus,
+            bus: Bus::new(opts),
             out: Vec::new(),
             now: Instant::now(),
             next_serial: 0,
@@ -131,6 +132,7 @@ impl Harness {
                 Action::Activate { name, .. } | Action::CancelActivation { name } => {
                     panic!("unexpected activation of {name}")
                 }
+                Action::ReloadConfig => panic!("unexpected reload"),
             })
             .collect()
     }

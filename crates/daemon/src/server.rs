@@ -309,9 +309,6 @@ impl Server {
             self.log_limiter.summarize(now);
             self.expire_pending_fds(now);
             self.bus.handle_timeouts(now, &mut self.actions);
-            if self.bus.take_reload_request() {
-                self.reload("ReloadConfig");
-            }
             self.apply_actions();
             self.flush_dirty();
             if !self.held.is_empty() {
@@ -663,6 +660,7 @@ impl Server {
                         self.activate(&name, requested_by.as_ref())
                     }
                     Action::CancelActivation { name } => self.opts.launcher.stop(&name),
+                    Action::ReloadConfig => self.reload("ReloadConfig"),
                 }
             }
             self.spare.applying = actions;

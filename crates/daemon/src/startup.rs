@@ -170,6 +170,9 @@ fn serve(
         bus_type: bus_type.clone(),
         systemd_activation: opts.systemd_activation,
         systemd_units: service_file::systemd_units(&services),
+        // After any fork: the daemon's final pid.
+        own_uid: Some(rustix::process::getuid().as_raw()),
+        own_pid: std::process::id(),
     });
     bus.set_policy(policy);
     crate::bus_identity::describe_self(&mut bus);

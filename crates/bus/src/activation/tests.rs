@@ -22,6 +22,7 @@ fn drain(h: &mut Harness) -> (Vec<String>, Vec<(ConnId, Message)>) {
             Action::Activate { name, .. } => started.push(name),
             Action::CancelActivation { name } => started.push(format!("cancel {name}")),
             Action::Disconnect { conn, reason } => panic!("disconnect {conn:?}: {reason}"),
+            Action::ReloadConfig => panic!("unexpected reload"),
         }
     }
     (started, delivered)

@@ -41,7 +41,7 @@ impl Bus {
     /// dbus-daemon (libdbus never asks the bus about it), `allow_anonymous`,
     /// without which it could not have authenticated, is the whole answer.
     pub fn allows_connection(&self, creds: &Credentials) -> bool {
-        creds.anonymous || self.policy.allows_connection(creds, self.own_uid)
+        creds.anonymous || self.policy.allows_connection(creds, self.opts.own_uid)
     }
 
     /// Whether `to` may own `name` (RequestName).
