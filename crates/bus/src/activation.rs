@@ -36,11 +36,38 @@ pub const START_REPLY_SUCCESS: u32 = 1;
 /// `DBUS_START_REPLY_ALREADY_RUNNING`.
 pub const START_REPLY_ALREADY_RUNNING: u32 = 2;
 
-/// Looks a name the bus does not know up in the service directories
-/// again: `Some(unit)` when a `.service` file now provides it (`unit`: its
-/// `SystemdService=`). dbus-daemon rescans on such a miss, so a file
-/// installed after start-up works without a reload.
-pub type ServiceLookup = Box<dyn FnMut(&str) -> Option<Option<String>> + Send>;
+/// Whether a name no known `.service` file provides may send the daemon
+/// to the service directories (dbus-daemon reads them again on such a
+/// miss, so a file installed after start-up works without a reload).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rescan {
+    Allowed,
+    /// The daemon just looked: what it found is all there is.
+    Done,
+}
+
+/// A message held while the daemon reads the service directories
+/// ([`Action::LookUpService`]). At most one: the daemon answers before it
+/// hands the bus anything else.
+#[derive(Debug)]
+pub(crate) enum Parked {
+    /// A message to `dest`, which nobody owns; monitors have not seen it.
+    Unicast {
+        from: ConnId,
+        msg: Message,
+        fds: Vec<std::os::fd::OwnedFd>,
+        dest: String,
+    },
+    /// A StartServiceByName call (monitors saw it, the policy allowed it).
+    DriverCall { from: ConnId, msg: Message },
+}
+
+/// A `.service` file the daemon found on a rescan.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FoundService {
+    /// Its `SystemdService=`.
+    pub systemd_unit: Option<String>,
+}
 
 /// Something waiting for a name to be owned.
 #[derive(Debug)]
@@ -88,6 +115,8 @@ pub(crate) struct Activations {
     deadlines: BTreeSet<(Instant, String)>,
     /// Waiters over all names (`max_pending_service_starts`).
     waiting: usize,
+    /// The message waiting for a rescan of the service directories.
+    parked: Option<Parked>,
 }
 
 impl Activations {
@@ -129,35 +158,87 @@ fn error_builder(reply_serial: u32, name: &str, text: &str) -> MessageBuilder {
 }
 
 impl Bus {
-    /// Whether `name` could be started: it has a .service file (known, or
-    /// found by the service lookup), or it is systemd itself in systemd
-    /// mode.
-    fn is_activatable(&mut self, name: &str) -> bool {
-        if (self.opts.systemd_activation && name == SYSTEMD_NAME)
+    /// Whether `name` could be started: a known .service file provides
+    /// it, or it is systemd itself in systemd mode.
+    fn is_activatable(&self, name: &str) -> bool {
+        (self.opts.systemd_activation && name == SYSTEMD_NAME)
             || self.opts.activatable_names.iter().any(|n| n == name)
-        {
-            return true;
-        }
-        if !quickbus_wire::names::is_valid_well_known_name(name) {
-            return false;
-        }
-        let Some(lookup) = self.service_lookup.as_mut() else {
-            return false;
-        };
-        let Some(unit) = lookup(name) else {
-            return false;
-        };
-        tracing::info!("found a new service file for {name}");
-        self.opts.activatable_names.push(name.to_owned());
-        if let Some(unit) = unit {
-            self.opts.systemd_units.insert(name.to_owned(), unit);
-        }
-        true
     }
 
-    /// Install the lookup for names without a known `.service` file.
-    pub fn set_service_lookup(&mut self, lookup: ServiceLookup) {
-        self.service_lookup = Some(lookup);
+    /// Whether the daemon should read the service directories for `name`
+    /// before the bus decides nobody provides it.
+    pub(crate) fn wants_rescan(&self, name: &str, rescan: Rescan) -> bool {
+        rescan == Rescan::Allowed
+            && self.opts.rescan_service_files
+            && !self.is_activatable(name)
+            && quickbus_wire::names::is_valid_well_known_name(name)
+    }
+
+    /// [`Bus::wants_rescan`] for a message to `dest`, which nobody owns:
+    /// only when it may start a service.
+    pub(crate) fn wants_rescan_for(&self, msg: &Message, dest: &str, rescan: Rescan) -> bool {
+        msg.flags() & flags::NO_AUTO_START == 0 && self.wants_rescan(dest, rescan)
+    }
+
+    /// Hold `parked` and ask the daemon to look for its name's file.
+    pub(crate) fn park(&mut self, parked: Parked, out: &mut Vec<Action>) {
+        let name = match &parked {
+            Parked::Unicast { dest, .. } => dest.clone(),
+            Parked::DriverCall { msg, .. } => match msg.body_values().ok().as_deref() {
+                Some([Value::String(name), ..]) => name.clone(),
+                _ => return,
+            },
+        };
+        if let Some(earlier) = self.activations.parked.replace(parked) {
+            // The daemon broke the contract; the earlier message is lost
+            // rather than routed out of order.
+            tracing::error!("a message waiting for a service lookup was dropped: {earlier:?}");
+        }
+        out.push(Action::LookUpService { name });
+    }
+
+    /// The daemon's answer to [`Action::LookUpService`]: `found` when a
+    /// `.service` file for `name` appeared since the directories were
+    /// last read. The held message then goes on as if it had just
+    /// arrived, with `name` activatable or not.
+    pub fn service_looked_up(
+        &mut self,
+        name: &str,
+        found: Option<FoundService>,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        if let Some(found) = found {
+            if !self.is_activatable(name) {
+                tracing::info!("found a new service file for {name}");
+                self.opts.activatable_names.push(name.to_owned());
+            }
+            if let Some(unit) = found.systemd_unit {
+                self.opts.systemd_units.insert(name.to_owned(), unit);
+            }
+        }
+        let Some(parked) = self.activations.parked.take() else {
+            return;
+        };
+        match parked {
+            Parked::Unicast {
+                from,
+                msg,
+                fds,
+                dest,
+            } => {
+                if self.conns.contains_key(&from) {
+                    self.unicast(from, &msg, fds, &dest, now, Rescan::Done, out);
+                }
+            }
+            Parked::DriverCall { from, msg } => {
+                if self.conns.contains_key(&from)
+                    && self.driver_call(from, &msg, now, Rescan::Done, out)
+                {
+                    self.pass_to_eavesdroppers(from, &msg, out);
+                }
+            }
+        }
     }
 
     /// A message (`stamped` as receivers see it) for `dest`, which has no

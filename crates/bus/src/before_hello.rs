@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use quickbus_wire::{Message, MessageBuilder, MessageType, Value};
 
+use crate::activation::Rescan;
 use crate::bus::is_hello;
 use crate::errors::{self, BusError};
 use crate::{Action, Bus, ConnId, BUS_NAME};
@@ -39,7 +40,7 @@ impl Bus {
             Some(BUS_NAME) if is_hello(msg) => {
                 let conn = &self.conns[&from];
                 if self.allows_connection(&conn.creds) {
-                    if self.driver_call(from, msg, now, out) {
+                    if self.driver_call(from, msg, now, Rescan::Allowed, out) {
                         self.pass_to_eavesdroppers(from, msg, out);
                     }
                 } else {

@@ -9,7 +9,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use quickbus_wire::{flags, Message, MessageBuilder, MessageType, Value};
 
-use crate::activation::Activations;
+use crate::activation::{Activations, Parked, Rescan};
 use crate::errors::{self, BusError};
 use crate::match_rule::{BusDriver, MatchInput, MatchRule, NameOwner};
 use crate::policy::{ClientPolicy, CompiledPolicy, Delivery, Denial, PolicyConfig};
@@ -68,8 +68,6 @@ pub struct Bus {
     pub(crate) active_per_uid: HashMap<u32, usize>,
     /// Services being started and what waits for them.
     pub(crate) activations: Activations,
-    /// Finds service files installed since the last scan.
-    pub(crate) service_lookup: Option<crate::activation::ServiceLookup>,
     /// The security policy (allow-all until the daemon sets the
     /// configured one).
     pub(crate) policy: CompiledPolicy,
@@ -129,7 +127,6 @@ impl Bus {
             active: 0,
             active_per_uid: HashMap::new(),
             activations: Activations::default(),
-            service_lookup: None,
             empty_fds: Arc::new(Vec::new()),
         }
     }
@@ -306,7 +303,7 @@ impl Bus {
                     }
                     self.refuse(from, &msg, &denial, out);
                 } else if is_call {
-                    if self.driver_call(from, &msg, now, out) {
+                    if self.driver_call(from, &msg, now, Rescan::Allowed, out) {
                         self.pass_to_eavesdroppers(from, &msg, out);
                     }
                 } else {
@@ -321,7 +318,7 @@ impl Bus {
                     }
                 }
             }
-            Some(dest) => self.unicast(from, &msg, fds, dest, now, out),
+            Some(dest) => self.unicast(from, &msg, fds, dest, now, Rescan::Allowed, out),
             None if msg.msg_type() == MessageType::Signal => self.broadcast(from, &msg, fds, out),
             None => self.answer_peerless(from, &msg, out),
         }
@@ -348,16 +345,32 @@ impl Bus {
         None
     }
 
-    fn unicast(
+    /// `rescan`: whether a destination no known `.service` file provides
+    /// may send the daemon to the service directories first.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn unicast(
         &mut self,
         from: ConnId,
         msg: &Message,
         fds: Vec<OwnedFd>,
         dest: &str,
         now: Instant,
+        rescan: Rescan,
         out: &mut Vec<Action>,
     ) {
         let target = self.registry.owner(dest);
+        if target.is_none() && self.wants_rescan_for(msg, dest, rescan) {
+            self.park(
+                Parked::Unicast {
+                    from,
+                    msg: msg.clone(),
+                    fds,
+                    dest: dest.to_owned(),
+                },
+                out,
+            );
+            return;
+        }
         let out_msg = self.stamped(from, msg, fds);
         if target.is_none() && self.auto_start(from, msg, &out_msg, dest, now, out) {
             return;

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use quickbus_wire::{names, Message, Value};
 
+use crate::activation::{Parked, Rescan};
 use crate::bus::Bus;
 use crate::errors::{self, BusError};
 use crate::introspect::{self, InterfaceSpec, MethodSpec, INTERFACES};
@@ -426,20 +427,47 @@ fn resolve(bus: &Bus, from: ConnId, msg: &Message) -> Result<(&'static Method, A
 }
 
 impl Bus {
+    /// StartServiceByName of a name no known `.service` file provides,
+    /// which the daemon should look for first.
+    fn start_wants_rescan(&self, method: &Method, args: &Args, rescan: Rescan) -> bool {
+        if method.spec.name != "StartServiceByName" || method.spec.interface != DBUS {
+            return false;
+        }
+        match args.0.first() {
+            Some(Value::String(name)) => self.wants_rescan(name, rescan),
+            _ => false,
+        }
+    }
+
     /// A method call addressed to org.freedesktop.DBus. Whether it
-    /// succeeded (then, as in dbus-daemon, eavesdroppers may see it).
+    /// succeeded (then, as in dbus-daemon, eavesdroppers may see it now):
+    /// false too when it waits for the daemon to read the service
+    /// directories (see [`Bus::service_looked_up`]).
     pub(crate) fn driver_call(
         &mut self,
         from: ConnId,
         msg: &Message,
         now: Instant,
+        rescan: Rescan,
         out: &mut Vec<Action>,
     ) -> bool {
         let call = Call { from, msg, now };
-        let outcome =
-            resolve(self, from, msg).and_then(|(method, args)| (method.handler)(self, &call, args));
+        let outcome = resolve(self, from, msg).and_then(|(method, args)| {
+            if self.start_wants_rescan(method, &args, rescan) {
+                return Ok(None);
+            }
+            (method.handler)(self, &call, args).map(Some)
+        });
         let outcome = match outcome {
-            Ok(outcome) => outcome,
+            Ok(None) => {
+                let parked = Parked::DriverCall {
+                    from,
+                    msg: msg.clone(),
+                };
+                self.park(parked, out);
+                return false;
+            }
+            Ok(Some(outcome)) => outcome,
             Err(err) => {
                 self.error_reply(from, msg, err, out);
                 return false;

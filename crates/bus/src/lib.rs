@@ -187,6 +187,12 @@ pub enum Action {
     /// A peer called ReloadConfig (its reply is already out): re-read the
     /// configuration and hand the bus the new policy, limits and services.
     ReloadConfig,
+    /// A message waits for `name`, which no known `.service` file
+    /// provides: read the service directories again, as dbus-daemon does
+    /// on such a miss, and answer with [`Bus::service_looked_up`] before
+    /// handing the bus anything else (the message keeps its place in its
+    /// sender's order). Only with [`BusOptions::rescan_service_files`].
+    LookUpService { name: String },
 }
 
 /// A connection as log lines name it: dbus-daemon's `requested by ':1.5'
@@ -242,6 +248,10 @@ pub struct BusOptions {
     /// The bus process's own pid (GetConnectionUnixProcessID on
     /// org.freedesktop.DBus).
     pub own_pid: u32,
+    /// Ask the daemon to read the service directories again
+    /// ([`Action::LookUpService`]) before answering that no `.service`
+    /// file provides a name.
+    pub rescan_service_files: bool,
 }
 
 /// The driver's introspection XML at `path` (also `quickbus-daemon --introspect`).

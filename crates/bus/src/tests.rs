@@ -28,6 +28,11 @@ pub(crate) struct Harness {
     pub out: Vec<Action>,
     pub now: Instant,
     next_serial: u32,
+    /// What the stand-in daemon finds when the bus asks it to read the
+    /// service directories again (name -> its SystemdService=), and the
+    /// names it was asked about, in order.
+    pub new_service_files: std::collections::HashMap<String, Option<String>>,
+    pub looked_up: Vec<String>,
 }
 
 pub(crate) fn options() -> BusOptions {
@@ -82,6 +87,8 @@ impl Harness {
             out: Vec::new(),
             now: Instant::now(),
             next_serial: 0,
+            new_service_files: Default::default(),
+            looked_up: Vec::new(),
         }
     }
 
@@ -113,7 +120,30 @@ impl Harness {
         let raw: Bytes = builder.build(serial).expect("test message builds");
         let msg = Message::parse(raw).expect("test message parses");
         self.bus.receive(from, msg, fds, self.now, &mut self.out);
+        self.answer_lookups();
         serial
+    }
+
+    /// Answer the bus's service lookups at once, as the daemon does.
+    fn answer_lookups(&mut self) {
+        while let Some(pos) = self
+            .out
+            .iter()
+            .position(|a| matches!(a, Action::LookUpService { .. }))
+        {
+            let Action::LookUpService { name } = self.out.remove(pos) else {
+                unreachable!()
+            };
+            let found = self
+                .new_service_files
+                .get(&name)
+                .map(|unit| activation::FoundService {
+                    systemd_unit: unit.clone(),
+                });
+            self.looked_up.push(name.clone());
+            self.bus
+                .service_looked_up(&name, found, self.now, &mut self.out);
+        }
     }
 
     pub fn send(&mut self, from: ConnId, builder: MessageBuilder) -> u32 {
@@ -133,6 +163,7 @@ impl Harness {
                     panic!("unexpected activation of {name}")
                 }
                 Action::ReloadConfig => panic!("unexpected reload"),
+                Action::LookUpService { name } => panic!("unanswered lookup of {name}"),
             })
             .collect()
     }

@@ -20,9 +20,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
+use quickbus_bus::activation::FoundService;
 use quickbus_bus::errors::{self, BusError};
 use quickbus_bus::Requester;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -31,9 +31,9 @@ use tracing::{debug, info, warn};
 use crate::service_file::{self, ServiceFile};
 
 /// The `.service` files the daemon knows and the directories they came
-/// from. Shared by the [`Launcher`] and the bus's service lookup (a name
-/// nobody knows makes the directories be read again, as dbus-daemon does,
-/// but only when one of them changed since the last reading).
+/// from. A name nobody knows makes the directories be read again
+/// ([`quickbus_bus::Action::LookUpService`]), as dbus-daemon does, but
+/// only when one of them changed since the last reading.
 #[derive(Default)]
 pub struct ServiceTable {
     dirs: Vec<PathBuf>,
@@ -47,9 +47,6 @@ pub struct ServiceTable {
 /// The coarsest directory mtime resolution we allow for: within this of the
 /// last reading, an unchanged mtime proves nothing.
 const MTIME_GRANULARITY: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// A [`ServiceTable`] shared between the launcher and the bus.
-pub type SharedServices = Arc<Mutex<ServiceTable>>;
 
 fn dir_times(dirs: &[PathBuf]) -> Vec<Option<SystemTime>> {
     dirs.iter()
@@ -103,21 +100,6 @@ impl ServiceTable {
             .flatten()
             .any(|&mtime| mtime + MTIME_GRANULARITY >= read_at)
     }
-
-    /// The lookup the bus calls for names it does not know.
-    pub fn lookup(shared: SharedServices) -> quickbus_bus::activation::ServiceLookup {
-        Box::new(move |name: &str| {
-            let mut table = lock(&shared);
-            table.find_new(name).map(|s| s.systemd_service.clone())
-        })
-    }
-}
-
-/// The table, even if a panic poisoned the lock (the table stays valid).
-fn lock(shared: &SharedServices) -> MutexGuard<'_, ServiceTable> {
-    shared
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Variables of the daemon's own environment that belong to the daemon
@@ -217,7 +199,7 @@ struct Spawned {
 
 /// Starts services and watches them until they exit.
 pub struct Launcher {
-    services: SharedServices,
+    services: ServiceTable,
     /// The bus address the services connect back to.
     address: String,
     bus_type: String,
@@ -232,7 +214,7 @@ pub struct Launcher {
 }
 
 impl Launcher {
-    pub fn new(services: SharedServices, address: String, bus_type: String) -> Launcher {
+    pub fn new(services: ServiceTable, address: String, bus_type: String) -> Launcher {
         let switch_user = bus_type == "system" && rustix::process::getuid().is_root();
         Launcher {
             services,
@@ -252,7 +234,16 @@ impl Launcher {
 
     /// The service files after a reload: new activations use them.
     pub fn set_services(&mut self, dirs: Vec<PathBuf>, services: Vec<ServiceFile>) {
-        lock(&self.services).replace(dirs, services);
+        self.services.replace(dirs, services);
+    }
+
+    /// The bus holds a message for `name`, which no known `.service` file
+    /// provides: whether one appeared since the directories were read.
+    pub fn look_up(&mut self, name: &str) -> Option<FoundService> {
+        let found = self.services.find_new(name)?;
+        Some(FoundService {
+            systemd_unit: found.systemd_service.clone(),
+        })
     }
 
     /// Start the program that provides `name` for `requested_by`. `env`:
@@ -264,7 +255,7 @@ impl Launcher {
         env: &HashMap<String, String>,
     ) -> Result<(), BusError> {
         log_activation(name, requested_by, self.helper.is_some());
-        let service = lock(&self.services).get(name).cloned().ok_or_else(|| {
+        let service = self.services.get(name).cloned().ok_or_else(|| {
             BusError::new(
                 errors::SPAWN_SERVICE_NOT_FOUND,
                 format!("The name {name} was not provided by any .service files"),
@@ -387,7 +378,7 @@ impl Launcher {
     /// The other names whose `.service` file has the same Exec line as
     /// `name`'s: one program's failure fails them too, as in dbus-daemon.
     pub fn same_program(&self, name: &str) -> Vec<String> {
-        let table = lock(&self.services);
+        let table = &self.services;
         let Some(exec) = table.get(name).and_then(|s| s.exec.as_deref()) else {
             return Vec::new();
         };
@@ -483,8 +474,8 @@ mod tests {
         }
     }
 
-    fn table(services: Vec<ServiceFile>) -> SharedServices {
-        Arc::new(Mutex::new(ServiceTable::new(Vec::new(), services)))
+    fn table(services: Vec<ServiceFile>) -> ServiceTable {
+        ServiceTable::new(Vec::new(), services)
     }
 
     /// Reap until `launcher` has no children (bounded).
@@ -574,9 +565,12 @@ mod tests {
         write("a.service", "org.x.A", "");
         let dirs = vec![dir.clone()];
         let found = service_file::scan(&dirs, |_| {});
-        let shared = Arc::new(Mutex::new(ServiceTable::new(dirs, found)));
-        let mut lookup = ServiceTable::lookup(shared.clone());
-        assert_eq!(lookup("org.x.B"), None);
+        let mut launcher = Launcher::new(
+            ServiceTable::new(dirs, found),
+            "unix:path=/nonexistent".into(),
+            "session".into(),
+        );
+        assert_eq!(launcher.look_up("org.x.B"), None);
         // A new file (the directory's mtime moves; a coarse clock may need
         // a nudge, which is why it is set explicitly).
         write("b.service", "org.x.B", "SystemdService=b.service\n");
@@ -585,8 +579,11 @@ mod tests {
             .unwrap()
             .set_modified(later)
             .unwrap();
-        assert_eq!(lookup("org.x.B"), Some(Some("b.service".to_owned())));
-        assert!(lock(&shared).get("org.x.B").is_some());
+        let found = FoundService {
+            systemd_unit: Some("b.service".to_owned()),
+        };
+        assert_eq!(launcher.look_up("org.x.B"), Some(found));
+        assert!(launcher.services.get("org.x.B").is_some());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

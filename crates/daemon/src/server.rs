@@ -661,6 +661,13 @@ impl Server {
                     }
                     Action::CancelActivation { name } => self.opts.launcher.stop(&name),
                     Action::ReloadConfig => self.reload("ReloadConfig"),
+                    Action::LookUpService { name } => {
+                        // Answered before anything else reaches the bus,
+                        // so the held message keeps its place.
+                        let found = self.opts.launcher.look_up(&name);
+                        self.bus
+                            .service_looked_up(&name, found, Instant::now(), &mut self.actions);
+                    }
                 }
             }
             self.spare.applying = actions;

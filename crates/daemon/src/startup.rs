@@ -5,7 +5,6 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use quickbus_bus::{Bus, BusOptions};
@@ -173,12 +172,11 @@ fn serve(
         // After any fork: the daemon's final pid.
         own_uid: Some(rustix::process::getuid().as_raw()),
         own_pid: std::process::id(),
+        rescan_service_files: true,
     });
     bus.set_policy(policy);
     crate::bus_identity::describe_self(&mut bus);
     let table = ServiceTable::new(config.service_dirs().to_vec(), services);
-    let table = Arc::new(Mutex::new(table));
-    bus.set_service_lookup(ServiceTable::lookup(table.clone()));
     let mut launcher = Launcher::new(table, address.clone(), bus_type);
     launcher.set_helper(config.servicehelper.clone());
     let server_opts = ServerOptions {

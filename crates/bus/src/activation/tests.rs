@@ -23,6 +23,7 @@ fn drain(h: &mut Harness) -> (Vec<String>, Vec<(ConnId, Message)>) {
             Action::CancelActivation { name } => started.push(format!("cancel {name}")),
             Action::Disconnect { conn, reason } => panic!("disconnect {conn:?}: {reason}"),
             Action::ReloadConfig => panic!("unexpected reload"),
+            Action::LookUpService { name } => panic!("unanswered lookup of {name}"),
         }
     }
     (started, delivered)
@@ -374,13 +375,11 @@ fn features_name_systemd_activation_only_when_on() {
 
 #[test]
 fn a_service_file_found_on_a_miss_is_started() {
-    let mut h = Harness::new();
-    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen = asked.clone();
-    h.bus.set_service_lookup(Box::new(move |name: &str| {
-        seen.lock().unwrap().push(name.to_owned());
-        (name == "org.example.Late").then_some(None)
-    }));
+    let mut h = Harness::with_options(BusOptions {
+        rescan_service_files: true,
+        ..options()
+    });
+    h.new_service_files.insert("org.example.Late".into(), None);
     let (a, _) = h.client();
     let err = h.driver_error(
         a,
@@ -399,8 +398,39 @@ fn a_service_file_found_on_a_miss_is_started() {
         a,
         MessageBuilder::method_call("/", "Call").destination(":1.99"),
     );
+    assert_eq!(h.looked_up, ["org.example.Never", "org.example.Late"]);
+}
+
+#[test]
+fn start_service_by_name_finds_a_file_installed_since_the_last_scan() {
+    let mut h = Harness::with_options(BusOptions {
+        rescan_service_files: true,
+        ..options()
+    });
+    h.new_service_files
+        .insert("org.example.Late".into(), Some("late.service".into()));
+    let (a, _) = h.client();
+    let start = |name: &str| call_bus("StartServiceByName", vec![s(name), Value::Uint32(0)]);
+    let (error, text) = h.driver_error(a, start("org.example.Never"));
+    assert_eq!(error, errors::SERVICE_UNKNOWN);
     assert_eq!(
-        *asked.lock().unwrap(),
-        ["org.example.Never", "org.example.Late"]
+        text,
+        "The name org.example.Never was not provided by any .service files"
     );
+    h.send(a, start("org.example.Late"));
+    // Started; the answer waits for the service.
+    let (started, delivered) = drain(&mut h);
+    assert_eq!(started, ["org.example.Late"]);
+    assert!(delivered.is_empty());
+    // Known names and messages that may not start anything are not looked
+    // up.
+    h.send(a, start(SERVICE));
+    h.send(
+        a,
+        MessageBuilder::method_call("/", "Call")
+            .destination("org.example.Other")
+            .flags(flags::NO_AUTO_START),
+    );
+    drain(&mut h);
+    assert_eq!(h.looked_up, ["org.example.Never", "org.example.Late"]);
 }
