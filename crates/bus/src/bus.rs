@@ -20,8 +20,7 @@ use crate::subscriptions::{Monitors, PeerNames, Subscriptions};
 use crate::traffic::Traffic;
 use crate::FastMap;
 use crate::{
-    Action, BusOptions, ConnId, Credentials, Frame, OutMessage, ProcessFd, BUS_INTERFACE, BUS_NAME,
-    BUS_PATH,
+    Action, BusOptions, ConnId, Credentials, Frame, OutMessage, BUS_INTERFACE, BUS_NAME, BUS_PATH,
 };
 
 /// One authenticated peer.
@@ -51,14 +50,14 @@ pub struct Bus {
     pub(crate) replies: PendingReplies,
     pub(crate) subs: Subscriptions,
     pub(crate) monitors: Monitors,
-    /// A pidfd of the bus process (`ProcessFD` of org.freedesktop.DBus).
-    pub(crate) own_process_fd: Option<ProcessFd>,
     /// SELinux is enabled on this machine: GetConnectionSELinuxSecurityContext
     /// answers with labels (dbus-broker's `bus_selinux_is_enabled`).
     pub(crate) selinux_enabled: bool,
     /// The bus process's own LSM label, without a trailing NUL.
     pub(crate) own_security_label: Option<Vec<u8>>,
     pub(crate) activation_env: HashMap<String, String>,
+    /// A GetConnectionCredentials reply waiting for the daemon's pidfd.
+    pub(crate) awaiting_pidfd: Option<crate::driver::AwaitingPidfd>,
     pub(crate) peaks: Peaks,
     /// Bus-wide totals of what was routed.
     pub(crate) traffic: Traffic,
@@ -118,10 +117,10 @@ impl Bus {
             replies: PendingReplies::new(),
             subs: Subscriptions::new(),
             monitors: Monitors::default(),
-            own_process_fd: None,
             selinux_enabled: false,
             own_security_label: None,
             activation_env: HashMap::new(),
+            awaiting_pidfd: None,
             peaks: Peaks::default(),
             traffic: Traffic::default(),
             active: 0,
@@ -129,12 +128,6 @@ impl Bus {
             activations: Activations::default(),
             empty_fds: Arc::new(Vec::new()),
         }
-    }
-
-    /// A pidfd of the bus process, reported as the `ProcessFD` of
-    /// org.freedesktop.DBus (the core opens no fds itself).
-    pub fn set_own_process_fd(&mut self, fd: Option<ProcessFd>) {
-        self.own_process_fd = fd;
     }
 
     /// Whether SELinux is enabled, and the bus process's own label: with

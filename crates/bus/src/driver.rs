@@ -15,7 +15,7 @@ use crate::match_rule::MatchRule;
 use crate::policy::loginfo;
 use crate::registry::NameEvent;
 use crate::subscriptions::{parse_monitor_rule, parse_rule};
-use crate::{Action, ConnId, ProcessFd, BUS_NAME, BUS_PATH};
+use crate::{Action, ConnId, BUS_NAME, BUS_PATH};
 
 pub(crate) type DriverResult = Result<Vec<Value>, BusError>;
 
@@ -76,6 +76,23 @@ pub(crate) enum Reply {
     /// The answer comes later, from whatever the call waits for
     /// (StartServiceByName: the activation).
     Later,
+    /// `body` (an `a{sv}`) gets `ProcessFD` and the pidfd of process
+    /// `pid` started at `started`, if the daemon can open one
+    /// ([`Action::OpenPidfd`]); the call's eavesdroppers wait for it too.
+    WithPidfd {
+        body: Vec<Value>,
+        pid: u32,
+        started: u64,
+    },
+}
+
+/// A reply waiting for the daemon to open a pidfd ([`Reply::WithPidfd`]).
+/// At most one: the daemon answers before it hands the bus anything else.
+#[derive(Debug)]
+pub(crate) struct AwaitingPidfd {
+    caller: ConnId,
+    call: Message,
+    body: Vec<Value>,
 }
 
 /// What a call changes besides its reply, done after the reply is out.
@@ -488,8 +505,22 @@ impl Bus {
             // The signals a call caused come before its reply.
             self.emit(&events, None, out);
         }
-        if let Reply::Now { body, fds } = reply {
-            self.reply(from, msg, body, fds, out);
+        let mut eavesdroppers_now = true;
+        match reply {
+            Reply::Now { body, fds } => self.reply(from, msg, body, fds, out),
+            Reply::Later => {}
+            Reply::WithPidfd { body, pid, started } => {
+                let awaiting = AwaitingPidfd {
+                    caller: from,
+                    call: msg.clone(),
+                    body,
+                };
+                if let Some(earlier) = self.awaiting_pidfd.replace(awaiting) {
+                    tracing::error!("a reply waiting for a pidfd was dropped: {earlier:?}");
+                }
+                out.push(Action::OpenPidfd { pid, started });
+                eavesdroppers_now = false;
+            }
         }
         if is_hello {
             self.emit(&events, None, out);
@@ -502,7 +533,7 @@ impl Bus {
                 Effect::BecomeMonitor(rules) => self.become_monitor(from, rules, out),
             }
         }
-        true
+        eavesdroppers_now
     }
 
     /// dbus-daemon's second line of defence for dangerous methods: only
@@ -802,39 +833,63 @@ impl Bus {
     }
 
     /// dbus-broker's and dbus-daemon's reply: `ProcessFD` only to a caller
-    /// that negotiated fd passing, the fd itself a dup riding on the reply.
-    fn get_credentials(&self, from: ConnId, name: &str) -> Result<Reply, BusError> {
+    /// that negotiated fd passing (and wants a reply), the pidfd riding on
+    /// the reply; the daemon opens it.
+    fn get_credentials(&self, call: &Call<'_>, name: &str) -> Result<Reply, BusError> {
         let subject = self.subject(name, "credentials")?;
-        let caller_takes_fds = self.conns.get(&from).is_some_and(|c| c.unix_fds);
-        let mut fds = Vec::new();
-        if caller_takes_fds {
-            if let Some(fd) = self.process_fd_of(&subject) {
-                match fd.open() {
-                    Ok(pidfd) => fds.push(pidfd),
-                    Err(e) => tracing::debug!("ProcessFD of {name} left out: {e}"),
-                }
+        let caller_takes_fds = self.conns.get(&call.from).is_some_and(|c| c.unix_fds);
+        let wants_reply = call.msg.flags() & quickbus_wire::flags::NO_REPLY_EXPECTED == 0;
+        let body = vec![dict_sv(self.credential_entries(&subject))];
+        match self.process_of(&subject) {
+            Some((pid, started)) if caller_takes_fds && wants_reply => {
+                Ok(Reply::WithPidfd { body, pid, started })
             }
+            _ => Ok(Reply::Now {
+                body,
+                fds: Vec::new(),
+            }),
         }
-        let mut entries = self.credential_entries(&subject);
-        if !fds.is_empty() {
-            entries.push(("ProcessFD", Value::UnixFd(0)));
-        }
-        Ok(Reply::Now {
-            body: vec![dict_sv(entries)],
-            fds,
-        })
     }
 
-    /// The pidfd of a subject, unless it is anonymous (as its pid).
-    fn process_fd_of(&self, subject: &Subject) -> Option<ProcessFd> {
+    /// The process a subject's pidfd would pin, unless it is anonymous (as
+    /// its pid): (pid, start time).
+    fn process_of(&self, subject: &Subject) -> Option<(u32, u64)> {
         match subject {
-            Subject::Bus => self.own_process_fd.clone(),
+            Subject::Bus => Some((self.opts.own_pid, self.opts.own_process_started?)),
             Subject::Peer(id) => self
                 .conns
                 .get(id)
                 .filter(|c| !c.creds.anonymous)
-                .and_then(|c| c.creds.process_fd.clone()),
+                .and_then(|c| Some((c.creds.pid?, c.creds.process_started?))),
         }
+    }
+
+    /// The daemon's answer to [`Action::OpenPidfd`]: the waiting
+    /// GetConnectionCredentials reply goes out, with `ProcessFD` when
+    /// there is a pidfd, and then (as for every successful call)
+    /// eavesdroppers see the call.
+    pub fn pidfd_opened(&mut self, pidfd: Option<OwnedFd>, out: &mut Vec<Action>) {
+        let Some(AwaitingPidfd {
+            caller,
+            call,
+            mut body,
+        }) = self.awaiting_pidfd.take()
+        else {
+            return;
+        };
+        if !self.conns.contains_key(&caller) {
+            return;
+        }
+        let mut fds = Vec::new();
+        if let (Some(pidfd), Some(Value::Array { items, .. })) = (pidfd, body.first_mut()) {
+            items.push(Value::DictEntry(
+                Box::new(Value::String("ProcessFD".into())),
+                Box::new(Value::Variant(Box::new(Value::UnixFd(0)))),
+            ));
+            fds.push(pidfd);
+        }
+        self.reply(caller, &call, body, fds, out);
+        self.pass_to_eavesdroppers(caller, &call, out);
     }
 
     /// The label, without a NUL, only where SELinux is enabled: the call is
@@ -1063,7 +1118,7 @@ fn get_id(bus: &mut Bus, _: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
 fn get_credentials(bus: &mut Bus, call: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
     let (name,): (String,) = args.decode()?;
     let mut outcome = Outcome::empty();
-    outcome.reply = bus.get_credentials(call.from, &name)?;
+    outcome.reply = bus.get_credentials(call, &name)?;
     Ok(outcome)
 }
 

@@ -82,8 +82,11 @@ pub struct Credentials {
     pub groups: Vec<u32>,
     /// The LSM label (`SO_PEERSEC`), without a trailing NUL.
     pub security_label: Option<Vec<u8>>,
-    /// How to open a pidfd of the peer's process, reported as `ProcessFD`.
-    pub process_fd: Option<ProcessFd>,
+    /// When the peer's process started (clock ticks after boot, as
+    /// `/proc/PID/stat` says): with `pid` it names the process for good,
+    /// so the daemon can open a pidfd of it when GetConnectionCredentials
+    /// asks ([`Action::OpenPidfd`]). None: no `ProcessFD` is offered.
+    pub process_started: Option<u64>,
     /// What the user database says about the uid's groups: `group=`
     /// connect rules use these, and group policies when the kernel gave no
     /// groups, as dbus-daemon does.
@@ -95,50 +98,6 @@ pub struct Credentials {
     /// AccessDenied texts (`comm="..."`), when the daemon could read it.
     pub comm: Option<String>,
 }
-
-/// How to get a pidfd of a peer's process when GetConnectionCredentials
-/// asks for one. Opened on demand rather than held: a pidfd per connection
-/// would double the daemon's open files, and with them the fd limit a bus
-/// of 10,000 connections needs. The daemon and the bus core each keep a
-/// copy of a connection's credentials, so the handle is shared.
-#[derive(Clone)]
-pub struct ProcessFd(Arc<dyn Fn() -> std::io::Result<OwnedFd> + Send + Sync>);
-
-impl ProcessFd {
-    /// A handle that hands out duplicates of `fd`.
-    pub fn new(fd: OwnedFd) -> ProcessFd {
-        ProcessFd::opener(move || fd.try_clone())
-    }
-
-    /// A handle that calls `open` for each pidfd it hands out; `open` must
-    /// fail rather than return a pidfd of another process.
-    pub fn opener(
-        open: impl Fn() -> std::io::Result<OwnedFd> + Send + Sync + 'static,
-    ) -> ProcessFd {
-        ProcessFd(Arc::new(open))
-    }
-
-    /// A new pidfd of the process, owned by the caller.
-    pub fn open(&self) -> std::io::Result<OwnedFd> {
-        (self.0)()
-    }
-}
-
-impl std::fmt::Debug for ProcessFd {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ProcessFd")
-    }
-}
-
-/// Two copies are equal when they are one handle: fd numbers say nothing
-/// about which process a pidfd pins.
-impl PartialEq for ProcessFd {
-    fn eq(&self, other: &ProcessFd) -> bool {
-        std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
-    }
-}
-
-impl Eq for ProcessFd {}
 
 /// A uid's groups according to the user database.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -187,6 +146,13 @@ pub enum Action {
     /// A peer called ReloadConfig (its reply is already out): re-read the
     /// configuration and hand the bus the new policy, limits and services.
     ReloadConfig,
+    /// A GetConnectionCredentials reply waits for a pidfd of process `pid`,
+    /// which started at `started` (see [`Credentials::process_started`]):
+    /// open one (none if that process is gone, the pid reused) and answer
+    /// with [`Bus::pidfd_opened`] before handing the bus anything else.
+    /// Opened on demand rather than held: a pidfd per connection would
+    /// double the daemon's open files.
+    OpenPidfd { pid: u32, started: u64 },
     /// A message waits for `name`, which no known `.service` file
     /// provides: read the service directories again, as dbus-daemon does
     /// on such a miss, and answer with [`Bus::service_looked_up`] before
@@ -248,6 +214,9 @@ pub struct BusOptions {
     /// The bus process's own pid (GetConnectionUnixProcessID on
     /// org.freedesktop.DBus).
     pub own_pid: u32,
+    /// When the bus process started ([`Credentials::process_started`]):
+    /// the `ProcessFD` of org.freedesktop.DBus. None: none is offered.
+    pub own_process_started: Option<u64>,
     /// Ask the daemon to read the service directories again
     /// ([`Action::LookUpService`]) before answering that no `.service`
     /// file provides a name.

@@ -33,6 +33,10 @@ pub(crate) struct Harness {
     /// names it was asked about, in order.
     pub new_service_files: std::collections::HashMap<String, Option<String>>,
     pub looked_up: Vec<String>,
+    /// The stand-in daemon's pidfds (any fd will do), by pid, and the
+    /// (pid, start time) pairs it was asked to open.
+    pub pidfds: std::collections::HashMap<u32, OwnedFd>,
+    pub pidfd_requests: Vec<(u32, u64)>,
 }
 
 pub(crate) fn options() -> BusOptions {
@@ -89,6 +93,8 @@ impl Harness {
             next_serial: 0,
             new_service_files: Default::default(),
             looked_up: Vec::new(),
+            pidfds: Default::default(),
+            pidfd_requests: Vec::new(),
         }
     }
 
@@ -120,19 +126,27 @@ impl Harness {
         let raw: Bytes = builder.build(serial).expect("test message builds");
         let msg = Message::parse(raw).expect("test message parses");
         self.bus.receive(from, msg, fds, self.now, &mut self.out);
-        self.answer_lookups();
+        self.answer_requests();
         serial
     }
 
-    /// Answer the bus's service lookups at once, as the daemon does.
-    fn answer_lookups(&mut self) {
+    /// Answer what the bus asks the daemon for at once, as the daemon
+    /// does: service lookups and pidfds.
+    fn answer_requests(&mut self) {
         while let Some(pos) = self
             .out
             .iter()
-            .position(|a| matches!(a, Action::LookUpService { .. }))
+            .position(|a| matches!(a, Action::LookUpService { .. } | Action::OpenPidfd { .. }))
         {
-            let Action::LookUpService { name } = self.out.remove(pos) else {
-                unreachable!()
+            let name = match self.out.remove(pos) {
+                Action::LookUpService { name } => name,
+                Action::OpenPidfd { pid, started } => {
+                    self.pidfd_requests.push((pid, started));
+                    let fd = self.pidfds.get(&pid).map(|fd| fd.try_clone().unwrap());
+                    self.bus.pidfd_opened(fd, &mut self.out);
+                    continue;
+                }
+                _ => unreachable!(),
             };
             let found = self
                 .new_service_files
@@ -164,6 +178,7 @@ impl Harness {
                 }
                 Action::ReloadConfig => panic!("unexpected reload"),
                 Action::LookUpService { name } => panic!("unanswered lookup of {name}"),
+                Action::OpenPidfd { pid, .. } => panic!("unanswered pidfd of {pid}"),
             })
             .collect()
     }

@@ -4,30 +4,26 @@
 
 use std::path::Path;
 
-use quickbus_bus::{Bus, ProcessFd};
-use rustix::process::{getpid, pidfd_open, PidfdFlags};
+use quickbus_bus::{Bus, BusOptions};
 
 /// Where selinuxfs lives when SELinux is enabled (libselinux looks there).
 const SELINUX_ENFORCE: &str = "/sys/fs/selinux/enforce";
 
-/// Tell `bus` its own pidfd and, under SELinux, its own label. Call after
-/// any fork, so the pid is the daemon's final one.
-pub fn describe_self(bus: &mut Bus) {
-    bus.set_own_process_fd(own_process_fd());
-    let selinux = selinux_enabled();
-    bus.set_selinux(selinux, selinux.then(own_security_label).flatten());
+/// Fill in the bus process's own uid, pid and start time (the bus core
+/// reads no files). Call after any fork, so the pid is the daemon's final
+/// one.
+pub fn fill_own_identity(opts: &mut BusOptions) {
+    opts.own_uid = Some(rustix::process::getuid().as_raw());
+    opts.own_pid = std::process::id();
+    // What the daemon opens a pidfd of this process by, when a peer asks
+    // for the `ProcessFD` of org.freedesktop.DBus.
+    opts.own_process_started = crate::sys::process_start_time(opts.own_pid);
 }
 
-/// A pidfd of this process. Opening one by pid is race-free for ourselves
-/// (we are alive to ask); None on kernels before 5.3.
-fn own_process_fd() -> Option<ProcessFd> {
-    match pidfd_open(getpid(), PidfdFlags::empty()) {
-        Ok(fd) => Some(ProcessFd::new(fd)),
-        Err(e) => {
-            tracing::debug!("no pidfd of the bus itself: {e}");
-            None
-        }
-    }
+/// Tell `bus`, under SELinux, its own label.
+pub fn describe_self(bus: &mut Bus) {
+    let selinux = selinux_enabled();
+    bus.set_selinux(selinux, selinux.then(own_security_label).flatten());
 }
 
 /// SELinux is enabled when selinuxfs is mounted, as libselinux's
@@ -57,10 +53,14 @@ mod tests {
 
     #[test]
     fn own_process_fd_refers_to_this_process() {
+        let mut opts = BusOptions::default();
+        fill_own_identity(&mut opts);
+        assert_eq!(opts.own_pid, std::process::id());
         // Every kernel the daemon supports has pidfd_open (Linux 5.3+);
         // without it ProcessFD is never offered, which this test must show.
-        let fd = own_process_fd().expect("pidfd_open failed: Linux older than 5.3?");
-        let fd = fd.open().unwrap();
+        let started = opts.own_process_started.expect("no start time in /proc");
+        let fd = crate::sys::open_pidfd_verified(opts.own_pid, started)
+            .expect("pidfd_open failed: Linux older than 5.3?");
         let info =
             std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).unwrap();
         assert!(

@@ -661,6 +661,13 @@ impl Server {
                     }
                     Action::CancelActivation { name } => self.opts.launcher.stop(&name),
                     Action::ReloadConfig => self.reload("ReloadConfig"),
+                    Action::OpenPidfd { pid, started } => {
+                        // Answered before anything else reaches the bus.
+                        let pidfd = crate::sys::open_pidfd_verified(pid, started)
+                            .map_err(|e| debug!("ProcessFD of pid {pid} left out: {e}"))
+                            .ok();
+                        self.bus.pidfd_opened(pidfd, &mut self.actions);
+                    }
                     Action::LookUpService { name } => {
                         // Answered before anything else reaches the bus,
                         // so the held message keeps its place.

@@ -161,7 +161,7 @@ fn serve(
     let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
     let bus_type = config.bus_type.clone().unwrap_or_else(|| "session".into());
     let policy = bus_policy(&config).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-    let mut bus = Bus::new(BusOptions {
+    let mut bus_opts = BusOptions {
         guid: guid.clone(),
         machine_id: crate::sys::machine_id(),
         limits: bus_limits(limits),
@@ -169,11 +169,12 @@ fn serve(
         bus_type: bus_type.clone(),
         systemd_activation: opts.systemd_activation,
         systemd_units: service_file::systemd_units(&services),
-        // After any fork: the daemon's final pid.
-        own_uid: Some(rustix::process::getuid().as_raw()),
-        own_pid: std::process::id(),
         rescan_service_files: true,
-    });
+        ..BusOptions::default()
+    };
+    // After any fork: the daemon's final pid.
+    crate::bus_identity::fill_own_identity(&mut bus_opts);
+    let mut bus = Bus::new(bus_opts);
     bus.set_policy(policy);
     crate::bus_identity::describe_self(&mut bus);
     let table = ServiceTable::new(config.service_dirs().to_vec(), services);

@@ -10,7 +10,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use quickbus_bus::{Credentials, ProcessFd};
+use quickbus_bus::Credentials;
 
 /// Take ownership of an fd number our parent handed us (`--print-address=FD`).
 ///
@@ -286,24 +286,18 @@ pub fn peer_credentials(socket: impl AsFd) -> io::Result<Credentials> {
         pid: Some(pid),
         groups,
         security_label: peer_security_label(socket.as_fd()),
-        process_fd: process_fd_of(pid),
+        process_started: process_start_time(pid),
         ..Credentials::default()
     })
 }
 
-/// How to open a pidfd of process `pid` later, when GetConnectionCredentials
-/// asks: the pid and its start time are recorded now, and each request
-/// opens `pidfd_open(pid)` and keeps it only if the process behind the pid
-/// still started at that time (a pid reused by another process started
-/// later). Holding a pidfd per connection instead (`SO_PEERPIDFD`) would
-/// double the daemon's open files.
-fn process_fd_of(pid: u32) -> Option<ProcessFd> {
-    let started = process_start_time(pid)?;
-    Some(ProcessFd::opener(move || open_pidfd_verified(pid, started)))
-}
-
 /// A pidfd of `pid`, if that pid still names the process that started at
-/// `started` (see [`process_start_time`]). Checked after opening: once the
+/// `started` (see [`process_start_time`]), for GetConnectionCredentials
+/// ([`quickbus_bus::Action::OpenPidfd`]): the pid and its start time are
+/// recorded at connect time and each request opens `pidfd_open(pid)`,
+/// since a pid may be reused by another process started later. Holding a
+/// pidfd per connection instead (`SO_PEERPIDFD`) would double the daemon's
+/// open files. Checked after opening: once the
 /// pidfd pins a process, a matching start time proves it is the one meant.
 pub fn open_pidfd_verified(pid: u32, started: u64) -> io::Result<OwnedFd> {
     let gone = || io::Error::new(io::ErrorKind::NotFound, format!("process {pid} is gone"));
@@ -566,13 +560,16 @@ mod tests {
     fn process_fds_open_on_demand_and_pin_the_connecting_process() {
         let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
         let creds = peer_credentials(&a).unwrap();
-        let handle = creds.process_fd.expect("our own process has a start time");
-        let pidfd = handle.open().unwrap();
+        let pid = creds.pid.unwrap();
+        let started = creds
+            .process_started
+            .expect("our own process has a start time");
+        let pidfd = open_pidfd_verified(pid, started).unwrap();
         assert_eq!(pid_of_pidfd(&pidfd), Some(std::process::id()));
         let flags = rustix::io::fcntl_getfd(&pidfd).unwrap();
         assert!(flags.contains(rustix::io::FdFlags::CLOEXEC));
         // Each request opens its own.
-        let again = handle.open().unwrap();
+        let again = open_pidfd_verified(pid, started).unwrap();
         assert_ne!(again.as_raw_fd(), pidfd.as_raw_fd());
     }
 

@@ -163,16 +163,18 @@ fn the_daemon_holds_no_pidfd_per_connection_and_none_after_replies() {
     }
     let bus = Bus::start();
     let mut me = connect(&bus);
-    // Only its own: a peer's pidfd is opened when asked for and leaves
-    // with the reply, so connections cost one fd each.
-    wait_for_daemon_pidfds(&bus, 1);
+    // None: every pidfd (the bus's own too) is opened when asked for and
+    // leaves with the reply, so connections cost one fd each.
+    wait_for_daemon_pidfds(&bus, 0);
     let peers: Vec<Connection> = (0..3).map(|_| connect(&bus)).collect();
-    wait_for_daemon_pidfds(&bus, 1);
+    wait_for_daemon_pidfds(&bus, 0);
     for peer in &peers {
         assert_eq!(
             process_fd_pid(&mut me, peer.unique_name()),
             std::process::id()
         );
     }
-    wait_for_daemon_pidfds(&bus, 1);
+    let own = process_fd_pid(&mut me, "org.freedesktop.DBus");
+    assert_eq!(own, bus.pid());
+    wait_for_daemon_pidfds(&bus, 0);
 }

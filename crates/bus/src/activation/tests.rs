@@ -24,6 +24,7 @@ fn drain(h: &mut Harness) -> (Vec<String>, Vec<(ConnId, Message)>) {
             Action::Disconnect { conn, reason } => panic!("disconnect {conn:?}: {reason}"),
             Action::ReloadConfig => panic!("unexpected reload"),
             Action::LookUpService { name } => panic!("unanswered lookup of {name}"),
+            Action::OpenPidfd { pid, .. } => panic!("unanswered pidfd of {pid}"),
         }
     }
     (started, delivered)

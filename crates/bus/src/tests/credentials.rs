@@ -11,9 +11,9 @@ use quickbus_wire::{flags, Message, MessageType, Value};
 use super::{call_bus, creds, parse_out, s, Harness};
 use crate::*;
 
-/// Any fd stands in for a pidfd: the core only shares and dups it.
-fn stand_in_pidfd() -> ProcessFd {
-    ProcessFd::new(OwnedFd::from(File::open("/dev/null").unwrap()))
+/// Any fd stands in for a pidfd: the core only passes it on.
+fn stand_in_pidfd() -> OwnedFd {
+    OwnedFd::from(File::open("/dev/null").unwrap())
 }
 
 /// A peer past Hello with `creds`, and its unique name.
@@ -65,43 +65,76 @@ fn same_file(a: impl AsFd, b: impl AsFd) -> bool {
     meta(a.as_fd()) == meta(b.as_fd())
 }
 
+/// Process 77, which started at tick 5555, with a pidfd the stand-in
+/// daemon can open.
+fn with_pidfd(h: &mut Harness) -> Credentials {
+    h.pidfds.insert(77, stand_in_pidfd());
+    Credentials {
+        process_started: Some(5555),
+        ..creds(1001, 77)
+    }
+}
+
 #[test]
 fn process_fd_rides_on_the_reply_to_a_caller_with_fd_passing() {
     let mut h = Harness::new();
-    let pidfd = stand_in_pidfd();
-    let (_, subject) = peer(
-        &mut h,
-        Credentials {
-            process_fd: Some(pidfd.clone()),
-            ..creds(1001, 77)
-        },
-        false,
-    );
+    let creds = with_pidfd(&mut h);
+    let (_, subject) = peer(&mut h, creds, false);
     let (caller, _) = h.client();
     let (reply, fds) = credentials_call(&mut h, caller, &subject);
+    assert_eq!(h.pidfd_requests, [(77, 5555)], "the daemon opens it");
     assert_eq!(reply.unix_fds(), 1);
     assert_eq!(entry(&reply, "ProcessFD"), Some(Value::UnixFd(0)));
     assert_eq!(entry(&reply, "ProcessID"), Some(Value::Uint32(77)));
     assert_eq!(fds.len(), 1);
     assert!(
-        same_file(&fds[0], pidfd.open().unwrap()),
-        "the reply carries a dup of the pidfd"
+        same_file(&fds[0], &h.pidfds[&77]),
+        "the reply carries the daemon's pidfd"
     );
 }
 
 #[test]
 fn process_fd_is_left_out_for_a_caller_without_fd_passing() {
     let mut h = Harness::new();
-    let (_, subject) = peer(
-        &mut h,
-        Credentials {
-            process_fd: Some(stand_in_pidfd()),
-            ..creds(1001, 77)
-        },
-        true,
-    );
-    let (caller, _) = peer(&mut h, creds(1000, 100), false);
+    let creds = with_pidfd(&mut h);
+    let (_, subject) = peer(&mut h, creds, true);
+    let (caller, _) = peer(&mut h, super::creds(1000, 100), false);
     let (reply, fds) = credentials_call(&mut h, caller, &subject);
+    assert_eq!(reply.unix_fds(), 0);
+    assert_eq!(entry(&reply, "ProcessFD"), None);
+    assert_eq!(entry(&reply, "ProcessID"), Some(Value::Uint32(77)));
+    assert!(fds.is_empty());
+    assert!(h.pidfd_requests.is_empty());
+}
+
+#[test]
+fn process_fd_is_left_out_when_the_kernel_gave_none_or_the_peer_is_anonymous() {
+    let mut h = Harness::new();
+    let (_, plain) = peer(&mut h, creds(1001, 77), true);
+    let anonymous_creds = Credentials {
+        anonymous: true,
+        ..with_pidfd(&mut h)
+    };
+    let (_, anonymous) = peer(&mut h, anonymous_creds, true);
+    let (caller, _) = h.client();
+    for name in [plain, anonymous] {
+        let (reply, fds) = credentials_call(&mut h, caller, &name);
+        assert_eq!(entry(&reply, "ProcessFD"), None, "{name}");
+        assert!(fds.is_empty());
+    }
+    assert!(h.pidfd_requests.is_empty());
+}
+
+#[test]
+fn process_fd_is_left_out_when_the_daemon_cannot_open_one() {
+    let mut h = Harness::new();
+    let creds = with_pidfd(&mut h);
+    let (_, subject) = peer(&mut h, creds, true);
+    // The process is gone (or its pid was reused).
+    h.pidfds.clear();
+    let (caller, _) = h.client();
+    let (reply, fds) = credentials_call(&mut h, caller, &subject);
+    assert_eq!(h.pidfd_requests, [(77, 5555)]);
     assert_eq!(reply.unix_fds(), 0);
     assert_eq!(entry(&reply, "ProcessFD"), None);
     assert_eq!(entry(&reply, "ProcessID"), Some(Value::Uint32(77)));
@@ -109,74 +142,55 @@ fn process_fd_is_left_out_for_a_caller_without_fd_passing() {
 }
 
 #[test]
-fn process_fd_is_left_out_when_the_kernel_gave_none_or_the_peer_is_anonymous() {
-    let mut h = Harness::new();
-    let (_, plain) = peer(&mut h, creds(1001, 77), true);
-    let (_, anonymous) = peer(
-        &mut h,
-        Credentials {
-            anonymous: true,
-            process_fd: Some(stand_in_pidfd()),
-            ..creds(1002, 78)
-        },
-        true,
-    );
-    let (caller, _) = h.client();
-    for name in [plain, anonymous] {
-        let (reply, fds) = credentials_call(&mut h, caller, &name);
-        assert_eq!(entry(&reply, "ProcessFD"), None, "{name}");
-        assert!(fds.is_empty());
-    }
-}
-
-#[test]
 fn the_bus_reports_its_own_process_fd() {
-    let mut h = Harness::new();
-    let own = stand_in_pidfd();
-    h.bus.set_own_process_fd(Some(own.clone()));
+    let mut h = Harness::with_options(BusOptions {
+        own_process_started: Some(999),
+        ..super::options()
+    });
+    h.pidfds.insert(4242, stand_in_pidfd());
     let (caller, _) = h.client();
     let (reply, fds) = credentials_call(&mut h, caller, BUS_NAME);
+    assert_eq!(h.pidfd_requests, [(4242, 999)]);
     assert_eq!(entry(&reply, "ProcessFD"), Some(Value::UnixFd(0)));
     assert_eq!(entry(&reply, "ProcessID"), Some(Value::Uint32(4242)));
-    assert!(same_file(&fds[0], own.open().unwrap()));
+    assert!(same_file(&fds[0], &h.pidfds[&4242]));
 }
 
 #[test]
-fn a_peers_process_fd_is_released_when_it_disconnects() {
+fn eavesdroppers_see_the_call_after_its_reply() {
     let mut h = Harness::new();
-    let pidfd = stand_in_pidfd();
-    let (id, subject) = peer(
-        &mut h,
-        Credentials {
-            process_fd: Some(pidfd.clone()),
-            ..creds(1001, 77)
-        },
-        true,
-    );
+    let creds = with_pidfd(&mut h);
+    let (_, subject) = peer(&mut h, creds, true);
     let (caller, _) = h.client();
-    drop(credentials_call(&mut h, caller, &subject));
-    assert_eq!(Arc::strong_count(&pidfd.0), 2, "the bus keeps one copy");
-    h.bus.remove_connection(id, &mut h.out);
-    assert_eq!(Arc::strong_count(&pidfd.0), 1, "the bus let its copy go");
+    let (spy, _) = h.client();
+    h.add_match(spy, "eavesdrop=true,member=GetConnectionCredentials");
+    h.send(
+        caller,
+        call_bus("GetConnectionCredentials", vec![s(&subject)]),
+    );
+    let order: Vec<(ConnId, MessageType)> =
+        h.take().iter().map(|(to, m)| (*to, m.msg_type())).collect();
+    assert_eq!(
+        order,
+        [
+            (caller, MessageType::MethodReturn),
+            (spy, MessageType::MethodCall)
+        ]
+    );
 }
 
 #[test]
-fn no_reply_expected_keeps_no_fds_back() {
+fn no_reply_expected_asks_for_no_pidfd() {
     let mut h = Harness::new();
-    let (_, subject) = peer(
-        &mut h,
-        Credentials {
-            process_fd: Some(stand_in_pidfd()),
-            ..creds(1001, 77)
-        },
-        true,
-    );
+    let creds = with_pidfd(&mut h);
+    let (_, subject) = peer(&mut h, creds, true);
     let (caller, _) = h.client();
     h.send(
         caller,
         call_bus("GetConnectionCredentials", vec![s(&subject)]).flags(flags::NO_REPLY_EXPECTED),
     );
     assert!(h.take().is_empty());
+    assert!(h.pidfd_requests.is_empty());
 }
 
 fn selinux_context(h: &mut Harness, from: ConnId, name: &str) -> Result<Vec<Value>, String> {
