@@ -12,39 +12,22 @@ use quickbus_wire::{flags, Message, MessageBuilder, MessageType, Value};
 use crate::activation::{Activations, Parked, Rescan};
 use crate::errors::{self, BusError};
 use crate::match_rule::{BusDriver, MatchInput, MatchRule, NameOwner};
-use crate::policy::{ClientPolicy, CompiledPolicy, Delivery, Denial, PolicyConfig};
+use crate::peers::Peers;
+use crate::policy::{CompiledPolicy, Delivery, Denial, PolicyConfig};
 use crate::registry::{NameEvent, NameRegistry};
 use crate::replies::PendingReplies;
-use crate::stats::{ConnPeaks, Peaks};
+use crate::stats::Peaks;
 use crate::subscriptions::{Monitors, PeerNames, Subscriptions};
 use crate::traffic::Traffic;
-use crate::FastMap;
 use crate::{
     Action, BusOptions, ConnId, Credentials, Frame, OutMessage, BUS_INTERFACE, BUS_NAME, BUS_PATH,
 };
 
-/// One authenticated peer.
-#[derive(Debug)]
-pub(crate) struct Connection {
-    /// Set by Hello; before that only Hello is accepted.
-    pub unique: Option<String>,
-    pub creds: Credentials,
-    /// The peer negotiated fd passing.
-    pub unix_fds: bool,
-    pub peaks: ConnPeaks,
-    pub traffic: Traffic,
-    /// The policy rules that apply to it (shared with every connection of
-    /// the same user and groups).
-    pub policy: Arc<ClientPolicy>,
-}
-
 /// The broker. Feed it events; it appends the resulting [`Action`]s.
 pub struct Bus {
     pub(crate) opts: BusOptions,
-    pub(crate) conns: FastMap<ConnId, Connection>,
-    next_conn: u64,
-    /// N of the next unique name ":1.N"; never reused.
-    pub(crate) next_unique: u64,
+    /// Connections, their identities and unique names.
+    pub(crate) conns: Peers,
     serial: u32,
     pub(crate) registry: NameRegistry,
     pub(crate) replies: PendingReplies,
@@ -61,10 +44,6 @@ pub struct Bus {
     pub(crate) peaks: Peaks,
     /// Bus-wide totals of what was routed.
     pub(crate) traffic: Traffic,
-    /// Connections past Hello (kept so GetStats need not count).
-    pub(crate) active: usize,
-    /// Connections past Hello, per uid (`max_connections_per_user`).
-    pub(crate) active_per_uid: HashMap<u32, usize>,
     /// Services being started and what waits for them.
     pub(crate) activations: Activations,
     /// The security policy (allow-all until the daemon sets the
@@ -109,9 +88,7 @@ impl Bus {
         Bus {
             policy: CompiledPolicy::new(PolicyConfig::allow_all()),
             opts,
-            conns: FastMap::default(),
-            next_conn: 1,
-            next_unique: 0,
+            conns: Peers::default(),
             serial: 0,
             registry: NameRegistry::new(),
             replies: PendingReplies::new(),
@@ -123,8 +100,6 @@ impl Bus {
             awaiting_pidfd: None,
             peaks: Peaks::default(),
             traffic: Traffic::default(),
-            active: 0,
-            active_per_uid: HashMap::new(),
             activations: Activations::default(),
             empty_fds: Arc::new(Vec::new()),
         }
@@ -187,21 +162,8 @@ impl Bus {
 
     /// A peer finished authenticating. `unix_fds`: it negotiated fd passing.
     pub fn add_connection(&mut self, creds: Credentials, unix_fds: bool) -> ConnId {
-        let id = ConnId(self.next_conn);
-        self.next_conn += 1;
         let policy = self.policy.client(&creds);
-        self.conns.insert(
-            id,
-            Connection {
-                unique: None,
-                creds,
-                unix_fds,
-                peaks: ConnPeaks::default(),
-                traffic: Traffic::default(),
-                policy,
-            },
-        );
-        id
+        self.conns.add(creds, unix_fds, policy)
     }
 
     /// The peer is gone (hung up, or the daemon dropped it): its match
@@ -230,17 +192,7 @@ impl Bus {
             );
             self.send_no_reply(caller, serial, err, out);
         }
-        if let Some(conn) = self.conns.remove(&id) {
-            if conn.unique.is_some() {
-                self.active -= 1;
-                if let Some(count) = self.active_per_uid.get_mut(&conn.creds.uid) {
-                    *count -= 1;
-                    if *count == 0 {
-                        self.active_per_uid.remove(&conn.creds.uid);
-                    }
-                }
-            }
-        }
+        self.conns.remove(&id);
     }
 
     /// Route one validated message from `from`. `fds` are the descriptors

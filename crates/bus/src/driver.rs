@@ -559,36 +559,7 @@ impl Bus {
     /// Give the connection its unique name; the events register and
     /// announce it (sent after the reply).
     fn hello(&mut self, from: ConnId, events: &mut Vec<NameEvent>) -> DriverResult {
-        let Some(conn) = self.conns.get_mut(&from) else {
-            return Err(BusError::new(errors::FAILED, "unknown connection"));
-        };
-        if conn.unique.is_some() {
-            return Err(BusError::new(
-                errors::FAILED,
-                "Already handled an Hello message",
-            ));
-        }
-        // dbus-daemon counts a connection against these limits once it
-        // completes Hello, and refuses the Hello that would exceed them.
-        let uid = conn.creds.uid;
-        if self.active >= self.opts.limits.max_completed_connections {
-            return Err(BusError::new(
-                errors::LIMITS_EXCEEDED,
-                "The maximum number of active connections has been reached",
-            ));
-        }
-        let of_user = self.active_per_uid.get(&uid).copied().unwrap_or(0);
-        if of_user >= self.opts.limits.max_connections_per_user {
-            return Err(BusError::new(
-                errors::LIMITS_EXCEEDED,
-                format!("The maximum number of active connections for UID {uid} has been reached"),
-            ));
-        }
-        let unique = format!(":1.{}", self.next_unique);
-        self.next_unique += 1;
-        conn.unique = Some(unique.clone());
-        self.active += 1;
-        *self.active_per_uid.entry(uid).or_insert(0) += 1;
+        let unique = self.conns.register(from, &self.opts.limits)?;
         self.registry.add_unique(from, &unique, events);
         Ok(vec![Value::String(unique)])
     }

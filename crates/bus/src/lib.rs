@@ -26,6 +26,7 @@ pub mod match_index;
 pub mod match_rule;
 pub mod overflow;
 mod peerless;
+mod peers;
 pub mod policy;
 pub mod registry;
 pub mod replies;

@@ -46,7 +46,7 @@ impl Bus {
     }
 
     pub(crate) fn get_stats(&self) -> DriverResult {
-        let active = self.active;
+        let active = self.conns.registered();
         let p = &self.peaks;
         let mut entries = vec![
             ("Serial", Value::Uint32(0)),

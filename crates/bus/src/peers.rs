@@ -1,0 +1,170 @@
+//! The connections the bus knows, and who they are: credentials, unique
+//! names, and the counts the connection limits check. Only this module
+//! hands out connection ids and unique names, and only it keeps the
+//! counts of registered connections (GetStats, `max_completed_connections`,
+//! `max_connections_per_user`) in step with the map.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::errors::{self, BusError};
+use crate::policy::ClientPolicy;
+use crate::stats::ConnPeaks;
+use crate::traffic::Traffic;
+use crate::{ConnId, Credentials, FastMap, Limits};
+
+/// One authenticated peer.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    /// Set by Hello ([`Peers::register`]); before that only Hello is
+    /// accepted.
+    pub unique: Option<String>,
+    pub creds: Credentials,
+    /// The peer negotiated fd passing.
+    pub unix_fds: bool,
+    pub peaks: ConnPeaks,
+    pub traffic: Traffic,
+    /// The policy rules that apply to it (shared with every connection of
+    /// the same user and groups).
+    pub policy: Arc<ClientPolicy>,
+}
+
+/// Every connection, by id. Reads look like a map's (`get`, `[&id]`);
+/// connections come and go, and get their names, only through
+/// [`Peers::add`], [`Peers::register`] and [`Peers::remove`].
+#[derive(Debug)]
+pub(crate) struct Peers {
+    conns: FastMap<ConnId, Connection>,
+    /// The id of the next connection; never reused.
+    next_conn: u64,
+    /// N of the next unique name ":1.N"; never reused.
+    next_unique: u64,
+    /// Connections past Hello (kept so GetStats need not count).
+    registered: usize,
+    /// Connections past Hello, per uid (`max_connections_per_user`).
+    registered_per_uid: HashMap<u32, usize>,
+}
+
+impl Default for Peers {
+    fn default() -> Peers {
+        Peers {
+            conns: FastMap::default(),
+            next_conn: 1,
+            next_unique: 0,
+            registered: 0,
+            registered_per_uid: HashMap::new(),
+        }
+    }
+}
+
+impl Peers {
+    /// A new connection, not registered yet.
+    pub fn add(&mut self, creds: Credentials, unix_fds: bool, policy: Arc<ClientPolicy>) -> ConnId {
+        let id = ConnId(self.next_conn);
+        self.next_conn += 1;
+        self.conns.insert(
+            id,
+            Connection {
+                unique: None,
+                creds,
+                unix_fds,
+                peaks: ConnPeaks::default(),
+                traffic: Traffic::default(),
+                policy,
+            },
+        );
+        id
+    }
+
+    /// Hello: give `id` its unique name, unless that would exceed the
+    /// limits (dbus-daemon counts a connection once it completes Hello,
+    /// and refuses the Hello that would exceed them).
+    pub fn register(&mut self, id: ConnId, limits: &Limits) -> Result<String, BusError> {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return Err(BusError::new(errors::FAILED, "unknown connection"));
+        };
+        if conn.unique.is_some() {
+            return Err(BusError::new(
+                errors::FAILED,
+                "Already handled an Hello message",
+            ));
+        }
+        let uid = conn.creds.uid;
+        if self.registered >= limits.max_completed_connections {
+            return Err(BusError::new(
+                errors::LIMITS_EXCEEDED,
+                "The maximum number of active connections has been reached",
+            ));
+        }
+        let of_user = self.registered_per_uid.get(&uid).copied().unwrap_or(0);
+        if of_user >= limits.max_connections_per_user {
+            return Err(BusError::new(
+                errors::LIMITS_EXCEEDED,
+                format!("The maximum number of active connections for UID {uid} has been reached"),
+            ));
+        }
+        let unique = format!(":1.{}", self.next_unique);
+        self.next_unique += 1;
+        conn.unique = Some(unique.clone());
+        self.registered += 1;
+        *self.registered_per_uid.entry(uid).or_insert(0) += 1;
+        Ok(unique)
+    }
+
+    /// Forget `id`, and count it out if it was registered.
+    pub fn remove(&mut self, id: &ConnId) -> Option<Connection> {
+        let conn = self.conns.remove(id)?;
+        if conn.unique.is_some() {
+            self.registered -= 1;
+            if let Some(count) = self.registered_per_uid.get_mut(&conn.creds.uid) {
+                *count -= 1;
+                if *count == 0 {
+                    self.registered_per_uid.remove(&conn.creds.uid);
+                }
+            }
+        }
+        Some(conn)
+    }
+
+    #[inline]
+    pub fn get(&self, id: &ConnId) -> Option<&Connection> {
+        self.conns.get(id)
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, id: &ConnId) -> Option<&mut Connection> {
+        self.conns.get_mut(id)
+    }
+
+    #[inline]
+    pub fn contains_key(&self, id: &ConnId) -> bool {
+        self.conns.contains_key(id)
+    }
+
+    /// Connections, with or without Hello.
+    pub fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Connections past Hello.
+    pub fn registered(&self) -> usize {
+        self.registered
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &ConnId> {
+        self.conns.keys()
+    }
+
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Connection> {
+        self.conns.values_mut()
+    }
+}
+
+impl std::ops::Index<&ConnId> for Peers {
+    type Output = Connection;
+
+    #[inline]
+    fn index(&self, id: &ConnId) -> &Connection {
+        &self.conns[id]
+    }
+}
