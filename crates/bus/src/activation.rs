@@ -117,6 +117,8 @@ pub(crate) struct Activations {
     waiting: usize,
     /// The message waiting for a rescan of the service directories.
     parked: Option<Parked>,
+    /// What UpdateActivationEnvironment set, for the services started.
+    env: HashMap<String, String>,
 }
 
 impl Activations {
@@ -133,6 +135,48 @@ impl Activations {
         self.deadlines.remove(&(pending.deadline, name.to_owned()));
         self.waiting -= pending.waiters.len();
         Some(pending)
+    }
+
+    pub fn environment(&self) -> &HashMap<String, String> {
+        &self.env
+    }
+
+    /// Set `pairs` in the activation environment. It must stay within
+    /// `max_activation_environment_variables` and `_bytes`; if not, none
+    /// of them is set.
+    pub fn set_environment(
+        &mut self,
+        pairs: &[(String, String)],
+        limits: &crate::Limits,
+    ) -> Result<(), BusError> {
+        let mut env: HashMap<&str, &str> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        for (k, v) in pairs {
+            env.insert(k, v);
+        }
+        let count = env.len();
+        let bytes: usize = env.iter().map(|(k, v)| k.len() + v.len()).sum();
+        if count > limits.max_activation_environment_variables
+            || bytes > limits.max_activation_environment_bytes
+        {
+            return Err(BusError::new(
+                errors::LIMITS_EXCEEDED,
+                format!(
+                    "The activation environment would hold {count} variables of {bytes} bytes \
+                     (max_activation_environment_variables={}, \
+                     max_activation_environment_bytes={}); nothing was changed",
+                    limits.max_activation_environment_variables,
+                    limits.max_activation_environment_bytes
+                ),
+            ));
+        }
+        for (k, v) in pairs {
+            self.env.insert(k.clone(), v.clone());
+        }
+        Ok(())
     }
 
     fn push(&mut self, name: &str, waiter: Waiter) {

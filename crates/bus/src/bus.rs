@@ -38,7 +38,6 @@ pub struct Bus {
     pub(crate) selinux_enabled: bool,
     /// The bus process's own LSM label, without a trailing NUL.
     pub(crate) own_security_label: Option<Vec<u8>>,
-    pub(crate) activation_env: HashMap<String, String>,
     /// A GetConnectionCredentials reply waiting for the daemon's pidfd.
     pub(crate) awaiting_pidfd: Option<crate::driver::AwaitingPidfd>,
     pub(crate) peaks: Peaks,
@@ -96,7 +95,6 @@ impl Bus {
             monitors: Monitors::default(),
             selinux_enabled: false,
             own_security_label: None,
-            activation_env: HashMap::new(),
             awaiting_pidfd: None,
             peaks: Peaks::default(),
             traffic: Traffic::default(),
@@ -115,7 +113,7 @@ impl Bus {
     /// The environment UpdateActivationEnvironment set, for activated
     /// services.
     pub fn activation_environment(&self) -> &HashMap<String, String> {
-        &self.activation_env
+        self.activations.environment()
     }
 
     /// Replace the list of activatable names (after a reload, which

@@ -1,7 +1,6 @@
 //! The `org.freedesktop.DBus` object: the bus driver's methods, with
 //! dbus-daemon's replies, errors and error texts.
 
-use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::time::Instant;
 
@@ -649,43 +648,9 @@ impl Bus {
                 "Cannot change activation environment on a system bus.",
             ));
         }
-        self.check_activation_environment(&pairs)?;
-        for (k, v) in &pairs {
-            self.activation_env.insert(k.clone(), v.clone());
-        }
+        self.activations
+            .set_environment(&pairs, &self.opts.limits)?;
         self.forward_environment(&pairs, now, out);
-        Ok(())
-    }
-
-    /// The environment after `pairs` are set must stay within
-    /// `max_activation_environment_variables` and `_bytes`; if not, none
-    /// of them is set.
-    fn check_activation_environment(&self, pairs: &[(String, String)]) -> Result<(), BusError> {
-        let limits = &self.opts.limits;
-        let mut env: HashMap<&str, &str> = self
-            .activation_env
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        for (k, v) in pairs {
-            env.insert(k, v);
-        }
-        let count = env.len();
-        let bytes: usize = env.iter().map(|(k, v)| k.len() + v.len()).sum();
-        if count > limits.max_activation_environment_variables
-            || bytes > limits.max_activation_environment_bytes
-        {
-            return Err(BusError::new(
-                errors::LIMITS_EXCEEDED,
-                format!(
-                    "The activation environment would hold {count} variables of {bytes} bytes \
-                     (max_activation_environment_variables={}, \
-                     max_activation_environment_bytes={}); nothing was changed",
-                    limits.max_activation_environment_variables,
-                    limits.max_activation_environment_bytes
-                ),
-            ));
-        }
         Ok(())
     }
 
