@@ -1,5 +1,13 @@
 //! The `org.freedesktop.DBus` object: the bus driver's methods, with
 //! dbus-daemon's replies, errors and error texts.
+//!
+//! One table, `METHODS`, says for every method its interface, member,
+//! signatures, where it is served and who may call it, and which handler
+//! answers it; dispatch and introspection both read it. A handler gets
+//! its arguments decoded by type (`args`) and returns an `Outcome`:
+//! the reply (now, later, or once the daemon opened a pidfd), the name
+//! changes it made, and what follows the reply. `Bus::driver_call`
+//! carries the outcome out in dbus-daemon's order.
 
 use std::os::fd::OwnedFd;
 use std::time::Instant;
@@ -15,6 +23,12 @@ use crate::policy::loginfo;
 use crate::registry::NameEvent;
 use crate::subscriptions::{parse_monitor_rule, parse_rule};
 use crate::{Action, ConnId, BUS_NAME, BUS_PATH};
+
+mod args;
+mod credentials;
+
+pub(crate) use args::Args;
+pub(crate) use credentials::AwaitingPidfd;
 
 pub(crate) type DriverResult = Result<Vec<Value>, BusError>;
 
@@ -85,15 +99,6 @@ pub(crate) enum Reply {
     },
 }
 
-/// A reply waiting for the daemon to open a pidfd ([`Reply::WithPidfd`]).
-/// At most one: the daemon answers before it hands the bus anything else.
-#[derive(Debug)]
-pub(crate) struct AwaitingPidfd {
-    caller: ConnId,
-    call: Message,
-    body: Vec<Value>,
-}
-
 /// What a call changes besides its reply, done after the reply is out.
 pub(crate) enum Effect {
     /// An action the call caused (a start, a message to systemd, a reload).
@@ -137,116 +142,6 @@ impl Outcome {
         self.effects.extend(actions.into_iter().map(Effect::Act));
         self
     }
-}
-
-/// The call's arguments, already checked against the method's signature.
-pub(crate) struct Args(Vec<Value>);
-
-impl Args {
-    /// The arguments as the method's types. The signature was checked, so
-    /// a mismatch is a bug in the table; the caller gets InvalidArgs.
-    fn decode<T: FromArgs>(self) -> Result<T, BusError> {
-        T::from_args(self.0).ok_or_else(|| {
-            BusError::new(
-                errors::INVALID_ARGS,
-                "the arguments do not match the method's signature",
-            )
-        })
-    }
-}
-
-/// One argument's Rust type.
-trait FromValue: Sized {
-    fn from_value(value: Value) -> Option<Self>;
-}
-
-impl FromValue for String {
-    fn from_value(value: Value) -> Option<String> {
-        match value {
-            Value::String(s) => Some(s),
-            _ => None,
-        }
-    }
-}
-
-impl FromValue for u32 {
-    fn from_value(value: Value) -> Option<u32> {
-        match value {
-            Value::Uint32(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-
-impl FromValue for Value {
-    fn from_value(value: Value) -> Option<Value> {
-        Some(value)
-    }
-}
-
-/// `as`
-impl FromValue for Vec<String> {
-    fn from_value(value: Value) -> Option<Vec<String>> {
-        match value {
-            Value::Array { items, .. } => items.into_iter().map(String::from_value).collect(),
-            _ => None,
-        }
-    }
-}
-
-/// `a{ss}`, in order.
-impl FromValue for Vec<(String, String)> {
-    fn from_value(value: Value) -> Option<Vec<(String, String)>> {
-        let Value::Array { items, .. } = value else {
-            return None;
-        };
-        items
-            .into_iter()
-            .map(|item| match item {
-                Value::DictEntry(k, v) => Some((String::from_value(*k)?, String::from_value(*v)?)),
-                _ => None,
-            })
-            .collect()
-    }
-}
-
-/// A method's whole argument list as a tuple of Rust types.
-trait FromArgs: Sized {
-    fn from_args(values: Vec<Value>) -> Option<Self>;
-}
-
-impl FromArgs for () {
-    fn from_args(values: Vec<Value>) -> Option<()> {
-        values.is_empty().then_some(())
-    }
-}
-
-impl<A: FromValue> FromArgs for (A,) {
-    fn from_args(values: Vec<Value>) -> Option<(A,)> {
-        let [a] = <[Value; 1]>::try_from(values).ok()?;
-        Some((A::from_value(a)?,))
-    }
-}
-
-impl<A: FromValue, B: FromValue> FromArgs for (A, B) {
-    fn from_args(values: Vec<Value>) -> Option<(A, B)> {
-        let [a, b] = <[Value; 2]>::try_from(values).ok()?;
-        Some((A::from_value(a)?, B::from_value(b)?))
-    }
-}
-
-impl<A: FromValue, B: FromValue, C: FromValue> FromArgs for (A, B, C) {
-    fn from_args(values: Vec<Value>) -> Option<(A, B, C)> {
-        let [a, b, c] = <[Value; 3]>::try_from(values).ok()?;
-        Some((A::from_value(a)?, B::from_value(b)?, C::from_value(c)?))
-    }
-}
-
-/// Whom a `GetConnection*` call asks about.
-enum Subject {
-    /// org.freedesktop.DBus itself.
-    Bus,
-    Peer(ConnId),
 }
 
 const fn method(
@@ -509,15 +404,7 @@ impl Bus {
             Reply::Now { body, fds } => self.reply(from, msg, body, fds, out),
             Reply::Later => {}
             Reply::WithPidfd { body, pid, started } => {
-                let awaiting = AwaitingPidfd {
-                    caller: from,
-                    call: msg.clone(),
-                    body,
-                };
-                if let Some(earlier) = self.awaiting_pidfd.replace(awaiting) {
-                    tracing::error!("a reply waiting for a pidfd was dropped: {earlier:?}");
-                }
-                out.push(Action::OpenPidfd { pid, started });
+                self.await_pidfd(from, msg, body, (pid, started), out);
                 eavesdroppers_now = false;
             }
         }
@@ -708,178 +595,6 @@ impl Bus {
             errors::NAME_HAS_NO_OWNER,
             format!("Could not get owners of name '{name}': no such name"),
         ))
-    }
-
-    /// dbus-daemon's `bus_driver_get_conn_helper`.
-    fn subject(&self, name: &str, what: &str) -> Result<Subject, BusError> {
-        if name == BUS_NAME {
-            return Ok(Subject::Bus);
-        }
-        match self.registry.owner(name) {
-            Some(id) => Ok(Subject::Peer(id)),
-            None => Err(BusError::new(
-                errors::NAME_HAS_NO_OWNER,
-                format!("Could not get {what} of name '{name}': no such name"),
-            )),
-        }
-    }
-
-    fn uid_of(&self, subject: &Subject) -> Option<u32> {
-        match subject {
-            Subject::Bus => self.opts.own_uid,
-            Subject::Peer(id) => self
-                .conns
-                .get(id)
-                .filter(|c| !c.creds.anonymous)
-                .map(|c| c.creds.uid),
-        }
-    }
-
-    fn pid_of(&self, subject: &Subject) -> Option<u32> {
-        match subject {
-            Subject::Bus => Some(self.opts.own_pid),
-            Subject::Peer(id) => self
-                .conns
-                .get(id)
-                .filter(|c| !c.creds.anonymous)
-                .and_then(|c| c.creds.pid),
-        }
-    }
-
-    fn get_unix_user(&self, name: &str) -> DriverResult {
-        let subject = self.subject(name, "UID")?;
-        match self.uid_of(&subject) {
-            Some(uid) => Ok(vec![Value::Uint32(uid)]),
-            None => Err(BusError::new(
-                errors::FAILED,
-                format!("Could not determine UID for '{name}'"),
-            )),
-        }
-    }
-
-    fn get_unix_pid(&self, name: &str) -> DriverResult {
-        let subject = self.subject(name, "PID")?;
-        match self.pid_of(&subject) {
-            Some(pid) => Ok(vec![Value::Uint32(pid)]),
-            None => Err(BusError::new(
-                errors::UNIX_PROCESS_ID_UNKNOWN,
-                format!("Could not determine PID for '{name}'"),
-            )),
-        }
-    }
-
-    /// dbus-broker's and dbus-daemon's reply: `ProcessFD` only to a caller
-    /// that negotiated fd passing (and wants a reply), the pidfd riding on
-    /// the reply; the daemon opens it.
-    fn get_credentials(&self, call: &Call<'_>, name: &str) -> Result<Reply, BusError> {
-        let subject = self.subject(name, "credentials")?;
-        let caller_takes_fds = self.conns.get(&call.from).is_some_and(|c| c.unix_fds);
-        let wants_reply = call.msg.flags() & quickbus_wire::flags::NO_REPLY_EXPECTED == 0;
-        let body = vec![dict_sv(self.credential_entries(&subject))];
-        match self.process_of(&subject) {
-            Some((pid, started)) if caller_takes_fds && wants_reply => {
-                Ok(Reply::WithPidfd { body, pid, started })
-            }
-            _ => Ok(Reply::Now {
-                body,
-                fds: Vec::new(),
-            }),
-        }
-    }
-
-    /// The process a subject's pidfd would pin, unless it is anonymous (as
-    /// its pid): (pid, start time).
-    fn process_of(&self, subject: &Subject) -> Option<(u32, u64)> {
-        match subject {
-            Subject::Bus => Some((self.opts.own_pid, self.opts.own_process_started?)),
-            Subject::Peer(id) => self
-                .conns
-                .get(id)
-                .filter(|c| !c.creds.anonymous)
-                .and_then(|c| Some((c.creds.pid?, c.creds.process_started?))),
-        }
-    }
-
-    /// The daemon's answer to [`Action::OpenPidfd`]: the waiting
-    /// GetConnectionCredentials reply goes out, with `ProcessFD` when
-    /// there is a pidfd, and then (as for every successful call)
-    /// eavesdroppers see the call.
-    pub fn pidfd_opened(&mut self, pidfd: Option<OwnedFd>, out: &mut Vec<Action>) {
-        let Some(AwaitingPidfd {
-            caller,
-            call,
-            mut body,
-        }) = self.awaiting_pidfd.take()
-        else {
-            return;
-        };
-        if !self.conns.contains_key(&caller) {
-            return;
-        }
-        let mut fds = Vec::new();
-        if let (Some(pidfd), Some(Value::Array { items, .. })) = (pidfd, body.first_mut()) {
-            items.push(Value::DictEntry(
-                Box::new(Value::String("ProcessFD".into())),
-                Box::new(Value::Variant(Box::new(Value::UnixFd(0)))),
-            ));
-            fds.push(pidfd);
-        }
-        self.reply(caller, &call, body, fds, out);
-        self.pass_to_eavesdroppers(caller, &call, out);
-    }
-
-    /// The label, without a NUL, only where SELinux is enabled: the call is
-    /// SELinux's, unlike `LinuxSecurityLabel` (dbus-broker's rule).
-    fn get_selinux_security_context(&self, name: &str) -> DriverResult {
-        let subject = self.subject(name, "security context")?;
-        let label = match subject {
-            Subject::Bus => self.own_security_label.as_ref(),
-            Subject::Peer(id) => self
-                .conns
-                .get(&id)
-                .and_then(|c| c.creds.security_label.as_ref()),
-        };
-        match label {
-            Some(label) if self.selinux_enabled => Ok(vec![byte_array(label)]),
-            _ => Err(BusError::new(
-                errors::SELINUX_SECURITY_CONTEXT_UNKNOWN,
-                format!("Could not determine security context for '{name}'"),
-            )),
-        }
-    }
-
-    /// GetConnectionCredentials' entries besides ProcessFD.
-    fn credential_entries(&self, subject: &Subject) -> Vec<(&'static str, Value)> {
-        let mut entries = Vec::new();
-        if let Some(pid) = self.pid_of(subject) {
-            entries.push(("ProcessID", Value::Uint32(pid)));
-        }
-        if let Some(uid) = self.uid_of(subject) {
-            entries.push(("UnixUserID", Value::Uint32(uid)));
-        }
-        if let Subject::Peer(id) = subject {
-            if let Some(conn) = self.conns.get(id) {
-                if !conn.creds.groups.is_empty() && !conn.creds.anonymous {
-                    let mut groups = conn.creds.groups.clone();
-                    groups.sort_unstable();
-                    groups.dedup();
-                    entries.push((
-                        "UnixGroupIDs",
-                        Value::Array {
-                            elem_sig: "u".into(),
-                            items: groups.into_iter().map(Value::Uint32).collect(),
-                        },
-                    ));
-                }
-                if let Some(label) = &conn.creds.security_label {
-                    // GVariant bytestring convention: the NUL is included.
-                    let mut bytes = label.clone();
-                    bytes.push(0);
-                    entries.push(("LinuxSecurityLabel", byte_array(&bytes)));
-                }
-            }
-        }
-        entries
     }
 
     /// The interface a Properties call names: any of ours (Properties is
