@@ -435,3 +435,29 @@ fn start_service_by_name_finds_a_file_installed_since_the_last_scan() {
     drain(&mut h);
     assert_eq!(h.looked_up, ["org.example.Never", "org.example.Late"]);
 }
+
+#[test]
+fn messages_to_a_newly_found_service_keep_their_order() {
+    let mut h = Harness::with_options(BusOptions {
+        rescan_service_files: true,
+        ..options()
+    });
+    h.new_service_files.insert("org.example.Late".into(), None);
+    let (a, _) = h.client();
+    let call =
+        |member: &str| MessageBuilder::method_call("/", member).destination("org.example.Late");
+    h.send(a, call("First"));
+    h.send(a, call("Second"));
+    assert_eq!(drain(&mut h).0, ["org.example.Late"]);
+    // Found once: the second message joins the activation the first began.
+    assert_eq!(h.looked_up, ["org.example.Late"]);
+    let (service, _) = h.client();
+    h.request_name(service, "org.example.Late", 0);
+    let (_, delivered) = drain(&mut h);
+    let calls: Vec<&str> = delivered
+        .iter()
+        .filter(|(to, m)| *to == service && m.msg_type() == MessageType::MethodCall)
+        .filter_map(|(_, m)| m.member())
+        .collect();
+    assert_eq!(calls, ["First", "Second"]);
+}
