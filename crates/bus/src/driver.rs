@@ -92,6 +92,7 @@ pub(crate) enum Reply {
     /// `body` (an `a{sv}`) gets `ProcessFD` and the pidfd of process
     /// `pid` started at `started`, if the daemon can open one
     /// ([`Action::OpenPidfd`]); the call's eavesdroppers wait for it too.
+    /// For calls without name events or effects (GetConnectionCredentials).
     WithPidfd {
         body: Vec<Value>,
         pid: u32,
