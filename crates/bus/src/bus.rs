@@ -950,6 +950,19 @@ impl Bus {
         self.monitors.add(id, rules);
     }
 
+    /// What Debug.Stats reads.
+    pub(crate) fn stats_view(&self) -> crate::stats::View<'_> {
+        crate::stats::View {
+            peers: &self.conns,
+            registry: &self.registry,
+            subs: &self.subs,
+            monitors: &self.monitors,
+            replies: &self.replies,
+            traffic: &self.traffic,
+            peaks: &self.peaks,
+        }
+    }
+
     /// When the bus next needs [`Bus::handle_timeouts`].
     pub fn next_deadline(&self) -> Option<Instant> {
         match (

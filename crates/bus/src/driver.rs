@@ -385,7 +385,8 @@ impl Bus {
                 return false;
             }
         };
-        self.note_peaks(from);
+        self.peaks
+            .note(from, &mut self.conns, &self.subs, &self.registry);
         let Outcome {
             reply,
             events,
@@ -829,16 +830,16 @@ fn become_monitor(_: &mut Bus, _: &Call<'_>, args: Args) -> Result<Outcome, BusE
 }
 
 fn get_stats(bus: &mut Bus, _: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
-    Ok(Outcome::now(bus.get_stats()?))
+    Ok(Outcome::now(bus.stats_view().get_stats()?))
 }
 
 fn get_connection_stats(bus: &mut Bus, _: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
     let (name,): (String,) = args.decode()?;
-    Ok(Outcome::now(bus.get_connection_stats(&name)?))
+    Ok(Outcome::now(bus.stats_view().get_connection_stats(&name)?))
 }
 
 fn get_all_match_rules(bus: &mut Bus, _: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
-    Ok(Outcome::now(bus.get_all_match_rules()?))
+    Ok(Outcome::now(bus.stats_view().get_all_match_rules()?))
 }
 
 fn get_machine_id(bus: &mut Bus, _: &Call<'_>, _: Args) -> Result<Outcome, BusError> {

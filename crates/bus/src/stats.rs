@@ -1,13 +1,32 @@
 //! org.freedesktop.DBus.Debug.Stats: counts and peaks of what the bus
 //! holds, with dbus-daemon's keys (memory pools have no counterpart), then
 //! quickbus's own traffic counters (see [`crate::traffic`]).
+//!
+//! Owns the peaks; reads the other nouns through a [`View`] the bus lends
+//! it, and changes nothing else.
 
 use quickbus_wire::Value;
 
-use crate::bus::Bus;
 use crate::driver::{dict_sv, DriverResult};
 use crate::errors::{self, BusError};
+use crate::peers::Peers;
+use crate::registry::NameRegistry;
+use crate::replies::PendingReplies;
+use crate::subscriptions::{Monitors, Subscriptions};
+use crate::traffic::Traffic;
 use crate::{ConnId, BUS_NAME};
+
+/// What the statistics read: the bus's nouns, borrowed.
+pub(crate) struct View<'a> {
+    pub peers: &'a Peers,
+    pub registry: &'a NameRegistry,
+    pub subs: &'a Subscriptions,
+    pub monitors: &'a Monitors,
+    pub replies: &'a PendingReplies,
+    /// Bus-wide totals of what was routed.
+    pub traffic: &'a Traffic,
+    pub peaks: &'a Peaks,
+}
 
 /// Highest counts seen since start-up, bus-wide.
 #[derive(Debug, Default)]
@@ -29,29 +48,36 @@ fn u32_of(n: usize) -> Value {
     Value::Uint32(u32::try_from(n).unwrap_or(u32::MAX))
 }
 
-impl Bus {
+impl Peaks {
     /// Record new peaks after `conn` gained names or rules (O(1)).
-    pub(crate) fn note_peaks(&mut self, conn: ConnId) {
-        let rules = self.subs.count(conn);
-        let names = self.registry.count(conn);
-        if let Some(c) = self.conns.get_mut(&conn) {
+    pub fn note(
+        &mut self,
+        conn: ConnId,
+        peers: &mut Peers,
+        subs: &Subscriptions,
+        registry: &NameRegistry,
+    ) {
+        let rules = subs.count(conn);
+        let names = registry.count(conn);
+        if let Some(c) = peers.get_mut(&conn) {
             c.peaks.match_rules = c.peaks.match_rules.max(rules);
             c.peaks.names = c.peaks.names.max(names);
         }
-        let p = &mut self.peaks;
-        p.match_rules = p.match_rules.max(self.subs.len());
-        p.match_rules_per_connection = p.match_rules_per_connection.max(rules);
-        p.names = p.names.max(self.registry.len());
-        p.names_per_connection = p.names_per_connection.max(names);
+        self.match_rules = self.match_rules.max(subs.len());
+        self.match_rules_per_connection = self.match_rules_per_connection.max(rules);
+        self.names = self.names.max(registry.len());
+        self.names_per_connection = self.names_per_connection.max(names);
     }
+}
 
-    pub(crate) fn get_stats(&self) -> DriverResult {
-        let active = self.conns.registered();
-        let p = &self.peaks;
+impl View<'_> {
+    pub fn get_stats(&self) -> DriverResult {
+        let active = self.peers.registered();
+        let p = self.peaks;
         let mut entries = vec![
             ("Serial", Value::Uint32(0)),
             ("ActiveConnections", u32_of(active)),
-            ("IncompleteConnections", u32_of(self.conns.len() - active)),
+            ("IncompleteConnections", u32_of(self.peers.len() - active)),
             ("MatchRules", u32_of(self.subs.len())),
             ("PeakMatchRules", u32_of(p.match_rules)),
             (
@@ -66,7 +92,7 @@ impl Bus {
         Ok(vec![dict_sv(entries)])
     }
 
-    pub(crate) fn get_connection_stats(&self, name: &str) -> DriverResult {
+    pub fn get_connection_stats(&self, name: &str) -> DriverResult {
         if name == BUS_NAME {
             return Err(BusError::new(
                 errors::INVALID_ARGS,
@@ -79,7 +105,7 @@ impl Bus {
                 format!("Could not get statistics of name '{name}': no such name"),
             )
         })?;
-        let conn = &self.conns[&id];
+        let conn = &self.peers[&id];
         let queued = conn.traffic.queued_bytes;
         let peak_queued = conn.traffic.peak_queued_bytes;
         let mut entries = vec![
@@ -103,15 +129,15 @@ impl Bus {
     }
 
     /// Every connection's rules, in their canonical text.
-    pub(crate) fn get_all_match_rules(&self) -> DriverResult {
-        let mut ids: Vec<ConnId> = self.conns.keys().copied().collect();
+    pub fn get_all_match_rules(&self) -> DriverResult {
+        let mut ids: Vec<ConnId> = self.peers.keys().copied().collect();
         ids.sort_unstable();
         let items = ids
             .into_iter()
             .filter_map(|id| {
                 // Every registered connection, with no rules too, as
                 // dbus-daemon lists them; monitors have no name any more.
-                let conn = &self.conns[&id];
+                let conn = &self.peers[&id];
                 if self.monitors.is_monitor(id) {
                     return None;
                 }
