@@ -4,9 +4,12 @@
 //! Output: [`Action`]s (deliveries and disconnects). No sockets in here, so
 //! every routing and policy rule is testable in microseconds.
 //!
-//! One module per noun: [`registry`] (names and their queues), [`replies`]
-//! (calls waiting for a reply), [`driver`] (the `org.freedesktop.DBus`
-//! object), [`bus`] (connections and routing), [`limits`].
+//! One module per noun: `peers` (connections and who they are),
+//! [`registry`] (names and their queues), [`replies`] (calls waiting for a
+//! reply), `subscriptions` (match rules and monitors), [`activation`]
+//! (services being started), `stats`, [`driver`] (the
+//! `org.freedesktop.DBus` object, one method table for dispatch and
+//! introspection), [`bus`] (routing between them), [`limits`].
 //!
 //! No I/O and no clock: the time is an argument of every entry point, the
 //! bus's own identity comes in [`BusOptions`], and what only the daemon can
