@@ -22,7 +22,8 @@ step() { printf '\n==> %s\n' "$*"; }
 # user that only NSS knows. mmdebstrap and systemd-container
 # (systemd-nspawn) build and boot the boot test's Debian, go-md2man turns
 # docs/quickbus-daemon-config.md into quickbus-daemon.conf(5) for the package.
-packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2 libglib2.0-tests libnss-extrausers mmdebstrap systemd-container go-md2man)
+# jq reads `cargo metadata` for scripts/check-msrv.sh.
+packages=(jq dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2 libglib2.0-tests libnss-extrausers mmdebstrap systemd-container go-md2man)
 
 install_packages() {
     if ! command -v dpkg-query >/dev/null; then
@@ -66,8 +67,13 @@ cargo build --workspace
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 
+# Includes clippy's incompatible_msrv (a workspace lint): no standard-library
+# API newer than the declared rust-version.
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+
+step "rust-version: no dependency needs a newer compiler"
+bash scripts/check-msrv.sh
 
 # Includes the differential harness (tests/differential): every scenario
 # against /usr/bin/dbus-daemon and the quickbus-daemon just built, any
