@@ -22,14 +22,15 @@ logged() {
     "$@" 2>&1 | tee -a "$test_log"
 }
 
-# The lines of $test_log that say something did not run: libtest's
-# `test NAME ... ignored[, reason]`, the e2e tests' `SKIPPED: test: reason`
-# (tests/e2e/src/skip.rs) and the boot test's `SKIPPED: boot test: ...`, the
-# conformance runner's `SKIP subtest (reason)`, and the GDBus script's
-# `skip binary: ...` and `ok binary (N passed, M skipped)` with M > 0.
+# What $test_log says did not run: libtest's `test NAME ... ignored[, reason]`,
+# the e2e tests' `SKIPPED: test: reason` (tests/e2e/src/skip.rs; it may
+# follow libtest's `test NAME ... ` on the same line when tests run one at
+# a time) and the boot test's `SKIPPED: boot test: ...`, the conformance
+# runner's `SKIP subtest (reason)`, and the GDBus script's `skip binary: ...`
+# and `ok binary (N passed, M skipped)` with M > 0.
 list_skips() {
     local status=$? skips
-    skips=$(grep -E '^test .* \.\.\. ignored|^SKIPPED: |^SKIP |^skip |^ok .*, [1-9][0-9]* skipped\)$' "$test_log" || true)
+    skips=$(grep -oE '^test .* \.\.\. ignored.*|SKIPPED: .*|^SKIP .*|^skip .*|^ok .*, [1-9][0-9]* skipped\)$' "$test_log" || true)
     rm -f "$test_log"
     if [[ -n $skips ]]; then
         step "did not run ($(wc -l <<<"$skips") lines):"
