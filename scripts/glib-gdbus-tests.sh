@@ -13,6 +13,7 @@
 # summary line; exits non-zero when a binary fails, times out, or a TAP
 # subtest says `not ok`, and when no test ran at all. A binary that skips
 # itself as a whole (exit status 77, every TAP line a SKIP) is a skip.
+# Every skipped subtest is printed on its own `SKIP binary: ...` line.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -73,6 +74,10 @@ for file in "${test_files[@]}"; do
     if ((status == 0 && not_ok == 0)); then
         passed_binaries=$((passed_binaries + 1))
         echo "ok   $name ($((ok - skipped)) passed, $skipped skipped)"
+        # Each skipped subtest by name, for test.sh's list of what did not run.
+        if ((skipped > 0)); then
+            grep -E '^ok .*# SKIP' "$log" | sed "s|^|SKIP $name: |"
+        fi
     elif ((status == 77 && not_ok == 0 && ok == skipped)); then
         # 77: the binary skipped itself as a whole (gdbus-threading does,
         # upstream finds it unreliable: glib#1515).

@@ -6,11 +6,41 @@
 # (e.g. QUICKBUS_TEST_DAEMON=/usr/bin/dbus-daemon QUICKBUS_ALLOW_SKIP=1 to
 # check the tests themselves against the reference: quickbus's own promises
 # cannot run there, and skipping fails without QUICKBUS_ALLOW_SKIP=1).
-# Exits non-zero on the first failure.
+# Exits non-zero on the first failure. Whether it passes or fails, it ends
+# with the list of everything that did not run (ignored tests, skips allowed
+# by QUICKBUS_ALLOW_SKIP, the suites' own skips), so a skip is never silent.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
+
+# The output of the steps that run tests, kept to list their skips at the end.
+test_log=$(mktemp)
+
+# Runs a command, its output (stdout and stderr) also kept in $test_log.
+logged() {
+    "$@" 2>&1 | tee -a "$test_log"
+}
+
+# What $test_log says did not run: libtest's `test NAME ... ignored[, reason]`,
+# the e2e tests' `SKIPPED: test: reason` (tests/e2e/src/skip.rs; it may
+# follow libtest's `test NAME ... ` on the same line when tests run one at
+# a time) and the boot test's `SKIPPED: boot test: ...`, the conformance
+# runner's `SKIP subtest (reason)`, and the GDBus script's `skip binary: ...`
+# and `SKIP binary: ok N /subtest # SKIP reason`.
+list_skips() {
+    local status=$? skips
+    skips=$(grep -oE '^test .* \.\.\. ignored.*|SKIPPED: .*|^SKIP .*|^skip .*' "$test_log" || true)
+    rm -f "$test_log"
+    if [[ -n $skips ]]; then
+        step "did not run ($(wc -l <<<"$skips") lines):"
+        printf '%s\n' "$skips"
+    else
+        step "nothing was skipped or ignored"
+    fi
+    return "$status"
+}
+trap list_skips EXIT
 
 # dbus-send, dbus-run-session, dbus-daemon (reference), busctl, gdbus,
 # dbus-python with GLib, and libdbus/sd-bus headers and tests for later work;
@@ -22,7 +52,8 @@ step() { printf '\n==> %s\n' "$*"; }
 # user that only NSS knows. mmdebstrap and systemd-container
 # (systemd-nspawn) build and boot the boot test's Debian, go-md2man turns
 # docs/quickbus-daemon-config.md into quickbus-daemon.conf(5) for the package.
-packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2 libglib2.0-tests libnss-extrausers mmdebstrap systemd-container go-md2man)
+# jq reads `cargo metadata` for scripts/check-msrv.sh.
+packages=(jq dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2 libglib2.0-tests libnss-extrausers mmdebstrap systemd-container go-md2man)
 
 install_packages() {
     if ! command -v dpkg-query >/dev/null; then
@@ -66,33 +97,38 @@ cargo build --workspace
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 
+# Includes clippy's incompatible_msrv (a workspace lint): no standard-library
+# API newer than the declared rust-version.
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+
+step "rust-version: no dependency needs a newer compiler"
+bash scripts/check-msrv.sh
 
 # Includes the differential harness (tests/differential): every scenario
 # against /usr/bin/dbus-daemon and the quickbus-daemon just built, any
 # difference not in tests/differential/differences.toml a failure.
 step "cargo test --workspace"
-cargo test --workspace
+logged cargo test --workspace
 
 # dbus-daemon's own bus tests (Debian's dbus-tests), run by the project's
 # runner against the daemon just built. It prints one line per subtest and
 # the summary, and fails on any failure.
 step "dbus-daemon's test suite against quickbus-daemon"
-cargo run --quiet -p quickbus-conformance -- \
+logged cargo run --quiet -p quickbus-conformance -- \
     "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
 
 # GLib's GDBus installed tests (Debian's libglib2.0-tests), with the daemon
 # just built as the `dbus-daemon` they start. One line per binary and a
 # summary; fails on any failure or time-out.
 step "GLib's GDBus tests against quickbus-daemon"
-bash scripts/glib-gdbus-tests.sh "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
+logged bash scripts/glib-gdbus-tests.sh "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
 
 # The Debian package of this checkout (cargo-deb, installed when missing),
 # then Debian 12 booted in systemd-nspawn on dbus-daemon and on quickbus with
 # the same checks (scripts/boot-test.sh says which, and how to skip it on a
 # machine that cannot boot a container).
 step "boot test: Debian on dbus-daemon and on quickbus"
-bash scripts/boot-test.sh
+logged bash scripts/boot-test.sh
 
 step "all checks passed"

@@ -8,6 +8,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod address;
 mod connection;
 mod cookie;

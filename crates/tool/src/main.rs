@@ -1,5 +1,7 @@
 //! `quickbus`: talk to a D-Bus message bus from the command line.
 
+#![forbid(unsafe_code)]
+
 mod analysis;
 mod args;
 mod bench;

@@ -101,6 +101,22 @@ impl Default for Limits {
     }
 }
 
+/// A `<limit>` element [`Limits::set`] refuses, each carrying the limit's
+/// name; the texts are dbus-daemon's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    #[error("there is no limit called \"{0}\"")]
+    Unknown(String),
+    #[error("<limit name=\"{0}\"> element has invalid value (could not parse as integer)")]
+    NotAnInteger(String),
+    #[error("<limit name=\"{0}\"> must be a positive number")]
+    Negative(String),
+    /// Past a C `int` for the counts dbus-daemon stores in one, past
+    /// `i64` for the others.
+    #[error("<limit name=\"{0}\"> value is too large")]
+    TooLarge(String),
+}
+
 /// How large a limit's value may be: dbus-daemon stores some in an `int`,
 /// the byte and fd counts in a `long`.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -110,25 +126,21 @@ enum Width {
 }
 
 impl Limits {
-    /// Set limit `name` from the element's text. Errors are dbus-daemon's.
-    pub fn set(&mut self, name: &str, text: &str) -> Result<(), String> {
+    /// Set limit `name` from the element's text. Errors print as
+    /// dbus-daemon's.
+    pub fn set(&mut self, name: &str, text: &str) -> Result<(), LimitError> {
         let Some((slot, width)) = self.slot(name) else {
-            return Err(format!("there is no limit called \"{name}\""));
+            return Err(LimitError::Unknown(name.to_owned()));
         };
-        let value = parse_integer(text).ok_or_else(|| {
-            format!(
-                "<limit name=\"{name}\"> element has invalid value (could not parse as integer)"
-            )
-        })?;
+        let value = parse_integer(text).ok_or_else(|| LimitError::NotAnInteger(name.to_owned()))?;
         if value < 0 {
-            return Err(format!("<limit name=\"{name}\"> must be a positive number"));
+            return Err(LimitError::Negative(name.to_owned()));
         }
         if width == Width::Int && value > i128::from(i32::MAX) {
-            return Err(format!("<limit name=\"{name}\"> value is too large"));
+            return Err(LimitError::TooLarge(name.to_owned()));
         }
         // The parse bounded the value to i64, so it fits in u64.
-        let value = u64::try_from(value)
-            .map_err(|_| format!("<limit name=\"{name}\"> value is too large"))?;
+        let value = u64::try_from(value).map_err(|_| LimitError::TooLarge(name.to_owned()))?;
         match slot {
             Slot::Plain(field) => *field = value,
             Slot::Optional(field) => *field = Some(value),
@@ -252,24 +264,38 @@ mod tests {
     #[test]
     fn values_are_checked_as_dbus_daemon_does() {
         let mut limits = Limits::default();
+        let refused = |limits: &mut Limits, name: &str, text: &str| {
+            let error = limits.set(name, text).unwrap_err();
+            (error.clone(), error.to_string())
+        };
         assert_eq!(
-            limits.set("max_bees", "5"),
-            Err("there is no limit called \"max_bees\"".into())
+            refused(&mut limits, "max_bees", "5"),
+            (
+                LimitError::Unknown("max_bees".into()),
+                "there is no limit called \"max_bees\"".into()
+            )
         );
         assert_eq!(
-            limits.set("auth_timeout", "bees"),
-            Err(
+            refused(&mut limits, "auth_timeout", "bees"),
+            (
+                LimitError::NotAnInteger("auth_timeout".into()),
                 "<limit name=\"auth_timeout\"> element has invalid value (could not parse as integer)"
                     .into()
             )
         );
         assert_eq!(
-            limits.set("auth_timeout", "-1"),
-            Err("<limit name=\"auth_timeout\"> must be a positive number".into())
+            refused(&mut limits, "auth_timeout", "-1"),
+            (
+                LimitError::Negative("auth_timeout".into()),
+                "<limit name=\"auth_timeout\"> must be a positive number".into()
+            )
         );
         assert_eq!(
-            limits.set("max_names_per_connection", "3123123123"),
-            Err("<limit name=\"max_names_per_connection\"> value is too large".into())
+            refused(&mut limits, "max_names_per_connection", "3123123123"),
+            (
+                LimitError::TooLarge("max_names_per_connection".into()),
+                "<limit name=\"max_names_per_connection\"> value is too large".into()
+            )
         );
         // Byte counts are C longs: large values are fine, past i64 is not.
         limits.set("max_incoming_bytes", "3123123123").unwrap();

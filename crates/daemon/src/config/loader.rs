@@ -171,7 +171,7 @@ impl Context<'_> {
                 config
                     .limits
                     .set(name, text)
-                    .map_err(|reason| self.error(element, reason))?;
+                    .map_err(|reason| self.error(element, reason.to_string()))?;
             }
             "include" => self.include(element, config)?,
             "includedir" => self.includedir(element, config)?,
