@@ -153,6 +153,8 @@ fn serve(
     if let Some(user) = &config.user {
         become_configured_user(user)?;
     }
+    // As the user the bus runs as, before it reports ready.
+    crate::mac::start(&config)?;
     if let Some(ready) = ready {
         ready.signal()?;
     }
