@@ -90,6 +90,10 @@ pub struct Bus {
     /// The security policy (allow-all until the daemon sets the
     /// configured one).
     pub(crate) policy: CompiledPolicy,
+    /// The security module's decisions (SELinux); None where there is
+    /// none to ask. Not state: the daemon installs a new one on each
+    /// start (see `mac`).
+    pub(crate) mac: Option<Box<dyn crate::mac::Mediator>>,
     pub(crate) empty_fds: Arc<Vec<OwnedFd>>,
 }
 
@@ -155,6 +159,7 @@ impl Bus {
             now: Instant::now(),
             reply_deferred: false,
             deferred_actions: Vec::new(),
+            mac: None,
             empty_fds: Arc::new(Vec::new()),
         }
     }

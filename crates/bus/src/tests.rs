@@ -16,6 +16,7 @@ mod eavesdrop;
 mod fds;
 mod hello;
 mod limits;
+mod mac;
 mod monitors;
 mod names;
 mod no_reply;

@@ -12,6 +12,8 @@ use crate::BUS_NAME;
 pub(crate) enum Refusal {
     Send,
     Receive,
+    /// SELinux `send_msg` (dbus-daemon counts no rules for it).
+    SELinux,
 }
 
 /// One party of a refused message, as the text names it.
@@ -59,6 +61,9 @@ impl Denial {
         let complaint = match refusal {
             Refusal::Send => "Rejected send message",
             Refusal::Receive => "Rejected receive message",
+            Refusal::SELinux => {
+                "An SELinux policy prevents this sender from sending this message to this recipient"
+            }
         };
         let text = format!(
             "{complaint}, {matched_rules} matched rules; type=\"{}\", sender=\"{}\" ({}) interface=\"{}\" member=\"{}\" error name=\"{}\" requested_reply=\"{}\" destination=\"{}\" ({})",
