@@ -154,7 +154,7 @@ fn serve(
         become_configured_user(user)?;
     }
     // As the user the bus runs as, before it reports ready.
-    crate::mac::start(&config)?;
+    let mediator = crate::mac::start(&config)?;
     if let Some(ready) = ready {
         ready.signal()?;
     }
@@ -175,6 +175,7 @@ fn serve(
     });
     bus.set_policy(policy);
     crate::bus_identity::describe_self(&mut bus);
+    bus.set_mediator(mediator);
     let table = ServiceTable::new(config.service_dirs().to_vec(), services);
     let table = Arc::new(Mutex::new(table));
     bus.set_service_lookup(ServiceTable::lookup(table.clone()));
@@ -249,6 +250,7 @@ fn reloader(opts: Options) -> crate::server::Reloader {
         ensure_runtime_service_dir(&config);
         let policy = bus_policy(&config)?;
         let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
+        let mediator = crate::mac::mediator(&config)?;
         Ok(Reloaded {
             service_dirs: config.service_dirs().to_vec(),
             services,
@@ -256,6 +258,7 @@ fn reloader(opts: Options) -> crate::server::Reloader {
             policies: config.policies,
             limits: bus_limits(&config.limits),
             servicehelper: config.servicehelper,
+            mediator,
         })
     })
 }
