@@ -68,7 +68,9 @@ impl Denial {
         let text = format!(
             "{complaint}, {matched_rules} matched rules; type=\"{}\", sender=\"{}\" ({}) interface=\"{}\" member=\"{}\" error name=\"{}\" requested_reply=\"{}\" destination=\"{}\" ({})",
             type_name(msg.msg_type()),
-            sender.and_then(|s| s.name).unwrap_or("(unset)"),
+            // dbus-daemon prints a NULL name: "(null)" for a connection
+            // before Hello, "(unset)" for the bus.
+            sender.map_or("(unset)", |s| s.name.unwrap_or("(null)")),
             loginfo(sender, "(bus)"),
             msg.interface().unwrap_or("(unset)"),
             msg.member().unwrap_or("(unset)"),

@@ -145,7 +145,7 @@ fn a_domain_without_send_to_the_bus_cannot_say_hello() {
         other => panic!("{other:?}"),
     };
     assert!(
-        text.starts_with("An SELinux policy prevents this sender from sending this message to this recipient, 0 matched rules; type=\"method_call\", sender=\"(unset)\""),
+        text.starts_with("An SELinux policy prevents this sender from sending this message to this recipient, 0 matched rules; type=\"method_call\", sender=\"(null)\""),
         "{text}"
     );
     assert!(
