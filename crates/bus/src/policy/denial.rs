@@ -24,6 +24,8 @@ pub(crate) struct Party<'a> {
     pub pid: Option<u32>,
     /// The command line, when the daemon could read it.
     pub comm: Option<&'a str>,
+    /// The LSM label (`SO_PEERSEC`), which dbus-daemon adds as `label="…"`.
+    pub label: Option<&'a [u8]>,
 }
 
 /// A refused message and why.
@@ -41,11 +43,19 @@ fn type_name(t: MessageType) -> &'static str {
     }
 }
 
-/// dbus-daemon's "loginfo" of a party, or `bus` for the bus itself.
+/// dbus-daemon's "loginfo" of a party (`inactive` before Hello, its
+/// label last when it has one), or `bus` for the bus itself.
 pub(crate) fn loginfo(party: Option<&Party<'_>>, bus: &str) -> String {
     match party {
         None => bus.to_owned(),
-        Some(p) => crate::loginfo(p.uid, p.pid, p.comm),
+        Some(p) if p.name.is_none() => "inactive".to_owned(),
+        Some(p) => {
+            let mut info = crate::loginfo(p.uid, p.pid, p.comm);
+            if let Some(label) = p.label {
+                info.push_str(&format!(" label=\"{}\"", String::from_utf8_lossy(label)));
+            }
+            info
+        }
     }
 }
 

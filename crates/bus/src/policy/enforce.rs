@@ -71,6 +71,7 @@ impl Bus {
             uid: conn.creds.uid,
             pid: conn.creds.pid,
             comm: conn.creds.comm.as_deref(),
+            label: conn.creds.security_label.as_deref(),
         })
     }
 

@@ -85,7 +85,7 @@ fn a_call_the_module_refuses_is_answered_with_dbus_daemons_selinux_text() {
     assert_eq!(
         text,
         format!(
-            "An SELinux policy prevents this sender from sending this message to this recipient, 0 matched rules; type=\"method_call\", sender=\"{client_name}\" (uid=1000 pid=10 comm=\"\") interface=\"org.example.Test\" member=\"Ping\" error name=\"(unset)\" requested_reply=\"0\" destination=\"{secret_name}\" (uid=1000 pid=20 comm=\"\")"
+            "An SELinux policy prevents this sender from sending this message to this recipient, 0 matched rules; type=\"method_call\", sender=\"{client_name}\" (uid=1000 pid=10 comm=\"\" label=\"client_t\") interface=\"org.example.Test\" member=\"Ping\" error name=\"(unset)\" requested_reply=\"0\" destination=\"{secret_name}\" (uid=1000 pid=20 comm=\"\" label=\"secret_t\")"
         )
     );
     assert!(h.take().is_empty(), "nothing reached the service");
