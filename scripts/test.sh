@@ -22,7 +22,8 @@ step() { printf '\n==> %s\n' "$*"; }
 # user that only NSS knows. mmdebstrap and systemd-container
 # (systemd-nspawn) build and boot the boot test's Debian, go-md2man turns
 # docs/quickbus-daemon-config.md into quickbus-daemon.conf(5) for the package.
-packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2 libglib2.0-tests libnss-extrausers mmdebstrap systemd-container go-md2man)
+# qemu-system-x86 boots Debian's kernel with SELinux for the SELinux guest test.
+packages=(dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2 libglib2.0-tests libnss-extrausers mmdebstrap systemd-container go-md2man qemu-system-x86)
 
 install_packages() {
     if ! command -v dpkg-query >/dev/null; then
@@ -94,5 +95,11 @@ bash scripts/glib-gdbus-tests.sh "${CARGO_TARGET_DIR:-target}/debug/quickbus-dae
 # machine that cannot boot a container).
 step "boot test: Debian on dbus-daemon and on quickbus"
 bash scripts/boot-test.sh
+
+# Debian 12's kernel booted under qemu with SELinux enforcing: the same
+# cases on dbus-daemon and quickbus must decide the same, enforcing and
+# permissive (scripts/selinux-guest-test.sh).
+step "SELinux guest test: dbus-daemon and quickbus under the same policy"
+bash scripts/selinux-guest-test.sh "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
 
 step "all checks passed"
