@@ -191,3 +191,77 @@ fn the_bus_itself_is_not_mediated_when_it_speaks() {
         "{got:?}"
     );
 }
+
+/// Every action, deliveries parsed; activations named.
+fn drain(h: &mut Harness) -> (Vec<String>, Vec<(ConnId, quickbus_wire::Message)>) {
+    let mut started = Vec::new();
+    let mut delivered = Vec::new();
+    for action in std::mem::take(&mut h.out) {
+        match action {
+            Action::Deliver { to, msg } => delivered.push((to, super::parse_out(&msg))),
+            Action::Activate { name, .. } => started.push(name),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    (started, delivered)
+}
+
+#[test]
+fn an_eavesdropper_the_sender_may_not_send_to_gets_no_copy() {
+    let mut h = harness();
+    let (client, _) = labelled(&mut h, "client_t", 10);
+    let (service, service_name) = labelled(&mut h, "service_t", 20);
+    // Root eavesdroppers (the harness bus runs as uid 1000: root may).
+    let mut eavesdropper = |label: &str| {
+        let id = h.bus.add_connection(
+            Credentials {
+                security_label: Some(label.as_bytes().to_vec()),
+                ..creds(0, 30)
+            },
+            false,
+        );
+        h.driver(id, "Hello", vec![]);
+        h.add_match(id, "eavesdrop=true,member='Ping'");
+        h.take();
+        id
+    };
+    let secret = eavesdropper("secret_t");
+    let open = eavesdropper("service_t");
+    h.send(client, ping(&service_name));
+    let got: Vec<ConnId> = h.take().into_iter().map(|(to, _)| to).collect();
+    assert!(got.contains(&service), "{got:?}");
+    assert!(got.contains(&open), "{got:?}");
+    assert!(!got.contains(&secret), "{got:?}");
+}
+
+#[test]
+fn activation_is_not_mediated_but_the_started_service_is() {
+    let mut h = harness();
+    let (client, _) = labelled(&mut h, "client_t", 10);
+    h.send(client, ping("org.example.Activatable"));
+    let (started, delivered) = drain(&mut h);
+    assert_eq!(started, ["org.example.Activatable"]);
+    assert!(delivered.is_empty(), "{delivered:?}");
+    // The service comes up in a domain the client may not send to.
+    let (service, _) = labelled(&mut h, "secret_t", 20);
+    h.send(
+        service,
+        call_bus(
+            "RequestName",
+            vec![s("org.example.Activatable"), Value::Uint32(0)],
+        ),
+    );
+    let (_, delivered) = drain(&mut h);
+    assert!(
+        !delivered
+            .iter()
+            .any(|(to, m)| *to == service && m.member() == Some("Ping")),
+        "{delivered:?}"
+    );
+    assert!(
+        delivered.iter().any(|(to, m)| *to == client
+            && m.error_name() == Some(errors::ACCESS_DENIED)
+            && format!("{:?}", m.body_values()).contains("An SELinux policy")),
+        "{delivered:?}"
+    );
+}
