@@ -53,7 +53,8 @@ trap list_skips EXIT
 # (systemd-nspawn) build and boot the boot test's Debian, go-md2man turns
 # docs/quickbus-daemon-config.md into quickbus-daemon.conf(5) for the package.
 # jq reads `cargo metadata` for scripts/check-msrv.sh.
-packages=(jq dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2 libglib2.0-tests libnss-extrausers mmdebstrap systemd-container go-md2man)
+# qemu-system-x86 boots Debian's kernel with SELinux for the SELinux guest test.
+packages=(jq dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2 libglib2.0-tests libnss-extrausers mmdebstrap systemd-container go-md2man qemu-system-x86)
 
 install_packages() {
     if ! command -v dpkg-query >/dev/null; then
@@ -130,5 +131,11 @@ logged bash scripts/glib-gdbus-tests.sh "${CARGO_TARGET_DIR:-target}/debug/quick
 # machine that cannot boot a container).
 step "boot test: Debian on dbus-daemon and on quickbus"
 logged bash scripts/boot-test.sh
+
+# Debian 12's kernel booted under qemu with SELinux enforcing: the same
+# cases on dbus-daemon and quickbus must decide the same, enforcing and
+# permissive (scripts/selinux-guest-test.sh).
+step "SELinux guest test: dbus-daemon and quickbus under the same policy"
+logged bash scripts/selinux-guest-test.sh "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
 
 step "all checks passed"

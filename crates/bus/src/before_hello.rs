@@ -17,6 +17,7 @@ use quickbus_wire::{Message, MessageBuilder, MessageType, Value};
 use crate::activation::Rescan;
 use crate::bus::is_hello;
 use crate::errors::{self, BusError};
+use crate::policy::Delivery;
 use crate::{Action, Bus, ConnId, BUS_NAME};
 
 /// The sender dbus-daemon stamps on an unregistered connection's messages
@@ -36,6 +37,14 @@ impl Bus {
         now: Instant,
         out: &mut Vec<Action>,
     ) {
+        // The security module speaks first, as in dbus-daemon: a domain
+        // without send_msg to the bus cannot even say Hello.
+        if self.mac.is_some() && msg.destination() == Some(BUS_NAME) {
+            if let Err(denial) = self.check_mac(msg, Delivery::to_bus(from)) {
+                self.refuse(from, msg, &denial, out);
+                return;
+            }
+        }
         match msg.destination() {
             Some(BUS_NAME) if is_hello(msg) => {
                 let conn = &self.conns[&from];

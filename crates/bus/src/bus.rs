@@ -48,6 +48,10 @@ pub struct Bus {
     /// The security policy (allow-all until the daemon sets the
     /// configured one).
     pub(crate) policy: CompiledPolicy,
+    /// The security module's decisions (SELinux); None where there is
+    /// none to ask. Not state: the daemon installs a new one on each
+    /// start (see `mac`).
+    pub(crate) mac: Option<Box<dyn crate::mac::Mediator>>,
     pub(crate) empty_fds: Arc<Vec<OwnedFd>>,
 }
 
@@ -99,6 +103,7 @@ impl Bus {
             peaks: Peaks::default(),
             traffic: Traffic::default(),
             activations: Activations::default(),
+            mac: None,
             empty_fds: Arc::new(Vec::new()),
         }
     }

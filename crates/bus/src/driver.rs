@@ -478,6 +478,7 @@ impl Bus {
                 format!("Connection \"{me}\" is not allowed to own the service \"{BUS_NAME}\"because it is reserved for D-Bus' use only"),
             ));
         }
+        self.check_mac_own(from, &me, name)?;
         if !self.can_own(from, name) {
             return Err(BusError::new(
                 errors::ACCESS_DENIED,

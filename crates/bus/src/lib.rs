@@ -25,6 +25,7 @@ pub mod driver;
 pub mod errors;
 mod introspect;
 pub mod limits;
+pub mod mac;
 pub mod match_index;
 pub mod match_rule;
 pub mod overflow;

@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use quickbus_wire::MessageType;
 
 pub use compiled::{ClientPolicy, CompiledPolicy};
-pub(crate) use denial::{loginfo, Denial};
+pub(crate) use denial::{loginfo, Denial, Refusal};
 pub(crate) use enforce::Delivery;
 
 /// The whole `<policy>` configuration, scopes resolved.

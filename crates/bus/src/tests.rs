@@ -17,6 +17,7 @@ mod fds;
 mod hello;
 mod introspection;
 mod limits;
+mod mac;
 mod monitors;
 mod names;
 mod no_reply;

@@ -28,13 +28,13 @@ pub fn describe_self(bus: &mut Bus) {
 
 /// SELinux is enabled when selinuxfs is mounted, as libselinux's
 /// `is_selinux_enabled` decides.
-fn selinux_enabled() -> bool {
+pub(crate) fn selinux_enabled() -> bool {
     Path::new(SELINUX_ENFORCE).exists()
 }
 
 /// This process's LSM label (`/proc/self/attr/current`), without the
 /// trailing NUL or newline.
-fn own_security_label() -> Option<Vec<u8>> {
+pub(crate) fn own_security_label() -> Option<Vec<u8>> {
     trimmed_label(std::fs::read("/proc/self/attr/current").ok()?)
 }
 

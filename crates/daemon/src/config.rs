@@ -58,7 +58,7 @@ pub struct BusConfig {
     /// `<selinux><associate own= context=/>` pairs (SELinux is not
     /// supported: kept for completeness).
     pub selinux_associations: Vec<(String, String)>,
-    /// `<apparmor mode=...>` (AppArmor is not supported: kept).
+    /// `<apparmor mode=...>`, read once at start (`mac::start`).
     pub apparmor: Option<String>,
     /// Directories of `<includedir>`, to watch for reloads.
     pub conf_dirs: Vec<PathBuf>,

@@ -18,6 +18,7 @@ pub mod late_users;
 pub mod listen;
 pub mod log_limit;
 pub mod logging;
+pub mod mac;
 pub mod nonce;
 pub mod notify;
 pub mod peer;

@@ -66,6 +66,9 @@ pub struct Reloaded {
     pub limits: quickbus_bus::Limits,
     /// `<servicehelper>`, for new activations.
     pub servicehelper: Option<std::path::PathBuf>,
+    /// The SELinux mediator for the new `<associate>` list (None without
+    /// SELinux).
+    pub mediator: Option<Box<dyn quickbus_bus::mac::Mediator>>,
 }
 
 /// What the loop needs beyond the bus itself.
@@ -415,6 +418,7 @@ impl Server {
                 self.user_db.forget();
                 self.late_users = crate::late_users::LateUsers::new(reloaded.policies);
                 self.bus.set_policy(reloaded.policy);
+                self.bus.set_mediator(reloaded.mediator);
                 self.bus.set_limits(reloaded.limits);
                 self.bus.set_activatable_names(names, &mut self.actions);
                 Ok(())

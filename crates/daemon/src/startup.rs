@@ -152,6 +152,8 @@ fn serve(
     if let Some(user) = &config.user {
         become_configured_user(user)?;
     }
+    // As the user the bus runs as, before it reports ready.
+    let mediator = crate::mac::start(&config)?;
     if let Some(ready) = ready {
         ready.signal()?;
     }
@@ -177,6 +179,7 @@ fn serve(
     let mut bus = Bus::new(bus_opts);
     bus.set_policy(policy);
     crate::bus_identity::describe_self(&mut bus);
+    bus.set_mediator(mediator);
     let table = ServiceTable::new(config.service_dirs().to_vec(), services);
     let mut launcher = Launcher::new(table, address.clone(), bus_type);
     launcher.set_helper(config.servicehelper.clone());
@@ -249,6 +252,7 @@ fn reloader(opts: Options) -> crate::server::Reloader {
         ensure_runtime_service_dir(&config);
         let policy = bus_policy(&config)?;
         let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
+        let mediator = crate::mac::mediator(&config)?;
         Ok(Reloaded {
             service_dirs: config.service_dirs().to_vec(),
             services,
@@ -256,6 +260,7 @@ fn reloader(opts: Options) -> crate::server::Reloader {
             policies: config.policies,
             limits: bus_limits(&config.limits),
             servicehelper: config.servicehelper,
+            mediator,
         })
     })
 }

@@ -1,9 +1,10 @@
 //! The few operating-system calls that safe wrappers don't cover: adopting
 //! an inherited fd by number, forking into the background, reading
 //! kernel-provided peer credentials, switching a spawned service to its
-//! user, and receiving into a buffer's uninitialised spare capacity. Every `unsafe` block of the daemon is
-//! here, each with the argument for its soundness: the workspace denies
-//! `unsafe_code` everywhere else.
+//! user, and receiving into a buffer's uninitialised spare capacity. Every
+//! `unsafe` block of the daemon is here, each with the argument for its
+//! soundness, except libselinux's FFI (`mac::libselinux`): the workspace
+//! denies `unsafe_code` everywhere else.
 #![allow(unsafe_code)]
 
 use std::fs::File;

@@ -12,6 +12,8 @@ use crate::BUS_NAME;
 pub(crate) enum Refusal {
     Send,
     Receive,
+    /// SELinux `send_msg` (dbus-daemon counts no rules for it).
+    SELinux,
 }
 
 /// One party of a refused message, as the text names it.
@@ -22,6 +24,8 @@ pub(crate) struct Party<'a> {
     pub pid: Option<u32>,
     /// The command line, when the daemon could read it.
     pub comm: Option<&'a str>,
+    /// The LSM label (`SO_PEERSEC`), which dbus-daemon adds as `label="…"`.
+    pub label: Option<&'a [u8]>,
 }
 
 /// A refused message and why.
@@ -39,11 +43,19 @@ fn type_name(t: MessageType) -> &'static str {
     }
 }
 
-/// dbus-daemon's "loginfo" of a party, or `bus` for the bus itself.
+/// dbus-daemon's "loginfo" of a party (`inactive` before Hello, its
+/// label last when it has one), or `bus` for the bus itself.
 pub(crate) fn loginfo(party: Option<&Party<'_>>, bus: &str) -> String {
     match party {
         None => bus.to_owned(),
-        Some(p) => crate::loginfo(p.uid, p.pid, p.comm),
+        Some(p) if p.name.is_none() => "inactive".to_owned(),
+        Some(p) => {
+            let mut info = crate::loginfo(p.uid, p.pid, p.comm);
+            if let Some(label) = p.label {
+                info.push_str(&format!(" label=\"{}\"", String::from_utf8_lossy(label)));
+            }
+            info
+        }
     }
 }
 
@@ -59,11 +71,16 @@ impl Denial {
         let complaint = match refusal {
             Refusal::Send => "Rejected send message",
             Refusal::Receive => "Rejected receive message",
+            Refusal::SELinux => {
+                "An SELinux policy prevents this sender from sending this message to this recipient"
+            }
         };
         let text = format!(
             "{complaint}, {matched_rules} matched rules; type=\"{}\", sender=\"{}\" ({}) interface=\"{}\" member=\"{}\" error name=\"{}\" requested_reply=\"{}\" destination=\"{}\" ({})",
             type_name(msg.msg_type()),
-            sender.and_then(|s| s.name).unwrap_or("(unset)"),
+            // dbus-daemon prints a NULL name: "(null)" for a connection
+            // before Hello, "(unset)" for the bus.
+            sender.map_or("(unset)", |s| s.name.unwrap_or("(null)")),
             loginfo(sender, "(bus)"),
             msg.interface().unwrap_or("(unset)"),
             msg.member().unwrap_or("(unset)"),

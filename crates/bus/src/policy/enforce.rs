@@ -25,6 +25,18 @@ pub(crate) struct Delivery {
     pub requested_reply: bool,
 }
 
+impl Delivery {
+    /// A message from `from` to the bus driver.
+    pub(crate) fn to_bus(from: ConnId) -> Delivery {
+        Delivery {
+            from: Some(from),
+            addressed: None,
+            to: None,
+            requested_reply: false,
+        }
+    }
+}
+
 impl Bus {
     /// Replace the policy; every connection gets its new rules at once
     /// (ReloadConfig, SIGHUP). Nobody is disconnected, even a peer the new
@@ -59,6 +71,7 @@ impl Bus {
             uid: conn.creds.uid,
             pid: conn.creds.pid,
             comm: conn.creds.comm.as_deref(),
+            label: conn.creds.security_label.as_deref(),
         })
     }
 
@@ -86,6 +99,9 @@ impl Bus {
     /// May `msg` go from `d.from` to `d.to`? The sender's send rules, then
     /// the receiver's receive rules, as dbus-daemon checks them.
     pub(crate) fn check_policy(&self, msg: &Message, d: Delivery) -> Result<(), Denial> {
+        if self.mac.is_some() {
+            self.check_mac(msg, d)?;
+        }
         let facts = Facts {
             msg_type: msg.msg_type(),
             path: msg.path(),

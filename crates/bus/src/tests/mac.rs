@@ -1,0 +1,267 @@
+//! The security module's hook: what the bus asks a [`Mediator`] and the
+//! texts and outcomes of its refusals, with a fake module standing in for
+//! SELinux.
+
+use quickbus_wire::{MessageBuilder, MessageType, Value};
+
+use super::{call_bus, creds, s, Harness};
+use crate::mac::{MacRefusal, Mediator, Subject};
+use crate::*;
+
+/// A made-up policy over labels: `client_t` may not send to `secret_t`
+/// nor own org.example.Secret; `nobus_t` may not send to the bus;
+/// `mute_t` may send only to the bus.
+struct FakePolicy;
+
+fn label(s: Option<Subject<'_>>) -> &str {
+    s.and_then(|s| s.label)
+        .map(|l| std::str::from_utf8(l).unwrap())
+        .unwrap_or("bus_t")
+}
+
+impl Mediator for FakePolicy {
+    fn may_own(&self, owner: Subject<'_>, name: &str) -> Result<(), MacRefusal> {
+        match (label(Some(owner)), name) {
+            ("client_t", "org.example.Secret") => Err(MacRefusal::SELinux),
+            _ => Ok(()),
+        }
+    }
+
+    fn may_send(
+        &self,
+        sender: Subject<'_>,
+        recipient: Option<Subject<'_>>,
+        _msg: &quickbus_wire::Message,
+    ) -> Result<(), MacRefusal> {
+        match (label(Some(sender)), label(recipient)) {
+            ("client_t", "secret_t") | ("nobus_t", "bus_t") => Err(MacRefusal::SELinux),
+            ("mute_t", to) if to != "bus_t" => Err(MacRefusal::SELinux),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn harness() -> Harness {
+    let mut h = Harness::new();
+    h.bus.set_mediator(Some(Box::new(FakePolicy)));
+    h
+}
+
+/// A peer labelled `label`, past Hello.
+fn labelled(h: &mut Harness, label: &str, pid: u32) -> (ConnId, String) {
+    let id = h.bus.add_connection(
+        Credentials {
+            security_label: Some(label.as_bytes().to_vec()),
+            ..creds(1000, pid)
+        },
+        false,
+    );
+    let name = match &h.driver(id, "Hello", vec![])[0] {
+        Value::String(n) => n.clone(),
+        other => panic!("Hello returned {other:?}"),
+    };
+    h.take();
+    (id, name)
+}
+
+fn ping(to: &str) -> MessageBuilder {
+    MessageBuilder::method_call("/", "Ping")
+        .interface("org.example.Test")
+        .destination(to)
+}
+
+#[test]
+fn a_call_the_module_refuses_is_answered_with_dbus_daemons_selinux_text() {
+    let mut h = harness();
+    let (client, client_name) = labelled(&mut h, "client_t", 10);
+    let (_secret, secret_name) = labelled(&mut h, "secret_t", 20);
+    let reply = h.call(client, ping(&secret_name));
+    assert_eq!(reply.msg_type(), MessageType::Error);
+    assert_eq!(reply.error_name(), Some(errors::ACCESS_DENIED));
+    let text = match &reply.body_values().unwrap()[0] {
+        Value::String(t) => t.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        text,
+        format!(
+            "An SELinux policy prevents this sender from sending this message to this recipient, 0 matched rules; type=\"method_call\", sender=\"{client_name}\" (uid=1000 pid=10 comm=\"\" label=\"client_t\") interface=\"org.example.Test\" member=\"Ping\" error name=\"(unset)\" requested_reply=\"0\" destination=\"{secret_name}\" (uid=1000 pid=20 comm=\"\" label=\"secret_t\")"
+        )
+    );
+    assert!(h.take().is_empty(), "nothing reached the service");
+}
+
+#[test]
+fn a_call_the_module_allows_is_delivered() {
+    let mut h = harness();
+    let (client, _) = labelled(&mut h, "client_t", 10);
+    let (service, service_name) = labelled(&mut h, "service_t", 20);
+    h.send(client, ping(&service_name));
+    let got = h.take();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].0, service);
+}
+
+#[test]
+fn a_reply_the_module_refuses_never_reaches_the_caller() {
+    let mut h = harness();
+    let (client, client_name) = labelled(&mut h, "client_t", 10);
+    let (service, _) = labelled(&mut h, "mute_t", 20);
+    let service_name = h.bus.unique_name(service).unwrap().to_owned();
+    let serial = h.send(client, ping(&service_name));
+    let (to, call) = h.take().remove(0);
+    assert_eq!((to, call.serial()), (service, call.serial()));
+    h.send(
+        service,
+        MessageBuilder::method_return(call.serial()).destination(client_name),
+    );
+    let got = h.take();
+    assert!(
+        !got.iter()
+            .any(|(to, m)| *to == client && m.reply_serial() == Some(serial)),
+        "{got:?}"
+    );
+    assert!(
+        got.iter()
+            .any(|(to, m)| *to == service && m.error_name() == Some(errors::ACCESS_DENIED)),
+        "the replier is told: {got:?}"
+    );
+}
+
+#[test]
+fn a_domain_without_send_to_the_bus_cannot_say_hello() {
+    let mut h = harness();
+    let id = h.bus.add_connection(
+        Credentials {
+            security_label: Some(b"nobus_t".to_vec()),
+            ..creds(1000, 30)
+        },
+        false,
+    );
+    let reply = h.call(id, call_bus("Hello", vec![]));
+    assert_eq!(reply.error_name(), Some(errors::ACCESS_DENIED));
+    let text = match &reply.body_values().unwrap()[0] {
+        Value::String(t) => t.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        text.starts_with("An SELinux policy prevents this sender from sending this message to this recipient, 0 matched rules; type=\"method_call\", sender=\"(null)\""),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("destination=\"org.freedesktop.DBus\" (bus)"),
+        "{text}"
+    );
+    assert_eq!(h.bus.unique_name(id), None);
+}
+
+#[test]
+fn owning_a_name_the_module_refuses_gives_dbus_daemons_text() {
+    let mut h = harness();
+    let (client, client_name) = labelled(&mut h, "client_t", 10);
+    let (name, text) = h.driver_error(
+        client,
+        call_bus(
+            "RequestName",
+            vec![s("org.example.Secret"), Value::Uint32(0)],
+        ),
+    );
+    assert_eq!(name, errors::ACCESS_DENIED);
+    assert_eq!(
+        text,
+        format!("Connection \"{client_name}\" is not allowed to own the service \"org.example.Secret\" due to SELinux policy")
+    );
+    assert_eq!(h.request_name(client, "org.example.Open", 0), 1);
+}
+
+#[test]
+fn the_bus_itself_is_not_mediated_when_it_speaks() {
+    // NameAcquired from the bus reaches even a domain that may receive
+    // from nobody else.
+    let mut h = harness();
+    let (mute, _) = labelled(&mut h, "mute_t", 10);
+    h.send(
+        mute,
+        call_bus("RequestName", vec![s("org.example.Mute"), Value::Uint32(0)]),
+    );
+    let got = h.take();
+    assert!(
+        got.iter()
+            .any(|(to, m)| *to == mute && m.member() == Some("NameAcquired")),
+        "{got:?}"
+    );
+}
+
+/// Every action, deliveries parsed; activations named.
+fn drain(h: &mut Harness) -> (Vec<String>, Vec<(ConnId, quickbus_wire::Message)>) {
+    let mut started = Vec::new();
+    let mut delivered = Vec::new();
+    for action in std::mem::take(&mut h.out) {
+        match action {
+            Action::Deliver { to, msg } => delivered.push((to, super::parse_out(&msg))),
+            Action::Activate { name, .. } => started.push(name),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    (started, delivered)
+}
+
+#[test]
+fn an_eavesdropper_the_sender_may_not_send_to_gets_no_copy() {
+    let mut h = harness();
+    let (client, _) = labelled(&mut h, "client_t", 10);
+    let (service, service_name) = labelled(&mut h, "service_t", 20);
+    // Root eavesdroppers (the harness bus runs as uid 1000: root may).
+    let mut eavesdropper = |label: &str| {
+        let id = h.bus.add_connection(
+            Credentials {
+                security_label: Some(label.as_bytes().to_vec()),
+                ..creds(0, 30)
+            },
+            false,
+        );
+        h.driver(id, "Hello", vec![]);
+        h.add_match(id, "eavesdrop=true,member='Ping'");
+        h.take();
+        id
+    };
+    let secret = eavesdropper("secret_t");
+    let open = eavesdropper("service_t");
+    h.send(client, ping(&service_name));
+    let got: Vec<ConnId> = h.take().into_iter().map(|(to, _)| to).collect();
+    assert!(got.contains(&service), "{got:?}");
+    assert!(got.contains(&open), "{got:?}");
+    assert!(!got.contains(&secret), "{got:?}");
+}
+
+#[test]
+fn activation_is_not_mediated_but_the_started_service_is() {
+    let mut h = harness();
+    let (client, _) = labelled(&mut h, "client_t", 10);
+    h.send(client, ping("org.example.Activatable"));
+    let (started, delivered) = drain(&mut h);
+    assert_eq!(started, ["org.example.Activatable"]);
+    assert!(delivered.is_empty(), "{delivered:?}");
+    // The service comes up in a domain the client may not send to.
+    let (service, _) = labelled(&mut h, "secret_t", 20);
+    h.send(
+        service,
+        call_bus(
+            "RequestName",
+            vec![s("org.example.Activatable"), Value::Uint32(0)],
+        ),
+    );
+    let (_, delivered) = drain(&mut h);
+    assert!(
+        !delivered
+            .iter()
+            .any(|(to, m)| *to == service && m.member() == Some("Ping")),
+        "{delivered:?}"
+    );
+    assert!(
+        delivered.iter().any(|(to, m)| *to == client
+            && m.error_name() == Some(errors::ACCESS_DENIED)
+            && format!("{:?}", m.body_values()).contains("An SELinux policy")),
+        "{delivered:?}"
+    );
+}

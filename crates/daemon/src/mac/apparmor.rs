@@ -1,0 +1,249 @@
+//! AppArmor: `<apparmor mode="disabled|enabled|required"/>` decided at
+//! start as dbus-daemon's `bus_apparmor_pre_init` and
+//! `bus_apparmor_full_init` decide it.
+//!
+//! The mode is read once, from the configuration the daemon starts with: a
+//! reload parses `<apparmor>` again (so a bad value is still refused) but
+//! changes nothing, as in dbus-daemon, whose full init runs only at start.
+//!
+//! quickbus does not yet query the kernel's AppArmor D-Bus policy (see
+//! docs/mandatory-access-control.md). Where the kernel offers D-Bus
+//! mediation it says so at start with a warning, and `required` refuses to
+//! start rather than promise a mediation it would not do.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// `<apparmor mode=…>`; dbus-daemon's default, without the element, is
+/// `enabled`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    Disabled,
+    #[default]
+    Enabled,
+    Required,
+}
+
+impl Mode {
+    /// The configuration's value (the loader has already refused anything
+    /// else, with dbus-daemon's message).
+    pub fn from_config(value: Option<&str>) -> Mode {
+        match value {
+            Some("disabled") => Mode::Disabled,
+            Some("required") => Mode::Required,
+            _ => Mode::Enabled,
+        }
+    }
+}
+
+/// What the running kernel offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Support {
+    /// AppArmor is off, or on without D-Bus mediation (Debian's kernels).
+    Absent,
+    /// AppArmor is on and its `features/dbus/mask` lists acquire, send and
+    /// receive (Ubuntu's kernels, mainline from 6.17).
+    DbusMediation,
+}
+
+/// dbus-daemon's text, which `startup` prefixes with
+/// "Failed to start message bus: ".
+pub const REQUIRED_BUT_ABSENT: &str = "AppArmor mediation required but not present";
+
+/// Why `required` is refused on a kernel that could mediate: quickbus has
+/// no AppArmor query path yet, and `required` means "never run unmediated".
+pub const REQUIRED_BUT_NOT_IMPLEMENTED: &str = "AppArmor mediation required, and this kernel offers D-Bus mediation, but quickbus does not implement AppArmor D-Bus mediation yet";
+
+/// The warning for `enabled` on a kernel that could mediate.
+pub const NOT_MEDIATING_WARNING: &str = "this kernel offers AppArmor D-Bus mediation, which quickbus does not implement yet: AppArmor dbus rules are NOT enforced on this bus (dbus-daemon would enforce them)";
+
+/// The decision at start: Ok with an optional warning to log, or the reason
+/// the bus must not start.
+pub fn decide(mode: Mode, support: Support) -> Result<Option<&'static str>, &'static str> {
+    match (mode, support) {
+        (Mode::Disabled, _) => Ok(None),
+        (Mode::Enabled, Support::Absent) => Ok(None),
+        (Mode::Required, Support::Absent) => Err(REQUIRED_BUT_ABSENT),
+        (Mode::Enabled, Support::DbusMediation) => Ok(Some(NOT_MEDIATING_WARNING)),
+        (Mode::Required, Support::DbusMediation) => Err(REQUIRED_BUT_NOT_IMPLEMENTED),
+    }
+}
+
+/// Where the kernel tells whether the AppArmor module is on.
+const MODULE_ENABLED: &str = "/sys/module/apparmor/parameters/enabled";
+
+/// What this kernel offers, read as libapparmor's `aa_is_enabled` and
+/// dbus-broker's `bus_apparmor_dbus_supported` read it.
+pub fn detect() -> Support {
+    detect_in(Path::new(MODULE_ENABLED), &securityfs_mounts())
+}
+
+fn detect_in(module_enabled: &Path, securityfs: &[PathBuf]) -> Support {
+    let enabled = std::fs::read(module_enabled)
+        .map(|v| v.first() == Some(&b'Y'))
+        .unwrap_or(false);
+    if !enabled {
+        return Support::Absent;
+    }
+    // Read, not stat: AppArmor does not mediate stat in apparmorfs, and a
+    // daemon confined too narrowly to read the mask (in a container) must
+    // behave as if there were no AppArmor (dbus-daemon's reasoning).
+    let offers_dbus = securityfs.iter().any(|mount| {
+        read_mask(&mount.join("apparmor/features/dbus/mask"))
+            .map(|mask| lists_dbus_permissions(&mask))
+            .unwrap_or(false)
+    });
+    if offers_dbus {
+        Support::DbusMediation
+    } else {
+        Support::Absent
+    }
+}
+
+fn read_mask(path: &Path) -> io::Result<String> {
+    std::fs::read_to_string(path)
+}
+
+/// The mask must name every permission the bus asks about.
+fn lists_dbus_permissions(mask: &str) -> bool {
+    let words: Vec<&str> = mask.split_whitespace().collect();
+    ["acquire", "send", "receive"]
+        .iter()
+        .all(|p| words.contains(p))
+}
+
+/// Every securityfs mount point (libapparmor's `aa_find_mountpoint` looks
+/// the same way), `/sys/kernel/security` when the table cannot be read.
+fn securityfs_mounts() -> Vec<PathBuf> {
+    let Ok(table) = std::fs::read_to_string("/proc/self/mounts") else {
+        return vec![PathBuf::from("/sys/kernel/security")];
+    };
+    table
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (_, at, kind) = (fields.next()?, fields.next()?, fields.next()?);
+            (kind == "securityfs").then(|| PathBuf::from(unescape_mount_path(at)))
+        })
+        .collect()
+}
+
+/// /proc/self/mounts writes space, tab, newline and backslash as octal.
+fn unescape_mount_path(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 4 <= bytes.len() {
+            let octal = std::str::from_utf8(&bytes[i + 1..i + 4]).ok();
+            if let Some(v) = octal.and_then(|o| u8::from_str_radix(o, 8).ok()) {
+                out.push(v);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake sysfs and securityfs in a directory of its own.
+    struct Fake(PathBuf);
+
+    impl Drop for Fake {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    impl Fake {
+        fn new(enabled: Option<&str>, mask: Option<&str>) -> Fake {
+            use std::sync::atomic::{AtomicUsize, Ordering};
+            static N: AtomicUsize = AtomicUsize::new(0);
+            let n = N.fetch_add(1, Ordering::Relaxed);
+            let dir =
+                Fake(std::env::temp_dir().join(format!("qb-apparmor-{}-{n}", std::process::id())));
+            std::fs::create_dir_all(&dir.0).unwrap();
+            if let Some(v) = enabled {
+                std::fs::write(dir.0.join("enabled"), v).unwrap();
+            }
+            if let Some(mask) = mask {
+                let features = dir.0.join("security/apparmor/features/dbus");
+                std::fs::create_dir_all(&features).unwrap();
+                std::fs::write(features.join("mask"), mask).unwrap();
+            }
+            dir
+        }
+
+        fn detect(&self) -> Support {
+            detect_in(&self.0.join("enabled"), &[self.0.join("security")])
+        }
+    }
+
+    #[test]
+    fn support_needs_apparmor_on_and_a_mask_with_acquire_send_receive() {
+        let ubuntu = "acquire send receive\n";
+        assert_eq!(
+            Fake::new(Some("Y\n"), Some(ubuntu)).detect(),
+            Support::DbusMediation
+        );
+        assert_eq!(
+            Fake::new(Some("Y\n"), Some("send receive acquire eavesdrop")).detect(),
+            Support::DbusMediation
+        );
+        // Debian: AppArmor on, no dbus features.
+        assert_eq!(Fake::new(Some("Y\n"), None).detect(), Support::Absent);
+        assert_eq!(
+            Fake::new(Some("N\n"), Some(ubuntu)).detect(),
+            Support::Absent
+        );
+        assert_eq!(Fake::new(None, Some(ubuntu)).detect(), Support::Absent);
+        assert_eq!(
+            Fake::new(Some("Y"), Some("send receive")).detect(),
+            Support::Absent
+        );
+        assert_eq!(
+            Fake::new(Some("Y"), Some("acquired sending receive")).detect(),
+            Support::Absent
+        );
+    }
+
+    #[test]
+    fn the_decision_at_start_follows_dbus_daemon_where_it_can() {
+        use Mode::*;
+        use Support::*;
+        assert_eq!(decide(Disabled, Absent), Ok(None));
+        assert_eq!(decide(Disabled, DbusMediation), Ok(None));
+        assert_eq!(decide(Enabled, Absent), Ok(None));
+        assert_eq!(decide(Required, Absent), Err(REQUIRED_BUT_ABSENT));
+        assert_eq!(
+            decide(Enabled, DbusMediation),
+            Ok(Some(NOT_MEDIATING_WARNING))
+        );
+        assert_eq!(
+            decide(Required, DbusMediation),
+            Err(REQUIRED_BUT_NOT_IMPLEMENTED)
+        );
+    }
+
+    #[test]
+    fn the_default_mode_is_enabled() {
+        assert_eq!(Mode::from_config(None), Mode::Enabled);
+        assert_eq!(Mode::from_config(Some("disabled")), Mode::Disabled);
+        assert_eq!(Mode::from_config(Some("required")), Mode::Required);
+    }
+
+    #[test]
+    fn mount_paths_are_unescaped() {
+        assert_eq!(unescape_mount_path("/a\\040b"), "/a b");
+        assert_eq!(
+            unescape_mount_path("/sys/kernel/security"),
+            "/sys/kernel/security"
+        );
+    }
+}
