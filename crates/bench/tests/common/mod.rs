@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-/// The quickbus-daemon built beside the quickbus binary under test.
+/// The quickbus-daemon built beside the quickbus-bench binary under test.
 pub fn quickbus_daemon() -> PathBuf {
-    let tool = PathBuf::from(env!("CARGO_BIN_EXE_quickbus"));
+    let tool = PathBuf::from(env!("CARGO_BIN_EXE_quickbus-bench"));
     let daemon = tool.with_file_name("quickbus-daemon");
     assert!(
         daemon.exists(),

@@ -6,10 +6,10 @@ use std::fmt::Write;
 
 use serde_json::{json, Value};
 
-use super::super::buses::BusKind;
 use super::chart::{line_chart, Series};
 use super::probes::{Probe, ProbeResult};
 use super::Phase;
+use crate::buses::BusKind;
 
 /// A ratio at or below this is flat (the target).
 pub const FLAT: f64 = 1.2;
@@ -481,7 +481,7 @@ mod tests {
     #[test]
     fn json_and_charts_cover_every_run() {
         let runs = [sample_run()];
-        let json = json(&runs, "quickbus bench scale", &[]);
+        let json = json(&runs, "quickbus-bench scale", &[]);
         assert_eq!(json["runs"][0]["points"].as_array().unwrap().len(), 4);
         assert_eq!(json["runs"][0]["flatness"]["block_wall"], 1.0);
         let charts = charts(&runs);

@@ -116,7 +116,7 @@ fn summarize(key: &Key, samples: &[Sample]) -> Summary {
     }
 }
 
-pub(super) fn size_text(size: usize) -> String {
+pub(crate) fn size_text(size: usize) -> String {
     if size >= 1024 && (size / 1024) * 1024 == size {
         format!("{} KiB", size / 1024)
     } else {
@@ -660,7 +660,7 @@ mod tests {
             "no CPU chart: no CPU time was measured"
         );
         assert!(plots[0].1.contains(">quickbus<") && plots[0].1.contains(">dbus-broker<"));
-        let json = results.json("quickbus bench", 1, &[]);
+        let json = results.json("quickbus-bench", 1, &[]);
         assert_eq!(json["results"].as_array().unwrap().len(), 2);
         assert_eq!(json["results"][0]["median"]["received_percent"], 100.0);
     }

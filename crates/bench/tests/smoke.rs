@@ -1,6 +1,6 @@
-//! A short run of `quickbus bench` against quickbus-daemon and dbus-daemon:
+//! A short run of `quickbus-bench` against quickbus-daemon and dbus-daemon:
 //! every workload reports a row for every bus with everything received.
-//! No timing is checked. Needs quickbus-daemon built next to quickbus
+//! No timing is checked. Needs quickbus-daemon built next to quickbus-bench
 //! (`cargo build -p quickbus-daemon`) and /usr/bin/dbus-daemon.
 
 use std::process::{Command, Stdio};
@@ -13,9 +13,8 @@ use common::quickbus_daemon;
 fn quick_bench_reports_every_workload_fully_received() {
     let json =
         std::env::temp_dir().join(format!("quickbus-bench-smoke-{}.json", std::process::id()));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_quickbus"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quickbus-bench"))
         .args([
-            "bench",
             "--quick",
             "--count",
             "20",
@@ -30,13 +29,13 @@ fn quick_bench_reports_every_workload_fully_received() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start quickbus bench");
+        .expect("start quickbus-bench");
     let deadline = Instant::now() + Duration::from_secs(120);
     while child.try_wait().expect("wait for bench").is_none() {
         if Instant::now() > deadline {
             let _ = child.kill();
             panic!(
-                "quickbus bench did not finish: {:?}",
+                "quickbus-bench did not finish: {:?}",
                 child.wait_with_output()
             );
         }

@@ -1,7 +1,7 @@
 //! SVG line charts with linear axes from zero: a flat cost is a horizontal
 //! line, a linear one a slope (log axes would hide both).
 
-use crate::bench::svg::{Canvas, LEFT, TOP};
+use crate::svg::{Canvas, LEFT, TOP};
 
 /// One line of a chart: a name and (x, y) points.
 pub struct Series {
