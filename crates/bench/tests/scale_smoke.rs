@@ -1,14 +1,13 @@
 //! A tiny run of `quickbus-bench scale` against quickbus-daemon and
 //! dbus-daemon: every phase fills every block on both buses, reports its
 //! ratios, and writes JSON and charts. No timing is checked. Needs
-//! quickbus-daemon built next to quickbus-bench (`cargo build -p
-//! quickbus-daemon`) and /usr/bin/dbus-daemon.
+//! /usr/bin/dbus-daemon; quickbus-daemon is built by quickbus-e2e's
+//! `quickbus_daemon_path`.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-use common::quickbus_daemon;
+use quickbus_e2e::quickbus_daemon_path;
 
 const PHASES: [&str; 4] = ["names", "rules", "connections", "pending"];
 const BUSES: [&str; 2] = ["quickbus", "dbus-daemon"];
@@ -32,7 +31,7 @@ fn quick_scale_run_fills_every_phase_on_both_buses() {
         ])
         .args(["--buses", "quickbus,dbus-daemon"])
         .arg("--quickbus")
-        .arg(quickbus_daemon())
+        .arg(quickbus_daemon_path())
         .arg("--json")
         .arg(&json)
         .arg("--plots")

@@ -1,13 +1,12 @@
 //! A short run of `quickbus-bench` against quickbus-daemon and dbus-daemon:
 //! every workload reports a row for every bus with everything received.
-//! No timing is checked. Needs quickbus-daemon built next to quickbus-bench
-//! (`cargo build -p quickbus-daemon`) and /usr/bin/dbus-daemon.
+//! No timing is checked. Needs /usr/bin/dbus-daemon; quickbus-daemon is built by
+//! quickbus-e2e's `quickbus_daemon_path`.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-use common::quickbus_daemon;
+use quickbus_e2e::quickbus_daemon_path;
 
 #[test]
 fn quick_bench_reports_every_workload_fully_received() {
@@ -22,7 +21,7 @@ fn quick_bench_reports_every_workload_fully_received() {
             "quickbus,dbus-daemon",
         ])
         .arg("--quickbus")
-        .arg(quickbus_daemon())
+        .arg(quickbus_daemon_path())
         .arg("--json")
         .arg(&json)
         .stdin(Stdio::null())

@@ -15,7 +15,6 @@ mod error;
 mod handshake;
 pub mod sasl;
 mod socket;
-pub mod test_bus;
 mod transport;
 
 pub use connection::{
