@@ -9,7 +9,6 @@ mod monitor;
 mod pcap;
 mod print;
 mod report;
-mod signature;
 mod stats;
 mod top;
 
