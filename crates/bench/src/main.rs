@@ -9,12 +9,10 @@ mod buses;
 mod endpoint;
 mod hostile_neighbour;
 mod messages;
-mod plot;
 mod relay;
 mod report;
 mod round_trip;
 mod scale;
-mod svg;
 mod targets;
 mod workloads;
 

@@ -9,7 +9,6 @@
 //! so one phase's items never slow another's.
 
 mod callgrind;
-mod chart;
 mod fill;
 mod probes;
 mod report;
