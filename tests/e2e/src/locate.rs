@@ -87,7 +87,10 @@ fn built_executable(messages: &str) -> Option<PathBuf> {
 fn profile_dir_of_this_test() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let deps = exe.parent()?;
-    (deps.file_name()? == "deps").then(|| deps.parent().map(Path::to_owned))?
+    if deps.file_name()? != "deps" {
+        return None;
+    }
+    deps.parent().map(Path::to_owned)
 }
 
 /// The profile this test was built in: `debug` is cargo's `dev`.
