@@ -5,6 +5,8 @@
 //! cost per item as a bus grows. A lab for developers, not part of the
 //! Debian package.
 
+#![forbid(unsafe_code)]
+
 mod buses;
 mod endpoint;
 mod hostile_neighbour;
