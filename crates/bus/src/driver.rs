@@ -177,7 +177,7 @@ const fn privileged(mut m: Method) -> Method {
     m
 }
 
-const DBUS: &str = "org.freedesktop.DBus";
+const DBUS: &str = crate::BUS_INTERFACE;
 const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
 const INTROSPECTABLE: &str = "org.freedesktop.DBus.Introspectable";
 const MONITORING: &str = "org.freedesktop.DBus.Monitoring";

@@ -63,12 +63,8 @@ pub use policy::PolicyConfig;
 pub use quickbus_wire::Frame;
 pub use traffic::Traffic;
 
-/// The bus's name for itself, also the sender of every message it makes.
-pub const BUS_NAME: &str = "org.freedesktop.DBus";
-/// The driver's canonical object path.
-pub const BUS_PATH: &str = "/org/freedesktop/DBus";
-/// The driver's main interface.
-pub const BUS_INTERFACE: &str = "org.freedesktop.DBus";
+/// The driver's name, path and interface (defined once, in quickbus-wire).
+pub use quickbus_wire::{BUS_INTERFACE, BUS_NAME, BUS_PATH};
 
 /// A connection, as the daemon and the bus both know it. Never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -16,18 +16,14 @@
 use std::cell::OnceCell;
 use std::fmt;
 
-use quickbus_wire::{names, Message, MessageType, StrArg, StrKind};
+use quickbus_wire::{names, Message, MessageType, StrArg, StrKind, BUS_NAME};
 
 /// Longest rule text dbus-daemon accepts (`DBUS_MAXIMUM_MATCH_RULE_LENGTH`).
 pub const MAX_RULE_LENGTH: usize = 1024;
 /// Highest argument index a rule may name (`DBUS_MAXIMUM_MATCH_RULE_ARG_NUMBER`).
 pub const MAX_ARG_INDEX: usize = 63;
-/// The bus driver's name: the sender of the bus's own messages.
-pub const BUS_DRIVER_NAME: &str = "org.freedesktop.DBus";
 /// dbus-daemon reads at most this many tokens and ignores the rest.
 const MAX_TOKENS: usize = 16;
-/// Longest bus name.
-const MAX_NAME_LEN: usize = 255;
 
 const ERROR_MATCH_RULE_INVALID: &str = "org.freedesktop.DBus.Error.MatchRuleInvalid";
 const ERROR_LIMITS_EXCEEDED: &str = "org.freedesktop.DBus.Error.LimitsExceeded";
@@ -141,7 +137,7 @@ pub struct BusDriver;
 
 impl NameOwner for BusDriver {
     fn name(&self, index: usize) -> Option<&str> {
-        (index == 0).then_some(BUS_DRIVER_NAME)
+        (index == 0).then_some(BUS_NAME)
     }
 
     fn name_count_bound(&self) -> usize {
@@ -271,7 +267,7 @@ impl MatchRule {
                 if self.sender.is_some() {
                     return Err(twice());
                 }
-                if !is_valid_bus_name(&value, false) {
+                if !names::is_valid_match_bus_name(&value) {
                     return Err(MatchRuleError::invalid(format!(
                         "Sender name '{value}' is invalid\n"
                     )));
@@ -321,7 +317,7 @@ impl MatchRule {
                 if self.destination.is_some() {
                     return Err(twice());
                 }
-                if !is_valid_bus_name(&value, false) {
+                if !names::is_valid_match_bus_name(&value) {
                     return Err(MatchRuleError::invalid(format!(
                         "Destination name '{value}' is invalid\n"
                     )));
@@ -366,7 +362,7 @@ impl MatchRule {
             "" => ArgKind::Exact,
             "path" => ArgKind::Path,
             _ if key == "arg0namespace" => {
-                if !is_valid_bus_name(&value, true) {
+                if !names::is_valid_bus_namespace(&value) {
                     return Err(MatchRuleError::invalid(format!(
                         "arg0namespace='{value}' is not a valid prefix of a bus name"
                     )));
@@ -715,43 +711,6 @@ fn parse_c_ulong(text: &str) -> Option<(u64, usize)> {
         },
         i,
     ))
-}
-
-/// dbus's bus-name check (`_dbus_validate_bus_name`, or with `namespace`
-/// `_dbus_validate_bus_namespace`, which does not require a dot). Looser
-/// than the spec for unique names (`:1`, even `:`, pass), as dbus-daemon is.
-fn is_valid_bus_name(name: &str, namespace: bool) -> bool {
-    fn name_char(c: u8) -> bool {
-        c.is_ascii_alphanumeric() || c == b'_' || c == b'-'
-    }
-    fn initial_char(c: u8) -> bool {
-        name_char(c) && !c.is_ascii_digit()
-    }
-    let bytes = name.as_bytes();
-    if bytes.is_empty() || bytes.len() > MAX_NAME_LEN {
-        return false;
-    }
-    let unique = bytes[0] == b':';
-    if !unique && !initial_char(bytes[0]) {
-        return false;
-    }
-    // After a dot a unique name's element may start with a digit.
-    let element_start = if unique { name_char } else { initial_char };
-    let mut saw_dot = false;
-    let mut i = 1;
-    while i < bytes.len() {
-        if bytes[i] == b'.' {
-            if !bytes.get(i + 1).is_some_and(|&c| element_start(c)) {
-                return false;
-            }
-            saw_dot = true;
-            i += 1;
-        } else if !name_char(bytes[i]) {
-            return false;
-        }
-        i += 1;
-    }
-    unique || namespace || saw_dot
 }
 
 /// `key='value'` with a quote inside the value written as `'\''`.

@@ -7,16 +7,13 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use quickbus_wire::{Message, MessageBuilder, MessageType, Value};
+use quickbus_wire::{
+    Message, MessageBuilder, MessageType, Value, BUS_INTERFACE, BUS_NAME, BUS_PATH,
+};
 
 use crate::error::{CallError, DBusError, Error};
 use crate::socket::Socket;
 use crate::transport::Transport;
-
-/// The well-known name, path and interface of the bus driver.
-pub const BUS_NAME: &str = "org.freedesktop.DBus";
-pub const BUS_PATH: &str = "/org/freedesktop/DBus";
-pub const BUS_INTERFACE: &str = "org.freedesktop.DBus";
 
 /// Where the system bus listens when DBUS_SYSTEM_BUS_ADDRESS is not set.
 pub const DEFAULT_SYSTEM_BUS_ADDRESS: &str = "unix:path=/run/dbus/system_bus_socket";

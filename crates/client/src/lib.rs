@@ -17,13 +17,13 @@ mod error;
 mod handshake;
 pub mod sasl;
 mod socket;
-pub mod test_bus;
 mod transport;
 
 pub use connection::{
-    bus_call, error_of, system_bus_address, Connection, Received, BUS_INTERFACE, BUS_NAME,
-    BUS_PATH, DEFAULT_SYSTEM_BUS_ADDRESS,
+    bus_call, error_of, system_bus_address, Connection, Received, DEFAULT_SYSTEM_BUS_ADDRESS,
 };
 pub use error::{CallError, DBusError, Error};
 pub use quickbus_wire::{Message, MessageBuilder, MessageType, Value};
+/// The bus driver's name, path and interface.
+pub use quickbus_wire::{BUS_INTERFACE, BUS_NAME, BUS_PATH};
 pub use transport::wait_readable;

@@ -4,8 +4,8 @@
 use std::os::fd::AsFd;
 use std::time::Duration;
 
-use quickbus_client::test_bus::TestBus;
 use quickbus_client::{CallError, Connection, Error, MessageBuilder, MessageType, Value};
+use quickbus_e2e::Bus as TestBus;
 
 const NAME_HAS_NO_OWNER: &str = "org.freedesktop.DBus.Error.NameHasNoOwner";
 

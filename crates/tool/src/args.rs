@@ -2,9 +2,8 @@
 //! one word per basic value; arrays as a count then the items, variants as
 //! a signature then the value, structs and dict entries inline.
 
+use quickbus_wire::types::Type;
 use quickbus_wire::Value;
-
-use crate::signature::{parse_signature, parse_single, Type};
 
 /// Turn `SIGNATURE ARG...` into message body values. An empty slice is an
 /// empty body.
@@ -12,7 +11,7 @@ pub fn parse_args(words: &[String]) -> Result<Vec<Value>, String> {
     let Some((sig, rest)) = words.split_first() else {
         return Ok(Vec::new());
     };
-    let types = parse_signature(sig).map_err(|e| format!("invalid signature {sig:?}: {e}"))?;
+    let types = Type::parse_all(sig).map_err(|e| format!("invalid signature {sig:?}: {e}"))?;
     let mut input = rest.iter();
     let mut values = Vec::with_capacity(types.len());
     for t in &types {
@@ -70,14 +69,15 @@ fn parse_value<'a>(
             Value::ObjectPath(word.clone())
         }
         Type::Signature => {
-            parse_signature(word).map_err(|e| format!("{word:?} is not a valid signature: {e}"))?;
+            Type::parse_all(word).map_err(|e| format!("{word:?} is not a valid signature: {e}"))?;
             Value::Signature(word.clone())
         }
         Type::UnixFd => {
             return Err("unix fd arguments (type h) cannot be passed from the command line".into())
         }
         Type::Variant => {
-            let inner = parse_single(word).map_err(|e| format!("bad variant signature: {e}"))?;
+            let inner =
+                Type::parse_single(word).map_err(|e| format!("bad variant signature: {e}"))?;
             Value::Variant(Box::new(parse_value(&inner, input)?))
         }
         Type::Array(elem) => {

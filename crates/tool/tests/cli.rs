@@ -4,8 +4,8 @@
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use quickbus_client::test_bus::TestBus;
 use quickbus_client::Connection;
+use quickbus_e2e::Bus as TestBus;
 
 /// Run `quickbus --address ADDR ARGS...`, killed if it outlives the limit.
 fn quickbus(bus: &TestBus, args: &[&str]) -> Output {

@@ -15,6 +15,7 @@ mod message;
 pub mod names;
 mod read;
 pub mod signature;
+pub mod types;
 mod value;
 mod write;
 
@@ -94,6 +95,14 @@ impl MessageType {
         }
     }
 }
+
+/// The bus driver's well-known name, also the sender of every message the
+/// bus itself makes.
+pub const BUS_NAME: &str = "org.freedesktop.DBus";
+/// The bus driver's canonical object path.
+pub const BUS_PATH: &str = "/org/freedesktop/DBus";
+/// The bus driver's main interface.
+pub const BUS_INTERFACE: &str = "org.freedesktop.DBus";
 
 /// Header flags.
 pub mod flags {

@@ -76,6 +76,56 @@ pub fn is_valid_object_path(path: &str) -> bool {
     object_path_bytes(path.as_bytes())
 }
 
+/// A bus name as dbus-daemon checks one in a match rule's `sender` or
+/// `destination` (`_dbus_validate_bus_name`): a well-known name as in
+/// [`is_valid_well_known_name`], but a unique name only needs `:` then name
+/// characters, an element after a dot may start with a digit (`:1`, even
+/// `:`, pass). Match rules keep this looseness because clients see it.
+pub fn is_valid_match_bus_name(name: &str) -> bool {
+    dbus_bus_name(name.as_bytes(), false)
+}
+
+/// A match rule's `arg0namespace` (`_dbus_validate_bus_namespace`): as
+/// [`is_valid_match_bus_name`], but a name without a dot passes (`org`).
+pub fn is_valid_bus_namespace(name: &str) -> bool {
+    dbus_bus_name(name.as_bytes(), true)
+}
+
+/// libdbus's bus-name check, byte for byte; `namespace` drops the need for
+/// a dot.
+fn dbus_bus_name(bytes: &[u8], namespace: bool) -> bool {
+    fn name_char(c: u8) -> bool {
+        is_name_char(c) || c == b'-'
+    }
+    fn initial_char(c: u8) -> bool {
+        name_char(c) && !c.is_ascii_digit()
+    }
+    if bytes.is_empty() || bytes.len() > MAX_NAME_LEN {
+        return false;
+    }
+    let unique = bytes[0] == b':';
+    if !unique && !initial_char(bytes[0]) {
+        return false;
+    }
+    // After a dot a unique name's element may start with a digit.
+    let element_start = if unique { name_char } else { initial_char };
+    let mut saw_dot = false;
+    let mut i = 1;
+    while i < bytes.len() {
+        if bytes[i] == b'.' {
+            if !bytes.get(i + 1).is_some_and(|&c| element_start(c)) {
+                return false;
+            }
+            saw_dot = true;
+            i += 1;
+        } else if !name_char(bytes[i]) {
+            return false;
+        }
+        i += 1;
+    }
+    unique || namespace || saw_dot
+}
+
 // The same checks on raw bytes, for the header parser: it validates a
 // name field before (instead of) checking it is UTF-8. Each accepts only
 // ASCII characters, so bytes that pass are valid UTF-8 as well
@@ -151,6 +201,33 @@ pub fn is_valid_single_signature(signature: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn match_rule_bus_names_are_as_loose_as_libdbus() {
+        for name in [
+            ":",
+            ":1",
+            ":1.2",
+            ":.1",
+            ":a-b",
+            "org.example",
+            "a-b.c_d",
+            "_.x",
+        ] {
+            assert!(is_valid_match_bus_name(name), "{name}");
+        }
+        for name in [
+            "", "org", "1a.b", "a..b", "a.", ".a", "a.1b", ":1..2", ":1.", "a b.c", "a/b.c",
+        ] {
+            assert!(!is_valid_match_bus_name(name), "{name}");
+        }
+        assert!(!is_valid_match_bus_name(&format!("a.{}", "b".repeat(254))));
+        // A namespace needs no dot; the other rules stay.
+        assert!(is_valid_bus_namespace("org") && is_valid_bus_namespace("org.example"));
+        assert!(!is_valid_bus_namespace("org.") && !is_valid_bus_namespace("1org"));
+        // Stricter elsewhere: a bus name in a header needs a dot.
+        assert!(!is_valid_bus_name(":1") && is_valid_bus_name(":1.2"));
+    }
 
     /// The element-splitting definitions the one-pass validators replaced.
     mod reference {

@@ -10,6 +10,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::thread;
 
+use quickbus_client::Connection;
 use rustix::io::{fcntl_setfd, FdFlags};
 use rustix::pipe::{pipe_with, PipeFlags};
 use rustix::process::{kill_process, Pid, Signal};
@@ -181,6 +182,18 @@ impl Bus {
         std::fs::read_to_string(self.dir.path().join("daemon.stderr")).unwrap_or_default()
     }
 
+    /// A new [`quickbus_client::Connection`] to this bus (Hello done), with
+    /// [`TIMEOUT`] as its read time-out.
+    pub fn connect(&self) -> Connection {
+        self.try_connect()
+            .unwrap_or_else(|err| panic!("connecting to {}: {err}", self.address))
+    }
+
+    /// [`Bus::connect`], its failure returned.
+    pub fn try_connect(&self) -> Result<Connection, quickbus_client::Error> {
+        Connection::connect_with_timeout(&self.address, TIMEOUT)
+    }
+
     /// A command for `program` that talks to this bus as its session bus.
     pub fn client(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut cmd = Command::new(program);
@@ -246,15 +259,18 @@ impl Bus {
     fn terminate(&mut self) -> ExitStatus {
         self.stopped = true;
         // A daemon may print its address before installing its SIGTERM
-        // handler (dbus-daemon does); one round trip proves its main loop
-        // runs. The outcome is not the point, only the wait.
-        let _ = run_bounded(self.client("dbus-send").args([
-            "--session",
-            "--print-reply",
-            "--dest=org.freedesktop.DBus",
-            "/org/freedesktop/DBus",
-            "org.freedesktop.DBus.Peer.Ping",
-        ]));
+        // handler (dbus-daemon does); one round trip (Hello) proves its main
+        // loop runs. The outcome is not the point, only the wait: dbus-send
+        // tries where our client cannot connect.
+        if self.try_connect().is_err() {
+            let _ = run_bounded(self.client("dbus-send").args([
+                "--session",
+                "--print-reply",
+                "--dest=org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus.Peer.Ping",
+            ]));
+        }
         let pid = Pid::from_child(&self.child);
         let _ = kill_process(pid, Signal::Term);
         match wait_bounded(&mut self.child) {

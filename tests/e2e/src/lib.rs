@@ -2,9 +2,16 @@
 //! configuration, run real D-Bus clients (dbus-send, busctl, gdbus,
 //! dbus-python) against it, and never hang.
 //!
+//! It is also the one test bus of the workspace: quickbus-client's and the
+//! quickbus tool's tests start their daemons with [`Bus`] and connect with
+//! [`Bus::connect`]; the bench's smoke tests measure
+//! [`quickbus_daemon_path`].
+//!
 //! The daemon under test is `$QUICKBUS_TEST_DAEMON` when set (for example
-//! `/usr/bin/dbus-daemon`, the reference), else the workspace's built
-//! `quickbus-daemon` (build it first: `cargo build -p quickbus-daemon`).
+//! `/usr/bin/dbus-daemon`, the reference), else the workspace's
+//! `quickbus-daemon`, which the first test of a run builds (`cargo build
+//! -p quickbus-daemon` in the test's own profile), so a test never runs
+//! against a missing or stale daemon.
 //!
 //! Every wait is bounded by [`TIMEOUT`]; time is only ever used to give up,
 //! never as the thing a test asserts.
@@ -32,7 +39,9 @@ mod users;
 use std::time::Duration;
 
 pub use daemon::{assert_guid_suffix, driver_call, write_config, write_config_with, Bus, Listen};
-pub use locate::{daemon_path, python_path, python_script, testing_quickbus, TempDir};
+pub use locate::{
+    daemon_path, python_path, python_script, quickbus_daemon_path, testing_quickbus, TempDir,
+};
 pub use peer::{flags, json_string_list, Peer};
 pub use process::{run_bounded, status_kib, Background, Finished};
 pub use raw::read_raw_message;

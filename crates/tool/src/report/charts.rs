@@ -1,11 +1,9 @@
 //! Rate and size over time as inline SVG (drawn once, no script needed).
 
-use std::fmt::Write;
+use quickbus_chart::{escape, Axis, Chart, Series};
 
 use crate::analysis::Analysis;
 
-const WIDTH: f64 = 900.0;
-const HEIGHT: f64 = 160.0;
 const BINS: usize = 120;
 
 /// Per time bin: message count, bytes and largest message.
@@ -40,75 +38,33 @@ pub fn bins(analysis: &Analysis) -> (Vec<Bin>, f64) {
     (bins, width)
 }
 
-/// A line chart of `series` (each a colour, a legend and values per bin).
-fn line_chart(
-    title: &str,
-    unit: &str,
-    series: &[(&str, &str, Vec<f64>)],
-    bin_seconds: f64,
-) -> String {
-    let max = series
+/// One chart of values per bin against time, as an HTML figure whose
+/// caption is its title.
+fn figure(title: &str, unit: &str, series: &[(&str, Vec<f64>)], bin_seconds: f64) -> String {
+    let series: Vec<Series> = series
         .iter()
-        .flat_map(|(_, _, v)| v.iter().copied())
-        .fold(0.0f64, f64::max)
-        .max(1e-9);
-    let mut svg = String::new();
-    let _ = write!(
-        svg,
-        "<figure class=\"chart\"><figcaption>{title}</figcaption><svg viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\" role=\"img\" aria-label=\"{title}\">",
-        w = WIDTH + 60.0,
-        h = HEIGHT + 30.0
-    );
-    let _ = write!(
-        svg,
-        "<line x1=\"50\" y1=\"{HEIGHT}\" x2=\"{}\" y2=\"{HEIGHT}\" class=\"axis\"/><line x1=\"50\" y1=\"0\" x2=\"50\" y2=\"{HEIGHT}\" class=\"axis\"/>",
-        WIDTH + 50.0
-    );
-    let _ = write!(
-        svg,
-        "<text x=\"46\" y=\"10\" text-anchor=\"end\">{}</text><text x=\"46\" y=\"{HEIGHT}\" text-anchor=\"end\">0</text>",
-        short_number(max)
-    );
-    let span = bin_seconds * BINS as f64;
-    let _ = write!(
-        svg,
-        "<text x=\"50\" y=\"{y}\">0 s</text><text x=\"{x}\" y=\"{y}\" text-anchor=\"end\">{span:.3} s</text><text x=\"{mid}\" y=\"{y}\" text-anchor=\"middle\">{unit}</text>",
-        x = WIDTH + 50.0,
-        y = HEIGHT + 20.0,
-        mid = 50.0 + WIDTH / 2.0
-    );
-    for (i, (colour, legend, values)) in series.iter().enumerate() {
-        let step = WIDTH / values.len().max(1) as f64;
-        let points: Vec<String> = values
-            .iter()
-            .enumerate()
-            .map(|(j, v)| {
-                format!(
-                    "{:.1},{:.1}",
-                    50.0 + (j as f64 + 0.5) * step,
-                    HEIGHT - v / max * (HEIGHT - 4.0)
-                )
-            })
-            .collect();
-        let _ = write!(
-            svg,
-            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" points=\"{}\"/><text x=\"{}\" y=\"12\" fill=\"{colour}\">{legend}</text>",
-            points.join(" "),
-            60.0 + 120.0 * i as f64 + 10.0
-        );
-    }
-    svg.push_str("</svg></figure>");
-    svg
-}
-
-fn short_number(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.1}M", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.1}k", v / 1e3)
-    } else {
-        format!("{v:.0}")
-    }
+        .map(|(name, values)| Series {
+            name: (*name).to_owned(),
+            points: values
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| ((i as f64 + 0.5) * bin_seconds, v))
+                .collect(),
+        })
+        .collect();
+    let chart = Chart {
+        title,
+        x_label: "seconds since the first message",
+        y_label: unit,
+        x: Axis::Linear,
+        y: Axis::Linear,
+        dots: false,
+    };
+    let svg = chart.draw_inline(&series).unwrap_or_default();
+    format!(
+        "<figure class=\"chart\"><figcaption>{}</figcaption>{svg}</figure>",
+        escape(title)
+    )
 }
 
 /// Both charts: messages per second, and mean and largest size.
@@ -129,16 +85,16 @@ pub fn charts(analysis: &Analysis) -> String {
         })
         .collect();
     let largest: Vec<f64> = bins.iter().map(|b| b.largest as f64).collect();
-    let mut out = line_chart(
+    let mut out = figure(
         "Message rate",
         "messages per second",
-        &[("#2563eb", "messages/s", rate)],
+        &[("messages/s", rate)],
         width,
     );
-    out.push_str(&line_chart(
+    out.push_str(&figure(
         "Message size",
         "bytes",
-        &[("#059669", "mean", mean), ("#dc2626", "largest", largest)],
+        &[("mean", mean), ("largest", largest)],
         width,
     ));
     out
@@ -165,5 +121,26 @@ mod tests {
         let svg = charts(&a);
         assert_eq!(svg.matches("<svg").count(), 2);
         assert!(svg.contains("messages/s") && svg.contains("largest"));
+    }
+
+    /// The caption and the chart's title are text in the page: escaped.
+    #[test]
+    fn titles_are_escaped() {
+        let html = figure(
+            "<b>rate</b> & \"size\"",
+            "a<b",
+            &[("x<y", vec![1.0, 2.0])],
+            0.5,
+        );
+        assert!(
+            html.contains(
+                "<figcaption>&lt;b&gt;rate&lt;/b&gt; &amp; &quot;size&quot;</figcaption>"
+            ),
+            "{html}"
+        );
+        for raw in ["<b>", "& \"", "a<b", "x<y"] {
+            assert!(!html.contains(raw), "{raw} unescaped in {html}");
+        }
+        assert_eq!(html.matches("<polyline").count(), 1);
     }
 }

@@ -1,28 +1,38 @@
-//! `quickbus bench`: the seed experiments (signal bursts, fan-out, round
+//! `quickbus-bench`: the seed experiments (signal bursts, fan-out, round
 //! trips with their no-bus floors, daemon CPU per message) run against
 //! quickbus-daemon, dbus-daemon and dbus-broker side by side, interleaved,
-//! reported as medians with ratios.
+//! reported as medians with ratios; `quickbus-bench scale` measures the
+//! cost per item as a bus grows. A lab for developers, not part of the
+//! Debian package.
+
+#![forbid(unsafe_code)]
 
 mod buses;
 mod endpoint;
 mod hostile_neighbour;
 mod messages;
-mod plot;
 mod relay;
 mod report;
 mod round_trip;
 mod scale;
-mod svg;
 mod targets;
 mod workloads;
 
 use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
 
 use buses::{BusKind, RunningBus};
 use report::{Key, Results, Subject};
 
-#[derive(clap::Args, Debug)]
-#[command(args_conflicts_with_subcommands = true)]
+/// Measure quickbus-daemon against dbus-daemon and dbus-broker
+#[derive(Parser, Debug)]
+#[command(
+    name = "quickbus-bench",
+    version,
+    args_conflicts_with_subcommands = true
+)]
 pub struct BenchArgs {
     #[command(subcommand)]
     command: Option<BenchCommand>,
@@ -49,7 +59,7 @@ pub struct BenchArgs {
         default_value = "quickbus,dbus-daemon,dbus-broker"
     )]
     buses: Vec<String>,
-    /// The quickbus-daemon binary (default: next to this quickbus binary)
+    /// The quickbus-daemon binary (default: next to this quickbus-bench binary)
     #[arg(long, value_name = "PATH")]
     quickbus: Option<PathBuf>,
     /// Messages (or round trips) per run, overriding the defaults
@@ -239,14 +249,24 @@ fn plan(args: &BenchArgs) -> Result<Plan, String> {
     })
 }
 
-pub(super) fn default_quickbus_daemon() -> PathBuf {
+pub(crate) fn default_quickbus_daemon() -> PathBuf {
     std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().map(|dir| dir.join("quickbus-daemon")))
         .unwrap_or_else(|| PathBuf::from("quickbus-daemon"))
 }
 
-pub fn run(args: &BenchArgs) -> Result<(), String> {
+fn main() -> ExitCode {
+    match run(&BenchArgs::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("{message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &BenchArgs) -> Result<(), String> {
     if let Some(BenchCommand::Scale(scale)) = &args.command {
         return scale::run(scale);
     }
@@ -389,18 +409,16 @@ fn key(workload: Workload, size: usize, count: u32, subject: Subject) -> Key {
 mod tests {
     use super::*;
 
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Wrapper {
-        #[command(flatten)]
-        args: BenchArgs,
+    fn args(argv: &[&str]) -> BenchArgs {
+        let mut full = vec!["quickbus-bench"];
+        full.extend_from_slice(argv);
+        BenchArgs::try_parse_from(full).unwrap()
     }
 
-    fn args(argv: &[&str]) -> BenchArgs {
-        let mut full = vec!["bench"];
-        full.extend_from_slice(argv);
-        Wrapper::try_parse_from(full).unwrap().args
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        BenchArgs::command().debug_assert();
     }
 
     #[test]

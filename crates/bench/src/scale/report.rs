@@ -6,10 +6,10 @@ use std::fmt::Write;
 
 use serde_json::{json, Value};
 
-use super::super::buses::BusKind;
-use super::chart::{line_chart, Series};
 use super::probes::{Probe, ProbeResult};
 use super::Phase;
+use crate::buses::BusKind;
+use quickbus_chart::{Axis, Chart, Series};
 
 /// A ratio at or below this is flat (the target).
 pub const FLAT: f64 = 1.2;
@@ -375,7 +375,7 @@ pub fn charts(runs: &[Run]) -> Vec<(String, String)> {
                 continue;
             }
             let title = format!("{}: {label}", phase.name());
-            if let Some(svg) = line_chart(&title, &installed, &label, &series) {
+            if let Some(svg) = cost_chart(&title, &installed, &label).draw(&series) {
                 charts.push((format!("{}-{file}.svg", phase.name()), svg));
             }
         }
@@ -393,12 +393,24 @@ pub fn charts(runs: &[Run]) -> Vec<(String, String)> {
                 .collect();
             let label = "round trip, median µs";
             let title = format!("{}: {} round trip", phase.name(), probe.name());
-            if let Some(svg) = line_chart(&title, &installed, label, &series) {
+            if let Some(svg) = cost_chart(&title, &installed, label).draw(&series) {
                 charts.push((format!("{}-{}.svg", phase.name(), probe.name()), svg));
             }
         }
     }
     charts
+}
+
+/// A cost against the number of items installed, on linear axes from zero.
+fn cost_chart<'a>(title: &'a str, x_label: &'a str, y_label: &'a str) -> Chart<'a> {
+    Chart {
+        title,
+        x_label,
+        y_label,
+        x: Axis::Linear,
+        y: Axis::Linear,
+        dots: true,
+    }
 }
 
 #[cfg(test)]
@@ -481,7 +493,7 @@ mod tests {
     #[test]
     fn json_and_charts_cover_every_run() {
         let runs = [sample_run()];
-        let json = json(&runs, "quickbus bench scale", &[]);
+        let json = json(&runs, "quickbus-bench scale", &[]);
         assert_eq!(json["runs"][0]["points"].as_array().unwrap().len(), 4);
         assert_eq!(json["runs"][0]["flatness"]["block_wall"], 1.0);
         let charts = charts(&runs);

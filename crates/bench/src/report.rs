@@ -8,9 +8,9 @@ use serde_json::{json, Value};
 
 use super::buses::BusKind;
 use super::hostile_neighbour::NeighbourSample;
-use super::plot::{line_chart, Series};
 use super::workloads::Sample;
 use super::{Workload, FAN_OUT_RECEIVERS};
+use quickbus_chart::{Axis, Chart, Series};
 
 /// Who carried the messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -116,7 +116,7 @@ fn summarize(key: &Key, samples: &[Sample]) -> Summary {
     }
 }
 
-pub(super) fn size_text(size: usize) -> String {
+pub(crate) fn size_text(size: usize) -> String {
     if size >= 1024 && (size / 1024) * 1024 == size {
         format!("{} KiB", size / 1024)
     } else {
@@ -421,12 +421,20 @@ impl Results {
                         points: keys
                             .iter()
                             .filter(|k| k.subject == subject)
-                            .map(|k| (k.size, value(&summaries[*k])))
+                            .map(|k| (k.size as f64, value(&summaries[*k])))
                             .collect(),
                     })
                     .collect();
                 let title = format!("{}: {label}", workload.name());
-                if let Some(svg) = line_chart(&title, label, &series) {
+                let chart = Chart {
+                    title: &title,
+                    x_label: "payload bytes",
+                    y_label: label,
+                    x: Axis::Log2Sizes,
+                    y: Axis::Log10,
+                    dots: true,
+                };
+                if let Some(svg) = chart.draw(&series) {
                     charts.push((format!("{}-{metric}.svg", workload.name()), svg));
                 }
             }
@@ -660,7 +668,7 @@ mod tests {
             "no CPU chart: no CPU time was measured"
         );
         assert!(plots[0].1.contains(">quickbus<") && plots[0].1.contains(">dbus-broker<"));
-        let json = results.json("quickbus bench", 1, &[]);
+        let json = results.json("quickbus-bench", 1, &[]);
         assert_eq!(json["results"].as_array().unwrap().len(), 2);
         assert_eq!(json["results"][0]["median"]["received_percent"], 100.0);
     }

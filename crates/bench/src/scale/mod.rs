@@ -1,4 +1,4 @@
-//! `quickbus bench scale` (issue 6): does the cost of one more name, match
+//! `quickbus-bench scale` (issue 6): does the cost of one more name, match
 //! rule, connection or pending reply stay flat as there are 100,000 of
 //! them, and do round trips stay as fast as on an empty bus?
 //!
@@ -9,7 +9,6 @@
 //! so one phase's items never slow another's.
 
 mod callgrind;
-mod chart;
 mod fill;
 mod probes;
 mod report;

@@ -11,9 +11,9 @@ use bytes::Bytes;
 use quickbus_client::{bus_call, Connection, Error};
 use quickbus_wire::{MessageBuilder, MessageType, Value};
 
-use super::super::buses::RunningBus;
 use super::probes::spawn_reader;
 use super::Phase;
+use crate::buses::RunningBus;
 
 /// Bound of every blocking read and write of the bench's connections.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(60);

@@ -1,6 +1,6 @@
-//! The frame both benches' SVG charts share: title, grid lines with their
-//! labels, axis names, and one polyline with dots and a legend entry per
-//! series. The charts decide only their scales (log or linear) and ticks.
+//! The frame every chart shares: title, grid lines with their labels, axis
+//! names, and one polyline (with dots, if asked) and a legend entry per
+//! series. Everything it writes from a caller's text is escaped.
 
 use std::fmt::Write;
 
@@ -8,18 +8,24 @@ pub const WIDTH: f64 = 760.0;
 pub const HEIGHT: f64 = 420.0;
 pub const LEFT: f64 = 80.0;
 pub const TOP: f64 = 40.0;
-pub const BOTTOM: f64 = 50.0;
+const BOTTOM: f64 = 50.0;
+/// Room on the right for the legend.
+const RIGHT: f64 = 170.0;
+pub const SVG_NAMESPACE: &str = "http://www.w3.org/2000/svg";
 const COLORS: [&str; 6] = [
     "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#7f7f7f", "#ff7f0e",
 ];
 
+/// `text` made safe inside an XML (SVG or HTML) element or a quoted
+/// attribute.
 pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
-/// A chart being drawn; `right` is the margin kept for the legend.
+/// A chart being drawn.
 pub struct Canvas {
     svg: String,
     pub plot_w: f64,
@@ -28,19 +34,19 @@ pub struct Canvas {
 }
 
 impl Canvas {
-    pub fn new(title: &str, right: f64) -> Canvas {
-        let plot_w = WIDTH - LEFT - right;
+    pub fn new(title: &str) -> Canvas {
+        let plot_w = WIDTH - LEFT - RIGHT;
+        let title = escape(title);
         let mut svg = String::new();
         let _ = writeln!(
             svg,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" font-family="sans-serif" font-size="12">"#
+            r#"<svg xmlns="{SVG_NAMESPACE}" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12" role="img" aria-label="{title}">"#
         );
         let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
         let _ = writeln!(
             svg,
-            r#"<text x="{:.1}" y="22" font-size="15" text-anchor="middle">{}</text>"#,
+            r#"<text x="{:.1}" y="22" font-size="15" text-anchor="middle">{title}</text>"#,
             LEFT + plot_w / 2.0,
-            escape(title)
         );
         Canvas {
             svg,
@@ -58,7 +64,7 @@ impl Canvas {
             LEFT + self.plot_w,
             LEFT - 6.0,
             y + 4.0,
-            label
+            escape(label)
         );
     }
 
@@ -69,7 +75,7 @@ impl Canvas {
             r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#eee"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
             TOP + self.plot_h,
             TOP + self.plot_h + 16.0,
-            label
+            escape(label)
         );
     }
 
@@ -89,9 +95,10 @@ impl Canvas {
         );
     }
 
-    /// One series, its points already in pixels; it keeps its colour and
-    /// legend place even when it has no point to draw.
-    pub fn series(&mut self, name: &str, points: &[(f64, f64)]) {
+    /// One series, its points already in pixels, with a dot on each point
+    /// when `dots`; it keeps its colour and legend place even when it has
+    /// no point to draw.
+    pub fn series(&mut self, name: &str, points: &[(f64, f64)], dots: bool) {
         let i = self.series;
         self.series += 1;
         if points.is_empty() {
@@ -107,7 +114,7 @@ impl Canvas {
             r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
             line.join(" ")
         );
-        for (x, y) in points {
+        for (x, y) in points.iter().filter(|_| dots) {
             let _ = writeln!(
                 self.svg,
                 r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{color}"/>"#

@@ -1,14 +1,13 @@
-//! A tiny run of `quickbus bench scale` against quickbus-daemon and
+//! A tiny run of `quickbus-bench scale` against quickbus-daemon and
 //! dbus-daemon: every phase fills every block on both buses, reports its
 //! ratios, and writes JSON and charts. No timing is checked. Needs
-//! quickbus-daemon built next to quickbus (`cargo build -p
-//! quickbus-daemon`) and /usr/bin/dbus-daemon.
+//! /usr/bin/dbus-daemon; quickbus-daemon is built by quickbus-e2e's
+//! `quickbus_daemon_path`.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-use common::quickbus_daemon;
+use quickbus_e2e::quickbus_daemon_path;
 
 const PHASES: [&str; 4] = ["names", "rules", "connections", "pending"];
 const BUSES: [&str; 2] = ["quickbus", "dbus-daemon"];
@@ -20,10 +19,8 @@ fn quick_scale_run_fills_every_phase_on_both_buses() {
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("scale.json");
     let plots = dir.join("plots");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_quickbus"))
-        .args([
-            "bench", "scale", "--quick", "--names", "300", "--rules", "300",
-        ])
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quickbus-bench"))
+        .args(["scale", "--quick", "--names", "300", "--rules", "300"])
         .args([
             "--connections",
             "40",
@@ -34,7 +31,7 @@ fn quick_scale_run_fills_every_phase_on_both_buses() {
         ])
         .args(["--buses", "quickbus,dbus-daemon"])
         .arg("--quickbus")
-        .arg(quickbus_daemon())
+        .arg(quickbus_daemon_path())
         .arg("--json")
         .arg(&json)
         .arg("--plots")
@@ -43,12 +40,15 @@ fn quick_scale_run_fills_every_phase_on_both_buses() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start quickbus bench scale");
+        .expect("start quickbus-bench scale");
     let deadline = Instant::now() + Duration::from_secs(180);
     while child.try_wait().expect("wait for bench").is_none() {
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("bench scale did not finish: {:?}", child.wait_with_output());
+            panic!(
+                "quickbus-bench scale did not finish: {:?}",
+                child.wait_with_output()
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -1,21 +1,19 @@
-//! A short run of `quickbus bench` against quickbus-daemon and dbus-daemon:
+//! A short run of `quickbus-bench` against quickbus-daemon and dbus-daemon:
 //! every workload reports a row for every bus with everything received.
-//! No timing is checked. Needs quickbus-daemon built next to quickbus
-//! (`cargo build -p quickbus-daemon`) and /usr/bin/dbus-daemon.
+//! No timing is checked. Needs /usr/bin/dbus-daemon; quickbus-daemon is built by
+//! quickbus-e2e's `quickbus_daemon_path`.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-use common::quickbus_daemon;
+use quickbus_e2e::quickbus_daemon_path;
 
 #[test]
 fn quick_bench_reports_every_workload_fully_received() {
     let json =
         std::env::temp_dir().join(format!("quickbus-bench-smoke-{}.json", std::process::id()));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_quickbus"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_quickbus-bench"))
         .args([
-            "bench",
             "--quick",
             "--count",
             "20",
@@ -23,20 +21,20 @@ fn quick_bench_reports_every_workload_fully_received() {
             "quickbus,dbus-daemon",
         ])
         .arg("--quickbus")
-        .arg(quickbus_daemon())
+        .arg(quickbus_daemon_path())
         .arg("--json")
         .arg(&json)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start quickbus bench");
+        .expect("start quickbus-bench");
     let deadline = Instant::now() + Duration::from_secs(120);
     while child.try_wait().expect("wait for bench").is_none() {
         if Instant::now() > deadline {
             let _ = child.kill();
             panic!(
-                "quickbus bench did not finish: {:?}",
+                "quickbus-bench did not finish: {:?}",
                 child.wait_with_output()
             );
         }

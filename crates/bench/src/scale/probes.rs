@@ -8,10 +8,10 @@ use std::time::Instant;
 use quickbus_client::{bus_call, Connection, Message};
 use quickbus_wire::{MessageBuilder, MessageType, Value};
 
-use super::super::buses::RunningBus;
-use super::super::report::median;
 use super::fill::{is_timeout, IO_TIMEOUT};
 use super::Counter;
+use crate::buses::RunningBus;
+use crate::report::median;
 
 const ECHO_NAME: &str = "org.quickbus.Scale.Echo";
 const PATH: &str = "/org/quickbus/Scale";

@@ -61,7 +61,7 @@ impl Sample {
         (self.bus_messages > 0).then(|| cpu * 1e6 / self.bus_messages as f64)
     }
 
-    pub(super) fn with_latencies(mut self, mut latencies_ns: Vec<u64>) -> Sample {
+    pub(crate) fn with_latencies(mut self, mut latencies_ns: Vec<u64>) -> Sample {
         if !latencies_ns.is_empty() {
             latencies_ns.sort_unstable();
             let sum: u128 = latencies_ns.iter().map(|&l| l as u128).sum();

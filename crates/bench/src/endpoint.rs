@@ -115,7 +115,7 @@ fn io_error(e: std::io::Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::messages::Template;
+    use crate::messages::Template;
 
     #[test]
     fn peers_exchange_whole_messages_of_any_size() {
