@@ -252,6 +252,7 @@ impl Bus {
         now: Instant,
         out: &mut Vec<Action>,
     ) {
+        self.queues.now = Some(now);
         if let Some(found) = found {
             if !self.is_activatable(name) {
                 tracing::info!("found a new service file for {name}");
@@ -264,6 +265,10 @@ impl Bus {
         let Some(parked) = self.activations.parked.take() else {
             return;
         };
+        // As if it had just arrived: flow control may hold its sender.
+        self.queues.sending = Some(match &parked {
+            Parked::Unicast { from, .. } | Parked::DriverCall { from, .. } => *from,
+        });
         match parked {
             Parked::Unicast {
                 from,
@@ -283,6 +288,7 @@ impl Bus {
                 }
             }
         }
+        self.queues.sending = None;
     }
 
     /// A message (`stamped` as receivers see it) for `dest`, which has no

@@ -25,6 +25,9 @@ use crate::{Action, Bus, ConnId, BUS_NAME};
 /// of the errors it gets.
 pub(crate) const NOT_ACTIVE_YET: &str = ":not.active.yet";
 
+/// Why a connection whose Hello the bus refused is disconnected.
+pub const HELLO_REFUSED: &str = "its Hello was refused";
+
 const NOT_REGISTERED: &str =
     "Client tried to send a message other than Hello without being registered";
 
@@ -51,6 +54,17 @@ impl Bus {
                 if self.allows_connection(&conn.creds) {
                     if self.driver_call(from, msg, now, Rescan::Allowed, out) {
                         self.pass_to_eavesdroppers(from, msg, out);
+                    }
+                    if self.unique_name(from).is_none() {
+                        // Refused (max_connections_per_user,
+                        // max_completed_connections): it goes after the
+                        // error, where dbus-daemon would leave it
+                        // incomplete until auth_timeout
+                        // (docs/reliability.md).
+                        out.push(Action::Disconnect {
+                            conn: from,
+                            reason: HELLO_REFUSED.into(),
+                        });
                     }
                 } else {
                     let reason = format!(

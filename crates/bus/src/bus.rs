@@ -11,7 +11,9 @@ use quickbus_wire::{flags, Message, MessageBuilder, MessageType, Value};
 
 use crate::activation::{Activations, Parked, Rescan};
 use crate::errors::{self, BusError};
+use crate::flow::Kind;
 use crate::match_rule::{BusDriver, MatchInput, MatchRule, NameOwner};
+use crate::overflow::{OutQueue, Queues};
 use crate::peers::Peers;
 use crate::policy::{CompiledPolicy, Delivery, Denial, PolicyConfig};
 use crate::registry::{NameEvent, NameRegistry};
@@ -53,6 +55,17 @@ pub struct Bus {
     /// start (see `mac`).
     pub(crate) mac: Option<Box<dyn crate::mac::Mediator>>,
     pub(crate) empty_fds: Arc<Vec<OwnedFd>>,
+    /// Every connection's and user's queue, and held senders.
+    pub(crate) queues: Queues,
+}
+
+/// Why a message does not reach its addressed recipient.
+enum Refusal {
+    Error(BusError),
+    Denied(Denial),
+    /// The recipient's queue is full (see [`crate::flow`]): the sender
+    /// is told, nobody else sees the call.
+    QueueFull(BusError),
 }
 
 fn expects_reply(msg: &Message) -> bool {
@@ -105,6 +118,7 @@ impl Bus {
             activations: Activations::default(),
             mac: None,
             empty_fds: Arc::new(Vec::new()),
+            queues: Queues::default(),
         }
     }
 
@@ -163,10 +177,38 @@ impl Bus {
         self.conns.len()
     }
 
-    /// A peer finished authenticating. `unix_fds`: it negotiated fd passing.
+    /// A new connection's id: the daemon takes one when it accepts a
+    /// socket (its mio token is the same number), and it names the
+    /// connection to the bus once authenticated ([`Bus::add_connection_as`]).
+    /// Ids are never given twice, so nothing the bus says about a
+    /// connection that left can reach another.
+    pub fn next_connection_id(&mut self) -> ConnId {
+        self.conns.next_id()
+    }
+
+    /// A peer finished authenticating: a new id for it, and
+    /// [`Bus::add_connection_as`].
     pub fn add_connection(&mut self, creds: Credentials, unix_fds: bool) -> ConnId {
+        let id = self.next_connection_id();
+        self.add_connection_as(id, creds, unix_fds);
+        id
+    }
+
+    /// The peer `id` (from [`Bus::next_connection_id`]) finished
+    /// authenticating as `creds`; `unix_fds`: it negotiated fd passing.
+    /// From here on the bus owns its identity and credentials.
+    pub fn add_connection_as(&mut self, id: ConnId, creds: Credentials, unix_fds: bool) {
+        if self.conns.contains_key(&id) {
+            return;
+        }
         let policy = self.policy.client(&creds);
-        self.conns.add(creds, unix_fds, policy)
+        let queue = OutQueue::new(self.queues.users.join(creds.uid));
+        self.conns.add(id, creds, unix_fds, policy, queue);
+    }
+
+    /// What the kernel (and authentication) said about connection `id`.
+    pub fn credentials(&self, id: ConnId) -> Option<&Credentials> {
+        self.conns.get(&id).map(|c| &c.creds)
     }
 
     /// The peer is gone (hung up, or the daemon dropped it): its match
@@ -195,12 +237,29 @@ impl Bus {
             );
             self.send_no_reply(caller, serial, err, out);
         }
-        self.conns.remove(&id);
+        if let Some(conn) = self.conns.remove(&id) {
+            self.queue_gone(id, &conn.queue, out);
+        }
     }
 
     /// Route one validated message from `from`. `fds` are the descriptors
-    /// that arrived with it.
+    /// that arrived with it. `from` is the sender flow control may hold
+    /// back for what this message fills (see [`crate::overflow`]).
     pub fn receive(
+        &mut self,
+        from: ConnId,
+        msg: Message,
+        fds: Vec<OwnedFd>,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        self.queues.sending = Some(from);
+        self.queues.now = Some(now);
+        self.receive_from(from, msg, fds, now, out);
+        self.queues.sending = None;
+    }
+
+    fn receive_from(
         &mut self,
         from: ConnId,
         msg: Message,
@@ -323,17 +382,18 @@ impl Bus {
         if target.is_none() && self.auto_start(from, msg, &out_msg, dest, now, out) {
             return;
         }
-        if !self.monitors.is_empty() {
-            let watchers = self.with_input(msg, Some(from), target, |input| {
+        let watchers = if self.monitors.is_empty() {
+            Vec::new()
+        } else {
+            self.with_input(msg, Some(from), target, |input| {
                 self.monitor_recipients(input)
-            });
-            self.deliver_all(&watchers, msg, &out_msg, out);
-        }
-        self.route_unicast(from, msg, out_msg, dest, target, now, out);
+            })
+        };
+        self.route_watched(from, msg, out_msg, dest, target, &watchers, now, out);
     }
 
-    /// Deliver a message to its addressed recipient (after monitors saw
-    /// it), or tell the sender why not.
+    /// Deliver a message to its addressed recipient (monitors saw it
+    /// already), or tell the sender why not.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn route_unicast(
         &mut self,
@@ -345,6 +405,72 @@ impl Bus {
         now: Instant,
         out: &mut Vec<Action>,
     ) {
+        self.route_watched(from, msg, out_msg, dest, target, &[], now, out);
+    }
+
+    /// [`Bus::route_unicast`], showing the message to `watchers` (the
+    /// monitors whose rules match it) first, unless it is a call refused
+    /// because its receiver's queue is full: such a call never was.
+    #[allow(clippy::too_many_arguments)]
+    fn route_watched(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        out_msg: OutMessage,
+        dest: &str,
+        target: Option<ConnId>,
+        watchers: &[ConnId],
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        let target = match self.unicast_verdict(from, msg, dest, target) {
+            Ok(target) => target,
+            Err(Refusal::QueueFull(err)) => {
+                tracing::debug!("the queue of {dest} is full: refusing a call to it");
+                self.error_reply(from, msg, err, out);
+                return;
+            }
+            Err(Refusal::Error(err)) => {
+                self.deliver_all(watchers, msg, &out_msg, out);
+                self.error_reply(from, msg, err, out);
+                return;
+            }
+            Err(Refusal::Denied(denial)) => {
+                self.deliver_all(watchers, msg, &out_msg, out);
+                self.refuse(from, msg, &denial, out);
+                return;
+            }
+        };
+        self.deliver_all(watchers, msg, &out_msg, out);
+        if expects_reply(msg) {
+            let deadline = self.opts.limits.reply_timeout.map(|t| now + t);
+            self.replies.expect(from, msg.serial(), target, deadline);
+        }
+        if !self.subs.has_eavesdroppers() {
+            self.deliver_addressed(target, out_msg, out);
+            return;
+        }
+        self.deliver_addressed(target, out_msg.clone(), out);
+        let mut eavesdroppers = self.with_input(msg, Some(from), Some(target), |input| {
+            let mut to = Vec::new();
+            self.subs.recipients(input, Some(target), &mut to);
+            to
+        });
+        self.keep_allowed(Some(from), Some(target), msg, &mut eavesdroppers, out);
+        self.keep_fd_capable(from, msg, &mut eavesdroppers, out);
+        self.deliver_all(&eavesdroppers, msg, &out_msg, out);
+    }
+
+    /// Whether a message may go to its addressed recipient `target`, in
+    /// the order dbus-daemon checks (the receiver's queue last). A reply
+    /// it answers leaves the reply table here.
+    fn unicast_verdict(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        dest: &str,
+        target: Option<ConnId>,
+    ) -> Result<ConnId, Refusal> {
         // dbus-daemon tells the sender when its message cannot be
         // delivered, whatever its type; we leave out those who said they
         // want no reply.
@@ -360,16 +486,14 @@ impl Bus {
                     format!("The name {dest} was not provided by any .service files"),
                 )
             };
-            self.error_reply(from, msg, err, out);
-            return;
+            return Err(Refusal::Error(err));
         };
         if msg.unix_fds() > 0 && !self.accepts_fds(target) {
             let err = BusError::new(
                 errors::NOT_SUPPORTED,
                 "Tried to send message with Unix file descriptorsto a client that doesn't support that.",
             );
-            self.error_reply(from, msg, err, out);
-            return;
+            return Err(Refusal::Error(err));
         }
         let requested_reply = matches!(
             msg.msg_type(),
@@ -383,39 +507,20 @@ impl Bus {
             to: Some(target),
             requested_reply,
         };
-        if let Err(denial) = self.check_policy(msg, delivery) {
-            self.refuse(from, msg, &denial, out);
-            return;
-        }
-        match msg.msg_type() {
-            MessageType::MethodCall if expects_reply(msg) => {
-                let limit = self.opts.limits.max_replies_per_connection;
-                if self.replies.waiting(from) >= limit {
-                    let err = BusError::new(
-                        errors::LIMITS_EXCEEDED,
-                        "The maximum number of pending replies per connection has been reached",
-                    );
-                    self.error_reply(from, msg, err, out);
-                    return;
-                }
-                let deadline = self.opts.limits.reply_timeout.map(|t| now + t);
-                self.replies.expect(from, msg.serial(), target, deadline);
+        self.check_policy(msg, delivery).map_err(Refusal::Denied)?;
+        if expects_reply(msg) {
+            let limit = self.opts.limits.max_replies_per_connection;
+            if self.replies.waiting(from) >= limit {
+                return Err(Refusal::Error(BusError::new(
+                    errors::LIMITS_EXCEEDED,
+                    "The maximum number of pending replies per connection has been reached",
+                )));
             }
-            _ => {}
+            if let Some(err) = self.refuses_call(target) {
+                return Err(Refusal::QueueFull(err));
+            }
         }
-        if !self.subs.has_eavesdroppers() {
-            self.deliver_owned(target, out_msg, out);
-            return;
-        }
-        self.deliver(target, &out_msg, out);
-        let mut eavesdroppers = self.with_input(msg, Some(from), Some(target), |input| {
-            let mut to = Vec::new();
-            self.subs.recipients(input, Some(target), &mut to);
-            to
-        });
-        self.keep_allowed(Some(from), Some(target), msg, &mut eavesdroppers, out);
-        self.keep_fd_capable(from, msg, &mut eavesdroppers, out);
-        self.deliver_all(&eavesdroppers, msg, &out_msg, out);
+        Ok(target)
     }
 
     /// A message to org.freedesktop.DBus that the bus took (a call that
@@ -687,19 +792,21 @@ impl Bus {
             } else {
                 Arc::new(fds)
             },
+            kind: Kind::of(msg),
         }
     }
 
+    /// Deliver a copy of `msg` to `to` (flow control decides, see
+    /// [`crate::overflow`]).
     pub(crate) fn deliver(&mut self, to: ConnId, msg: &OutMessage, out: &mut Vec<Action>) {
-        self.deliver_owned(to, msg.clone(), out);
+        self.queue_for(to, msg.clone(), false, out);
     }
 
-    /// [`Bus::deliver`] for the message's only receiver: the first clone
-    /// of a freshly stamped header allocates its shared block, a move
-    /// does not.
-    fn deliver_owned(&mut self, to: ConnId, msg: OutMessage, out: &mut Vec<Action>) {
-        self.count_out(to, msg.frame.header.len() + msg.frame.body.len());
-        out.push(Action::Deliver { to, msg });
+    /// [`Bus::deliver`] to the receiver a message is addressed to, which
+    /// takes it whole: the first clone of a freshly stamped header
+    /// allocates its shared block, a move does not.
+    fn deliver_addressed(&mut self, to: ConnId, msg: OutMessage, out: &mut Vec<Action>) {
+        self.queue_for(to, msg, true, out);
     }
 
     pub(crate) fn next_serial(&mut self) -> u32 {
@@ -744,6 +851,7 @@ impl Bus {
                     } else {
                         Arc::new(fds)
                     },
+                    kind: Kind::of(&msg),
                 },
                 msg,
             )),
@@ -970,18 +1078,22 @@ impl Bus {
 
     /// When the bus next needs [`Bus::handle_timeouts`].
     pub fn next_deadline(&self) -> Option<Instant> {
-        match (
+        [
             self.replies.next_deadline(),
             self.activations.next_deadline(),
-        ) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+            self.next_hold_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
-    /// Answer with NoReply every call whose reply time-out has passed, and
-    /// fail activations whose service_start_timeout has.
+    /// Answer with NoReply every call whose reply time-out has passed,
+    /// fail activations whose service_start_timeout has, and end holds
+    /// whose time is up.
     pub fn handle_timeouts(&mut self, now: Instant, out: &mut Vec<Action>) {
+        self.queues.now = Some(now);
+        self.check_holds(now, out);
         self.expire_activations(now, out);
         for (caller, serial) in self.replies.expire(now) {
             let err = BusError::new(

@@ -7,22 +7,28 @@
 //! One module per noun: `peers` (connections and who they are),
 //! [`registry`] (names and their queues), [`replies`] (calls waiting for a
 //! reply), `subscriptions` (match rules and monitors), [`activation`]
-//! (services being started), `stats`, [`driver`] (the
+//! (services being started), `stats`, [`overflow`] (what is queued for
+//! each connection and user, and what happens when a receiver is full:
+//! [`flow`], [`accounting`], [`hold_budget`]), [`driver`] (the
 //! `org.freedesktop.DBus` object, one method table for dispatch and
 //! introspection), [`bus`] (routing between them), [`limits`].
 //!
 //! No I/O and no clock: the time is an argument of every entry point, the
 //! bus's own identity comes in [`BusOptions`], and what only the daemon can
 //! do (start a program, open a pidfd, read the service directories, reload
-//! the configuration) goes out as an [`Action`].
+//! the configuration, write to a socket, stop reading a sender) goes out
+//! as an [`Action`].
 
 #![forbid(unsafe_code)]
 
+pub mod accounting;
 pub mod activation;
 mod before_hello;
 pub mod bus;
 pub mod driver;
 pub mod errors;
+pub mod flow;
+pub mod hold_budget;
 mod introspect;
 pub mod limits;
 pub mod mac;
@@ -66,7 +72,9 @@ pub use traffic::Traffic;
 /// The driver's name, path and interface (defined once, in quickbus-wire).
 pub use quickbus_wire::{BUS_INTERFACE, BUS_NAME, BUS_PATH};
 
-/// A connection, as the daemon and the bus both know it. Never reused.
+/// A connection, as the daemon and the bus both know it: the bus gives it
+/// ([`Bus::next_connection_id`]) and the daemon uses the same number as
+/// its mio token. Never reused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnId(pub u64);
 
@@ -121,6 +129,9 @@ pub enum UserGroups {
 pub struct OutMessage {
     pub frame: Frame,
     pub fds: Arc<Vec<OwnedFd>>,
+    /// What it is to the receiver it is addressed to (copies for others
+    /// are signals to flow control).
+    pub kind: flow::Kind,
 }
 
 /// What the daemon must do after the bus handled an event.
@@ -131,6 +142,19 @@ pub enum Action {
     /// Close connection `conn`, logging `reason`. The daemon then calls
     /// [`Bus::remove_connection`].
     Disconnect { conn: ConnId, reason: String },
+    /// Stop reading connection `conn`: a receiver of its message is full,
+    /// or paced it (see [`flow`]). Its input waits in the kernel, which
+    /// pushes back on it, until [`Action::ReleaseSender`].
+    HoldSender { conn: ConnId },
+    /// Read connection `conn` again (its input may be waiting already).
+    ReleaseSender { conn: ConnId },
+    /// A warning about connection `about` that a peer can cause again and
+    /// again: the daemon logs it, rate-limited per `kind`.
+    Warn {
+        about: ConnId,
+        kind: &'static str,
+        message: String,
+    },
     /// Start the service that provides `name` (its `.service` file's
     /// Exec line, with [`Bus::activation_environment`]). Success is the
     /// name getting an owner; failure goes back through

@@ -66,6 +66,7 @@ impl Bus {
                 let out_msg = OutMessage {
                     frame: msg.frame(),
                     fds: self.empty_fds.clone(),
+                    kind: crate::flow::Kind::of(&msg),
                 };
                 self.deliver(to, &out_msg, out);
             }

@@ -1,6 +1,7 @@
 //! The connections the bus knows, and who they are: credentials, unique
 //! names, and the counts the connection limits check. Only this module
-//! hands out connection ids and unique names, and only it keeps the
+//! hands out connection ids (the daemon's mio tokens too, see
+//! [`crate::Bus::next_connection_id`]) and unique names, and only it keeps the
 //! counts of registered connections (GetStats, `max_completed_connections`,
 //! `max_connections_per_user`) in step with the map.
 
@@ -8,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::errors::{self, BusError};
+use crate::overflow::OutQueue;
 use crate::policy::ClientPolicy;
 use crate::stats::ConnPeaks;
 use crate::traffic::Traffic;
@@ -27,11 +29,15 @@ pub(crate) struct Connection {
     /// The policy rules that apply to it (shared with every connection of
     /// the same user and groups).
     pub policy: Arc<ClientPolicy>,
+    /// What is queued for it, and its flow-control state (see
+    /// [`crate::overflow`]).
+    pub queue: OutQueue,
 }
 
 /// Every connection, by id. Reads look like a map's (`get`, `[&id]`);
-/// connections come and go, and get their names, only through
-/// [`Peers::add`], [`Peers::register`] and [`Peers::remove`].
+/// ids are given only by [`Peers::next_id`], and connections come and go,
+/// and get their names, only through [`Peers::add`], [`Peers::register`]
+/// and [`Peers::remove`].
 #[derive(Debug)]
 pub(crate) struct Peers {
     conns: FastMap<ConnId, Connection>,
@@ -58,10 +64,25 @@ impl Default for Peers {
 }
 
 impl Peers {
-    /// A new connection, not registered yet.
-    pub fn add(&mut self, creds: Credentials, unix_fds: bool, policy: Arc<ClientPolicy>) -> ConnId {
+    /// A new connection's id. Ids count up and are never given twice, so
+    /// nothing said about a connection that left can reach another.
+    pub fn next_id(&mut self) -> ConnId {
         let id = ConnId(self.next_conn);
         self.next_conn += 1;
+        id
+    }
+
+    /// The connection `id` (from [`Peers::next_id`]) authenticated; it is
+    /// not registered yet.
+    pub fn add(
+        &mut self,
+        id: ConnId,
+        creds: Credentials,
+        unix_fds: bool,
+        policy: Arc<ClientPolicy>,
+        queue: OutQueue,
+    ) {
+        debug_assert!(id.0 < self.next_conn, "{id:?} was not given by the bus");
         self.conns.insert(
             id,
             Connection {
@@ -71,9 +92,9 @@ impl Peers {
                 peaks: ConnPeaks::default(),
                 traffic: Traffic::default(),
                 policy,
+                queue,
             },
         );
-        id
     }
 
     /// Hello: give `id` its unique name, unless that would exceed the

@@ -180,6 +180,9 @@ impl Harness {
                 Action::ReloadConfig => panic!("unexpected reload"),
                 Action::LookUpService { name } => panic!("unanswered lookup of {name}"),
                 Action::OpenPidfd { pid, .. } => panic!("unanswered pidfd of {pid}"),
+                action @ (Action::HoldSender { .. }
+                | Action::ReleaseSender { .. }
+                | Action::Warn { .. }) => panic!("unexpected flow control: {action:?}"),
             })
             .collect()
     }

@@ -1,7 +1,7 @@
 //! quickbus's own traffic counters, per connection and bus-wide, reported
 //! by Debug.Stats beside dbus-daemon's keys. The bus core counts what it
-//! routes; the daemon, which owns the sockets, reports queue depth and
-//! messages it had to drop.
+//! routes and, with flow control ([`crate::overflow`]), what it queued,
+//! dropped and held back; queue depth is as of the daemon's last write.
 
 use quickbus_wire::Value;
 
@@ -20,13 +20,13 @@ pub struct Traffic {
     pub bytes_out: u64,
     /// Error replies the bus itself sent to the peer.
     pub errors: u64,
-    /// Messages for the peer the daemon could not queue.
+    /// Signals for the peer dropped because its queue was full.
     pub dropped: u64,
-    /// Bytes waiting in the peer's outgoing queue (as the daemon last
-    /// said), and the largest such value seen.
+    /// Bytes waiting in the peer's outgoing queue after the daemon's last
+    /// write, and the most there were before one.
     pub queued_bytes: u64,
     pub peak_queued_bytes: u64,
-    /// Times the daemon stopped reading the peer because a receiver of its
+    /// Times the bus held the peer back because a receiver of its
     /// signal was full (`Holds`), or paced it (`Pauses`), and the time it
     /// spent so held, in microseconds.
     pub holds: u64,
@@ -65,27 +65,17 @@ impl Traffic {
 }
 
 impl Bus {
-    /// The daemon tells the bus how many bytes wait in `conn`'s outgoing
-    /// queue (after queueing and after each flush), for Debug.Stats.
-    pub fn set_queue_depth(&mut self, conn: ConnId, bytes: usize) {
+    /// A message for `conn` was dropped: its queue was full.
+    pub(crate) fn record_dropped(&mut self, conn: ConnId) {
         if let Some(c) = self.conns.get_mut(&conn) {
-            let t = &mut c.traffic;
-            t.queued_bytes = bytes as u64;
-            t.peak_queued_bytes = t.peak_queued_bytes.max(t.queued_bytes);
+            c.traffic.dropped += 1;
+            self.traffic.dropped += 1;
         }
     }
 
-    /// The daemon dropped `count` messages meant for `conn`.
-    pub fn record_dropped(&mut self, conn: ConnId, count: u64) {
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.traffic.dropped += count;
-            self.traffic.dropped += count;
-        }
-    }
-
-    /// The daemon stopped reading `conn` for a full receiver (or, with
-    /// `paced`, for pacing).
-    pub fn record_hold(&mut self, conn: ConnId, paced: bool) {
+    /// `conn` is held back for a full receiver (or, with `paced`, for
+    /// pacing).
+    pub(crate) fn record_hold(&mut self, conn: ConnId, paced: bool) {
         if let Some(c) = self.conns.get_mut(&conn) {
             for t in [&mut c.traffic, &mut self.traffic] {
                 if paced {
@@ -98,7 +88,7 @@ impl Bus {
     }
 
     /// A hold or pause of `conn` ended after `held`.
-    pub fn record_held(&mut self, conn: ConnId, held: std::time::Duration) {
+    pub(crate) fn record_held(&mut self, conn: ConnId, held: std::time::Duration) {
         if let Some(c) = self.conns.get_mut(&conn) {
             let micros = u64::try_from(held.as_micros()).unwrap_or(u64::MAX);
             c.traffic.held_micros = c.traffic.held_micros.saturating_add(micros);
@@ -120,13 +110,6 @@ impl Bus {
         if let Some(c) = self.conns.get_mut(&from) {
             c.traffic.count_in(bytes);
             self.traffic.count_in(bytes);
-        }
-    }
-
-    pub(crate) fn count_out(&mut self, to: ConnId, bytes: usize) {
-        if let Some(c) = self.conns.get_mut(&to) {
-            c.traffic.count_out(bytes);
-            self.traffic.count_out(bytes);
         }
     }
 
@@ -192,19 +175,29 @@ mod tests {
         );
         assert_eq!(err.0, crate::errors::NAME_HAS_NO_OWNER);
         assert_eq!(h.bus.traffic(a).unwrap().errors, 1);
-        h.bus.set_queue_depth(a, 500);
-        h.bus.set_queue_depth(a, 20);
-        h.bus.record_dropped(a, 2);
+        let mut out = Vec::new();
+        let (signal, _) = h
+            .bus
+            .build(MessageBuilder::signal("/", "org.example.T", "S"))
+            .unwrap();
+        h.bus.queue_for(a, signal, false, &mut out);
+        // Nothing written yet: everything the bus sent it is queued.
+        h.bus.flushed(a, 0, 0, h.now, &mut out);
+        let queued = h.bus.traffic(a).unwrap().queued_bytes as usize;
+        assert_eq!(queued as u64, h.bus.traffic(a).unwrap().bytes_out);
+        h.bus.flushed(a, queued - 20, 0, h.now, &mut out);
+        h.bus.record_dropped(a);
+        h.bus.record_dropped(a);
         let t: Traffic = h.bus.traffic(a).unwrap();
         assert_eq!(
             (t.queued_bytes, t.peak_queued_bytes, t.dropped),
-            (20, 500, 2)
+            (20, queued as u64, 2)
         );
         assert_eq!(h.bus.total_traffic().dropped, 2);
         assert_eq!(h.bus.total_traffic().errors, 1);
         // Unknown connections are ignored, not a panic.
-        h.bus.set_queue_depth(ConnId(999), 1);
-        h.bus.record_dropped(ConnId(999), 1);
+        h.bus.flushed(ConnId(999), 1, 0, h.now, &mut out);
+        h.bus.record_dropped(ConnId(999));
         assert!(h.bus.traffic(ConnId(999)).is_none());
     }
 

@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 
-use mio::Token;
+use quickbus_bus::ConnId;
 
 /// Loop turns a connection may go without reading before its emptied
 /// buffer is freed: enough for a peer in a ping-pong (read every other
@@ -20,7 +20,7 @@ pub struct IdleBuffers {
     turn: u64,
     /// Connections whose buffer a read left empty, with the turn it was in
     /// (ascending).
-    emptied: VecDeque<(Token, u64)>,
+    emptied: VecDeque<(ConnId, u64)>,
 }
 
 impl IdleBuffers {
@@ -29,22 +29,22 @@ impl IdleBuffers {
         self.turn
     }
 
-    /// `token`'s read in this turn left its buffer empty.
-    pub fn emptied(&mut self, token: Token) {
-        self.emptied.push_back((token, self.turn));
+    /// `id`'s read in this turn left its buffer empty.
+    pub fn emptied(&mut self, id: ConnId) {
+        self.emptied.push_back((id, self.turn));
     }
 
-    /// End the turn: `release(token, turn)` for every connection emptied
+    /// End the turn: `release(id, turn)` for every connection emptied
     /// `GRACE_TURNS` turns ago; the caller frees the buffer unless the
     /// connection has read since that turn.
-    pub fn end_turn(&mut self, mut release: impl FnMut(Token, u64)) {
+    pub fn end_turn(&mut self, mut release: impl FnMut(ConnId, u64)) {
         self.turn += 1;
-        while let Some(&(token, at)) = self.emptied.front() {
+        while let Some(&(id, at)) = self.emptied.front() {
             if at + GRACE_TURNS > self.turn {
                 break;
             }
             self.emptied.pop_front();
-            release(token, at);
+            release(id, at);
         }
     }
 }
@@ -54,16 +54,16 @@ mod tests {
     use super::*;
 
     /// Which connections a turn's end releases.
-    fn end(idle: &mut IdleBuffers) -> Vec<(usize, u64)> {
+    fn end(idle: &mut IdleBuffers) -> Vec<(u64, u64)> {
         let mut released = Vec::new();
-        idle.end_turn(|token, at| released.push((token.0, at)));
+        idle.end_turn(|id, at| released.push((id.0, at)));
         released
     }
 
     #[test]
     fn an_emptied_buffer_is_offered_for_release_after_the_grace_turns() {
         let mut idle = IdleBuffers::default();
-        idle.emptied(Token(7));
+        idle.emptied(ConnId(7));
         for _ in 1..GRACE_TURNS {
             assert_eq!(end(&mut idle), []);
         }
@@ -79,11 +79,11 @@ mod tests {
         let mut offered = Vec::new();
         for turn in 0..10 {
             if turn % 2 == 0 {
-                idle.emptied(Token(1));
+                idle.emptied(ConnId(1));
             }
             offered.extend(end(&mut idle));
         }
-        let expected: Vec<(usize, u64)> = (0..=6).step_by(2).map(|t| (1, t)).collect();
+        let expected: Vec<(u64, u64)> = (0..=6).step_by(2).map(|t| (1, t)).collect();
         assert_eq!(offered, expected);
         assert_eq!(idle.turn(), 10);
     }

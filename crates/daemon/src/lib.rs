@@ -3,7 +3,6 @@
 //! [`startup`] turns the command line into a running [`server`]; the server
 //! moves bytes between sockets ([`transport`]) and the sans-I/O bus core.
 
-pub mod accounting;
 pub mod activation;
 pub mod auth;
 pub mod bus_identity;
@@ -11,8 +10,8 @@ pub mod cli;
 pub mod config;
 pub mod dynamic_users;
 pub mod fd_limit;
-pub mod flow;
-pub mod hold_budget;
+/// Flow control's rule and bounds, applied by the bus core.
+pub use quickbus_bus::flow;
 pub mod idle_buffers;
 pub mod late_users;
 pub mod listen;

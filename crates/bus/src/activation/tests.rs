@@ -25,6 +25,9 @@ fn drain(h: &mut Harness) -> (Vec<String>, Vec<(ConnId, Message)>) {
             Action::ReloadConfig => panic!("unexpected reload"),
             Action::LookUpService { name } => panic!("unanswered lookup of {name}"),
             Action::OpenPidfd { pid, .. } => panic!("unanswered pidfd of {pid}"),
+            action @ (Action::HoldSender { .. }
+            | Action::ReleaseSender { .. }
+            | Action::Warn { .. }) => panic!("unexpected flow control: {action:?}"),
         }
     }
     (started, delivered)

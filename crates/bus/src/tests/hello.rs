@@ -186,3 +186,33 @@ fn calls_to_nobody_before_hello_are_answered_like_after() {
     assert!(h.take().is_empty());
     h.call(a, call_bus("Hello", vec![]));
 }
+
+#[test]
+fn connection_ids_are_never_given_twice_and_a_departed_one_gets_nothing() {
+    let mut h = Harness::new();
+    let (a, _) = h.client();
+    let reserved = h.bus.next_connection_id();
+    assert!(reserved > a);
+    h.bus.remove_connection(a, &mut h.out);
+    h.take();
+    // The daemon's next connection gets a new id, whatever left.
+    let b = h.bus.next_connection_id();
+    assert!(b > reserved && b != a);
+    h.bus.add_connection_as(b, creds(1000, 100), true);
+    assert!(h.bus.credentials(b).is_some());
+    assert!(h.bus.credentials(a).is_none());
+    // Nothing for the departed id: a message to its name fails, and the
+    // bus says nothing about it.
+    let (c, _) = h.client();
+    h.send(
+        c,
+        MessageBuilder::signal("/", "org.example.T", "S").destination(":1.0"),
+    );
+    assert!(h.out.iter().all(|action| match action {
+        Action::Deliver { to, .. } => *to != a,
+        Action::Disconnect { conn, .. }
+        | Action::HoldSender { conn }
+        | Action::ReleaseSender { conn } => *conn != a,
+        _ => true,
+    }));
+}

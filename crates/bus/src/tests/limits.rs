@@ -136,7 +136,7 @@ fn hello_beyond_max_completed_connections_is_limits_exceeded() {
     let (a, _) = h.client();
     let _ = h.client();
     let late = h.connect(false);
-    let (name, text) = h.driver_error(late, call_bus("Hello", vec![]));
+    let (name, text) = refused_hello(&mut h, late);
     assert_eq!(name, errors::LIMITS_EXCEEDED);
     assert!(
         text.contains("maximum number of active connections"),
@@ -157,10 +157,32 @@ fn hello_beyond_max_connections_per_user_is_limits_exceeded_for_that_user_only()
     let mut h = Harness::with_options(opts);
     let _ = h.client(); // uid 1000
     let same_user = h.connect(false);
-    let (name, text) = h.driver_error(same_user, call_bus("Hello", vec![]));
+    let (name, text) = refused_hello(&mut h, same_user);
     assert_eq!(name, errors::LIMITS_EXCEEDED);
     assert!(text.contains("UID 1000"), "{text}");
     let other_user = h.bus.add_connection(creds(1001, 101), false);
     let reply = h.call(other_user, call_bus("Hello", vec![]));
     assert_eq!(reply.msg_type(), MessageType::MethodReturn);
+}
+
+/// Say Hello for `conn` expecting a refusal: the error, then a
+/// disconnect (the daemon carries it out after writing the error).
+fn refused_hello(h: &mut Harness, conn: ConnId) -> (String, String) {
+    h.send(conn, call_bus("Hello", vec![]));
+    let disconnect = h.out.pop();
+    assert!(
+        matches!(&disconnect, Some(Action::Disconnect { conn: c, reason })
+            if *c == conn && reason == crate::before_hello::HELLO_REFUSED),
+        "{disconnect:?}"
+    );
+    let got = h.take();
+    let [(to, err)] = got.as_slice() else {
+        panic!("{got:?}");
+    };
+    assert_eq!(*to, conn);
+    let text = match err.body_values().unwrap().first() {
+        Some(Value::String(t)) => t.clone(),
+        other => panic!("error without text: {other:?}"),
+    };
+    (err.error_name().unwrap().to_owned(), text)
 }

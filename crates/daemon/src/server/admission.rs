@@ -20,12 +20,12 @@
 use std::cmp::Reverse;
 use std::time::Instant;
 
-use mio::{Interest, Token};
+use mio::Interest;
+use quickbus_bus::ConnId;
 use tracing::{debug, info, warn};
 
 use super::{Conn, Phase, Server};
 use crate::auth::{AuthConfig, SaslServer};
-use crate::flow;
 use crate::nonce::NONCE_LEN;
 use crate::socket::Stream;
 use crate::transport::Transport;
@@ -71,8 +71,16 @@ impl Server {
                 ),
             );
         }
-        let token = Token(self.next_token);
-        self.next_token += 1;
+        // One id for the bus and the loop: it is the mio token too.
+        let id = self.bus.next_connection_id();
+        let token = super::token(id);
+        if token.0 == 0 || token.0 > super::LAST_CONNECTION {
+            self.log_limiter.warn(
+                "refusing connection: out of ids",
+                format_args!("refusing connection: no token left for {id:?}"),
+            );
+            return;
+        }
         if let Err(e) = self
             .poll
             .registry()
@@ -94,23 +102,27 @@ impl Server {
             };
             SaslServer::new(&auth, None)
         };
+        let uid = creds.uid;
+        *self.incomplete_by_uid.entry(uid).or_default() += 1;
+        debug!(uid, pid = ?creds.pid, "new connection");
+        let creds = Box::new(creds);
         let phase = match nonce {
-            Some(expected) => Phase::Nonce { expected, sasl },
-            None => Phase::Authenticating { sasl },
+            Some(expected) => Phase::Nonce {
+                expected,
+                sasl,
+                creds,
+            },
+            None => Phase::Authenticating { sasl, creds },
         };
-        let user = self.users.tally(creds.uid);
-        user.incomplete_opened();
-        debug!(uid = creds.uid, pid = ?creds.pid, "new connection");
         self.conns.insert(
-            token,
+            id,
             Conn {
                 transport: Transport::new(stream),
                 phase,
                 incomplete: true,
-                creds,
-                flow: flow::Receiver::default(),
-                user,
-                hold: None,
+                uid,
+                held: false,
+                hung_up_while_held: false,
                 fd_deadline: None,
                 watching_writable: false,
                 last_read_turn: 0,
@@ -118,7 +130,7 @@ impl Server {
         );
         self.incomplete += 1;
         self.auth_deadlines
-            .push(Reverse((Instant::now() + self.opts.auth_timeout, token)));
+            .push(Reverse((Instant::now() + self.opts.auth_timeout, id)));
     }
 
     /// A dynamic user whose name the loaded policy could not resolve (the
@@ -166,15 +178,16 @@ impl Server {
     /// connection of the user holding the most slots, if that user holds
     /// more than `uid` does. True if a slot was freed.
     fn make_room_for(&mut self, uid: u32) -> bool {
-        let newcomer_holds = self.users.incomplete_of(uid);
+        let holds_of = |uid: u32| self.incomplete_by_uid.get(&uid).copied().unwrap_or(0);
+        let newcomer_holds = holds_of(uid);
         let heaviest = self
             .conns
             .iter()
             .filter(|(_, c)| c.incomplete)
-            // Most slots first, then the oldest (lowest token).
-            .max_by_key(|(token, c)| (c.user.incomplete(), Reverse(**token)))
-            .map(|(token, c)| (*token, c.user.uid, c.user.incomplete()));
-        let Some((token, victim_uid, holds)) = heaviest else {
+            // Most slots first, then the oldest (lowest id).
+            .max_by_key(|(id, c)| (holds_of(c.uid), Reverse(**id)))
+            .map(|(id, c)| (*id, c.uid, holds_of(c.uid)));
+        let Some((id, victim_uid, holds)) = heaviest else {
             return false;
         };
         if holds <= newcomer_holds {
@@ -189,19 +202,19 @@ impl Server {
                 self.opts.max_incomplete_connections
             ),
         );
-        self.close(token, "closed to make room for another user's connection");
+        self.close(id, "closed to make room for another user's connection");
         true
     }
 
     /// Close connections that are still incomplete `auth_timeout` after
     /// they were accepted.
     pub(super) fn expire_incomplete(&mut self, now: Instant) {
-        while let Some(Reverse((deadline, token))) = self.auth_deadlines.peek().copied() {
+        while let Some(Reverse((deadline, id))) = self.auth_deadlines.peek().copied() {
             if deadline > now {
                 break;
             }
             self.auth_deadlines.pop();
-            let Some(conn) = self.conns.get(&token).filter(|c| c.incomplete) else {
+            let Some(conn) = self.conns.get(&id).filter(|c| c.incomplete) else {
                 continue;
             };
             let authenticating = matches!(
@@ -222,18 +235,18 @@ impl Server {
                 // (close() logs the others, naming the connection.)
                 self.log_limiter.warn(
                     "connection not authenticated within auth_timeout",
-                    format_args!("{reason} (uid {})", conn.creds.uid),
+                    format_args!("{reason} (uid {})", conn.uid),
                 );
             }
-            self.close(token, &reason);
+            self.close(id, &reason);
         }
     }
 
     /// Forget the deadlines of connections that completed or left, so
     /// that they do not keep the loop waking up for nothing.
     pub(super) fn drop_stale_auth_deadlines(&mut self) {
-        while let Some(&Reverse((_, token))) = self.auth_deadlines.peek() {
-            if self.conns.get(&token).is_some_and(|c| c.incomplete) {
+        while let Some(&Reverse((_, id))) = self.auth_deadlines.peek() {
+            if self.conns.get(&id).is_some_and(|c| c.incomplete) {
                 break;
             }
             self.auth_deadlines.pop();
@@ -241,25 +254,33 @@ impl Server {
     }
 
     /// After the bus handled a message of a connection that had not said
-    /// Hello: either its Hello succeeded (it is complete now), or the bus
-    /// refused its Hello: then it is disconnected, after the error reply
-    /// it was queued. Anything else it sent the bus answered (driver calls
-    /// get AccessDenied, as in dbus-daemon) or disconnected it; it stays
-    /// incomplete, under its deadline.
-    pub(super) fn after_message_before_hello(&mut self, token: Token, was_hello: bool) {
-        let Some(conn) = self.conns.get_mut(&token) else {
+    /// Hello: if its Hello succeeded, it is complete now. (A refused Hello
+    /// is the bus's Disconnect after the error; anything else it sent the
+    /// bus answered or disconnected it for, and it stays incomplete, under
+    /// its deadline.)
+    pub(super) fn after_message_before_hello(&mut self, id: ConnId) {
+        let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
-        let Phase::Running { id } = conn.phase else {
+        let Phase::Running = conn.phase else {
             return;
         };
         if self.bus.unique_name(id).is_some() {
             conn.incomplete = false;
-            conn.user.incomplete_closed();
-            self.incomplete -= 1;
-        } else if was_hello {
-            // close() flushes what is queued (the error) before closing.
-            self.close(token, "its Hello was refused");
+            let uid = conn.uid;
+            self.incomplete_closed(uid);
+        }
+    }
+
+    /// A connection of `uid` is no longer incomplete (it said Hello, or
+    /// it is gone).
+    pub(super) fn incomplete_closed(&mut self, uid: u32) {
+        self.incomplete -= 1;
+        if let Some(count) = self.incomplete_by_uid.get_mut(&uid) {
+            *count -= 1;
+            if *count == 0 {
+                self.incomplete_by_uid.remove(&uid);
+            }
         }
     }
 }

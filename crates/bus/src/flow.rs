@@ -58,6 +58,8 @@
 
 use std::time::{Duration, Instant};
 
+use quickbus_wire::{flags, Message, MessageType};
+
 /// Default `overflow_hold_timeout`, in milliseconds: how long a
 /// signal's sender is held back for one full receiver.
 pub const DEFAULT_HOLD_MS: u64 = 1000;
@@ -101,6 +103,25 @@ pub struct OutBounds {
     pub queues_per_user: usize,
     /// `max_hold_per_user_per_minute`.
     pub hold_budget: Duration,
+}
+
+/// No bound at all, no pacing: the bus core's own tests, and a bus whose
+/// daemon did not set bounds.
+impl Default for OutBounds {
+    fn default() -> OutBounds {
+        OutBounds {
+            max_bytes: usize::MAX,
+            max_fds: usize::MAX,
+            hold: Duration::from_millis(DEFAULT_HOLD_MS),
+            pacing: Pacing {
+                bytes: 0,
+                timeout: Duration::from_millis(DEFAULT_PACING_TIMEOUT_MS),
+            },
+            memory: Duration::from_millis(DEFAULT_MEMORY_MS),
+            queues_per_user: DEFAULT_QUEUES_PER_USER as usize,
+            hold_budget: Duration::from_millis(DEFAULT_HOLD_BUDGET_MS),
+        }
+    }
 }
 
 /// When to pause a sender for a receiver that reads (see the module
@@ -206,19 +227,15 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// From the message-type byte of a header (the second byte), and
-    /// whether the receiver only watches (a monitor's copy of a call is not
-    /// the call: refusing it would fail a call that was delivered).
-    pub fn of(header: &[u8], receiver_is_monitor: bool) -> Kind {
-        if receiver_is_monitor {
-            return Kind::Signal;
-        }
-        // Byte 1 is the type, byte 2 the flags (0x1: no reply expected; a
-        // caller that wants no answer cannot hear a refusal either, so its
-        // call is dealt with like a signal).
-        match header.get(1) {
-            Some(1) if header.get(2).is_some_and(|f| f & 1 == 0) => Kind::Call,
-            Some(2 | 3) => Kind::Reply,
+    /// What a message is to the receiver it is addressed to. A copy of it
+    /// for anyone else (a monitor, an eavesdropper) is a [`Kind::Signal`]:
+    /// refusing a copy would fail a call that was delivered.
+    pub fn of(msg: &Message) -> Kind {
+        match msg.msg_type() {
+            // A caller that wants no answer cannot hear a refusal either,
+            // so its call is dealt with like a signal.
+            MessageType::MethodCall if msg.flags() & flags::NO_REPLY_EXPECTED == 0 => Kind::Call,
+            MessageType::MethodReturn | MessageType::Error => Kind::Reply,
             _ => Kind::Signal,
         }
     }
@@ -353,7 +370,9 @@ impl Receiver {
     }
 }
 
+// Tests may use the clock (see clippy.toml).
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 
@@ -621,15 +640,25 @@ mod tests {
     }
 
     #[test]
-    fn monitors_copies_are_never_refused_as_calls() {
-        let call_header = [b'l', 1, 0, 1];
-        assert_eq!(Kind::of(&call_header, false), Kind::Call);
-        assert_eq!(Kind::of(&call_header, true), Kind::Signal);
-        assert_eq!(Kind::of(&[b'l', 2], false), Kind::Reply);
-        assert_eq!(Kind::of(&[b'l', 3], false), Kind::Reply);
-        assert_eq!(Kind::of(&[b'l', 4], false), Kind::Signal);
-        // A call that wants no reply could not hear a refusal.
-        assert_eq!(Kind::of(&[b'l', 1, 1, 1], false), Kind::Signal);
+    fn a_call_that_wants_no_reply_is_dealt_with_like_a_signal() {
+        let kind = |builder: quickbus_wire::MessageBuilder| {
+            Kind::of(&Message::parse(builder.build(1).unwrap()).unwrap())
+        };
+        let call = || quickbus_wire::MessageBuilder::method_call("/", "M").destination("a.b");
+        assert_eq!(kind(call()), Kind::Call);
+        assert_eq!(kind(call().flags(flags::NO_REPLY_EXPECTED)), Kind::Signal);
+        assert_eq!(
+            kind(quickbus_wire::MessageBuilder::method_return(1)),
+            Kind::Reply
+        );
+        assert_eq!(
+            kind(quickbus_wire::MessageBuilder::error(1, "a.b.E")),
+            Kind::Reply
+        );
+        assert_eq!(
+            kind(quickbus_wire::MessageBuilder::signal("/", "a.b", "S")),
+            Kind::Signal
+        );
     }
 
     #[test]

@@ -49,7 +49,9 @@ impl HoldBudget {
     }
 }
 
+// Tests may use the clock (see clippy.toml).
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 

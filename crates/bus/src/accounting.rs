@@ -1,0 +1,177 @@
+//! Per-user accounting of what the bus has queued for peers: bytes and
+//! fds waiting to be written to a user's connections, and how long its
+//! receivers may still hold other users' senders back. Each connection
+//! keeps the [`UserSlot`] of its user, so updating the tally costs no
+//! lookup per message; the tally goes when the user's last connection
+//! does, and its slot is then reused for a new user.
+
+use std::time::{Duration, Instant};
+
+use crate::hold_budget::HoldBudget;
+use crate::FastMap;
+
+/// What one user's connections have queued.
+#[derive(Debug, Default)]
+pub(crate) struct UserTally {
+    pub uid: u32,
+    pub out_bytes: usize,
+    pub out_fds: usize,
+    /// Its connections: the tally goes with the last one.
+    connections: usize,
+    /// How long its receivers may still hold other users' senders.
+    hold_budget: HoldBudget,
+}
+
+impl UserTally {
+    pub fn queued(&mut self, bytes: usize, fds: usize) {
+        self.out_bytes += bytes;
+        self.out_fds += fds;
+    }
+
+    pub fn sent(&mut self, bytes: usize, fds: usize) {
+        self.out_bytes = self.out_bytes.saturating_sub(bytes);
+        self.out_fds = self.out_fds.saturating_sub(fds);
+    }
+
+    /// What its receivers may still hold another user's sender for.
+    pub fn hold_available(&mut self, per_minute: Duration, now: Instant) -> Duration {
+        self.hold_budget.available(per_minute, now)
+    }
+
+    /// Spend up to `wanted` of its hold budget; returns what was spent.
+    pub fn take_hold(&mut self, wanted: Duration, per_minute: Duration, now: Instant) -> Duration {
+        self.hold_budget.take(wanted, per_minute, now)
+    }
+
+    /// A hold ended before its time: the rest comes back to the budget.
+    pub fn give_back_hold(&mut self, unused: Duration) {
+        self.hold_budget.give_back(unused);
+    }
+}
+
+/// Where a user's tally is in [`Users`]. Valid while the user has a
+/// connection: every holder of a slot is (or belongs to) one of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct UserSlot(usize);
+
+/// The tallies of users with connections.
+#[derive(Debug, Default)]
+pub(crate) struct Users {
+    slots: Vec<Option<UserTally>>,
+    free: Vec<usize>,
+    by_uid: FastMap<u32, usize>,
+}
+
+impl Users {
+    /// A new connection of `uid` shares its user's tally.
+    pub fn join(&mut self, uid: u32) -> UserSlot {
+        let index = match self.by_uid.get(&uid) {
+            Some(&index) => index,
+            None => {
+                let tally = Some(UserTally {
+                    uid,
+                    ..UserTally::default()
+                });
+                let index = match self.free.pop() {
+                    Some(index) => {
+                        self.slots[index] = tally;
+                        index
+                    }
+                    None => {
+                        self.slots.push(tally);
+                        self.slots.len() - 1
+                    }
+                };
+                self.by_uid.insert(uid, index);
+                index
+            }
+        };
+        if let Some(tally) = &mut self.slots[index] {
+            tally.connections += 1;
+        }
+        UserSlot(index)
+    }
+
+    /// A connection of the user in `slot` left, taking `bytes` and `fds`
+    /// still queued for it; the tally goes with the user's last one.
+    pub fn leave(&mut self, slot: UserSlot, bytes: usize, fds: usize) {
+        let Some(tally) = &mut self.slots[slot.0] else {
+            return;
+        };
+        tally.sent(bytes, fds);
+        tally.connections -= 1;
+        if tally.connections > 0 {
+            return;
+        }
+        // The tests run debug builds: a tally that leaks fails them.
+        debug_assert!(
+            tally.out_bytes == 0 && tally.out_fds == 0,
+            "uid {}'s last connection left {} bytes, {} fds in its tally",
+            tally.uid,
+            tally.out_bytes,
+            tally.out_fds
+        );
+        self.by_uid.remove(&tally.uid);
+        self.slots[slot.0] = None;
+        self.free.push(slot.0);
+    }
+
+    pub fn get(&self, slot: UserSlot) -> &UserTally {
+        self.slots[slot.0]
+            .as_ref()
+            .expect("a user slot outlives its connections")
+    }
+
+    pub fn get_mut(&mut self, slot: UserSlot) -> &mut UserTally {
+        self.slots[slot.0]
+            .as_mut()
+            .expect("a user slot outlives its connections")
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.by_uid.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_of_one_user_share_a_tally() {
+        let mut users = Users::default();
+        let a = users.join(1000);
+        let b = users.join(1000);
+        let other = users.join(1001);
+        assert_eq!(a, b);
+        users.get_mut(a).queued(100, 1);
+        users.get_mut(b).queued(50, 2);
+        assert_eq!((users.get(a).out_bytes, users.get(a).out_fds), (150, 3));
+        assert_eq!(
+            (users.get(other).out_bytes, users.get(other).out_fds),
+            (0, 0)
+        );
+        users.get_mut(b).sent(120, 3);
+        assert_eq!((users.get(a).out_bytes, users.get(a).out_fds), (30, 0));
+        // Never below zero, whatever the order of events.
+        users.get_mut(a).sent(1000, 1000);
+        assert_eq!(users.get(b).out_bytes, 0);
+    }
+
+    #[test]
+    fn a_user_is_forgotten_with_its_last_connection_and_its_slot_reused() {
+        let mut users = Users::default();
+        let a = users.join(7);
+        let b = users.join(7);
+        users.get_mut(a).queued(10, 0);
+        users.leave(a, 10, 0);
+        assert_eq!(users.len(), 1);
+        users.leave(b, 0, 0);
+        assert_eq!(users.len(), 0);
+        // A new user takes the slot, from zero.
+        let c = users.join(8);
+        assert_eq!(c, a);
+        assert_eq!((users.get(c).uid, users.get(c).out_bytes), (8, 0));
+    }
+}
