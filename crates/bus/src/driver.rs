@@ -560,6 +560,7 @@ impl Bus {
         // what a privileged eavesdropper gets (see policy::enforce).
         if rule.is_eavesdrop() {
             self.check_privileged(from, "AddMatch")?;
+            self.check_mac_eavesdrop(from)?;
         }
         self.subs.add(from, rule);
         Ok(())
@@ -627,9 +628,12 @@ impl Bus {
                     "ActivatableServicesChanged".to_owned(),
                     "HeaderFiltering".to_owned(),
                 ];
+                features.extend(self.mac_features().iter().map(|f| f.to_string()));
                 if self.opts.systemd_activation {
                     features.push("SystemdActivation".to_owned());
                 }
+                // dbus-daemon's order, which happens to be alphabetical.
+                features.sort();
                 string_array(features)
             }
             _ => string_array(
@@ -808,7 +812,9 @@ fn introspect_call(_: &mut Bus, call: &Call<'_>, _: Args) -> Result<Outcome, Bus
 }
 
 /// BecomeMonitor(as rules, u flags): the change happens after the reply.
-fn become_monitor(_: &mut Bus, _: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
+fn become_monitor(bus: &mut Bus, call: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
+    // After the privilege check, before the arguments, as in dbus-daemon.
+    bus.check_mac_eavesdrop(call.from)?;
     let (texts, flags): (Vec<String>, u32) = args.decode()?;
     if flags != 0 {
         return Err(BusError::new(

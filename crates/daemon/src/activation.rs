@@ -471,6 +471,7 @@ mod tests {
             exec: exec.map(str::to_owned),
             user: None,
             systemd_service: None,
+            assumed_apparmor_label: None,
         }
     }
 

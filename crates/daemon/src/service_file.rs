@@ -1,5 +1,6 @@
 //! `.service` files: the `[D-BUS Service]` desktop-entry group that names an
-//! activatable service (`Name`, `Exec`, `User`, `SystemdService`), and the
+//! activatable service (`Name`, `Exec`, `User`, `SystemdService`,
+//! `AssumedAppArmorLabel`), and the
 //! scan of the configured service directories.
 
 use std::collections::{BTreeMap, HashMap};
@@ -14,6 +15,9 @@ pub struct ServiceFile {
     pub exec: Option<String>,
     pub user: Option<String>,
     pub systemd_service: Option<String>,
+    /// The AppArmor label the service will run under, which dbus-daemon
+    /// asks AppArmor about when a message would activate it.
+    pub assumed_apparmor_label: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -88,6 +92,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ServiceFile, ServiceFileError> {
         exec: get("Exec"),
         user: get("User"),
         systemd_service: get("SystemdService"),
+        assumed_apparmor_label: get("AssumedAppArmorLabel"),
     })
 }
 
@@ -147,6 +152,16 @@ mod tests {
         assert_eq!(s.exec.as_deref(), Some("/usr/bin/a --flag"));
         assert_eq!(s.user.as_deref(), Some("nobody"));
         assert_eq!(s.systemd_service.as_deref(), Some("a.service"));
+        assert_eq!(s.assumed_apparmor_label, None);
+        let confined = parse(
+            Path::new("/x/c.service"),
+            "[D-BUS Service]\nName=org.example.C\nExec=/usr/bin/c\nAssumedAppArmorLabel=/usr/bin/c\n",
+        )
+        .unwrap();
+        assert_eq!(
+            confined.assumed_apparmor_label.as_deref(),
+            Some("/usr/bin/c")
+        );
     }
 
     #[test]

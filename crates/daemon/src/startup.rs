@@ -153,14 +153,16 @@ fn serve(
         become_configured_user(user)?;
     }
     // As the user the bus runs as, before it reports ready.
-    let mediator = crate::mac::start(&config)?;
+    crate::mac::start(&config)?;
+    ensure_runtime_service_dir(&config);
+    let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
+    // The mediators need the service files (AssumedAppArmorLabel=).
+    let mediator = crate::mac::mediator(&config, &services).map_err(io::Error::other)?;
     if let Some(ready) = ready {
         ready.signal()?;
     }
 
     let limits = &config.limits;
-    ensure_runtime_service_dir(&config);
-    let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
     let bus_type = config.bus_type.clone().unwrap_or_else(|| "session".into());
     let policy = bus_policy(&config).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     let mut bus_opts = BusOptions {
@@ -252,7 +254,7 @@ fn reloader(opts: Options) -> crate::server::Reloader {
         ensure_runtime_service_dir(&config);
         let policy = bus_policy(&config)?;
         let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
-        let mediator = crate::mac::mediator(&config)?;
+        let mediator = crate::mac::mediator(&config, &services)?;
         Ok(Reloaded {
             service_dirs: config.service_dirs().to_vec(),
             services,

@@ -14,6 +14,9 @@ pub(crate) enum Refusal {
     Receive,
     /// SELinux `send_msg` (dbus-daemon counts no rules for it).
     SELinux,
+    /// AppArmor `send` or `receive` (dbus-daemon's own text, without a
+    /// rule count).
+    AppArmor,
 }
 
 /// One party of a refused message, as the text names it.
@@ -31,6 +34,9 @@ pub(crate) struct Party<'a> {
 /// A refused message and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Denial {
+    /// The error's name: AccessDenied, unless a security module could not
+    /// be asked.
+    pub name: &'static str,
     pub text: String,
 }
 
@@ -69,14 +75,15 @@ impl Denial {
         requested_reply: bool,
     ) -> Denial {
         let complaint = match refusal {
-            Refusal::Send => "Rejected send message",
-            Refusal::Receive => "Rejected receive message",
-            Refusal::SELinux => {
-                "An SELinux policy prevents this sender from sending this message to this recipient"
+            Refusal::Send => format!("Rejected send message, {matched_rules} matched rules"),
+            Refusal::Receive => format!("Rejected receive message, {matched_rules} matched rules"),
+            Refusal::SELinux => format!("An SELinux policy prevents this sender from sending this message to this recipient, {matched_rules} matched rules"),
+            Refusal::AppArmor => {
+                "An AppArmor policy prevents this sender from sending this message to this recipient".to_owned()
             }
         };
         let text = format!(
-            "{complaint}, {matched_rules} matched rules; type=\"{}\", sender=\"{}\" ({}) interface=\"{}\" member=\"{}\" error name=\"{}\" requested_reply=\"{}\" destination=\"{}\" ({})",
+            "{complaint}; type=\"{}\", sender=\"{}\" ({}) interface=\"{}\" member=\"{}\" error name=\"{}\" requested_reply=\"{}\" destination=\"{}\" ({})",
             type_name(msg.msg_type()),
             // dbus-daemon prints a NULL name: "(null)" for a connection
             // before Hello, "(unset)" for the bus.
@@ -89,10 +96,18 @@ impl Denial {
             msg.destination().unwrap_or(BUS_NAME),
             loginfo(recipient, "bus"),
         );
-        Denial { text }
+        Denial {
+            name: errors::ACCESS_DENIED,
+            text,
+        }
+    }
+
+    /// A refusal because the security module could not be asked.
+    pub fn failed(name: &'static str, text: String) -> Denial {
+        Denial { name, text }
     }
 
     pub fn to_error(&self) -> BusError {
-        BusError::new(errors::ACCESS_DENIED, self.text.clone())
+        BusError::new(self.name, self.text.clone())
     }
 }

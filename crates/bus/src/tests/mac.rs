@@ -5,7 +5,7 @@
 use quickbus_wire::{MessageBuilder, MessageType, Value};
 
 use super::{call_bus, creds, s, Harness};
-use crate::mac::{MacRefusal, Mediator, Subject};
+use crate::mac::{MacRefusal, Mediator, SendCheck, Subject, Target};
 use crate::*;
 
 /// A made-up policy over labels: `client_t` may not send to `secret_t`
@@ -27,13 +27,13 @@ impl Mediator for FakePolicy {
         }
     }
 
-    fn may_send(
-        &self,
-        sender: Subject<'_>,
-        recipient: Option<Subject<'_>>,
-        _msg: &quickbus_wire::Message,
-    ) -> Result<(), MacRefusal> {
-        match (label(Some(sender)), label(recipient)) {
+    fn may_send(&self, check: &SendCheck<'_>) -> Result<(), MacRefusal> {
+        let recipient = match check.target {
+            Target::Activation { .. } => return Ok(()),
+            Target::Bus => None,
+            Target::Peer(peer) => Some(peer),
+        };
+        match (label(Some(check.sender)), label(recipient)) {
             ("client_t", "secret_t") | ("nobus_t", "bus_t") => Err(MacRefusal::SELinux),
             ("mute_t", to) if to != "bus_t" => Err(MacRefusal::SELinux),
             _ => Ok(()),
@@ -263,5 +263,227 @@ fn activation_is_not_mediated_but_the_started_service_is() {
             && m.error_name() == Some(errors::ACCESS_DENIED)
             && format!("{:?}", m.body_values()).contains("An SELinux policy")),
         "{delivered:?}"
+    );
+}
+
+/// A fake AppArmor: records every question and refuses `client_t`'s
+/// eavesdropping, its owning org.example.Secret, and any activation of
+/// org.example.Activatable.
+struct FakeAppArmor(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Mediator for FakeAppArmor {
+    fn may_own(&self, owner: Subject<'_>, name: &str) -> Result<(), MacRefusal> {
+        let who = label(Some(owner));
+        self.0.lock().unwrap().push(format!("bind {who} {name}"));
+        match (who, name) {
+            ("client_t", "org.example.Secret") => Err(MacRefusal::AppArmor),
+            ("broken_t", _) => Err(MacRefusal::Failed {
+                name: errors::ACCESS_DENIED,
+                text: "Failed to query AppArmor policy: Permission denied".into(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn may_send(&self, check: &SendCheck<'_>) -> Result<(), MacRefusal> {
+        let target = match check.target {
+            Target::Bus => "bus".to_owned(),
+            Target::Peer(p) => label(Some(p)).to_owned(),
+            Target::Activation { name } => format!("activation:{name}"),
+        };
+        self.0.lock().unwrap().push(format!(
+            "send {} ({}) -> {} {} reply={}",
+            label(Some(check.sender)),
+            check.source,
+            target,
+            check.destination(),
+            check.requested_reply
+        ));
+        if target == "activation:org.example.Activatable" {
+            return Err(MacRefusal::AppArmor);
+        }
+        Ok(())
+    }
+
+    fn may_eavesdrop(&self, who: Subject<'_>) -> Result<(), MacRefusal> {
+        let who = label(Some(who));
+        self.0.lock().unwrap().push(format!("eavesdrop {who}"));
+        if who == "client_t" {
+            return Err(MacRefusal::AppArmor);
+        }
+        Ok(())
+    }
+
+    fn features(&self) -> Vec<&'static str> {
+        vec!["AppArmor"]
+    }
+}
+
+fn apparmor_harness() -> (Harness, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let log = std::sync::Arc::default();
+    let mut h = Harness::new();
+    h.bus
+        .set_mediator(Some(Box::new(FakeAppArmor(std::sync::Arc::clone(&log)))));
+    (h, log)
+}
+
+#[test]
+fn apparmor_is_asked_with_the_sender_the_source_name_and_the_receiver() {
+    let (mut h, log) = apparmor_harness();
+    let (client, client_name) = labelled(&mut h, "client_t", 10);
+    let (service, service_name) = labelled(&mut h, "service_t", 20);
+    log.lock().unwrap().clear();
+    let serial = h.send(client, ping(&service_name));
+    let (to, call) = h.take().remove(0);
+    assert_eq!(to, service);
+    h.send(
+        service,
+        MessageBuilder::method_return(call.serial()).destination(client_name.as_str()),
+    );
+    let got = h.take();
+    assert!(got
+        .iter()
+        .any(|(to, m)| *to == client && m.reply_serial() == Some(serial)));
+    assert_eq!(
+        *log.lock().unwrap(),
+        [
+            format!("send client_t ({client_name}) -> service_t {service_name} reply=false"),
+            format!("send service_t ({service_name}) -> client_t {client_name} reply=true"),
+        ]
+    );
+}
+
+#[test]
+fn hello_before_a_name_is_asked_as_from_the_bus_name_to_the_bus() {
+    let (mut h, log) = apparmor_harness();
+    labelled(&mut h, "client_t", 10);
+    assert_eq!(
+        log.lock().unwrap()[0],
+        "send client_t (org.freedesktop.DBus) -> bus org.freedesktop.DBus reply=false"
+    );
+}
+
+#[test]
+fn an_apparmor_refusal_of_activation_gives_dbus_daemons_text_and_starts_nothing() {
+    let (mut h, log) = apparmor_harness();
+    let (client, client_name) = labelled(&mut h, "client_t", 10);
+    h.send(client, ping("org.example.Activatable"));
+    let (started, delivered) = drain(&mut h);
+    assert!(started.is_empty(), "{started:?}");
+    let refused = delivered
+        .iter()
+        .find(|(to, m)| *to == client && m.error_name() == Some(errors::ACCESS_DENIED))
+        .expect("refused");
+    assert_eq!(
+        refused.1.body_values().unwrap()[0],
+        Value::String(format!("An AppArmor policy prevents this sender from sending this message to this recipient; type=\"method_call\", sender=\"{client_name}\" (uid=1000 pid=10 comm=\"\" label=\"client_t\") interface=\"org.example.Test\" member=\"Ping\" error name=\"(unset)\" requested_reply=\"0\" destination=\"org.example.Activatable\" (bus)"))
+    );
+    assert!(log.lock().unwrap().iter().any(|l| l
+        .ends_with("-> activation:org.example.Activatable org.example.Activatable reply=false")));
+}
+
+#[test]
+fn an_apparmor_refusal_to_own_names_apparmor() {
+    let (mut h, log) = apparmor_harness();
+    let (client, client_name) = labelled(&mut h, "client_t", 10);
+    let (name, text) = h.driver_error(
+        client,
+        call_bus(
+            "RequestName",
+            vec![s("org.example.Secret"), Value::Uint32(0)],
+        ),
+    );
+    assert_eq!(name, errors::ACCESS_DENIED);
+    assert_eq!(
+        text,
+        format!("Connection \"{client_name}\" is not allowed to own the service \"org.example.Secret\" due to AppArmor policy")
+    );
+    assert!(log
+        .lock()
+        .unwrap()
+        .contains(&"bind client_t org.example.Secret".to_owned()));
+    let (broken, _) = labelled(&mut h, "broken_t", 11);
+    let (_, text) = h.driver_error(
+        broken,
+        call_bus("RequestName", vec![s("org.example.Any"), Value::Uint32(0)]),
+    );
+    assert_eq!(text, "Failed to query AppArmor policy: Permission denied");
+}
+
+#[test]
+fn eavesdropping_asks_apparmor_after_the_privilege_check() {
+    let (mut h, log) = apparmor_harness();
+    // uid 0 passes the privilege check; AppArmor then refuses client_t.
+    let root = |h: &mut Harness, label: &str| {
+        let id = h.bus.add_connection(
+            Credentials {
+                security_label: Some(label.as_bytes().to_vec()),
+                ..creds(0, 30)
+            },
+            false,
+        );
+        h.driver(id, "Hello", vec![]);
+        h.take();
+        id
+    };
+    let client = root(&mut h, "client_t");
+    let me = h.bus.unique_name(client).unwrap().to_owned();
+    let (name, text) = h.driver_error(
+        client,
+        call_bus("AddMatch", vec![s("eavesdrop=true,member='Ping'")]),
+    );
+    assert_eq!(name, errors::ACCESS_DENIED);
+    assert_eq!(
+        text,
+        format!("Connection \"{me}\" is not allowed to eavesdrop due to AppArmor policy")
+    );
+    let (name, text) = h.driver_error(
+        client,
+        call_bus("BecomeMonitor", vec![])
+            .interface("org.freedesktop.DBus.Monitoring")
+            .body(vec![
+                Value::Array {
+                    elem_sig: "s".into(),
+                    items: vec![],
+                },
+                Value::Uint32(0),
+            ]),
+    );
+    assert_eq!(
+        (name.as_str(), text.as_str()),
+        (
+            errors::ACCESS_DENIED,
+            format!("Connection \"{me}\" is not allowed to eavesdrop due to AppArmor policy")
+                .as_str()
+        )
+    );
+    // An ordinary match rule asks nothing about eavesdropping.
+    log.lock().unwrap().clear();
+    h.add_match(client, "member='Ping'");
+    assert!(!log
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.starts_with("eavesdrop")));
+    let ok = root(&mut h, "service_t");
+    h.add_match(ok, "eavesdrop=true,member='Ping'");
+    assert_eq!(log.lock().unwrap().last().unwrap(), "eavesdrop service_t");
+}
+
+#[test]
+fn features_name_the_enabled_module_in_dbus_daemons_order() {
+    let (mut h, _) = apparmor_harness();
+    let (client, _) = labelled(&mut h, "client_t", 10);
+    let reply = super::get_property(&mut h, client, crate::BUS_INTERFACE, "Features");
+    assert_eq!(
+        reply.body_values().unwrap(),
+        vec![Value::Variant(Box::new(Value::Array {
+            elem_sig: "s".into(),
+            items: vec![
+                s("ActivatableServicesChanged"),
+                s("AppArmor"),
+                s("HeaderFiltering")
+            ]
+        }))]
     );
 }

@@ -6,13 +6,21 @@
 //! reload parses `<apparmor>` again (so a bad value is still refused) but
 //! changes nothing, as in dbus-daemon, whose full init runs only at start.
 //!
-//! quickbus does not yet query the kernel's AppArmor D-Bus policy (see
-//! docs/mandatory-access-control.md). Where the kernel offers D-Bus
-//! mediation it says so at start with a warning, and `required` refuses to
-//! start rather than promise a mediation it would not do.
+//! Where the kernel offers D-Bus mediation, `enabled` and `required` ask
+//! it about every decision ([`mediator`], with the query format in
+//! [`query`]). That path has been tested against the kernel interface's
+//! documented format only, never against a kernel that mediates D-Bus
+//! (see docs/mandatory-access-control.md), so the daemon says so at start.
 
+pub mod mediator;
+pub mod query;
+
+use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
+
+use self::mediator::{AccessFile, AppArmorMediator};
+use self::query::Confinement;
 
 /// `<apparmor mode=…>`; dbus-daemon's default, without the element, is
 /// `enabled`.
@@ -50,23 +58,64 @@ pub enum Support {
 /// "Failed to start message bus: ".
 pub const REQUIRED_BUT_ABSENT: &str = "AppArmor mediation required but not present";
 
-/// Why `required` is refused on a kernel that could mediate: quickbus has
-/// no AppArmor query path yet, and `required` means "never run unmediated".
-pub const REQUIRED_BUT_NOT_IMPLEMENTED: &str = "AppArmor mediation required, and this kernel offers D-Bus mediation, but quickbus does not implement AppArmor D-Bus mediation yet";
+/// The warning at start when the bus mediates: the query path follows the
+/// documented kernel interface but has not been seen working on a kernel
+/// that mediates D-Bus.
+pub const UNTESTED_WARNING: &str = "AppArmor D-Bus mediation is enabled: quickbus asks this kernel's AppArmor policy about every message as dbus-daemon does, but this path has not yet been seen working on a real kernel (see docs/mandatory-access-control.md)";
 
-/// The warning for `enabled` on a kernel that could mediate.
-pub const NOT_MEDIATING_WARNING: &str = "this kernel offers AppArmor D-Bus mediation, which quickbus does not implement yet: AppArmor dbus rules are NOT enforced on this bus (dbus-daemon would enforce them)";
+/// The decision at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Nothing to ask.
+    Off,
+    /// Ask the kernel about every decision (and log [`UNTESTED_WARNING`]).
+    Mediate,
+}
 
-/// The decision at start: Ok with an optional warning to log, or the reason
-/// the bus must not start.
-pub fn decide(mode: Mode, support: Support) -> Result<Option<&'static str>, &'static str> {
+/// The decision at start, or the reason the bus must not start.
+pub fn decide(mode: Mode, support: Support) -> Result<Decision, &'static str> {
     match (mode, support) {
-        (Mode::Disabled, _) => Ok(None),
-        (Mode::Enabled, Support::Absent) => Ok(None),
+        (Mode::Disabled, _) | (Mode::Enabled, Support::Absent) => Ok(Decision::Off),
         (Mode::Required, Support::Absent) => Err(REQUIRED_BUT_ABSENT),
-        (Mode::Enabled, Support::DbusMediation) => Ok(Some(NOT_MEDIATING_WARNING)),
-        (Mode::Required, Support::DbusMediation) => Err(REQUIRED_BUT_NOT_IMPLEMENTED),
+        (Mode::Enabled | Mode::Required, Support::DbusMediation) => Ok(Decision::Mediate),
     }
+}
+
+/// The bus's own confinement, as libapparmor's `aa_getcon` reads it
+/// (AppArmor's own attribute directory first, for stacked modules).
+pub fn own_confinement() -> io::Result<Confinement> {
+    let raw = std::fs::read("/proc/self/attr/apparmor/current")
+        .or_else(|_| std::fs::read("/proc/self/attr/current"))
+        .map_err(|e| {
+            io::Error::other(format!(
+                "Error getting AppArmor context of bus: {}",
+                nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)).desc()
+            ))
+        })?;
+    Ok(Confinement::parse(&raw))
+}
+
+/// The mediator asking this kernel (its `.access` file in the first
+/// securityfs mount), for a bus of `bus_type` running as `own`, with the
+/// service files' `AssumedAppArmorLabel=`s.
+pub fn mediator(
+    bus_type: Option<String>,
+    own: Confinement,
+    assumed: HashMap<String, String>,
+) -> AppArmorMediator {
+    let mounts = securityfs_mounts();
+    let access = mounts
+        .iter()
+        .map(|mount| mount.join("apparmor/.access"))
+        .find(|access| access.exists())
+        .unwrap_or_else(|| PathBuf::from("/sys/kernel/security/apparmor/.access"));
+    AppArmorMediator::new(
+        Box::new(AccessFile(access)),
+        bus_type,
+        own,
+        assumed,
+        mediator::audit_to_log(),
+    )
 }
 
 /// Where the kernel tells whether the AppArmor module is on.
@@ -214,21 +263,15 @@ mod tests {
     }
 
     #[test]
-    fn the_decision_at_start_follows_dbus_daemon_where_it_can() {
+    fn the_decision_at_start_follows_dbus_daemon() {
         use Mode::*;
         use Support::*;
-        assert_eq!(decide(Disabled, Absent), Ok(None));
-        assert_eq!(decide(Disabled, DbusMediation), Ok(None));
-        assert_eq!(decide(Enabled, Absent), Ok(None));
+        assert_eq!(decide(Disabled, Absent), Ok(Decision::Off));
+        assert_eq!(decide(Disabled, DbusMediation), Ok(Decision::Off));
+        assert_eq!(decide(Enabled, Absent), Ok(Decision::Off));
         assert_eq!(decide(Required, Absent), Err(REQUIRED_BUT_ABSENT));
-        assert_eq!(
-            decide(Enabled, DbusMediation),
-            Ok(Some(NOT_MEDIATING_WARNING))
-        );
-        assert_eq!(
-            decide(Required, DbusMediation),
-            Err(REQUIRED_BUT_NOT_IMPLEMENTED)
-        );
+        assert_eq!(decide(Enabled, DbusMediation), Ok(Decision::Mediate));
+        assert_eq!(decide(Required, DbusMediation), Ok(Decision::Mediate));
     }
 
     #[test]

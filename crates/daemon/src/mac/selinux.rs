@@ -11,8 +11,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::CStr;
 
-use quickbus_bus::mac::{MacRefusal, Mediator, Subject};
-use quickbus_wire::{Message, MessageType};
+use quickbus_bus::mac::{MacRefusal, Mediator, SendCheck, Subject, Target};
+use quickbus_wire::MessageType;
 use tracing::warn;
 
 use super::libselinux::{AuditData, Avc, Sid};
@@ -103,12 +103,15 @@ impl Mediator for SelinuxMediator {
         }
     }
 
-    fn may_send(
-        &self,
-        sender: Subject<'_>,
-        recipient: Option<Subject<'_>>,
-        msg: &Message,
-    ) -> Result<(), MacRefusal> {
+    fn may_send(&self, check: &SendCheck<'_>) -> Result<(), MacRefusal> {
+        let (sender, msg) = (check.sender, check.msg);
+        // dbus-daemon's "We do not mediate activation attempts yet": the
+        // message is checked when it reaches the started service.
+        let recipient = match check.target {
+            Target::Activation { .. } => return Ok(()),
+            Target::Bus => None,
+            Target::Peer(peer) => Some(peer),
+        };
         let source = self.sid_of(sender).ok_or(MacRefusal::SELinux)?;
         let target = match recipient {
             Some(r) => self.sid_of(r).ok_or(MacRefusal::SELinux)?,
@@ -119,7 +122,7 @@ impl Mediator for SelinuxMediator {
             interface: msg.interface(),
             member: msg.member(),
             error_name: msg.error_name(),
-            dest: msg.destination().unwrap_or(quickbus_bus::BUS_NAME),
+            dest: check.destination(),
             spid: sender.pid,
             tpid: recipient.and_then(|r| r.pid),
         };
@@ -128,5 +131,9 @@ impl Mediator for SelinuxMediator {
         } else {
             Err(MacRefusal::SELinux)
         }
+    }
+
+    fn features(&self) -> Vec<&'static str> {
+        vec!["SELinux"]
     }
 }
