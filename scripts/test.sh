@@ -138,4 +138,11 @@ logged bash scripts/boot-test.sh
 step "SELinux guest test: dbus-daemon and quickbus under the same policy"
 logged bash scripts/selinux-guest-test.sh "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
 
+# The same kernel with AppArmor enforcing test profiles whose dbus rules
+# that kernel cannot enforce: both daemons must allow every case, refuse
+# <apparmor mode="required"/> alike, and log the same
+# (scripts/apparmor-guest-test.sh).
+step "AppArmor guest test: dbus-daemon and quickbus under the same profiles"
+logged bash scripts/apparmor-guest-test.sh "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
+
 step "all checks passed"
