@@ -63,11 +63,11 @@ pub fn mediator(
         mediators.push(Box::new(selinux));
     }
     if let Some(own) = APPARMOR.get() {
-        let assumed: HashMap<String, String> = services
-            .iter()
-            .filter_map(|s| Some((s.name.clone(), s.assumed_apparmor_label.clone()?)))
-            .collect();
-        let aa = apparmor::mediator(config.bus_type.clone(), own.clone(), assumed);
+        let aa = apparmor::mediator(
+            config.bus_type.clone(),
+            own.clone(),
+            assumed_labels(services),
+        );
         mediators.push(Box::new(aa));
     }
     Ok(match mediators.len() {
@@ -75,4 +75,37 @@ pub fn mediator(
         1 => mediators.pop(),
         _ => Some(Box::new(Stack(mediators))),
     })
+}
+
+/// Activatable name -> its `AssumedAppArmorLabel=`, for those that have one.
+fn assumed_labels(services: &[ServiceFile]) -> HashMap<String, String> {
+    services
+        .iter()
+        .filter_map(|s| Some((s.name.clone(), s.assumed_apparmor_label.clone()?)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn activation_labels_come_from_the_service_files_that_name_one() {
+        let file = |name: &str, label: Option<&str>| ServiceFile {
+            path: format!("/x/{name}.service").into(),
+            name: name.into(),
+            exec: Some("/bin/true".into()),
+            user: None,
+            systemd_service: None,
+            assumed_apparmor_label: label.map(String::from),
+        };
+        let labels = assumed_labels(&[
+            file("org.example.A", Some("/usr/bin/a")),
+            file("org.example.B", None),
+        ]);
+        assert_eq!(
+            labels,
+            HashMap::from([("org.example.A".to_owned(), "/usr/bin/a".to_owned())])
+        );
+    }
 }

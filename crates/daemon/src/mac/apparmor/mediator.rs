@@ -151,6 +151,11 @@ impl AppArmorMediator {
         }
     }
 
+    /// A connection's confinement. Where AppArmor mediates D-Bus every
+    /// socket has a label; one without (its SO_PEERSEC failed) counts as
+    /// confined with an empty label, so the kernel's answer to a label it
+    /// does not know (an error) refuses it, as dbus-daemon refuses such a
+    /// connection outright.
     fn confinement(subject: Subject<'_>) -> Confinement {
         Confinement::parse(subject.label.unwrap_or_default())
     }
