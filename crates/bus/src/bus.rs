@@ -1,29 +1,46 @@
-//! Connections and routing: where each message goes, and who is told when
-//! it cannot go anywhere.
+//! Routing: where each message goes, and who is told when it cannot go
+//! anywhere. `receive` is the entry point for every message; unicast,
+//! broadcast, the driver's calls, eavesdroppers and monitors branch from
+//! here, and time-outs come in through `handle_timeouts`.
+//!
+//! Owns: the [`Bus`] struct, which holds one of each noun (peers, names,
+//! pending replies, subscriptions, monitors, activations, queues, traffic,
+//! peaks, the policy). The nouns keep their own state; the bus only asks
+//! and tells them. May touch: every noun, through its methods; the
+//! driver (`crate::driver`) for calls to org.freedesktop.DBus.
+//!
+//! Its children each do one job for the router: [`setup`] (making a bus
+//! and what the daemon sets on it), [`connections`] (a connection's life),
+//! [`outgoing`] (the bus's own messages and stamped copies), [`announce`]
+//! (name signals), `before_hello` (a connection without a unique name
+//! yet) and `peerless` (org.freedesktop.DBus.Peer calls without a
+//! destination).
 
-use std::collections::HashMap;
+mod announce;
+pub(crate) mod before_hello;
+mod connections;
+mod outgoing;
+mod peerless;
+mod setup;
+
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
 use quickbus_wire::{flags, Message, MessageBuilder, MessageType, Value};
 
 use crate::activation::{Activations, Parked, Rescan};
 use crate::errors::{self, BusError};
-use crate::flow::Kind;
-use crate::match_rule::{BusDriver, MatchInput, MatchRule, NameOwner};
-use crate::overflow::{OutQueue, Queues};
+use crate::match_rule::{BusDriver, MatchInput, NameOwner};
+use crate::overflow::Queues;
 use crate::peers::Peers;
-use crate::policy::{CompiledPolicy, Delivery, Denial, PolicyConfig};
-use crate::registry::{NameEvent, NameRegistry};
+use crate::policy::{CompiledPolicy, Delivery, Denial};
+use crate::registry::NameRegistry;
 use crate::replies::PendingReplies;
 use crate::stats::Peaks;
 use crate::subscriptions::{Monitors, PeerNames, Subscriptions};
 use crate::traffic::Traffic;
-use crate::{
-    Action, BusOptions, ConnId, Credentials, Frame, OutMessage, BUS_INTERFACE, BUS_NAME, BUS_PATH,
-};
+use crate::{Action, BusOptions, ConnId, OutMessage, BUS_INTERFACE, BUS_NAME};
 
 /// The broker. Feed it events; it appends the resulting [`Action`]s.
 pub struct Bus {
@@ -89,159 +106,7 @@ fn is_activation_failure(msg: &Message) -> bool {
         && msg.member() == Some("ActivationFailure")
 }
 
-/// Split a message we built into header and body without copying.
-fn frame_of(msg: &Message) -> Frame {
-    let raw = msg.raw();
-    let body_start = raw.len() - msg.body().len();
-    Frame {
-        header: raw.slice(..body_start),
-        body: raw.slice(body_start..),
-    }
-}
-
 impl Bus {
-    pub fn new(opts: BusOptions) -> Bus {
-        Bus {
-            policy: CompiledPolicy::new(PolicyConfig::allow_all()),
-            opts,
-            conns: Peers::default(),
-            serial: 0,
-            registry: NameRegistry::new(),
-            replies: PendingReplies::new(),
-            subs: Subscriptions::new(),
-            monitors: Monitors::default(),
-            selinux_enabled: false,
-            own_security_label: None,
-            awaiting_pidfd: None,
-            peaks: Peaks::default(),
-            traffic: Traffic::default(),
-            activations: Activations::default(),
-            mac: None,
-            empty_fds: Arc::new(Vec::new()),
-            queues: Queues::default(),
-        }
-    }
-
-    /// Whether SELinux is enabled, and the bus process's own label: with
-    /// SELinux, GetConnectionSELinuxSecurityContext returns labels.
-    pub fn set_selinux(&mut self, enabled: bool, own_label: Option<Vec<u8>>) {
-        self.selinux_enabled = enabled;
-        self.own_security_label = own_label;
-    }
-
-    /// The environment UpdateActivationEnvironment set, for activated
-    /// services.
-    pub fn activation_environment(&self) -> &HashMap<String, String> {
-        self.activations.environment()
-    }
-
-    /// Replace the list of activatable names (after a reload, which
-    /// re-read the service directories). The ActivatableServicesChanged
-    /// signal goes to every connection whose rules match it, changed or
-    /// not: dbus-daemon 1.14 sends it on every reload (the differential
-    /// harness's driver/ReloadConfig scenario shows it).
-    pub fn set_activatable_names(&mut self, mut names: Vec<String>, out: &mut Vec<Action>) {
-        names.sort_unstable();
-        self.opts.activatable_names = names;
-        let builder = MessageBuilder::signal(BUS_PATH, BUS_INTERFACE, "ActivatableServicesChanged");
-        let Some((out_msg, msg)) = self.build(builder) else {
-            return;
-        };
-        let (watchers, mut recipients) = self.with_input(&msg, None, None, |input| {
-            let mut to = Vec::new();
-            self.subs.recipients(input, None, &mut to);
-            (self.monitor_recipients(input), to)
-        });
-        self.deliver_all(&watchers, &msg, &out_msg, out);
-        self.keep_allowed(None, None, &msg, &mut recipients, out);
-        self.deliver_all(&recipients, &msg, &out_msg, out);
-    }
-
-    /// New limits (a reload); existing names, rules and pending calls are
-    /// kept even where they now exceed them.
-    pub fn set_limits(&mut self, limits: crate::Limits) {
-        self.opts.limits = limits;
-    }
-
-    pub fn options(&self) -> &BusOptions {
-        &self.opts
-    }
-
-    /// The unique name of `id`, once it said Hello.
-    pub fn unique_name(&self, id: ConnId) -> Option<&str> {
-        self.conns.get(&id)?.unique.as_deref()
-    }
-
-    /// Number of connections (with or without Hello).
-    pub fn connection_count(&self) -> usize {
-        self.conns.len()
-    }
-
-    /// A new connection's id: the daemon takes one when it accepts a
-    /// socket (its mio token is the same number), and it names the
-    /// connection to the bus once authenticated ([`Bus::add_connection_as`]).
-    /// Ids are never given twice, so nothing the bus says about a
-    /// connection that left can reach another.
-    pub fn next_connection_id(&mut self) -> ConnId {
-        self.conns.next_id()
-    }
-
-    /// A peer finished authenticating: a new id for it, and
-    /// [`Bus::add_connection_as`].
-    pub fn add_connection(&mut self, creds: Credentials, unix_fds: bool) -> ConnId {
-        let id = self.next_connection_id();
-        self.add_connection_as(id, creds, unix_fds);
-        id
-    }
-
-    /// The peer `id` (from [`Bus::next_connection_id`]) finished
-    /// authenticating as `creds`; `unix_fds`: it negotiated fd passing.
-    /// From here on the bus owns its identity and credentials.
-    pub fn add_connection_as(&mut self, id: ConnId, creds: Credentials, unix_fds: bool) {
-        if self.conns.contains_key(&id) {
-            return;
-        }
-        let policy = self.policy.client(&creds);
-        let queue = OutQueue::new(self.queues.users.join(creds.uid));
-        self.conns.add(id, creds, unix_fds, policy, queue);
-    }
-
-    /// What the kernel (and authentication) said about connection `id`.
-    pub fn credentials(&self, id: ConnId) -> Option<&Credentials> {
-        self.conns.get(&id).map(|c| &c.creds)
-    }
-
-    /// The peer is gone (hung up, or the daemon dropped it): its match
-    /// rules go first (so it hears nothing more), then its names (queues
-    /// move on and NameOwnerChanged goes out), then callers waiting on it
-    /// get NoReply.
-    pub fn remove_connection(&mut self, id: ConnId, out: &mut Vec<Action>) {
-        if !self.conns.contains_key(&id) {
-            return;
-        }
-        self.subs.remove_connection(id);
-        if let Some(unique) = self.unique_name(id) {
-            let unique = unique.to_owned();
-            self.subs.remove_rules_naming(&unique);
-        }
-        self.monitors.remove(id);
-        let mut events = Vec::new();
-        self.registry.remove_connection(id, &mut events);
-        // Signals name the departed connection, so it stays known until
-        // they are built; emit() shows its NameLost to monitors only.
-        self.emit(&events, Some(id), out);
-        for (caller, serial) in self.replies.remove_connection(id) {
-            let err = BusError::new(
-                errors::NO_REPLY,
-                "Message recipient disconnected from message bus without replying",
-            );
-            self.send_no_reply(caller, serial, err, out);
-        }
-        if let Some(conn) = self.conns.remove(&id) {
-            self.queue_gone(id, &conn.queue, out);
-        }
-    }
-
     /// Route one validated message from `from`. `fds` are the descriptors
     /// that arrived with it. `from` is the sender flow control may hold
     /// back for what this message fills (see [`crate::overflow`]).
@@ -772,30 +637,6 @@ impl Bus {
         }
     }
 
-    fn accepts_fds(&self, id: ConnId) -> bool {
-        self.conns.get(&id).is_some_and(|c| c.unix_fds)
-    }
-
-    /// The message as receivers see it: SENDER set to the sender's unique
-    /// name, body shared.
-    fn stamped(&self, from: ConnId, msg: &Message, fds: Vec<OwnedFd>) -> OutMessage {
-        let sender = self.unique_name(from).unwrap_or(BUS_NAME);
-        self.stamped_as(sender, msg, fds)
-    }
-
-    /// The message with SENDER set to `sender`.
-    pub(crate) fn stamped_as(&self, sender: &str, msg: &Message, fds: Vec<OwnedFd>) -> OutMessage {
-        OutMessage {
-            frame: msg.stamp(sender),
-            fds: if fds.is_empty() {
-                self.empty_fds.clone()
-            } else {
-                Arc::new(fds)
-            },
-            kind: Kind::of(msg),
-        }
-    }
-
     /// Deliver a copy of `msg` to `to` (flow control decides, see
     /// [`crate::overflow`]).
     pub(crate) fn deliver(&mut self, to: ConnId, msg: &OutMessage, out: &mut Vec<Action>) {
@@ -807,260 +648,6 @@ impl Bus {
     /// allocates its shared block, a move does not.
     fn deliver_addressed(&mut self, to: ConnId, msg: OutMessage, out: &mut Vec<Action>) {
         self.queue_for(to, msg, true, out);
-    }
-
-    pub(crate) fn next_serial(&mut self) -> u32 {
-        self.serial = self.serial.wrapping_add(1);
-        if self.serial == 0 {
-            self.serial = 1;
-        }
-        self.serial
-    }
-
-    /// Build a message from the bus. Only fails on a bug (the bus builds
-    /// only well-formed messages); then it logs and returns None.
-    pub(crate) fn build(&mut self, builder: MessageBuilder) -> Option<(OutMessage, Message)> {
-        self.build_with_fds(builder, Vec::new())
-    }
-
-    /// [`Bus::build`] of a message carrying `fds` (its UNIX_FDS field says
-    /// how many).
-    fn build_with_fds(
-        &mut self,
-        builder: MessageBuilder,
-        fds: Vec<OwnedFd>,
-    ) -> Option<(OutMessage, Message)> {
-        let builder = if fds.is_empty() {
-            builder
-        } else {
-            builder.unix_fds(fds.len() as u32)
-        };
-        let serial = self.next_serial();
-        // Nothing answers the bus: its messages say so, as libdbus's do.
-        let built: Result<Bytes, _> = builder
-            .sender(BUS_NAME)
-            .flags(flags::NO_REPLY_EXPECTED)
-            .build(serial);
-        let parsed = built.and_then(Message::parse);
-        match parsed {
-            Ok(msg) => Some((
-                OutMessage {
-                    frame: frame_of(&msg),
-                    fds: if fds.is_empty() {
-                        self.empty_fds.clone()
-                    } else {
-                        Arc::new(fds)
-                    },
-                    kind: Kind::of(&msg),
-                },
-                msg,
-            )),
-            Err(e) => {
-                tracing::error!("bus failed to build a message: {e}");
-                None
-            }
-        }
-    }
-
-    /// Send a bus message to one connection, with its unique name as
-    /// destination.
-    pub(crate) fn send_to(&mut self, to: ConnId, builder: MessageBuilder, out: &mut Vec<Action>) {
-        self.send_to_with_fds(to, builder, Vec::new(), out);
-    }
-
-    /// [`Bus::send_to`] with fds attached. Monitors that cannot take fds
-    /// do not see it.
-    fn send_to_with_fds(
-        &mut self,
-        to: ConnId,
-        builder: MessageBuilder,
-        fds: Vec<OwnedFd>,
-        out: &mut Vec<Action>,
-    ) {
-        let builder = match self.unique_name(to) {
-            Some(name) => builder.destination(name.to_owned()),
-            None => builder,
-        };
-        if let Some((out_msg, msg)) = self.build_with_fds(builder, fds) {
-            if !self.monitors.is_empty() {
-                let watchers =
-                    self.with_input(&msg, None, Some(to), |input| self.monitor_recipients(input));
-                self.deliver_all(&watchers, &msg, &out_msg, out);
-            }
-            // The bus does not insist: what the receiver's policy refuses
-            // is dropped (monitors saw it), as in dbus-daemon.
-            let delivery = Delivery {
-                from: None,
-                addressed: Some(to),
-                to: Some(to),
-                requested_reply: true,
-            };
-            match self.check_policy(&msg, delivery) {
-                Ok(()) => self.deliver(to, &out_msg, out),
-                Err(denial) if !self.monitors.is_empty() => {
-                    // Monitors see why, addressed as dbus-daemon does: an
-                    // error from the bus in reply to the bus.
-                    let err = denial.to_error();
-                    let builder = MessageBuilder::error(msg.serial(), err.name)
-                        .destination(BUS_NAME)
-                        .body(vec![Value::String(err.message)]);
-                    if let Some((out_err, built)) = self.build(builder) {
-                        let watchers = self.with_input(&built, None, Some(to), |input| {
-                            self.monitor_recipients(input)
-                        });
-                        self.deliver_all(&watchers, &built, &out_err, out);
-                    }
-                }
-                Err(_) => {}
-            }
-        }
-    }
-
-    /// Show monitors a bus message to `to` that `to` itself will not get.
-    fn show_monitors(&mut self, to: ConnId, builder: MessageBuilder, out: &mut Vec<Action>) {
-        if self.monitors.is_empty() {
-            return;
-        }
-        let builder = match self.unique_name(to) {
-            Some(name) => builder.destination(name.to_owned()),
-            None => builder,
-        };
-        if let Some((out_msg, msg)) = self.build(builder) {
-            let watchers =
-                self.with_input(&msg, None, Some(to), |input| self.monitor_recipients(input));
-            self.deliver_all(&watchers, &msg, &out_msg, out);
-        }
-    }
-
-    /// Method return from the driver, unless the caller asked for none,
-    /// with `fds` attached (closed if unsent).
-    pub(crate) fn reply(
-        &mut self,
-        to: ConnId,
-        call: &Message,
-        body: Vec<Value>,
-        fds: Vec<OwnedFd>,
-        out: &mut Vec<Action>,
-    ) {
-        if call.flags() & flags::NO_REPLY_EXPECTED != 0 {
-            return;
-        }
-        self.send_to_with_fds(
-            to,
-            MessageBuilder::method_return(call.serial()).body(body),
-            fds,
-            out,
-        );
-    }
-
-    /// Error answering `call` (a message of any type), unless its sender
-    /// asked for no reply.
-    pub(crate) fn error_reply(
-        &mut self,
-        to: ConnId,
-        call: &Message,
-        err: BusError,
-        out: &mut Vec<Action>,
-    ) {
-        if call.flags() & flags::NO_REPLY_EXPECTED != 0 {
-            return;
-        }
-        self.send_error(to, call.serial(), err, out);
-    }
-
-    fn send_error(&mut self, to: ConnId, reply_serial: u32, err: BusError, out: &mut Vec<Action>) {
-        self.count_error(to);
-        let builder =
-            MessageBuilder::error(reply_serial, err.name).body(vec![Value::String(err.message)]);
-        self.send_to(to, builder, out);
-    }
-
-    /// NoReply on behalf of a callee that will never answer. Flagged
-    /// NO_REPLY_EXPECTED like dbus-daemon's.
-    fn send_no_reply(&mut self, caller: ConnId, serial: u32, err: BusError, out: &mut Vec<Action>) {
-        if !self.conns.contains_key(&caller) {
-            return;
-        }
-        self.count_error(caller);
-        let builder =
-            MessageBuilder::error(serial, err.name).body(vec![Value::String(err.message)]);
-        self.send_to(caller, builder, out);
-    }
-
-    /// Announce name changes in order. `gone`: a departing connection that
-    /// must not receive anything.
-    pub(crate) fn emit(
-        &mut self,
-        events: &[NameEvent],
-        gone: Option<ConnId>,
-        out: &mut Vec<Action>,
-    ) {
-        for event in events {
-            match event {
-                NameEvent::OwnerChanged { name, old, new } => {
-                    let unique = |id: &Option<ConnId>| {
-                        id.and_then(|id| self.unique_name(id))
-                            .unwrap_or("")
-                            .to_owned()
-                    };
-                    let body = vec![
-                        Value::String(name.clone()),
-                        Value::String(unique(old)),
-                        Value::String(unique(new)),
-                    ];
-                    let builder =
-                        MessageBuilder::signal(BUS_PATH, BUS_INTERFACE, "NameOwnerChanged")
-                            .body(body);
-                    let Some((out_msg, msg)) = self.build(builder) else {
-                        continue;
-                    };
-                    let (watchers, mut recipients) = self.with_input(&msg, None, None, |input| {
-                        let mut to = Vec::new();
-                        self.subs.recipients(input, None, &mut to);
-                        (self.monitor_recipients(input), to)
-                    });
-                    recipients.retain(|&to| Some(to) != gone);
-                    self.keep_allowed(None, None, &msg, &mut recipients, out);
-                    for to in watchers.into_iter().chain(recipients) {
-                        if Some(to) != gone {
-                            self.deliver(to, &out_msg, out);
-                        }
-                    }
-                }
-                NameEvent::Lost { conn, name } | NameEvent::Acquired { conn, name } => {
-                    let member = if matches!(event, NameEvent::Lost { .. }) {
-                        "NameLost"
-                    } else {
-                        "NameAcquired"
-                    };
-                    let builder = MessageBuilder::signal(BUS_PATH, BUS_INTERFACE, member)
-                        .body(vec![Value::String(name.clone())]);
-                    if Some(*conn) == gone {
-                        // dbus-daemon sends a departing connection its
-                        // NameLost too: only monitors still hear it.
-                        self.show_monitors(*conn, builder, out);
-                    } else {
-                        self.send_to(*conn, builder, out);
-                    }
-                }
-            }
-        }
-    }
-
-    /// BecomeMonitor succeeded and its reply is out: the connection drops
-    /// its match rules and names (hearing NameLost for each, as with
-    /// dbus-daemon) and from now on only watches.
-    pub(crate) fn become_monitor(
-        &mut self,
-        id: ConnId,
-        rules: Vec<MatchRule>,
-        out: &mut Vec<Action>,
-    ) {
-        self.subs.remove_connection(id);
-        let mut events = Vec::new();
-        self.registry.remove_connection(id, &mut events);
-        self.emit(&events, None, out);
-        self.monitors.add(id, rules);
     }
 
     /// What Debug.Stats reads.

@@ -23,7 +23,6 @@
 
 pub mod accounting;
 pub mod activation;
-mod before_hello;
 pub mod bus;
 pub mod driver;
 pub mod errors;
@@ -35,7 +34,6 @@ pub mod mac;
 pub mod match_index;
 pub mod match_rule;
 pub mod overflow;
-mod peerless;
 mod peers;
 pub mod policy;
 pub mod registry;

@@ -172,7 +172,7 @@ fn refused_hello(h: &mut Harness, conn: ConnId) -> (String, String) {
     let disconnect = h.out.pop();
     assert!(
         matches!(&disconnect, Some(Action::Disconnect { conn: c, reason })
-            if *c == conn && reason == crate::before_hello::HELLO_REFUSED),
+            if *c == conn && reason == crate::bus::before_hello::HELLO_REFUSED),
         "{disconnect:?}"
     );
     let got = h.take();

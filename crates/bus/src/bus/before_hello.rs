@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use quickbus_wire::{Message, MessageBuilder, MessageType, Value};
 
+use super::is_hello;
 use crate::activation::Rescan;
-use crate::bus::is_hello;
 use crate::errors::{self, BusError};
 use crate::policy::Delivery;
 use crate::{Action, Bus, ConnId, BUS_NAME};

@@ -1,0 +1,247 @@
+//! Messages from the bus itself, and messages as receivers see them:
+//! serials, building, stamping SENDER, and sending a reply, an error or a
+//! signal to one connection (monitors see it; the receiver's policy may
+//! refuse it).
+//!
+//! Owns: the bus's serial counter and the one shared empty fd list.
+//! May touch: peers (unique names), monitors (to show them what the bus
+//! sends), the policy check, traffic counters (errors sent), and delivery
+//! (see `overflow`).
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use quickbus_wire::{flags, Message, MessageBuilder, Value};
+
+use crate::errors::BusError;
+use crate::flow::Kind;
+use crate::policy::Delivery;
+use crate::{Action, Bus, ConnId, Frame, OutMessage, BUS_NAME};
+
+impl Bus {
+    /// The message as receivers see it: SENDER set to the sender's unique
+    /// name, body shared.
+    pub(super) fn stamped(&self, from: ConnId, msg: &Message, fds: Vec<OwnedFd>) -> OutMessage {
+        let sender = self.unique_name(from).unwrap_or(BUS_NAME);
+        self.stamped_as(sender, msg, fds)
+    }
+
+    /// The message with SENDER set to `sender`.
+    pub(crate) fn stamped_as(&self, sender: &str, msg: &Message, fds: Vec<OwnedFd>) -> OutMessage {
+        OutMessage {
+            frame: msg.stamp(sender),
+            fds: if fds.is_empty() {
+                self.empty_fds.clone()
+            } else {
+                Arc::new(fds)
+            },
+            kind: Kind::of(msg),
+        }
+    }
+
+    pub(crate) fn next_serial(&mut self) -> u32 {
+        self.serial = self.serial.wrapping_add(1);
+        if self.serial == 0 {
+            self.serial = 1;
+        }
+        self.serial
+    }
+
+    /// Build a message from the bus. Only fails on a bug (the bus builds
+    /// only well-formed messages); then it logs and returns None.
+    pub(crate) fn build(&mut self, builder: MessageBuilder) -> Option<(OutMessage, Message)> {
+        self.build_with_fds(builder, Vec::new())
+    }
+
+    /// [`Bus::build`] of a message carrying `fds` (its UNIX_FDS field says
+    /// how many).
+    pub(super) fn build_with_fds(
+        &mut self,
+        builder: MessageBuilder,
+        fds: Vec<OwnedFd>,
+    ) -> Option<(OutMessage, Message)> {
+        let builder = if fds.is_empty() {
+            builder
+        } else {
+            builder.unix_fds(fds.len() as u32)
+        };
+        let serial = self.next_serial();
+        // Nothing answers the bus: its messages say so, as libdbus's do.
+        let built: Result<Bytes, _> = builder
+            .sender(BUS_NAME)
+            .flags(flags::NO_REPLY_EXPECTED)
+            .build(serial);
+        let parsed = built.and_then(Message::parse);
+        match parsed {
+            Ok(msg) => Some((
+                OutMessage {
+                    frame: frame_of(&msg),
+                    fds: if fds.is_empty() {
+                        self.empty_fds.clone()
+                    } else {
+                        Arc::new(fds)
+                    },
+                    kind: Kind::of(&msg),
+                },
+                msg,
+            )),
+            Err(e) => {
+                tracing::error!("bus failed to build a message: {e}");
+                None
+            }
+        }
+    }
+
+    /// Send a bus message to one connection, with its unique name as
+    /// destination.
+    pub(crate) fn send_to(&mut self, to: ConnId, builder: MessageBuilder, out: &mut Vec<Action>) {
+        self.send_to_with_fds(to, builder, Vec::new(), out);
+    }
+
+    /// [`Bus::send_to`] with fds attached. Monitors that cannot take fds
+    /// do not see it.
+    pub(super) fn send_to_with_fds(
+        &mut self,
+        to: ConnId,
+        builder: MessageBuilder,
+        fds: Vec<OwnedFd>,
+        out: &mut Vec<Action>,
+    ) {
+        let builder = match self.unique_name(to) {
+            Some(name) => builder.destination(name.to_owned()),
+            None => builder,
+        };
+        if let Some((out_msg, msg)) = self.build_with_fds(builder, fds) {
+            if !self.monitors.is_empty() {
+                let watchers =
+                    self.with_input(&msg, None, Some(to), |input| self.monitor_recipients(input));
+                self.deliver_all(&watchers, &msg, &out_msg, out);
+            }
+            // The bus does not insist: what the receiver's policy refuses
+            // is dropped (monitors saw it), as in dbus-daemon.
+            let delivery = Delivery {
+                from: None,
+                addressed: Some(to),
+                to: Some(to),
+                requested_reply: true,
+            };
+            match self.check_policy(&msg, delivery) {
+                Ok(()) => self.deliver(to, &out_msg, out),
+                Err(denial) if !self.monitors.is_empty() => {
+                    // Monitors see why, addressed as dbus-daemon does: an
+                    // error from the bus in reply to the bus.
+                    let err = denial.to_error();
+                    let builder = MessageBuilder::error(msg.serial(), err.name)
+                        .destination(BUS_NAME)
+                        .body(vec![Value::String(err.message)]);
+                    if let Some((out_err, built)) = self.build(builder) {
+                        let watchers = self.with_input(&built, None, Some(to), |input| {
+                            self.monitor_recipients(input)
+                        });
+                        self.deliver_all(&watchers, &built, &out_err, out);
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// Show monitors a bus message to `to` that `to` itself will not get.
+    pub(super) fn show_monitors(
+        &mut self,
+        to: ConnId,
+        builder: MessageBuilder,
+        out: &mut Vec<Action>,
+    ) {
+        if self.monitors.is_empty() {
+            return;
+        }
+        let builder = match self.unique_name(to) {
+            Some(name) => builder.destination(name.to_owned()),
+            None => builder,
+        };
+        if let Some((out_msg, msg)) = self.build(builder) {
+            let watchers =
+                self.with_input(&msg, None, Some(to), |input| self.monitor_recipients(input));
+            self.deliver_all(&watchers, &msg, &out_msg, out);
+        }
+    }
+
+    /// Method return from the driver, unless the caller asked for none,
+    /// with `fds` attached (closed if unsent).
+    pub(crate) fn reply(
+        &mut self,
+        to: ConnId,
+        call: &Message,
+        body: Vec<Value>,
+        fds: Vec<OwnedFd>,
+        out: &mut Vec<Action>,
+    ) {
+        if call.flags() & flags::NO_REPLY_EXPECTED != 0 {
+            return;
+        }
+        self.send_to_with_fds(
+            to,
+            MessageBuilder::method_return(call.serial()).body(body),
+            fds,
+            out,
+        );
+    }
+
+    /// Error answering `call` (a message of any type), unless its sender
+    /// asked for no reply.
+    pub(crate) fn error_reply(
+        &mut self,
+        to: ConnId,
+        call: &Message,
+        err: BusError,
+        out: &mut Vec<Action>,
+    ) {
+        if call.flags() & flags::NO_REPLY_EXPECTED != 0 {
+            return;
+        }
+        self.send_error(to, call.serial(), err, out);
+    }
+
+    pub(super) fn send_error(
+        &mut self,
+        to: ConnId,
+        reply_serial: u32,
+        err: BusError,
+        out: &mut Vec<Action>,
+    ) {
+        self.count_error(to);
+        let builder =
+            MessageBuilder::error(reply_serial, err.name).body(vec![Value::String(err.message)]);
+        self.send_to(to, builder, out);
+    }
+
+    /// NoReply on behalf of a callee that will never answer. Flagged
+    /// NO_REPLY_EXPECTED like dbus-daemon's.
+    pub(super) fn send_no_reply(
+        &mut self,
+        caller: ConnId,
+        serial: u32,
+        err: BusError,
+        out: &mut Vec<Action>,
+    ) {
+        if !self.conns.contains_key(&caller) {
+            return;
+        }
+        self.count_error(caller);
+        let builder =
+            MessageBuilder::error(serial, err.name).body(vec![Value::String(err.message)]);
+        self.send_to(caller, builder, out);
+    }
+}
+
+/// Split a message we built into header and body without copying.
+fn frame_of(msg: &Message) -> Frame {
+    let raw = msg.raw();
+    let body_start = raw.len() - msg.body().len();
+    Frame {
+        header: raw.slice(..body_start),
+        body: raw.slice(body_start..),
+    }
+}

@@ -1,0 +1,92 @@
+//! Making a bus, and what the daemon sets on it after: limits, SELinux,
+//! the activatable names, the activation environment it reads back.
+//!
+//! Owns: nothing of its own; it writes the options (`BusOptions`) and
+//! the nouns' initial state. May touch: every noun once, in [`Bus::new`];
+//! afterwards only the options, and the subscriptions and outgoing
+//! messages to announce ActivatableServicesChanged.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use quickbus_wire::MessageBuilder;
+
+use crate::activation::Activations;
+use crate::overflow::Queues;
+use crate::peers::Peers;
+use crate::policy::{CompiledPolicy, PolicyConfig};
+use crate::registry::NameRegistry;
+use crate::replies::PendingReplies;
+use crate::stats::Peaks;
+use crate::subscriptions::{Monitors, Subscriptions};
+use crate::traffic::Traffic;
+use crate::{Action, Bus, BusOptions, BUS_INTERFACE, BUS_PATH};
+
+impl Bus {
+    pub fn new(opts: BusOptions) -> Bus {
+        Bus {
+            policy: CompiledPolicy::new(PolicyConfig::allow_all()),
+            opts,
+            conns: Peers::default(),
+            serial: 0,
+            registry: NameRegistry::new(),
+            replies: PendingReplies::new(),
+            subs: Subscriptions::new(),
+            monitors: Monitors::default(),
+            selinux_enabled: false,
+            own_security_label: None,
+            awaiting_pidfd: None,
+            peaks: Peaks::default(),
+            traffic: Traffic::default(),
+            activations: Activations::default(),
+            mac: None,
+            empty_fds: Arc::new(Vec::new()),
+            queues: Queues::default(),
+        }
+    }
+
+    /// Whether SELinux is enabled, and the bus process's own label: with
+    /// SELinux, GetConnectionSELinuxSecurityContext returns labels.
+    pub fn set_selinux(&mut self, enabled: bool, own_label: Option<Vec<u8>>) {
+        self.selinux_enabled = enabled;
+        self.own_security_label = own_label;
+    }
+
+    /// The environment UpdateActivationEnvironment set, for activated
+    /// services.
+    pub fn activation_environment(&self) -> &HashMap<String, String> {
+        self.activations.environment()
+    }
+
+    /// Replace the list of activatable names (after a reload, which
+    /// re-read the service directories). The ActivatableServicesChanged
+    /// signal goes to every connection whose rules match it, changed or
+    /// not: dbus-daemon 1.14 sends it on every reload (the differential
+    /// harness's driver/ReloadConfig scenario shows it).
+    pub fn set_activatable_names(&mut self, mut names: Vec<String>, out: &mut Vec<Action>) {
+        names.sort_unstable();
+        self.opts.activatable_names = names;
+        let builder = MessageBuilder::signal(BUS_PATH, BUS_INTERFACE, "ActivatableServicesChanged");
+        let Some((out_msg, msg)) = self.build(builder) else {
+            return;
+        };
+        let (watchers, mut recipients) = self.with_input(&msg, None, None, |input| {
+            let mut to = Vec::new();
+            self.subs.recipients(input, None, &mut to);
+            (self.monitor_recipients(input), to)
+        });
+        self.deliver_all(&watchers, &msg, &out_msg, out);
+        self.keep_allowed(None, None, &msg, &mut recipients, out);
+        self.deliver_all(&recipients, &msg, &out_msg, out);
+    }
+
+    /// New limits (a reload); existing names, rules and pending calls are
+    /// kept even where they now exceed them.
+    pub fn set_limits(&mut self, limits: crate::Limits) {
+        self.opts.limits = limits;
+    }
+
+    pub fn options(&self) -> &BusOptions {
+        &self.opts
+    }
+}
