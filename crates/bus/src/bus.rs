@@ -12,13 +12,14 @@
 //! Its children each do one job for the router: [`setup`] (making a bus
 //! and what the daemon sets on it), [`connections`] (a connection's life),
 //! [`outgoing`] (the bus's own messages and stamped copies), [`announce`]
-//! (name signals), `before_hello` (a connection without a unique name
+//! (name signals), [`counting`] (traffic counters), `before_hello` (a connection without a unique name
 //! yet) and `peerless` (org.freedesktop.DBus.Peer calls without a
 //! destination).
 
 mod announce;
 pub(crate) mod before_hello;
 mod connections;
+mod counting;
 mod outgoing;
 mod peerless;
 mod setup;

@@ -23,6 +23,7 @@ mod names;
 mod no_reply;
 mod routing;
 mod stats;
+mod traffic;
 
 pub(crate) struct Harness {
     pub bus: Bus,
