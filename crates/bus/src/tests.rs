@@ -10,6 +10,7 @@ use quickbus_wire::{flags, Message, MessageBuilder, MessageType, Value};
 
 use crate::*;
 
+mod activation;
 mod credentials;
 mod driver;
 mod eavesdrop;
@@ -150,12 +151,12 @@ impl Harness {
                 }
                 _ => unreachable!(),
             };
-            let found = self
-                .new_service_files
-                .get(&name)
-                .map(|unit| activation::FoundService {
-                    systemd_unit: unit.clone(),
-                });
+            let found =
+                self.new_service_files
+                    .get(&name)
+                    .map(|unit| crate::activation::FoundService {
+                        systemd_unit: unit.clone(),
+                    });
             self.looked_up.push(name.clone());
             self.bus
                 .service_looked_up(&name, found, self.now, &mut self.out);
