@@ -4,6 +4,9 @@
 //! keeps the [`UserSlot`] of its user, so updating the tally costs no
 //! lookup per message; the tally goes when the user's last connection
 //! does, and its slot is then reused for a new user.
+//!
+//! Owns: the per-user tallies (`Users`). May touch: the user's
+//! [`crate::hold_budget::HoldBudget`].
 
 use std::time::{Duration, Instant};
 

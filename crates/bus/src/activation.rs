@@ -7,12 +7,12 @@
 //!
 //! - the name gets an owner: queued messages are routed to it in order and
 //!   StartServiceByName callers get `DBUS_START_REPLY_SUCCESS`;
-//! - the daemon reports a failure ([`Bus::activation_failed`]), systemd
+//! - the daemon reports a failure ([`crate::Bus::activation_failed`]), systemd
 //!   sends `ActivationFailure` for the unit, or `service_start_timeout`
 //!   passes: every waiter gets the error.
 //!
 //! The bus itself starts nothing: it asks the daemon with
-//! [`Action::Activate`], or, in systemd mode, sends systemd the
+//! [`crate::Action::Activate`], or, in systemd mode, sends systemd the
 //! `ActivationRequest` signal (activating `org.freedesktop.systemd1` first
 //! when systemd has not connected yet, which only waits for it).
 //!
@@ -49,7 +49,7 @@ pub(crate) enum Rescan {
 }
 
 /// A message held while the daemon reads the service directories
-/// ([`Action::LookUpService`]). At most one: the daemon answers before it
+/// ([`crate::Action::LookUpService`]). At most one: the daemon answers before it
 /// hands the bus anything else.
 #[derive(Debug)]
 pub(crate) enum Parked {

@@ -9,11 +9,11 @@
 //! and tells them. May touch: every noun, through its methods; the
 //! driver (`crate::driver`) for calls to org.freedesktop.DBus.
 //!
-//! Its children each do one job for the router: [`activating`] (starting
-//! services for what waits on a name), [`setup`] (making a bus
-//! and what the daemon sets on it), [`connections`] (a connection's life),
-//! [`outgoing`] (the bus's own messages and stamped copies), [`announce`]
-//! (name signals), [`counting`] (traffic counters), `before_hello` (a connection without a unique name
+//! Its children each do one job for the router: `activating` (starting
+//! services for what waits on a name), `setup` (making a bus
+//! and what the daemon sets on it), `connections` (a connection's life),
+//! `outgoing` (the bus's own messages and stamped copies), `announce`
+//! (name signals), `counting` (traffic counters), `before_hello` (a connection without a unique name
 //! yet) and `peerless` (org.freedesktop.DBus.Peer calls without a
 //! destination).
 

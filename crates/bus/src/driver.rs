@@ -8,6 +8,11 @@
 //! the reply (now, later, or once the daemon opened a pidfd), the name
 //! changes it made, and what follows the reply. `Bus::driver_call`
 //! carries the outcome out in dbus-daemon's order.
+//!
+//! The layer above the nouns: handlers take the bus and use the nouns
+//! through their methods. Owns: the method table and the outcome types.
+//! May touch: every noun, the policy and MAC checks, and the router's
+//! `outgoing` and `announce` to carry an outcome out.
 
 use std::os::fd::OwnedFd;
 use std::time::Instant;

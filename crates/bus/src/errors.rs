@@ -1,4 +1,6 @@
 //! The D-Bus error names the bus sends.
+//!
+//! Owns: the error names and [`BusError`]; touches nothing.
 
 pub const FAILED: &str = "org.freedesktop.DBus.Error.Failed";
 pub const SERVICE_UNKNOWN: &str = "org.freedesktop.DBus.Error.ServiceUnknown";

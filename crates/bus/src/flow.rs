@@ -55,6 +55,10 @@
 //! send-to-receive latency grows with the burst, and the queued bytes
 //! have left the CPU caches by the time they are written: the daemon
 //! spent about 1.5 times the CPU per 128 KiB message (docs/performance.md).
+//!
+//! Owns: one receiver's flow state (`Receiver`) and the bounds and
+//! verdicts as plain data. May touch: nothing else: the bus asks it
+//! (`bus` routing, `overflow`).
 
 use std::time::{Duration, Instant};
 

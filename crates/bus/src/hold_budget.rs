@@ -4,6 +4,8 @@
 //! one minute's worth. Whatever the pattern of overflows, the holds and
 //! pauses a user's receivers impose on others' senders over any span of
 //! T seconds add up to at most budget × (1 + T / 60 s).
+//!
+//! Owns: one user's hold budget. May touch: nothing else.
 
 use std::time::{Duration, Instant};
 

@@ -2,6 +2,9 @@
 //! from them and from the driver's method table ([`crate::driver::METHODS`],
 //! which dispatch uses too, as dbus-daemon and dbus-broker do), so the two
 //! cannot disagree.
+//!
+//! Owns: the interface descriptions. May touch: the driver's method
+//! table, read-only.
 
 use std::fmt::Write;
 

@@ -1,4 +1,6 @@
 //! Resource bounds, with dbus-daemon's session-bus defaults.
+//!
+//! Owns: the bounds as plain data; touches nothing.
 
 use std::time::Duration;
 

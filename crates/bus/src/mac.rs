@@ -10,6 +10,10 @@
 //! so a bus restored in a new process gets a fresh one from the daemon,
 //! which creates it on every start. Without one (a machine with no
 //! security module to ask), each message pays one `is_none` branch.
+//!
+//! Owns: the [`Mediator`] trait and the MAC texts; the bus holds the
+//! installed mediator. May touch: peers (labels, credentials, unique
+//! names), to ask the mediator.
 
 use quickbus_wire::Message;
 

@@ -13,6 +13,9 @@
 //! message would need more probes in a table than the table has rules (a
 //! sender owning thousands of names, a very deep path), the table is
 //! scanned instead: cost stays bounded by the smaller of the two.
+//!
+//! Owns: the rule tables. May touch: nothing else; it is generic over
+//! the key it stores.
 
 use std::cell::OnceCell;
 use std::collections::hash_map::{Entry, RandomState};

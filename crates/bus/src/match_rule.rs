@@ -12,6 +12,9 @@
 //!   ignored (so is everything after an empty key such as `=x`);
 //! - `argN` numbers are read like C `strtoul(.., 0)`: `arg0x1` is arg 1;
 //! - `eavesdrop` may repeat (the last one wins), other keys may not.
+//!
+//! Owns: one rule's grammar and matching. May touch: nothing else; who
+//! owns a name comes in through [`NameOwner`].
 
 use std::cell::OnceCell;
 use std::fmt;

@@ -4,6 +4,11 @@
 //! [`crate::Bus::next_connection_id`]) and unique names, and only it keeps the
 //! counts of registered connections (GetStats, `max_completed_connections`,
 //! `max_connections_per_user`) in step with the map.
+//!
+//! Owns: the connection map (`Connection`: credentials, unique name, fd
+//! support, client policy, counters, outgoing queue), the next id and
+//! unique name, and the registered counts. May touch: nothing else; it
+//! does not know the bus.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -16,6 +16,10 @@
 //! The daemon describes the configuration with [`PolicyConfig`] (names
 //! already resolved to uids and gids); [`compiled`] turns it into per-user
 //! rule lists indexed so a check only visits rules that could match.
+//!
+//! Owns: the configuration types and the compiled policy; a connection's
+//! rules are in its `Connection`. May touch: nothing else; `enforce` is
+//! where the bus asks it.
 
 mod compiled;
 mod denial;

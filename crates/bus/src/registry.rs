@@ -4,6 +4,10 @@
 //! order of NameLost / NameOwnerChanged / NameAcquired are the same. The
 //! registry does not build messages: it appends [`NameEvent`]s in the order
 //! the bus must send the signals.
+//!
+//! Owns: every name's owner and queue, and each connection's names. May
+//! touch: nothing else (owners are `ConnId`s; policy and signals are the
+//! bus's business).
 
 use std::collections::{HashMap, VecDeque};
 

@@ -5,6 +5,9 @@
 //! itself with `NoReply` when the callee disconnects or the reply time-out
 //! passes. Every lookup is by hash or by ordered deadline: no scan over all
 //! pending calls.
+//!
+//! Owns: the calls waiting for a reply, by caller and callee, with their
+//! deadlines. May touch: nothing else.
 
 use std::collections::BTreeSet;
 use std::time::Instant;

@@ -3,6 +3,10 @@
 //!
 //! Connections' rules live in the [`MatchIndex`]; monitors' rules (few
 //! connections, usually none) in a plain map.
+//!
+//! Owns: connections' match rules (`Subscriptions`) and monitors' rules
+//! (`Monitors`). May touch: the registry, read-only, to match `sender=`
+//! rules by the names a peer owns (`PeerNames`).
 
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap};

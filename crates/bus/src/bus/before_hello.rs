@@ -7,8 +7,11 @@
 //! answered with AccessDenied and the connection stays, so a later Hello
 //! still works. A message for any other destination, or a signal to
 //! nobody, closes the connection. Calls with no destination are answered
-//! as after Hello (see [`crate::peerless`]). Monitors see the message with
+//! as after Hello (see `peerless`). Monitors see the message with
 //! the sender `:not.active.yet`, and the error addressed there.
+//!
+//! Owns: nothing. May touch: peers (giving the unique name at Hello),
+//! the policy check, monitors, the driver (Hello itself), and `outgoing`.
 
 use std::time::Instant;
 

@@ -8,6 +8,9 @@
 //! carry no SENDER (libdbus does not set one) and a DESTINATION only if
 //! the message named its own sender; nothing is routed, not even to
 //! monitors; replies and errors to nobody are dropped.
+//!
+//! Owns: nothing. May touch: peers (the sender's name) and the outgoing
+//! queue (`deliver`), not monitors.
 
 use bytes::Bytes;
 use quickbus_wire::{flags, Message, MessageBuilder, MessageType, Value};

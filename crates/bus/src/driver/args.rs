@@ -1,6 +1,8 @@
 //! A driver call's arguments as Rust types: each handler names the tuple
 //! its signature decodes to (`let (name, flags): (String, u32) =
 //! args.decode()?`).
+//!
+//! Owns: decoding; touches nothing else.
 
 use quickbus_wire::Value;
 

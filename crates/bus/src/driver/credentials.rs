@@ -1,6 +1,10 @@
 //! Who a connection is, as the driver tells it: GetConnectionUnixUser,
 //! GetConnectionUnixProcessID, GetConnectionCredentials (with the pidfd the
 //! daemon opens for `ProcessFD`) and GetConnectionSELinuxSecurityContext.
+//!
+//! Owns: the GetConnectionCredentials reply waiting for the daemon's
+//! pidfd. May touch: peers (credentials), the registry (who owns a name),
+//! the options (the bus's own identity), and the driver's outcome.
 
 use std::os::fd::OwnedFd;
 

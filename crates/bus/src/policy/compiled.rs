@@ -2,6 +2,8 @@
 //! [`ClientPolicy`] per distinct set of applicable scopes, built when a
 //! connection with those credentials first appears and shared by every
 //! connection with the same ones.
+//!
+//! Owns: the compiled rules. May touch: nothing else.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,6 +1,8 @@
 //! The AccessDenied text of a refused message, worded as dbus-daemon's
 //! (`complain_about_message`), so logs and clients read the same. The
 //! command line (`comm=`) is the one the daemon read at accept time.
+//!
+//! Owns: the wording. May touch: nothing else.
 
 use quickbus_wire::{Message, MessageType};
 

@@ -1,6 +1,11 @@
 //! The bus's side of the policy: dbus-daemon's
 //! `bus_context_check_security_policy` over this bus's connections and
 //! names.
+//!
+//! Owns: nothing; it is the bus's glue to the policy and to `mac`. May
+//! touch: peers (their client policy and credentials), the registry (the
+//! names a sender or receiver owns), the reply table's verdict (via
+//! `Delivery`), and the MAC check.
 
 use quickbus_wire::{Message, MessageType};
 

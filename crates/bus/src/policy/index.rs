@@ -12,6 +12,8 @@
 //! by message type and by whether they can apply to a requested reply: a
 //! reply, which has no interface or member, does not visit every
 //! method-call rule of the policy.
+//!
+//! Owns: the indexed rule lists. May touch: nothing else.
 
 use quickbus_wire::MessageType;
 
