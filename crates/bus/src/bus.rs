@@ -13,7 +13,7 @@
 //! services for what waits on a name), `setup` (making a bus
 //! and what the daemon sets on it), `connections` (a connection's life),
 //! `outgoing` (the bus's own messages and stamped copies), `announce`
-//! (name signals), `counting` (traffic counters), `before_hello` (a connection without a unique name
+//! (name signals), `queueing` (flow control as it routes), `counting` (traffic counters), `before_hello` (a connection without a unique name
 //! yet) and `peerless` (org.freedesktop.DBus.Peer calls without a
 //! destination).
 
@@ -24,6 +24,7 @@ mod connections;
 mod counting;
 mod outgoing;
 mod peerless;
+mod queueing;
 mod setup;
 
 use std::os::fd::OwnedFd;
@@ -121,10 +122,10 @@ impl Bus {
         now: Instant,
         out: &mut Vec<Action>,
     ) {
-        self.queues.sending = Some(from);
-        self.queues.now = Some(now);
+        self.queues.set_sending(Some(from));
+        self.queues.set_now(now);
         self.receive_from(from, msg, fds, now, out);
-        self.queues.sending = None;
+        self.queues.set_sending(None);
     }
 
     fn receive_from(
@@ -682,7 +683,7 @@ impl Bus {
     /// fail activations whose service_start_timeout has, and end holds
     /// whose time is up.
     pub fn handle_timeouts(&mut self, now: Instant, out: &mut Vec<Action>) {
-        self.queues.now = Some(now);
+        self.queues.set_now(now);
         self.check_holds(now, out);
         self.expire_activations(now, out);
         for (caller, serial) in self.replies.expire(now) {

@@ -3,29 +3,35 @@
 //! [`crate::flow`]; the bus applies it as it routes, as dbus-broker does,
 //! so every action it emits is final:
 //!
-//! - a delivery that goes in is an [`Action::Deliver`], and counts toward
+//! - a delivery that goes in is an [`crate::Action::Deliver`], and counts toward
 //!   its receiver's queue and its user's until the daemon reports it
-//!   written ([`Bus::flushed`]);
+//!   written ([`crate::Bus::flushed`]);
 //! - a signal dropped for a full receiver never leaves the bus (Debug.Stats
 //!   counts it, and the receiver gets `MessagesLost` once it drains);
 //! - a call to a full receiver is answered with `LimitsExceeded` before
 //!   monitors or the reply table see it (see `Bus::route_watched`);
-//! - a sender to hold back is an [`Action::HoldSender`], and an
-//!   [`Action::ReleaseSender`] follows when its receiver drains, leaves, or
-//!   the hold's time is up ([`Bus::handle_timeouts`]);
+//! - a sender to hold back is an [`crate::Action::HoldSender`], and an
+//!   [`crate::Action::ReleaseSender`] follows when its receiver drains, leaves, or
+//!   the hold's time is up ([`crate::Bus::handle_timeouts`]);
 //! - a receiver at twice its bound that still gets replies is an
-//!   [`Action::Disconnect`].
+//!   [`crate::Action::Disconnect`].
 //!
 //! The daemon only carries these out: it keeps no queue accounting.
+//!
+//! Owns: `Queues` (the bounds, each user's tally, held senders, receivers
+//! to look at when anything drains, the connection being routed and the
+//! event's time) and each connection's `OutQueue` (bytes and fds queued,
+//! its flow state, its hold), behind private fields. May touch: the
+//! per-user tallies ([`crate::accounting`]) and the flow rule
+//! ([`crate::flow`]); nothing of the bus. Where the bus applies it as it
+//! routes (who is a monitor, what is counted, what is sent) is
+//! `bus::queueing`.
 
 use std::time::{Duration, Instant};
 
-use quickbus_wire::{MessageBuilder, Value};
-
 use crate::accounting::{UserSlot, Users};
-use crate::errors::{self, BusError};
 use crate::flow::{Fill, HoldReason, Kind, OutBounds, Receiver, Verdict};
-use crate::{Action, Bus, ConnId, OutMessage, BUS_PATH};
+use crate::ConnId;
 
 /// The interface of quickbus's own signals from the bus.
 pub const QUICKBUS_INTERFACE: &str = "org.quickbus.Bus";
@@ -40,7 +46,7 @@ pub(crate) struct Queues {
     /// connections' together.
     bounds: OutBounds,
     user_bounds: OutBounds,
-    pub users: Users,
+    users: Users,
     /// Connections held back (see [`Hold`]).
     held: Vec<ConnId>,
     /// Receivers that lost a signal because their user's queues were full
@@ -49,11 +55,11 @@ pub(crate) struct Queues {
     drain_watch: Vec<ConnId>,
     /// The connection whose message is being routed, if any: the sender to
     /// hold back when a receiver is full.
-    pub sending: Option<ConnId>,
+    sending: Option<ConnId>,
     /// The time of the event being handled, or of the last one (the bus
     /// reads no clock: every entry point that can queue takes `now` and
     /// sets it here). None before the first event, when nothing is queued.
-    pub now: Option<Instant>,
+    now: Option<Instant>,
 }
 
 /// One connection's outgoing queue, as the bus counts it.
@@ -69,19 +75,6 @@ pub(crate) struct OutQueue {
     closing: bool,
 }
 
-impl OutQueue {
-    pub(crate) fn new(user: UserSlot) -> OutQueue {
-        OutQueue {
-            bytes: 0,
-            fds: 0,
-            flow: Receiver::default(),
-            user,
-            hold: None,
-            closing: false,
-        }
-    }
-}
-
 /// A sender held back for one receiver.
 #[derive(Debug)]
 struct Hold {
@@ -95,106 +88,147 @@ struct Hold {
     charged_to: Option<UserSlot>,
 }
 
-impl Bus {
-    /// The bounds of every connection's outgoing queue (the daemon's
-    /// configuration; unbounded until set).
-    pub fn set_out_bounds(&mut self, bounds: OutBounds) {
-        self.queues.bounds = bounds;
-        self.queues.user_bounds = bounds.per_user();
+/// What [`Queues::admit`] did with a delivery.
+pub(crate) enum Admit {
+    /// It went in (room everywhere); `paces`: its sender is to be paused.
+    In { paces: bool },
+    /// Its receiver (`own`) or its user (`user_full`) has no room: flow
+    /// control decides.
+    Over { own: Fill, user_full: bool },
+}
+
+impl OutQueue {
+    /// Bytes queued.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
     }
 
-    /// Queue `msg` for `to` unless flow control says otherwise. `addressed`:
-    /// `to` is the receiver the message is addressed to, and a call to it
-    /// was admitted already ([`Bus::refuses_call`]).
-    pub(crate) fn queue_for(
-        &mut self,
-        to: ConnId,
-        msg: OutMessage,
-        addressed: bool,
-        out: &mut Vec<Action>,
-    ) {
-        let Some(conn) = self.conns.get_mut(&to) else {
-            return;
-        };
-        let len = msg.frame.header.len() + msg.frame.body.len();
-        let nfds = msg.fds.len();
-        conn.traffic.count_out(len);
-        self.traffic.count_out(len);
-        let q = &mut conn.queue;
-        let bounds = &self.queues.bounds;
-        let own = bounds.fill(q.bytes, q.fds);
-        let user = self.queues.users.get(q.user);
-        let user_full = self.queues.user_bounds.full(user.out_bytes, user.out_fds);
-        // The common case in four comparisons: room everywhere (and one
-        // lookup of the receiver).
+    /// A Disconnect for it is out.
+    pub(crate) fn is_closing(&self) -> bool {
+        self.closing
+    }
+
+    /// It lost signals and has not drained since.
+    pub(crate) fn is_overflowing(&self) -> bool {
+        self.flow.is_overflowing()
+    }
+
+    /// Its user's slot (for [`Queues::hold`]).
+    pub(crate) fn user(&self) -> UserSlot {
+        self.user
+    }
+
+    /// The receiver it is held for, why, and until when, if it is held.
+    pub(crate) fn hold(&self) -> Option<(ConnId, HoldReason, Instant)> {
+        self.hold.as_ref().map(|h| (h.on, h.why, h.until))
+    }
+
+    /// A pause for it ran out: whether that starts a lossy episode (see
+    /// [`Receiver::pause_expired`]).
+    pub(crate) fn pause_expired(&mut self) -> bool {
+        self.flow.pause_expired()
+    }
+
+    /// A hold for it ran out (see [`Receiver::hold_expired`]).
+    pub(crate) fn hold_expired(&mut self) -> bool {
+        self.flow.hold_expired()
+    }
+}
+
+impl Queues {
+    /// The bounds of every connection's outgoing queue.
+    pub(crate) fn set_bounds(&mut self, bounds: OutBounds) {
+        self.bounds = bounds;
+        self.user_bounds = bounds.per_user();
+    }
+
+    pub(crate) fn bounds(&self) -> &OutBounds {
+        &self.bounds
+    }
+
+    /// The event being handled happens at `now`.
+    pub(crate) fn set_now(&mut self, now: Instant) {
+        self.now = Some(now);
+    }
+
+    /// `from`'s message is being routed (None: it is done).
+    pub(crate) fn set_sending(&mut self, from: Option<ConnId>) {
+        self.sending = from;
+    }
+
+    /// The connection whose message is being routed, if any.
+    pub(crate) fn sending(&self) -> Option<ConnId> {
+        self.sending
+    }
+
+    /// A queue for a new connection of `uid`.
+    pub(crate) fn join(&mut self, uid: u32) -> OutQueue {
+        OutQueue {
+            bytes: 0,
+            fds: 0,
+            flow: Receiver::default(),
+            user: self.users.join(uid),
+            hold: None,
+            closing: false,
+        }
+    }
+
+    /// Users with a tally (a connection).
+    #[cfg(test)]
+    pub(crate) fn users(&self) -> usize {
+        self.users.len()
+    }
+
+    /// Put a delivery of `len` bytes and `nfds` fds in `q` if `q` and its
+    /// user have room: the common case, in four comparisons.
+    #[inline]
+    pub(crate) fn admit(&mut self, q: &mut OutQueue, len: usize, nfds: usize) -> Admit {
+        let own = self.bounds.fill(q.bytes, q.fds);
+        let user = self.users.get(q.user);
+        let user_full = self.user_bounds.full(user.out_bytes, user.out_fds);
         if own == Fill::Room && !user_full {
             q.bytes += len;
             q.fds += nfds;
-            self.queues.users.get_mut(q.user).queued(len, nfds);
-            let paces = bounds.pacing.pauses_at(q.bytes)
-                && self.queues.now.is_some_and(|now| q.flow.paces(now));
-            out.push(Action::Deliver { to, msg });
-            if paces {
-                self.pace_sender(to, out);
-            }
-            return;
+            self.users.get_mut(q.user).queued(len, nfds);
+            let paces = self.bounds.pacing.pauses_at(q.bytes)
+                && self.now.is_some_and(|now| q.flow.paces(now));
+            return Admit::In { paces };
         }
-        if q.closing {
-            return;
-        }
-        // A user's full queues make each of its connections full, but only
-        // a connection's own queue can get it disconnected.
-        let fill = if user_full { own.max(Fill::Full) } else { own };
-        let kind = match msg.kind {
-            Kind::Call if addressed => {
-                self.queue_in(to, msg, len, nfds, out);
-                return;
-            }
-            Kind::Reply if !self.monitors.is_monitor(to) => Kind::Reply,
-            // A copy: refusing it would fail a call that was delivered.
-            _ => Kind::Signal,
-        };
-        let verdict = self.judge(to, kind, fill);
-        match verdict {
-            Verdict::Queue => self.queue_in(to, msg, len, nfds, out),
-            Verdict::QueueAndHoldSender => {
-                self.push_delivery(to, msg, len, nfds, out);
-                self.hold_sender(to, HoldReason::Full, out);
-            }
-            Verdict::Drop | Verdict::RefuseCall => {
-                self.record_dropped(to);
-                if own == Fill::Room {
-                    self.queues.drain_watch.push(to);
-                }
-            }
-            Verdict::DisconnectReceiver => {
-                let q = &mut self.conns.get_mut(&to).expect("looked up above").queue;
-                q.closing = true;
-                let reason = format!(
-                    "{} bytes and {} fds are queued for it, twice max_outgoing_bytes={} or \
-                     max_outgoing_unix_fds={}: it asks for replies and does not read them",
-                    q.bytes, q.fds, self.queues.bounds.max_bytes, self.queues.bounds.max_fds
-                );
-                out.push(Action::Disconnect { conn: to, reason });
-            }
-        }
+        Admit::Over { own, user_full }
     }
 
-    /// The flow rule's verdict on a `kind` of delivery to a `fill`ed `to`.
-    fn judge(&mut self, to: ConnId, kind: Kind, fill: Fill) -> Verdict {
-        let Some(now) = self.queues.now else {
+    /// Count a delivery in `q` and its user's tally, whatever the bounds.
+    /// Returns the bytes now queued in `q`.
+    #[inline]
+    pub(crate) fn push(&mut self, q: &mut OutQueue, len: usize, nfds: usize) -> usize {
+        q.bytes += len;
+        q.fds += nfds;
+        self.users.get_mut(q.user).queued(len, nfds);
+        q.bytes
+    }
+
+    /// Whether `q`, now holding `queued` bytes, passed the pacing length
+    /// while it still paces its senders.
+    pub(crate) fn paces(&self, q: &OutQueue, queued: usize) -> bool {
+        let paces = self.now.is_some_and(|now| q.flow.paces(now));
+        self.bounds.pacing.pauses_at(queued) && paces
+    }
+
+    /// The flow rule's verdict on a `kind` of delivery to `q`, `fill`ed;
+    /// `sender_uid`: the user of a sender that may be held (None: there
+    /// is none to hold).
+    pub(crate) fn judge(
+        &mut self,
+        q: &mut OutQueue,
+        kind: Kind,
+        fill: Fill,
+        sender_uid: Option<u32>,
+    ) -> Verdict {
+        let Some(now) = self.now else {
             return Verdict::Queue; // no event yet, so nothing queued either
         };
-        let bounds = self.queues.bounds;
-        // A sender can be held unless the bus itself sent it, or the
-        // receiver did (holding it would stop it from ever draining).
-        let sender_uid = self
-            .queues
-            .sending
-            .filter(|&from| from != to)
-            .and_then(|from| Some(self.conns.get(&from)?.creds.uid));
-        let conn = self.conns.get_mut(&to).expect("looked up by the caller");
-        let user = self.queues.users.get_mut(conn.queue.user);
+        let bounds = self.bounds;
+        let user = self.users.get_mut(q.user);
         // Another user's sender waits only while the receiving user's hold
         // budget lasts.
         let hold = sender_uid.map(|uid| {
@@ -205,132 +239,96 @@ impl Bus {
                     .min(bounds.hold)
             }
         });
-        conn.queue.flow.judge(kind, fill, hold, now)
+        q.flow.judge(kind, fill, hold, now)
     }
 
-    /// Queue it, and pause its sender if the receiver's queue passed the
-    /// pacing length.
-    fn queue_in(
+    /// `to` lost a signal while its own queue had room: look at it
+    /// whenever anything is written.
+    pub(crate) fn watch_drain(&mut self, to: ConnId) {
+        self.drain_watch.push(to);
+    }
+
+    /// Whether any receiver is watched (see [`Queues::watch_drain`]).
+    pub(crate) fn watches_drains(&self) -> bool {
+        !self.drain_watch.is_empty()
+    }
+
+    /// The watched receivers, to look at; give back the ones still to
+    /// watch with [`Queues::rewatch`].
+    pub(crate) fn take_watched(&mut self) -> Vec<ConnId> {
+        std::mem::take(&mut self.drain_watch)
+    }
+
+    /// `watch` are still to be watched, before any added meanwhile.
+    pub(crate) fn rewatch(&mut self, mut watch: Vec<ConnId>) {
+        watch.append(&mut self.drain_watch);
+        self.drain_watch = watch;
+    }
+
+    /// Close `q` (nothing more goes in): the reason for its Disconnect.
+    pub(crate) fn close(&self, q: &mut OutQueue) -> String {
+        q.closing = true;
+        format!(
+            "{} bytes and {} fds are queued for it, twice max_outgoing_bytes={} or \
+             max_outgoing_unix_fds={}: it asks for replies and does not read them",
+            q.bytes, q.fds, self.bounds.max_bytes, self.bounds.max_fds
+        )
+    }
+
+    /// Whether `q` or its user's queues are full.
+    pub(crate) fn is_full(&self, q: &OutQueue) -> bool {
+        let user = self.users.get(q.user);
+        self.bounds.fill(q.bytes, q.fds) != Fill::Room
+            || self.user_bounds.full(user.out_bytes, user.out_fds)
+    }
+
+    /// Hold back the sender `sender` (of `sender_uid`, with queue `q`)
+    /// for the receiver `receiver` of user `receiving_user`, for the hold
+    /// time or what is left of the receiving user's hold budget if the
+    /// sender is another user's. None: no hold (no time, nothing left, or
+    /// a hold that this one does not replace); else whether it was held
+    /// already.
+    pub(crate) fn hold(
         &mut self,
-        to: ConnId,
-        msg: OutMessage,
-        len: usize,
-        nfds: usize,
-        out: &mut Vec<Action>,
-    ) {
-        let queued = self.push_delivery(to, msg, len, nfds, out);
-        let paces = self
-            .conns
-            .get(&to)
-            .zip(self.queues.now)
-            .is_some_and(|(c, now)| c.queue.flow.paces(now));
-        if self.queues.bounds.pacing.pauses_at(queued) && paces {
-            self.pace_sender(to, out);
-        }
-    }
-
-    /// `to`'s queue passed the pacing length: pause the sender, unless
-    /// `to` only watches (monitors pace nobody).
-    fn pace_sender(&mut self, to: ConnId, out: &mut Vec<Action>) {
-        if self.queues.sending.is_some() && !self.monitors.is_monitor(to) {
-            self.hold_sender(to, HoldReason::Pace, out);
-        }
-    }
-
-    /// Count it in its receiver's queue and user's, and hand it over.
-    /// Returns the bytes now queued for the receiver.
-    fn push_delivery(
-        &mut self,
-        to: ConnId,
-        msg: OutMessage,
-        len: usize,
-        nfds: usize,
-        out: &mut Vec<Action>,
-    ) -> usize {
-        let q = &mut self
-            .conns
-            .get_mut(&to)
-            .expect("looked up by the caller")
-            .queue;
-        q.bytes += len;
-        q.fds += nfds;
-        self.queues.users.get_mut(q.user).queued(len, nfds);
-        let queued = q.bytes;
-        out.push(Action::Deliver { to, msg });
-        queued
-    }
-
-    /// The error the caller of a method call to `target` gets when the
-    /// call cannot be queued (see [`crate::flow`]), if it cannot.
-    pub(crate) fn refuses_call(&self, target: ConnId) -> Option<BusError> {
-        let conn = self.conns.get(&target)?;
-        let q = &conn.queue;
-        let user = self.queues.users.get(q.user);
-        let full = self.queues.bounds.fill(q.bytes, q.fds) != Fill::Room
-            || self.queues.user_bounds.full(user.out_bytes, user.out_fds);
-        if !full || self.monitors.is_monitor(target) {
-            return None;
-        }
-        let receiver = conn.unique.as_deref().unwrap_or("(gone)");
-        Some(BusError::new(
-            errors::LIMITS_EXCEEDED,
-            format!(
-                "The message queue of {receiver} is full (max_outgoing_bytes or \
-                 max_outgoing_unix_fds): it is not reading its messages"
-            ),
-        ))
-    }
-
-    /// Stop reading the connection whose message filled `receiver`'s
-    /// queue (or its pacing allowance), until `receiver` drains or the
-    /// hold time passes, or what is left of the receiving user's hold
-    /// budget if the sender is another user's (none left: no hold).
-    fn hold_sender(&mut self, receiver: ConnId, why: HoldReason, out: &mut Vec<Action>) {
-        let Some(sender) = self.queues.sending.filter(|&s| s != receiver) else {
-            return; // the bus's own message (a time-out, a disconnect)
-        };
-        let Some(now) = self.queues.now else {
-            return;
-        };
-        let bounds = self.queues.bounds;
+        q: &mut OutQueue,
+        sender: ConnId,
+        sender_uid: u32,
+        receiver: ConnId,
+        receiving_user: UserSlot,
+        why: HoldReason,
+    ) -> Option<bool> {
+        let now = self.now?;
+        let bounds = self.bounds;
         let wanted = match why {
             HoldReason::Full => bounds.hold,
             HoldReason::Pace => bounds.pacing.timeout,
         };
-        let Some(receiving_user) = self.conns.get(&receiver).map(|r| r.queue.user) else {
-            return;
-        };
-        let receiving_uid = self.queues.users.get(receiving_user).uid;
-        let Some(conn) = self.conns.get_mut(&sender) else {
-            return;
-        };
-        if !why.replaces(conn.queue.hold.as_ref().map(|h| h.why)) {
-            return;
+        let receiving_uid = self.users.get(receiving_user).uid;
+        if !why.replaces(q.hold.as_ref().map(|h| h.why)) {
+            return None;
         }
-        let charged_to = (conn.creds.uid != receiving_uid).then_some(receiving_user);
+        let charged_to = (sender_uid != receiving_uid).then_some(receiving_user);
         let how_long = match charged_to {
-            Some(user) => {
-                self.queues
-                    .users
-                    .get_mut(user)
-                    .take_hold(wanted, bounds.hold_budget, now)
-            }
+            Some(user) => self
+                .users
+                .get_mut(user)
+                .take_hold(wanted, bounds.hold_budget, now),
             None => wanted,
         };
         if how_long.is_zero() {
-            return;
+            return None;
         }
         if why == HoldReason::Full {
             // Nothing is lost by a hold, so nobody is told; the log says it.
             tracing::debug!(
-                uid = conn.creds.uid,
+                uid = sender_uid,
                 "holding a sender back for a full receiver"
             );
         }
-        let replaced = conn.queue.hold.take();
+        let replaced = q.hold.take();
         let was_held = replaced.is_some();
         let since = replaced.as_ref().map_or(now, |h| h.since);
-        conn.queue.hold = Some(Hold {
+        q.hold = Some(Hold {
             on: receiver,
             why,
             since,
@@ -338,209 +336,99 @@ impl Bus {
             charged_to,
         });
         if let Some(old) = replaced {
-            give_back(&mut self.queues.users, &old, now);
+            give_back(&mut self.users, &old, now);
         }
-        self.record_hold(sender, why == HoldReason::Pace);
         if !was_held {
-            self.queues.held.push(sender);
-            out.push(Action::HoldSender { conn: sender });
+            self.held.push(sender);
         }
+        Some(was_held)
     }
 
-    /// When the first hold runs out, if any sender is held.
-    pub(crate) fn next_hold_deadline(&self) -> Option<Instant> {
-        self.queues
-            .held
-            .iter()
-            .filter_map(|s| Some(self.conns.get(s)?.queue.hold.as_ref()?.until))
-            .min()
+    /// The held senders.
+    pub(crate) fn held(&self) -> &[ConnId] {
+        &self.held
     }
 
-    /// Release every held sender whose receiver drained or left, or whose
-    /// hold time is up (its receiver then becomes lossy).
-    pub(crate) fn check_holds(&mut self, now: Instant, out: &mut Vec<Action>) {
-        if self.queues.held.is_empty() {
-            return;
-        }
-        let held = std::mem::take(&mut self.queues.held);
-        for sender in held {
-            let Some(hold) = self.conns.get(&sender).and_then(|c| c.queue.hold.as_ref()) else {
-                continue;
-            };
-            let (on, why, until) = (hold.on, hold.why, hold.until);
-            let drained = self.conns.get(&on).is_none_or(|r| match why {
-                HoldReason::Full => self.drained(&r.queue),
-                HoldReason::Pace => self.queues.bounds.pacing.caught_up(r.queue.bytes),
-            });
-            if !drained && until > now {
-                self.queues.held.push(sender);
-                continue;
-            }
-            if !drained {
-                self.hold_ran_out(on, why, out);
-            }
-            self.release(sender, now, out);
-        }
+    /// The held senders, to look at; those still held go back with
+    /// [`Queues::keep_held`].
+    pub(crate) fn take_held(&mut self) -> Vec<ConnId> {
+        std::mem::take(&mut self.held)
     }
 
-    /// A hold for `receiver` ended without it draining.
-    fn hold_ran_out(&mut self, receiver: ConnId, why: HoldReason, out: &mut Vec<Action>) {
-        let Some(r) = self.conns.get_mut(&receiver) else {
-            return;
-        };
+    pub(crate) fn keep_held(&mut self, sender: ConnId) {
+        self.held.push(sender);
+    }
+
+    /// Whether the receiver `r` let go of what its senders are held for:
+    /// it drained (a hold), or caught up (a pause).
+    pub(crate) fn let_go(&self, r: &OutQueue, why: HoldReason) -> bool {
         match why {
-            HoldReason::Pace => {
-                if r.queue.flow.pause_expired() {
-                    tracing::debug!(
-                        uid = r.creds.uid,
-                        "a receiver did not catch up within pacing_timeout: it paces nobody \
-                         until its queue is empty"
-                    );
-                }
-            }
-            HoldReason::Full => {
-                if r.queue.flow.hold_expired() {
-                    let name = r.unique.as_deref().unwrap_or("(no name)");
-                    let c = &r.creds;
-                    let message = format!(
-                        "{name} is not reading: {} bytes queued for it for {:?} \
-                         (max_outgoing_bytes={}); dropping signals to it until it drains, \
-                         then it gets MessagesLost ({})",
-                        r.queue.bytes,
-                        self.queues.bounds.hold,
-                        self.queues.bounds.max_bytes,
-                        crate::loginfo(c.uid, c.pid, c.comm.as_deref())
-                    );
-                    out.push(Action::Warn {
-                        about: receiver,
-                        kind: "receiver not reading",
-                        message,
-                    });
-                }
-            }
+            HoldReason::Full => self.drained(r),
+            HoldReason::Pace => self.bounds.pacing.caught_up(r.bytes),
         }
     }
 
-    /// End `sender`'s hold: what it did not use goes back to the budget
-    /// that paid for it, and the daemon reads it again.
-    fn release(&mut self, sender: ConnId, now: Instant, out: &mut Vec<Action>) {
-        let Some(conn) = self.conns.get_mut(&sender) else {
-            return;
-        };
-        let Some(hold) = conn.queue.hold.take() else {
-            return;
-        };
-        give_back(&mut self.queues.users, &hold, now);
-        self.record_held(sender, now.saturating_duration_since(hold.since));
-        out.push(Action::ReleaseSender { conn: sender });
+    /// End `q`'s hold at `now`: what it did not use goes back to the
+    /// budget that paid for it. Returns how long it was held, if it was.
+    pub(crate) fn release(&mut self, q: &mut OutQueue, now: Instant) -> Option<Duration> {
+        let hold = q.hold.take()?;
+        give_back(&mut self.users, &hold, now);
+        Some(now.saturating_duration_since(hold.since))
     }
 
-    /// The daemon wrote `bytes` and `fds` of what was queued for `conn`. A
-    /// receiver whose queue went down to half its bound is back to normal,
-    /// and hears how many signals it lost; senders held for it go on.
-    pub fn flushed(
+    /// The daemon wrote `bytes` and `fds` of `q` at `now`. Returns the
+    /// bytes queued before and after.
+    pub(crate) fn flushed(
         &mut self,
-        conn: ConnId,
+        q: &mut OutQueue,
         bytes: usize,
         fds: usize,
         now: Instant,
-        out: &mut Vec<Action>,
-    ) {
-        self.queues.now = Some(now);
-        let memory = self.queues.bounds.memory;
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        let q = &mut c.queue;
-        // Debug.Stats shows the queue at its fullest (before the write).
+    ) -> (usize, usize) {
         let before = q.bytes;
         q.bytes = q.bytes.saturating_sub(bytes);
         q.fds = q.fds.saturating_sub(fds);
-        self.queues.users.get_mut(q.user).sent(bytes, fds);
-        let t = &mut c.traffic;
-        t.peak_queued_bytes = t.peak_queued_bytes.max(before as u64);
-        t.queued_bytes = q.bytes as u64;
+        self.users.get_mut(q.user).sent(bytes, fds);
         if q.bytes == 0 {
-            q.flow.emptied(now, memory);
+            q.flow.emptied(now, self.bounds.memory);
         }
-        self.note_drained(conn, out);
-        if !self.queues.drain_watch.is_empty() {
-            let mut watch = std::mem::take(&mut self.queues.drain_watch);
-            watch.retain(|&w| {
-                self.note_drained(w, out);
-                self.conns
-                    .get(&w)
-                    .is_some_and(|c| c.queue.flow.is_overflowing())
-            });
-            watch.append(&mut self.queues.drain_watch);
-            self.queues.drain_watch = watch;
-        }
-        self.check_holds(now, out);
+        (before, q.bytes)
     }
 
-    /// A receiver whose queue, and its user's queues together, went down
-    /// to half their bounds is told how many signals it lost, if any.
-    fn note_drained(&mut self, id: ConnId, out: &mut Vec<Action>) {
-        let Some(conn) = self.conns.get(&id) else {
-            return;
-        };
-        if !conn.queue.flow.is_overflowing() || !self.drained(&conn.queue) {
-            return;
+    /// `q` was overflowing and it, and its user's queues together, went
+    /// down to half their bounds: how many signals it lost, if any.
+    pub(crate) fn lost_on_drain(&self, q: &mut OutQueue) -> Option<u64> {
+        if !q.flow.is_overflowing() || !self.drained(q) {
+            return None;
         }
-        let memory = self.queues.bounds.memory;
-        let Some(now) = self.queues.now else {
-            return;
-        };
-        let conn = self.conns.get_mut(&id).expect("looked up above");
-        let Some(lost) = conn.queue.flow.drained(now, memory) else {
-            return;
-        };
-        let name = conn.unique.as_deref().unwrap_or("(no name)");
-        let c = &conn.creds;
-        tracing::info!(
-            dbus_unique_name = name,
-            dbus_peer_uid = c.uid,
-            dbus_peer_pid = c.pid,
-            dbus_peer_comm = c.comm.as_deref(),
-            "{name} drained its queue; telling it {lost} signals were dropped for it \
-             (MessagesLost) ({})",
-            crate::loginfo(c.uid, c.pid, c.comm.as_deref())
-        );
-        self.tell_messages_lost(id, lost, out);
+        let now = self.now?;
+        q.flow.drained(now, self.bounds.memory)
     }
 
     /// A queue, and its user's queues together, went down to half their
     /// bounds.
     fn drained(&self, q: &OutQueue) -> bool {
-        let user = self.queues.users.get(q.user);
-        self.queues.bounds.drained(q.bytes, q.fds)
-            && self
-                .queues
-                .user_bounds
-                .drained(user.out_bytes, user.out_fds)
+        let user = self.users.get(q.user);
+        self.bounds.drained(q.bytes, q.fds)
+            && self.user_bounds.drained(user.out_bytes, user.out_fds)
     }
 
-    /// Connection `id` left with `queue`: its hold ends, what was queued
-    /// for it leaves its user's tally, and senders held for it go on.
-    pub(crate) fn queue_gone(&mut self, id: ConnId, queue: &OutQueue, out: &mut Vec<Action>) {
-        if let Some(now) = self.queues.now {
-            if let Some(hold) = &queue.hold {
-                give_back(&mut self.queues.users, hold, now);
-                self.queues.held.retain(|&s| s != id);
-            }
-            self.queues.drain_watch.retain(|&w| w != id);
-            self.check_holds(now, out);
-        } // else no event yet: nothing was queued or held
-        self.queues.users.leave(queue.user, queue.bytes, queue.fds);
+    /// Connection `id` left with `queue`: its hold ends and nobody waits
+    /// for it to drain. Returns the time, to look at the holds again, if
+    /// anything happened yet; then [`Queues::leave`].
+    pub(crate) fn forget(&mut self, id: ConnId, queue: &OutQueue) -> Option<Instant> {
+        let now = self.now?;
+        if let Some(hold) = &queue.hold {
+            give_back(&mut self.users, hold, now);
+            self.held.retain(|&s| s != id);
+        }
+        self.drain_watch.retain(|&w| w != id);
+        Some(now)
     }
 
-    /// Tell `to` that `count` signals for it were dropped while its queue
-    /// was full. It goes through [`Bus::send_to`], so monitors see it.
-    fn tell_messages_lost(&mut self, to: ConnId, count: u64, out: &mut Vec<Action>) {
-        let count = u32::try_from(count).unwrap_or(u32::MAX);
-        let builder = MessageBuilder::signal(BUS_PATH, QUICKBUS_INTERFACE, MESSAGES_LOST)
-            .body(vec![Value::Uint32(count)]);
-        self.send_to(to, builder, out);
+    /// What was queued in `queue` leaves its user's tally.
+    pub(crate) fn leave(&mut self, queue: &OutQueue) {
+        self.users.leave(queue.user, queue.bytes, queue.fds);
     }
 }
 
@@ -550,387 +438,5 @@ fn give_back(users: &mut Users, hold: &Hold, now: Instant) {
     if let Some(user) = hold.charged_to {
         let unused: Duration = hold.until.saturating_duration_since(now);
         users.get_mut(user).give_back_hold(unused);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use quickbus_wire::{Message, MessageType};
-
-    use super::*;
-    use crate::flow::Pacing;
-    use crate::tests::{call_bus, creds, parse_out, s, Harness};
-
-    const HOLD: Duration = Duration::from_secs(1);
-    const BOUNDS: OutBounds = OutBounds {
-        max_bytes: 1000,
-        max_fds: 4,
-        hold: HOLD,
-        pacing: Pacing {
-            bytes: 0,
-            timeout: Duration::from_millis(100),
-        },
-        memory: Duration::from_secs(60),
-        queues_per_user: 4,
-        hold_budget: Duration::from_millis(100),
-    };
-
-    fn harness(bounds: OutBounds) -> Harness {
-        let mut h = Harness::new();
-        h.bus.set_out_bounds(bounds);
-        h
-    }
-
-    /// A signal of about 400 bytes for `to`.
-    fn signal_to(to: &str) -> MessageBuilder {
-        MessageBuilder::signal("/", "org.example.T", "S")
-            .destination(to.to_owned())
-            .body(vec![s(&"x".repeat(300))])
-    }
-
-    /// Bytes and fds delivered to `to` in `out`.
-    fn written(out: &[Action], to: ConnId) -> (usize, usize) {
-        out.iter().fold((0, 0), |(bytes, fds), a| match a {
-            Action::Deliver { to: t, msg } if *t == to => (
-                bytes + msg.frame.header.len() + msg.frame.body.len(),
-                fds + msg.fds.len(),
-            ),
-            _ => (bytes, fds),
-        })
-    }
-
-    fn delivered_to(out: &[Action], to: ConnId) -> Vec<Message> {
-        out.iter()
-            .filter_map(|a| match a {
-                Action::Deliver { to: t, msg } if *t == to => Some(parse_out(msg)),
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// Send `from` signals for `to` until one holds it back; returns every
-    /// action so far.
-    fn fill(h: &mut Harness, from: ConnId, to: &str) -> Vec<Action> {
-        for _ in 0..10 {
-            h.send(from, signal_to(to));
-            if h.out
-                .iter()
-                .any(|a| matches!(a, Action::HoldSender { conn } if *conn == from))
-            {
-                return std::mem::take(&mut h.out);
-            }
-        }
-        panic!("never held: {:?}", h.out);
-    }
-
-    /// The daemon wrote everything queued for `conns` so far.
-    fn settle(h: &mut Harness, conns: &[ConnId]) {
-        for &conn in conns {
-            h.bus
-                .flushed(conn, usize::MAX, usize::MAX, h.now, &mut h.out);
-        }
-        h.out.clear();
-    }
-
-    /// The daemon wrote everything `out` delivered to `conn`.
-    fn write_all(h: &mut Harness, conn: ConnId, out: &[Action]) {
-        let (bytes, fds) = written(out, conn);
-        h.bus.flushed(conn, bytes, fds, h.now, &mut h.out);
-    }
-
-    #[test]
-    fn a_signal_to_a_full_receiver_holds_its_sender_until_the_receiver_drains() {
-        let mut h = harness(BOUNDS);
-        let (a, _) = h.client();
-        let (b, name_b) = h.client();
-        settle(&mut h, &[a, b]);
-        let got = fill(&mut h, a, &name_b);
-        // Every signal went in, the one that found the queue full too.
-        let to_b = delivered_to(&got, b).len();
-        assert!(to_b >= 3, "{got:?}");
-        assert!(matches!(got.last(), Some(Action::HoldSender { conn }) if *conn == a));
-        // Half the bound is not enough to release it: a quarter is.
-        let (bytes, _) = written(&got, b);
-        h.bus.flushed(b, bytes - 600, 0, h.now, &mut h.out);
-        assert!(h.out.is_empty(), "{:?}", h.out);
-        h.bus.flushed(b, 600, 0, h.now, &mut h.out);
-        assert!(matches!(h.out.as_slice(), [Action::ReleaseSender { conn }] if *conn == a));
-        h.out.clear();
-        let t = h.bus.traffic(a).unwrap();
-        assert_eq!((t.holds, t.pauses), (1, 0));
-        // Nothing was lost: no MessagesLost, and no further hold at once.
-        h.send(a, signal_to(&name_b));
-        assert_eq!(delivered_to(&h.out, b).len(), 1);
-        assert_eq!(h.bus.traffic(b).unwrap().dropped, 0);
-    }
-
-    #[test]
-    fn a_hold_that_runs_out_makes_the_receiver_lossy_until_it_drains_and_hears_what_it_lost() {
-        let mut h = harness(BOUNDS);
-        let (a, _) = h.client();
-        let (b, name_b) = h.client();
-        settle(&mut h, &[a, b]);
-        let mut got = fill(&mut h, a, &name_b);
-        assert_eq!(h.bus.next_deadline(), Some(h.now + HOLD));
-        h.now += HOLD;
-        h.bus.handle_timeouts(h.now, &mut h.out);
-        match h.out.as_slice() {
-            [Action::Warn { about, kind, .. }, Action::ReleaseSender { conn }] => {
-                assert_eq!((*about, *kind, *conn), (b, "receiver not reading", a));
-            }
-            other => panic!("{other:?}"),
-        }
-        h.out.clear();
-        // Lossy: signals to it are dropped and counted, nobody is held.
-        h.send(a, signal_to(&name_b));
-        h.send(a, signal_to(&name_b));
-        assert!(h.out.is_empty(), "{:?}", h.out);
-        assert_eq!(h.bus.traffic(b).unwrap().dropped, 2);
-        // Calls are refused, and the caller hears why.
-        let serial = h.send(
-            a,
-            MessageBuilder::method_call("/", "M").destination(name_b.clone()),
-        );
-        let err = delivered_to(&h.out, a);
-        assert_eq!(err.len(), 1, "{:?}", h.out);
-        assert_eq!(err[0].error_name(), Some(errors::LIMITS_EXCEEDED));
-        assert_eq!(err[0].reply_serial(), Some(serial));
-        h.out.clear();
-        // It drains: it is told, once.
-        got.retain(|a| matches!(a, Action::Deliver { .. }));
-        write_all(&mut h, b, &got);
-        let lost = delivered_to(&h.out, b);
-        assert_eq!(lost.len(), 1, "{:?}", h.out);
-        assert_eq!(lost[0].member(), Some(MESSAGES_LOST));
-        assert_eq!(lost[0].interface(), Some(QUICKBUS_INTERFACE));
-        assert_eq!(
-            lost[0].body_values().unwrap(),
-            vec![quickbus_wire::Value::Uint32(2)]
-        );
-        // Remembered for overflow_memory_timeout: it holds nobody, even
-        // when full again.
-        let told = std::mem::take(&mut h.out);
-        write_all(&mut h, b, &told);
-        h.out.clear();
-        for _ in 0..4 {
-            h.send(a, signal_to(&name_b));
-        }
-        assert!(h
-            .out
-            .iter()
-            .all(|a| !matches!(a, Action::HoldSender { .. })));
-    }
-
-    #[test]
-    fn a_call_to_a_full_receiver_is_refused_before_monitors_or_the_reply_table_see_it() {
-        let mut h = harness(BOUNDS);
-        h.bus.set_limits(crate::Limits {
-            max_replies_per_connection: 1,
-            ..crate::Limits::default()
-        });
-        let (a, _) = h.client();
-        let (b, name_b) = h.client();
-        let (c, _) = h.client();
-        let (m, _) = h.client();
-        h.send(
-            m,
-            MessageBuilder::method_call(BUS_PATH, "BecomeMonitor")
-                .interface("org.freedesktop.DBus.Monitoring")
-                .destination(crate::BUS_NAME)
-                .body(vec![
-                    quickbus_wire::Value::Array {
-                        elem_sig: "s".into(),
-                        items: vec![],
-                    },
-                    quickbus_wire::Value::Uint32(0),
-                ]),
-        );
-        h.take();
-        settle(&mut h, &[a, b, c, m]);
-        let got = fill(&mut h, c, &name_b);
-        write_all(&mut h, m, &got);
-        h.out.clear();
-        let serial = h.send(
-            a,
-            MessageBuilder::method_call("/", "Do").destination(name_b.clone()),
-        );
-        let to_a = delivered_to(&h.out, a);
-        assert_eq!(to_a.len(), 1, "{:?}", h.out);
-        assert_eq!(to_a[0].msg_type(), MessageType::Error);
-        assert_eq!(to_a[0].error_name(), Some(errors::LIMITS_EXCEEDED));
-        assert_eq!(to_a[0].reply_serial(), Some(serial));
-        assert!(delivered_to(&h.out, b).is_empty());
-        // The monitor sees the refusal, not the call.
-        let seen = delivered_to(&h.out, m);
-        assert_eq!(seen.len(), 1, "{seen:?}");
-        assert_eq!(seen[0].error_name(), Some(errors::LIMITS_EXCEEDED));
-        // Not pending: with max_replies_per_connection=1, a's next call
-        // to b goes through once b has drained.
-        h.out.clear();
-        write_all(&mut h, b, &got);
-        h.out.clear();
-        h.send(
-            a,
-            MessageBuilder::method_call("/", "Do").destination(name_b),
-        );
-        assert_eq!(delivered_to(&h.out, b).len(), 1, "{:?}", h.out);
-    }
-
-    #[test]
-    fn a_receiver_at_twice_its_bound_that_still_asks_for_replies_is_disconnected() {
-        let mut h = harness(BOUNDS);
-        let (a, name_a) = h.client();
-        let (b, name_b) = h.client();
-        let (c, _) = h.client();
-        settle(&mut h, &[a, b, c]);
-        let call = h.send(b, MessageBuilder::method_call("/", "M").destination(name_a));
-        h.take();
-        // Held or not, c's signals go in while the hold lasts.
-        while written(&h.out, b).0 < 2 * BOUNDS.max_bytes {
-            h.send(c, signal_to(&name_b));
-        }
-        h.out.clear();
-        h.send(
-            a,
-            MessageBuilder::method_return(call)
-                .destination(name_b.clone())
-                .body(vec![s("answer")]),
-        );
-        match h.out.as_slice() {
-            [Action::Disconnect { conn, reason }] => {
-                assert_eq!(*conn, b);
-                assert!(reason.contains("does not read them"), "{reason}");
-            }
-            other => panic!("{other:?}"),
-        }
-        // Nothing more goes to it while the daemon closes it.
-        h.out.clear();
-        h.send(c, signal_to(&name_b));
-        assert!(h.out.is_empty(), "{:?}", h.out);
-    }
-
-    #[test]
-    fn another_users_receiver_holds_a_sender_only_as_long_as_its_users_budget_lasts() {
-        let mut h = harness(BOUNDS);
-        let (a, _) = h.client();
-        let b = h.bus.add_connection(creds(1001, 101), true);
-        let hello = h.call(b, call_bus("Hello", vec![]));
-        let name_b = match &hello.body_values().unwrap()[0] {
-            quickbus_wire::Value::String(name) => name.clone(),
-            other => panic!("{other:?}"),
-        };
-        h.take();
-        settle(&mut h, &[a, b]);
-        let got = fill(&mut h, a, &name_b);
-        // 100 ms a minute, not the 1 s hold.
-        assert_eq!(h.bus.next_deadline(), Some(h.now + BOUNDS.hold_budget));
-        // Released early, it gives back what it did not use.
-        h.now += Duration::from_millis(40);
-        write_all(&mut h, b, &got);
-        assert!(matches!(h.out.as_slice(), [Action::ReleaseSender { conn }] if *conn == a));
-        h.out.clear();
-        let got = fill(&mut h, a, &name_b);
-        // 60 ms left, and what 40 ms refilled of 100 ms a minute.
-        let refilled = Duration::from_nanos(100_000_000 * 40 / 60_000);
-        assert_eq!(
-            h.bus.next_deadline(),
-            Some(h.now + Duration::from_millis(60) + refilled)
-        );
-        // Spent: another receiver of that user, full, holds nobody; what
-        // finds it full is dropped and counted at once.
-        let b2 = h.bus.add_connection(creds(1001, 102), true);
-        let hello = h.call(b2, call_bus("Hello", vec![]));
-        let name_b2 = match &hello.body_values().unwrap()[0] {
-            quickbus_wire::Value::String(name) => name.clone(),
-            other => panic!("{other:?}"),
-        };
-        settle(&mut h, &[b2]);
-        for _ in 0..4 {
-            h.send(a, signal_to(&name_b2));
-        }
-        assert_eq!(delivered_to(&h.out, b2).len(), 3, "{:?}", h.out);
-        assert_eq!(h.bus.traffic(b2).unwrap().dropped, 1);
-        drop(got);
-    }
-
-    #[test]
-    fn pacing_pauses_a_sender_until_the_receiver_catches_up_and_stops_for_one_that_does_not() {
-        let pacing = Pacing {
-            bytes: 1000,
-            timeout: Duration::from_millis(100),
-        };
-        let mut h = harness(OutBounds {
-            max_bytes: 100_000,
-            max_fds: 4,
-            pacing,
-            ..BOUNDS
-        });
-        let (a, _) = h.client();
-        let (b, name_b) = h.client();
-        settle(&mut h, &[a, b]);
-        let got = fill(&mut h, a, &name_b);
-        let queued = written(&got, b).0;
-        assert!(queued > 1000 && queued < 1500, "{queued}");
-        assert_eq!(h.bus.next_deadline(), Some(h.now + pacing.timeout));
-        // Down to half pacing_bytes: caught up.
-        h.bus.flushed(b, queued - 500, 0, h.now, &mut h.out);
-        assert!(matches!(h.out.as_slice(), [Action::ReleaseSender { conn }] if *conn == a));
-        h.out.clear();
-        assert_eq!(h.bus.traffic(a).unwrap().pauses, 1);
-        // Paused again; b does not catch up within pacing_timeout.
-        let more = fill(&mut h, a, &name_b);
-        h.now += pacing.timeout;
-        h.bus.handle_timeouts(h.now, &mut h.out);
-        assert!(matches!(h.out.as_slice(), [Action::ReleaseSender { conn }] if *conn == a));
-        h.out.clear();
-        // It paces nobody now, not even once it emptied (remembered).
-        for _ in 0..3 {
-            h.send(a, signal_to(&name_b));
-        }
-        let rest = std::mem::take(&mut h.out);
-        assert!(rest.iter().all(|x| !matches!(x, Action::HoldSender { .. })));
-        let left = written(&more, b).0 + written(&rest, b).0 + 500;
-        h.bus.flushed(b, left, 0, h.now, &mut h.out);
-        assert!(h.out.is_empty(), "{:?}", h.out);
-        h.send(a, signal_to(&name_b));
-        h.send(a, signal_to(&name_b));
-        h.send(a, signal_to(&name_b));
-        assert!(h
-            .out
-            .iter()
-            .all(|x| !matches!(x, Action::HoldSender { .. })));
-        // Forgiven after overflow_memory_timeout.
-        let got = std::mem::take(&mut h.out);
-        write_all(&mut h, b, &got);
-        h.now += BOUNDS.memory;
-        fill(&mut h, a, &name_b);
-    }
-
-    #[test]
-    fn a_departing_receiver_releases_its_senders_and_a_departing_sender_leaves_no_hold() {
-        let mut h = harness(BOUNDS);
-        let (a, _) = h.client();
-        let (b, name_b) = h.client();
-        let (c, name_c) = h.client();
-        fill(&mut h, a, &name_b);
-        h.bus.remove_connection(b, &mut h.out);
-        assert!(
-            h.out
-                .iter()
-                .any(|x| matches!(x, Action::ReleaseSender { conn } if *conn == a)),
-            "{:?}",
-            h.out
-        );
-        h.out.clear();
-        fill(&mut h, a, &name_c);
-        h.bus.remove_connection(a, &mut h.out);
-        assert!(h
-            .out
-            .iter()
-            .all(|x| !matches!(x, Action::ReleaseSender { .. })));
-        assert_eq!(h.bus.next_deadline(), None);
-        // c's queue still counts toward uid 1000's, and goes with it.
-        h.bus.remove_connection(c, &mut h.out);
-        assert_eq!(h.bus.queues.users.len(), 0);
     }
 }

@@ -87,7 +87,7 @@ impl Bus {
         now: Instant,
         out: &mut Vec<Action>,
     ) {
-        self.queues.now = Some(now);
+        self.queues.set_now(now);
         if let Some(found) = found {
             if !self.is_activatable(name) {
                 tracing::info!("found a new service file for {name}");
@@ -101,9 +101,9 @@ impl Bus {
             return;
         };
         // As if it had just arrived: flow control may hold its sender.
-        self.queues.sending = Some(match &parked {
+        self.queues.set_sending(Some(match &parked {
             Parked::Unicast { from, .. } | Parked::DriverCall { from, .. } => *from,
-        });
+        }));
         match parked {
             Parked::Unicast {
                 from,
@@ -123,7 +123,7 @@ impl Bus {
                 }
             }
         }
-        self.queues.sending = None;
+        self.queues.set_sending(None);
     }
 
     /// A message (`stamped` as receivers see it) for `dest`, which has no

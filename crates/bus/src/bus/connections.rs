@@ -9,7 +9,6 @@
 //! reply table, announcing through `announce` and `outgoing`.
 
 use crate::errors::{self, BusError};
-use crate::overflow::OutQueue;
 use crate::{Action, Bus, ConnId, Credentials};
 
 impl Bus {
@@ -48,7 +47,7 @@ impl Bus {
             return;
         }
         let policy = self.policy.client(&creds);
-        let queue = OutQueue::new(self.queues.users.join(creds.uid));
+        let queue = self.queues.join(creds.uid);
         self.conns.add(id, creds, unix_fds, policy, queue);
     }
 

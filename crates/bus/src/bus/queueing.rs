@@ -1,0 +1,743 @@
+//! Flow control as the bus routes (the rule and the queues are
+//! [`crate::overflow`]'s and [`crate::flow`]'s): each delivery is counted
+//! and judged as it is made, senders are held and released, and a
+//! receiver that drains hears what it lost.
+//!
+//! Owns: nothing. May touch: queues (through their methods), peers (each
+//! connection's `OutQueue`, credentials and counters), monitors (monitors
+//! pace nobody and their copies are never refused), and `outgoing` for
+//! MessagesLost.
+
+use std::time::Instant;
+
+use quickbus_wire::{MessageBuilder, Value};
+
+use crate::errors::{self, BusError};
+use crate::flow::{Fill, HoldReason, Kind, OutBounds, Verdict};
+use crate::overflow::{Admit, OutQueue, MESSAGES_LOST, QUICKBUS_INTERFACE};
+use crate::{Action, Bus, ConnId, OutMessage, BUS_PATH};
+
+impl Bus {
+    /// The bounds of every connection's outgoing queue (the daemon's
+    /// configuration; unbounded until set).
+    pub fn set_out_bounds(&mut self, bounds: OutBounds) {
+        self.queues.set_bounds(bounds);
+    }
+
+    /// Queue `msg` for `to` unless flow control says otherwise. `addressed`:
+    /// `to` is the receiver the message is addressed to, and a call to it
+    /// was admitted already ([`Bus::refuses_call`]).
+    pub(crate) fn queue_for(
+        &mut self,
+        to: ConnId,
+        msg: OutMessage,
+        addressed: bool,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(conn) = self.conns.get_mut(&to) else {
+            return;
+        };
+        let len = msg.frame.header.len() + msg.frame.body.len();
+        let nfds = msg.fds.len();
+        conn.traffic.count_out(len);
+        self.traffic.count_out(len);
+        let q = &mut conn.queue;
+        // The common case: room everywhere (and one lookup of the
+        // receiver).
+        let (own, user_full) = match self.queues.admit(q, len, nfds) {
+            Admit::In { paces } => {
+                out.push(Action::Deliver { to, msg });
+                if paces {
+                    self.pace_sender(to, out);
+                }
+                return;
+            }
+            Admit::Over { own, user_full } => (own, user_full),
+        };
+        if q.is_closing() {
+            return;
+        }
+        // A user's full queues make each of its connections full, but only
+        // a connection's own queue can get it disconnected.
+        let fill = if user_full { own.max(Fill::Full) } else { own };
+        let kind = match msg.kind {
+            Kind::Call if addressed => {
+                self.queue_in(to, msg, len, nfds, out);
+                return;
+            }
+            Kind::Reply if !self.monitors.is_monitor(to) => Kind::Reply,
+            // A copy: refusing it would fail a call that was delivered.
+            _ => Kind::Signal,
+        };
+        let verdict = self.judge(to, kind, fill);
+        match verdict {
+            Verdict::Queue => self.queue_in(to, msg, len, nfds, out),
+            Verdict::QueueAndHoldSender => {
+                self.push_delivery(to, msg, len, nfds, out);
+                self.hold_sender(to, HoldReason::Full, out);
+            }
+            Verdict::Drop | Verdict::RefuseCall => {
+                self.record_dropped(to);
+                if own == Fill::Room {
+                    self.queues.watch_drain(to);
+                }
+            }
+            Verdict::DisconnectReceiver => {
+                let q = &mut self.conns.get_mut(&to).expect("looked up above").queue;
+                let reason = self.queues.close(q);
+                out.push(Action::Disconnect { conn: to, reason });
+            }
+        }
+    }
+
+    /// The flow rule's verdict on a `kind` of delivery to a `fill`ed `to`.
+    fn judge(&mut self, to: ConnId, kind: Kind, fill: Fill) -> Verdict {
+        // A sender can be held unless the bus itself sent it, or the
+        // receiver did (holding it would stop it from ever draining).
+        let sender_uid = self
+            .queues
+            .sending()
+            .filter(|&from| from != to)
+            .and_then(|from| Some(self.conns.get(&from)?.creds.uid));
+        let conn = self.conns.get_mut(&to).expect("looked up by the caller");
+        self.queues.judge(&mut conn.queue, kind, fill, sender_uid)
+    }
+
+    /// Queue it, and pause its sender if the receiver's queue passed the
+    /// pacing length.
+    fn queue_in(
+        &mut self,
+        to: ConnId,
+        msg: OutMessage,
+        len: usize,
+        nfds: usize,
+        out: &mut Vec<Action>,
+    ) {
+        let queued = self.push_delivery(to, msg, len, nfds, out);
+        let paces = self
+            .conns
+            .get(&to)
+            .is_some_and(|c| self.queues.paces(&c.queue, queued));
+        if paces {
+            self.pace_sender(to, out);
+        }
+    }
+
+    /// `to`'s queue passed the pacing length: pause the sender, unless
+    /// `to` only watches (monitors pace nobody).
+    fn pace_sender(&mut self, to: ConnId, out: &mut Vec<Action>) {
+        if self.queues.sending().is_some() && !self.monitors.is_monitor(to) {
+            self.hold_sender(to, HoldReason::Pace, out);
+        }
+    }
+
+    /// Count it in its receiver's queue and user's, and hand it over.
+    /// Returns the bytes now queued for the receiver.
+    fn push_delivery(
+        &mut self,
+        to: ConnId,
+        msg: OutMessage,
+        len: usize,
+        nfds: usize,
+        out: &mut Vec<Action>,
+    ) -> usize {
+        let q = &mut self
+            .conns
+            .get_mut(&to)
+            .expect("looked up by the caller")
+            .queue;
+        let queued = self.queues.push(q, len, nfds);
+        out.push(Action::Deliver { to, msg });
+        queued
+    }
+
+    /// The error the caller of a method call to `target` gets when the
+    /// call cannot be queued (see [`crate::flow`]), if it cannot.
+    pub(crate) fn refuses_call(&self, target: ConnId) -> Option<BusError> {
+        let conn = self.conns.get(&target)?;
+        if !self.queues.is_full(&conn.queue) || self.monitors.is_monitor(target) {
+            return None;
+        }
+        let receiver = conn.unique.as_deref().unwrap_or("(gone)");
+        Some(BusError::new(
+            errors::LIMITS_EXCEEDED,
+            format!(
+                "The message queue of {receiver} is full (max_outgoing_bytes or \
+                 max_outgoing_unix_fds): it is not reading its messages"
+            ),
+        ))
+    }
+
+    /// Stop reading the connection whose message filled `receiver`'s
+    /// queue (or its pacing allowance), until `receiver` drains or the
+    /// hold time passes, or what is left of the receiving user's hold
+    /// budget if the sender is another user's (none left: no hold).
+    fn hold_sender(&mut self, receiver: ConnId, why: HoldReason, out: &mut Vec<Action>) {
+        let Some(sender) = self.queues.sending().filter(|&s| s != receiver) else {
+            return; // the bus's own message (a time-out, a disconnect)
+        };
+        let Some(receiving_user) = self.conns.get(&receiver).map(|r| r.queue.user()) else {
+            return;
+        };
+        let Some(conn) = self.conns.get_mut(&sender) else {
+            return;
+        };
+        let uid = conn.creds.uid;
+        let Some(was_held) =
+            self.queues
+                .hold(&mut conn.queue, sender, uid, receiver, receiving_user, why)
+        else {
+            return;
+        };
+        self.record_hold(sender, why == HoldReason::Pace);
+        if !was_held {
+            out.push(Action::HoldSender { conn: sender });
+        }
+    }
+
+    /// When the first hold runs out, if any sender is held.
+    pub(crate) fn next_hold_deadline(&self) -> Option<Instant> {
+        self.queues
+            .held()
+            .iter()
+            .filter_map(|s| Some(self.conns.get(s)?.queue.hold()?.2))
+            .min()
+    }
+
+    /// Release every held sender whose receiver drained or left, or whose
+    /// hold time is up (its receiver then becomes lossy).
+    pub(crate) fn check_holds(&mut self, now: Instant, out: &mut Vec<Action>) {
+        if self.queues.held().is_empty() {
+            return;
+        }
+        let held = self.queues.take_held();
+        for sender in held {
+            let Some((on, why, until)) = self.conns.get(&sender).and_then(|c| c.queue.hold())
+            else {
+                continue;
+            };
+            let drained = self
+                .conns
+                .get(&on)
+                .is_none_or(|r| self.queues.let_go(&r.queue, why));
+            if !drained && until > now {
+                self.queues.keep_held(sender);
+                continue;
+            }
+            if !drained {
+                self.hold_ran_out(on, why, out);
+            }
+            self.release(sender, now, out);
+        }
+    }
+
+    /// A hold for `receiver` ended without it draining.
+    fn hold_ran_out(&mut self, receiver: ConnId, why: HoldReason, out: &mut Vec<Action>) {
+        let Some(r) = self.conns.get_mut(&receiver) else {
+            return;
+        };
+        match why {
+            HoldReason::Pace => {
+                if r.queue.pause_expired() {
+                    tracing::debug!(
+                        uid = r.creds.uid,
+                        "a receiver did not catch up within pacing_timeout: it paces nobody \
+                         until its queue is empty"
+                    );
+                }
+            }
+            HoldReason::Full => {
+                if r.queue.hold_expired() {
+                    let name = r.unique.as_deref().unwrap_or("(no name)");
+                    let c = &r.creds;
+                    let bounds = self.queues.bounds();
+                    let message = format!(
+                        "{name} is not reading: {} bytes queued for it for {:?} \
+                         (max_outgoing_bytes={}); dropping signals to it until it drains, \
+                         then it gets MessagesLost ({})",
+                        r.queue.bytes(),
+                        bounds.hold,
+                        bounds.max_bytes,
+                        crate::loginfo(c.uid, c.pid, c.comm.as_deref())
+                    );
+                    out.push(Action::Warn {
+                        about: receiver,
+                        kind: "receiver not reading",
+                        message,
+                    });
+                }
+            }
+        }
+    }
+
+    /// End `sender`'s hold: what it did not use goes back to the budget
+    /// that paid for it, and the daemon reads it again.
+    fn release(&mut self, sender: ConnId, now: Instant, out: &mut Vec<Action>) {
+        let Some(conn) = self.conns.get_mut(&sender) else {
+            return;
+        };
+        let Some(held) = self.queues.release(&mut conn.queue, now) else {
+            return;
+        };
+        self.record_held(sender, held);
+        out.push(Action::ReleaseSender { conn: sender });
+    }
+
+    /// The daemon wrote `bytes` and `fds` of what was queued for `conn`. A
+    /// receiver whose queue went down to half its bound is back to normal,
+    /// and hears how many signals it lost; senders held for it go on.
+    pub fn flushed(
+        &mut self,
+        conn: ConnId,
+        bytes: usize,
+        fds: usize,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        self.queues.set_now(now);
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let (before, after) = self.queues.flushed(&mut c.queue, bytes, fds, now);
+        // Debug.Stats shows the queue at its fullest (before the write).
+        let t = &mut c.traffic;
+        t.peak_queued_bytes = t.peak_queued_bytes.max(before as u64);
+        t.queued_bytes = after as u64;
+        self.note_drained(conn, out);
+        if self.queues.watches_drains() {
+            let mut watch = self.queues.take_watched();
+            watch.retain(|&w| {
+                self.note_drained(w, out);
+                self.conns.get(&w).is_some_and(|c| c.queue.is_overflowing())
+            });
+            self.queues.rewatch(watch);
+        }
+        self.check_holds(now, out);
+    }
+
+    /// A receiver whose queue, and its user's queues together, went down
+    /// to half their bounds is told how many signals it lost, if any.
+    fn note_drained(&mut self, id: ConnId, out: &mut Vec<Action>) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let Some(lost) = self.queues.lost_on_drain(&mut conn.queue) else {
+            return;
+        };
+        let name = conn.unique.as_deref().unwrap_or("(no name)");
+        let c = &conn.creds;
+        tracing::info!(
+            dbus_unique_name = name,
+            dbus_peer_uid = c.uid,
+            dbus_peer_pid = c.pid,
+            dbus_peer_comm = c.comm.as_deref(),
+            "{name} drained its queue; telling it {lost} signals were dropped for it \
+             (MessagesLost) ({})",
+            crate::loginfo(c.uid, c.pid, c.comm.as_deref())
+        );
+        self.tell_messages_lost(id, lost, out);
+    }
+
+    /// Connection `id` left with `queue`: its hold ends, what was queued
+    /// for it leaves its user's tally, and senders held for it go on.
+    pub(crate) fn queue_gone(&mut self, id: ConnId, queue: &OutQueue, out: &mut Vec<Action>) {
+        if let Some(now) = self.queues.forget(id, queue) {
+            self.check_holds(now, out);
+        } // else no event yet: nothing was queued or held
+        self.queues.leave(queue);
+    }
+
+    /// Tell `to` that `count` signals for it were dropped while its queue
+    /// was full. It goes through [`Bus::send_to`], so monitors see it.
+    fn tell_messages_lost(&mut self, to: ConnId, count: u64, out: &mut Vec<Action>) {
+        let count = u32::try_from(count).unwrap_or(u32::MAX);
+        let builder = MessageBuilder::signal(BUS_PATH, QUICKBUS_INTERFACE, MESSAGES_LOST)
+            .body(vec![Value::Uint32(count)]);
+        self.send_to(to, builder, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use quickbus_wire::{Message, MessageType};
+
+    use super::*;
+    use crate::flow::Pacing;
+    use crate::tests::{call_bus, creds, parse_out, s, Harness};
+    use crate::{Action, ConnId};
+
+    const HOLD: Duration = Duration::from_secs(1);
+    const BOUNDS: OutBounds = OutBounds {
+        max_bytes: 1000,
+        max_fds: 4,
+        hold: HOLD,
+        pacing: Pacing {
+            bytes: 0,
+            timeout: Duration::from_millis(100),
+        },
+        memory: Duration::from_secs(60),
+        queues_per_user: 4,
+        hold_budget: Duration::from_millis(100),
+    };
+
+    fn harness(bounds: OutBounds) -> Harness {
+        let mut h = Harness::new();
+        h.bus.set_out_bounds(bounds);
+        h
+    }
+
+    /// A signal of about 400 bytes for `to`.
+    fn signal_to(to: &str) -> MessageBuilder {
+        MessageBuilder::signal("/", "org.example.T", "S")
+            .destination(to.to_owned())
+            .body(vec![s(&"x".repeat(300))])
+    }
+
+    /// Bytes and fds delivered to `to` in `out`.
+    fn written(out: &[Action], to: ConnId) -> (usize, usize) {
+        out.iter().fold((0, 0), |(bytes, fds), a| match a {
+            Action::Deliver { to: t, msg } if *t == to => (
+                bytes + msg.frame.header.len() + msg.frame.body.len(),
+                fds + msg.fds.len(),
+            ),
+            _ => (bytes, fds),
+        })
+    }
+
+    fn delivered_to(out: &[Action], to: ConnId) -> Vec<Message> {
+        out.iter()
+            .filter_map(|a| match a {
+                Action::Deliver { to: t, msg } if *t == to => Some(parse_out(msg)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Send `from` signals for `to` until one holds it back; returns every
+    /// action so far.
+    fn fill(h: &mut Harness, from: ConnId, to: &str) -> Vec<Action> {
+        for _ in 0..10 {
+            h.send(from, signal_to(to));
+            if h.out
+                .iter()
+                .any(|a| matches!(a, Action::HoldSender { conn } if *conn == from))
+            {
+                return std::mem::take(&mut h.out);
+            }
+        }
+        panic!("never held: {:?}", h.out);
+    }
+
+    /// The daemon wrote everything queued for `conns` so far.
+    fn settle(h: &mut Harness, conns: &[ConnId]) {
+        for &conn in conns {
+            h.bus
+                .flushed(conn, usize::MAX, usize::MAX, h.now, &mut h.out);
+        }
+        h.out.clear();
+    }
+
+    /// The daemon wrote everything `out` delivered to `conn`.
+    fn write_all(h: &mut Harness, conn: ConnId, out: &[Action]) {
+        let (bytes, fds) = written(out, conn);
+        h.bus.flushed(conn, bytes, fds, h.now, &mut h.out);
+    }
+
+    #[test]
+    fn a_signal_to_a_full_receiver_holds_its_sender_until_the_receiver_drains() {
+        let mut h = harness(BOUNDS);
+        let (a, _) = h.client();
+        let (b, name_b) = h.client();
+        settle(&mut h, &[a, b]);
+        let got = fill(&mut h, a, &name_b);
+        // Every signal went in, the one that found the queue full too.
+        let to_b = delivered_to(&got, b).len();
+        assert!(to_b >= 3, "{got:?}");
+        assert!(matches!(got.last(), Some(Action::HoldSender { conn }) if *conn == a));
+        // Half the bound is not enough to release it: a quarter is.
+        let (bytes, _) = written(&got, b);
+        h.bus.flushed(b, bytes - 600, 0, h.now, &mut h.out);
+        assert!(h.out.is_empty(), "{:?}", h.out);
+        h.bus.flushed(b, 600, 0, h.now, &mut h.out);
+        assert!(matches!(h.out.as_slice(), [Action::ReleaseSender { conn }] if *conn == a));
+        h.out.clear();
+        let t = h.bus.traffic(a).unwrap();
+        assert_eq!((t.holds, t.pauses), (1, 0));
+        // Nothing was lost: no MessagesLost, and no further hold at once.
+        h.send(a, signal_to(&name_b));
+        assert_eq!(delivered_to(&h.out, b).len(), 1);
+        assert_eq!(h.bus.traffic(b).unwrap().dropped, 0);
+    }
+
+    #[test]
+    fn a_hold_that_runs_out_makes_the_receiver_lossy_until_it_drains_and_hears_what_it_lost() {
+        let mut h = harness(BOUNDS);
+        let (a, _) = h.client();
+        let (b, name_b) = h.client();
+        settle(&mut h, &[a, b]);
+        let mut got = fill(&mut h, a, &name_b);
+        assert_eq!(h.bus.next_deadline(), Some(h.now + HOLD));
+        h.now += HOLD;
+        h.bus.handle_timeouts(h.now, &mut h.out);
+        match h.out.as_slice() {
+            [Action::Warn { about, kind, .. }, Action::ReleaseSender { conn }] => {
+                assert_eq!((*about, *kind, *conn), (b, "receiver not reading", a));
+            }
+            other => panic!("{other:?}"),
+        }
+        h.out.clear();
+        // Lossy: signals to it are dropped and counted, nobody is held.
+        h.send(a, signal_to(&name_b));
+        h.send(a, signal_to(&name_b));
+        assert!(h.out.is_empty(), "{:?}", h.out);
+        assert_eq!(h.bus.traffic(b).unwrap().dropped, 2);
+        // Calls are refused, and the caller hears why.
+        let serial = h.send(
+            a,
+            MessageBuilder::method_call("/", "M").destination(name_b.clone()),
+        );
+        let err = delivered_to(&h.out, a);
+        assert_eq!(err.len(), 1, "{:?}", h.out);
+        assert_eq!(err[0].error_name(), Some(errors::LIMITS_EXCEEDED));
+        assert_eq!(err[0].reply_serial(), Some(serial));
+        h.out.clear();
+        // It drains: it is told, once.
+        got.retain(|a| matches!(a, Action::Deliver { .. }));
+        write_all(&mut h, b, &got);
+        let lost = delivered_to(&h.out, b);
+        assert_eq!(lost.len(), 1, "{:?}", h.out);
+        assert_eq!(lost[0].member(), Some(MESSAGES_LOST));
+        assert_eq!(lost[0].interface(), Some(QUICKBUS_INTERFACE));
+        assert_eq!(
+            lost[0].body_values().unwrap(),
+            vec![quickbus_wire::Value::Uint32(2)]
+        );
+        // Remembered for overflow_memory_timeout: it holds nobody, even
+        // when full again.
+        let told = std::mem::take(&mut h.out);
+        write_all(&mut h, b, &told);
+        h.out.clear();
+        for _ in 0..4 {
+            h.send(a, signal_to(&name_b));
+        }
+        assert!(h
+            .out
+            .iter()
+            .all(|a| !matches!(a, Action::HoldSender { .. })));
+    }
+
+    #[test]
+    fn a_call_to_a_full_receiver_is_refused_before_monitors_or_the_reply_table_see_it() {
+        let mut h = harness(BOUNDS);
+        h.bus.set_limits(crate::Limits {
+            max_replies_per_connection: 1,
+            ..crate::Limits::default()
+        });
+        let (a, _) = h.client();
+        let (b, name_b) = h.client();
+        let (c, _) = h.client();
+        let (m, _) = h.client();
+        h.send(
+            m,
+            MessageBuilder::method_call(BUS_PATH, "BecomeMonitor")
+                .interface("org.freedesktop.DBus.Monitoring")
+                .destination(crate::BUS_NAME)
+                .body(vec![
+                    quickbus_wire::Value::Array {
+                        elem_sig: "s".into(),
+                        items: vec![],
+                    },
+                    quickbus_wire::Value::Uint32(0),
+                ]),
+        );
+        h.take();
+        settle(&mut h, &[a, b, c, m]);
+        let got = fill(&mut h, c, &name_b);
+        write_all(&mut h, m, &got);
+        h.out.clear();
+        let serial = h.send(
+            a,
+            MessageBuilder::method_call("/", "Do").destination(name_b.clone()),
+        );
+        let to_a = delivered_to(&h.out, a);
+        assert_eq!(to_a.len(), 1, "{:?}", h.out);
+        assert_eq!(to_a[0].msg_type(), MessageType::Error);
+        assert_eq!(to_a[0].error_name(), Some(errors::LIMITS_EXCEEDED));
+        assert_eq!(to_a[0].reply_serial(), Some(serial));
+        assert!(delivered_to(&h.out, b).is_empty());
+        // The monitor sees the refusal, not the call.
+        let seen = delivered_to(&h.out, m);
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(seen[0].error_name(), Some(errors::LIMITS_EXCEEDED));
+        // Not pending: with max_replies_per_connection=1, a's next call
+        // to b goes through once b has drained.
+        h.out.clear();
+        write_all(&mut h, b, &got);
+        h.out.clear();
+        h.send(
+            a,
+            MessageBuilder::method_call("/", "Do").destination(name_b),
+        );
+        assert_eq!(delivered_to(&h.out, b).len(), 1, "{:?}", h.out);
+    }
+
+    #[test]
+    fn a_receiver_at_twice_its_bound_that_still_asks_for_replies_is_disconnected() {
+        let mut h = harness(BOUNDS);
+        let (a, name_a) = h.client();
+        let (b, name_b) = h.client();
+        let (c, _) = h.client();
+        settle(&mut h, &[a, b, c]);
+        let call = h.send(b, MessageBuilder::method_call("/", "M").destination(name_a));
+        h.take();
+        // Held or not, c's signals go in while the hold lasts.
+        while written(&h.out, b).0 < 2 * BOUNDS.max_bytes {
+            h.send(c, signal_to(&name_b));
+        }
+        h.out.clear();
+        h.send(
+            a,
+            MessageBuilder::method_return(call)
+                .destination(name_b.clone())
+                .body(vec![s("answer")]),
+        );
+        match h.out.as_slice() {
+            [Action::Disconnect { conn, reason }] => {
+                assert_eq!(*conn, b);
+                assert!(reason.contains("does not read them"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Nothing more goes to it while the daemon closes it.
+        h.out.clear();
+        h.send(c, signal_to(&name_b));
+        assert!(h.out.is_empty(), "{:?}", h.out);
+    }
+
+    #[test]
+    fn another_users_receiver_holds_a_sender_only_as_long_as_its_users_budget_lasts() {
+        let mut h = harness(BOUNDS);
+        let (a, _) = h.client();
+        let b = h.bus.add_connection(creds(1001, 101), true);
+        let hello = h.call(b, call_bus("Hello", vec![]));
+        let name_b = match &hello.body_values().unwrap()[0] {
+            quickbus_wire::Value::String(name) => name.clone(),
+            other => panic!("{other:?}"),
+        };
+        h.take();
+        settle(&mut h, &[a, b]);
+        let got = fill(&mut h, a, &name_b);
+        // 100 ms a minute, not the 1 s hold.
+        assert_eq!(h.bus.next_deadline(), Some(h.now + BOUNDS.hold_budget));
+        // Released early, it gives back what it did not use.
+        h.now += Duration::from_millis(40);
+        write_all(&mut h, b, &got);
+        assert!(matches!(h.out.as_slice(), [Action::ReleaseSender { conn }] if *conn == a));
+        h.out.clear();
+        let got = fill(&mut h, a, &name_b);
+        // 60 ms left, and what 40 ms refilled of 100 ms a minute.
+        let refilled = Duration::from_nanos(100_000_000 * 40 / 60_000);
+        assert_eq!(
+            h.bus.next_deadline(),
+            Some(h.now + Duration::from_millis(60) + refilled)
+        );
+        // Spent: another receiver of that user, full, holds nobody; what
+        // finds it full is dropped and counted at once.
+        let b2 = h.bus.add_connection(creds(1001, 102), true);
+        let hello = h.call(b2, call_bus("Hello", vec![]));
+        let name_b2 = match &hello.body_values().unwrap()[0] {
+            quickbus_wire::Value::String(name) => name.clone(),
+            other => panic!("{other:?}"),
+        };
+        settle(&mut h, &[b2]);
+        for _ in 0..4 {
+            h.send(a, signal_to(&name_b2));
+        }
+        assert_eq!(delivered_to(&h.out, b2).len(), 3, "{:?}", h.out);
+        assert_eq!(h.bus.traffic(b2).unwrap().dropped, 1);
+        drop(got);
+    }
+
+    #[test]
+    fn pacing_pauses_a_sender_until_the_receiver_catches_up_and_stops_for_one_that_does_not() {
+        let pacing = Pacing {
+            bytes: 1000,
+            timeout: Duration::from_millis(100),
+        };
+        let mut h = harness(OutBounds {
+            max_bytes: 100_000,
+            max_fds: 4,
+            pacing,
+            ..BOUNDS
+        });
+        let (a, _) = h.client();
+        let (b, name_b) = h.client();
+        settle(&mut h, &[a, b]);
+        let got = fill(&mut h, a, &name_b);
+        let queued = written(&got, b).0;
+        assert!(queued > 1000 && queued < 1500, "{queued}");
+        assert_eq!(h.bus.next_deadline(), Some(h.now + pacing.timeout));
+        // Down to half pacing_bytes: caught up.
+        h.bus.flushed(b, queued - 500, 0, h.now, &mut h.out);
+        assert!(matches!(h.out.as_slice(), [Action::ReleaseSender { conn }] if *conn == a));
+        h.out.clear();
+        assert_eq!(h.bus.traffic(a).unwrap().pauses, 1);
+        // Paused again; b does not catch up within pacing_timeout.
+        let more = fill(&mut h, a, &name_b);
+        h.now += pacing.timeout;
+        h.bus.handle_timeouts(h.now, &mut h.out);
+        assert!(matches!(h.out.as_slice(), [Action::ReleaseSender { conn }] if *conn == a));
+        h.out.clear();
+        // It paces nobody now, not even once it emptied (remembered).
+        for _ in 0..3 {
+            h.send(a, signal_to(&name_b));
+        }
+        let rest = std::mem::take(&mut h.out);
+        assert!(rest.iter().all(|x| !matches!(x, Action::HoldSender { .. })));
+        let left = written(&more, b).0 + written(&rest, b).0 + 500;
+        h.bus.flushed(b, left, 0, h.now, &mut h.out);
+        assert!(h.out.is_empty(), "{:?}", h.out);
+        h.send(a, signal_to(&name_b));
+        h.send(a, signal_to(&name_b));
+        h.send(a, signal_to(&name_b));
+        assert!(h
+            .out
+            .iter()
+            .all(|x| !matches!(x, Action::HoldSender { .. })));
+        // Forgiven after overflow_memory_timeout.
+        let got = std::mem::take(&mut h.out);
+        write_all(&mut h, b, &got);
+        h.now += BOUNDS.memory;
+        fill(&mut h, a, &name_b);
+    }
+
+    #[test]
+    fn a_departing_receiver_releases_its_senders_and_a_departing_sender_leaves_no_hold() {
+        let mut h = harness(BOUNDS);
+        let (a, _) = h.client();
+        let (b, name_b) = h.client();
+        let (c, name_c) = h.client();
+        fill(&mut h, a, &name_b);
+        h.bus.remove_connection(b, &mut h.out);
+        assert!(
+            h.out
+                .iter()
+                .any(|x| matches!(x, Action::ReleaseSender { conn } if *conn == a)),
+            "{:?}",
+            h.out
+        );
+        h.out.clear();
+        fill(&mut h, a, &name_c);
+        h.bus.remove_connection(a, &mut h.out);
+        assert!(h
+            .out
+            .iter()
+            .all(|x| !matches!(x, Action::ReleaseSender { .. })));
+        assert_eq!(h.bus.next_deadline(), None);
+        // c's queue still counts toward uid 1000's, and goes with it.
+        h.bus.remove_connection(c, &mut h.out);
+        assert_eq!(h.bus.queues.users(), 0);
+    }
+}
