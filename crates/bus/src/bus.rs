@@ -154,7 +154,7 @@ impl Bus {
             });
             return;
         }
-        if conn.unique.is_none() {
+        if conn.unique().is_none() {
             self.receive_unregistered(from, &msg, now, out);
             return;
         }

@@ -436,11 +436,11 @@ impl Bus {
         let Some(conn) = self.conns.get(&from) else {
             return Err(BusError::new(errors::ACCESS_DENIED, "unknown connection"));
         };
-        let uid = conn.creds.uid;
+        let uid = conn.creds().uid;
         if uid == 0 || Some(uid) == self.opts.own_uid {
             return Ok(());
         }
-        let name = conn.unique.as_deref().unwrap_or("(inactive)");
+        let name = conn.unique().as_deref().unwrap_or("(inactive)");
         let who = loginfo(self.party(Some(from)).as_ref(), "bus");
         let text = format!(
             "rejected attempt to call {member} by connection {name} ({who}) with uid {uid}"

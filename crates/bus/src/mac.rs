@@ -139,8 +139,8 @@ impl Bus {
     fn mac_subject(&self, id: ConnId) -> Option<Subject<'_>> {
         let conn = self.conns.get(&id)?;
         Some(Subject {
-            label: conn.creds.security_label.as_deref(),
-            pid: conn.creds.pid,
+            label: conn.creds().security_label.as_deref(),
+            pid: conn.creds().pid,
         })
     }
 

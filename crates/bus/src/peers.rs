@@ -5,10 +5,11 @@
 //! counts of registered connections (GetStats, `max_completed_connections`,
 //! `max_connections_per_user`) in step with the map.
 //!
-//! Owns: the connection map (`Connection`: credentials, unique name, fd
-//! support, client policy, counters, outgoing queue), the next id and
-//! unique name, and the registered counts. May touch: nothing else; it
-//! does not know the bus.
+//! Owns: the connection map and each `Connection`'s identity (credentials,
+//! unique name, fd support, client policy: read-only outside), the next
+//! id and unique name, and the registered counts. A `Connection` also
+//! carries slots that other nouns keep (peaks, counters, its outgoing
+//! queue). May touch: nothing else; it does not know the bus.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,18 +26,46 @@ use crate::{ConnId, Credentials, FastMap, Limits};
 pub(crate) struct Connection {
     /// Set by Hello ([`Peers::register`]); before that only Hello is
     /// accepted.
-    pub unique: Option<String>,
-    pub creds: Credentials,
+    unique: Option<String>,
+    creds: Credentials,
     /// The peer negotiated fd passing.
-    pub unix_fds: bool,
-    pub peaks: ConnPeaks,
-    pub traffic: Traffic,
+    unix_fds: bool,
     /// The policy rules that apply to it (shared with every connection of
     /// the same user and groups).
-    pub policy: Arc<ClientPolicy>,
-    /// What is queued for it, and its flow-control state (see
-    /// [`crate::overflow`]).
+    policy: Arc<ClientPolicy>,
+    /// Its slots of other nouns' per-connection state, which those keep:
+    /// peaks (`stats`), counters (`traffic`, kept by `bus::counting`), and
+    /// what is queued for it with its flow-control state (`overflow`).
+    pub peaks: ConnPeaks,
+    pub traffic: Traffic,
     pub queue: OutQueue,
+}
+
+impl Connection {
+    /// Its unique name, once Hello gave it one ([`Peers::register`]).
+    pub fn unique(&self) -> &Option<String> {
+        &self.unique
+    }
+
+    /// What the kernel (and authentication) said about it.
+    pub fn creds(&self) -> &Credentials {
+        &self.creds
+    }
+
+    /// It negotiated fd passing.
+    pub fn unix_fds(&self) -> bool {
+        self.unix_fds
+    }
+
+    /// The policy rules that apply to it.
+    pub fn policy(&self) -> &Arc<ClientPolicy> {
+        &self.policy
+    }
+
+    /// The policy was reloaded: these rules apply to it now.
+    pub fn set_policy(&mut self, policy: Arc<ClientPolicy>) {
+        self.policy = policy;
+    }
 }
 
 /// Every connection, by id. Reads look like a map's (`get`, `[&id]`);

@@ -116,7 +116,7 @@ impl View<'_> {
             ("PeakBusNames", u32_of(conn.peaks.names)),
             (
                 "UniqueName",
-                Value::String(conn.unique.clone().unwrap_or_default()),
+                Value::String(conn.unique().clone().unwrap_or_default()),
             ),
             // dbus-daemon's names for its outgoing queue; quickbus routes
             // each message as soon as it is read, so nothing waits inbound.
@@ -141,7 +141,7 @@ impl View<'_> {
                 if self.monitors.is_monitor(id) {
                     return None;
                 }
-                let unique = conn.unique.clone()?;
+                let unique = conn.unique().clone()?;
                 let rules: Vec<Value> = self
                     .subs
                     .rules_of(id)

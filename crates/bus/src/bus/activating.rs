@@ -350,10 +350,10 @@ impl Bus {
     pub(crate) fn requester(&self, id: ConnId) -> Option<Requester> {
         let conn = self.conns.get(&id)?;
         Some(Requester {
-            unique_name: conn.unique.clone().unwrap_or_default(),
-            uid: conn.creds.uid,
-            pid: conn.creds.pid,
-            comm: conn.creds.comm.clone(),
+            unique_name: conn.unique().clone().unwrap_or_default(),
+            uid: conn.creds().uid,
+            pid: conn.creds().pid,
+            comm: conn.creds().comm.clone(),
         })
     }
 

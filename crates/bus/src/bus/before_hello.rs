@@ -54,7 +54,7 @@ impl Bus {
         match msg.destination() {
             Some(BUS_NAME) if is_hello(msg) => {
                 let conn = &self.conns[&from];
-                if self.allows_connection(&conn.creds) {
+                if self.allows_connection(conn.creds()) {
                     if self.driver_call(from, msg, now, Rescan::Allowed, out) {
                         self.pass_to_eavesdroppers(from, msg, out);
                     }
@@ -72,7 +72,7 @@ impl Bus {
                 } else {
                     let reason = format!(
                         "uid {} is not allowed to connect by the bus policy (<allow user/group>)",
-                        conn.creds.uid
+                        conn.creds().uid
                     );
                     out.push(Action::Disconnect { conn: from, reason });
                 }

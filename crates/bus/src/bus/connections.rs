@@ -14,7 +14,7 @@ use crate::{Action, Bus, ConnId, Credentials};
 impl Bus {
     /// The unique name of `id`, once it said Hello.
     pub fn unique_name(&self, id: ConnId) -> Option<&str> {
-        self.conns.get(&id)?.unique.as_deref()
+        self.conns.get(&id)?.unique().as_deref()
     }
 
     /// Number of connections (with or without Hello).
@@ -53,7 +53,7 @@ impl Bus {
 
     /// What the kernel (and authentication) said about connection `id`.
     pub fn credentials(&self, id: ConnId) -> Option<&Credentials> {
-        self.conns.get(&id).map(|c| &c.creds)
+        self.conns.get(&id).map(|c| c.creds())
     }
 
     /// The peer is gone (hung up, or the daemon dropped it): its match
@@ -88,6 +88,6 @@ impl Bus {
     }
 
     pub(super) fn accepts_fds(&self, id: ConnId) -> bool {
-        self.conns.get(&id).is_some_and(|c| c.unix_fds)
+        self.conns.get(&id).is_some_and(|c| c.unix_fds())
     }
 }

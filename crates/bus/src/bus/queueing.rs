@@ -98,7 +98,7 @@ impl Bus {
             .queues
             .sending()
             .filter(|&from| from != to)
-            .and_then(|from| Some(self.conns.get(&from)?.creds.uid));
+            .and_then(|from| Some(self.conns.get(&from)?.creds().uid));
         let conn = self.conns.get_mut(&to).expect("looked up by the caller");
         self.queues.judge(&mut conn.queue, kind, fill, sender_uid)
     }
@@ -158,7 +158,7 @@ impl Bus {
         if !self.queues.is_full(&conn.queue) || self.monitors.is_monitor(target) {
             return None;
         }
-        let receiver = conn.unique.as_deref().unwrap_or("(gone)");
+        let receiver = conn.unique().as_deref().unwrap_or("(gone)");
         Some(BusError::new(
             errors::LIMITS_EXCEEDED,
             format!(
@@ -182,7 +182,7 @@ impl Bus {
         let Some(conn) = self.conns.get_mut(&sender) else {
             return;
         };
-        let uid = conn.creds.uid;
+        let uid = conn.creds().uid;
         let Some(was_held) =
             self.queues
                 .hold(&mut conn.queue, sender, uid, receiver, receiving_user, why)
@@ -240,7 +240,7 @@ impl Bus {
             HoldReason::Pace => {
                 if r.queue.pause_expired() {
                     tracing::debug!(
-                        uid = r.creds.uid,
+                        uid = r.creds().uid,
                         "a receiver did not catch up within pacing_timeout: it paces nobody \
                          until its queue is empty"
                     );
@@ -248,8 +248,8 @@ impl Bus {
             }
             HoldReason::Full => {
                 if r.queue.hold_expired() {
-                    let name = r.unique.as_deref().unwrap_or("(no name)");
-                    let c = &r.creds;
+                    let name = r.unique().as_deref().unwrap_or("(no name)");
+                    let c = r.creds();
                     let bounds = self.queues.bounds();
                     let message = format!(
                         "{name} is not reading: {} bytes queued for it for {:?} \
@@ -324,8 +324,8 @@ impl Bus {
         let Some(lost) = self.queues.lost_on_drain(&mut conn.queue) else {
             return;
         };
-        let name = conn.unique.as_deref().unwrap_or("(no name)");
-        let c = &conn.creds;
+        let name = conn.unique().as_deref().unwrap_or("(no name)");
+        let c = conn.creds();
         tracing::info!(
             dbus_unique_name = name,
             dbus_peer_uid = c.uid,

@@ -73,8 +73,8 @@ impl Bus {
             Subject::Peer(id) => self
                 .conns
                 .get(id)
-                .filter(|c| !c.creds.anonymous)
-                .map(|c| c.creds.uid),
+                .filter(|c| !c.creds().anonymous)
+                .map(|c| c.creds().uid),
         }
     }
 
@@ -84,8 +84,8 @@ impl Bus {
             Subject::Peer(id) => self
                 .conns
                 .get(id)
-                .filter(|c| !c.creds.anonymous)
-                .and_then(|c| c.creds.pid),
+                .filter(|c| !c.creds().anonymous)
+                .and_then(|c| c.creds().pid),
         }
     }
 
@@ -116,7 +116,7 @@ impl Bus {
     /// the reply; the daemon opens it.
     pub(super) fn get_credentials(&self, call: &Call<'_>, name: &str) -> Result<Reply, BusError> {
         let subject = self.subject(name, "credentials")?;
-        let caller_takes_fds = self.conns.get(&call.from).is_some_and(|c| c.unix_fds);
+        let caller_takes_fds = self.conns.get(&call.from).is_some_and(|c| c.unix_fds());
         let wants_reply = call.msg.flags() & quickbus_wire::flags::NO_REPLY_EXPECTED == 0;
         let body = vec![dict_sv(self.credential_entries(&subject))];
         match self.process_of(&subject) {
@@ -138,8 +138,8 @@ impl Bus {
             Subject::Peer(id) => self
                 .conns
                 .get(id)
-                .filter(|c| !c.creds.anonymous)
-                .and_then(|c| Some((c.creds.pid?, c.creds.process_started?))),
+                .filter(|c| !c.creds().anonymous)
+                .and_then(|c| Some((c.creds().pid?, c.creds().process_started?))),
         }
     }
 
@@ -180,7 +180,7 @@ impl Bus {
             Subject::Peer(id) => self
                 .conns
                 .get(&id)
-                .and_then(|c| c.creds.security_label.as_ref()),
+                .and_then(|c| c.creds().security_label.as_ref()),
         };
         match label {
             Some(label) if self.selinux_enabled => Ok(vec![byte_array(label)]),
@@ -202,8 +202,8 @@ impl Bus {
         }
         if let Subject::Peer(id) = subject {
             if let Some(conn) = self.conns.get(id) {
-                if !conn.creds.groups.is_empty() && !conn.creds.anonymous {
-                    let mut groups = conn.creds.groups.clone();
+                if !conn.creds().groups.is_empty() && !conn.creds().anonymous {
+                    let mut groups = conn.creds().groups.clone();
                     groups.sort_unstable();
                     groups.dedup();
                     entries.push((
@@ -214,7 +214,7 @@ impl Bus {
                         },
                     ));
                 }
-                if let Some(label) = &conn.creds.security_label {
+                if let Some(label) = &conn.creds().security_label {
                     // GVariant bytestring convention: the NUL is included.
                     let mut bytes = label.clone();
                     bytes.push(0);

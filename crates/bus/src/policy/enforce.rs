@@ -49,7 +49,8 @@ impl Bus {
     pub fn set_policy(&mut self, config: PolicyConfig) {
         self.policy = CompiledPolicy::new(config);
         for conn in self.conns.values_mut() {
-            conn.policy = self.policy.client(&conn.creds);
+            let policy = self.policy.client(conn.creds());
+            conn.set_policy(policy);
         }
     }
 
@@ -65,18 +66,18 @@ impl Bus {
     pub(crate) fn can_own(&self, from: ConnId, name: &str) -> bool {
         self.conns
             .get(&from)
-            .is_some_and(|c| c.policy.can_own(name))
+            .is_some_and(|c| c.policy().can_own(name))
     }
 
     /// Who `id` is, for log lines and error texts (None: the bus).
     pub(crate) fn party(&self, id: Option<ConnId>) -> Option<Party<'_>> {
         let conn = self.conns.get(&id?)?;
         Some(Party {
-            name: conn.unique.as_deref(),
-            uid: conn.creds.uid,
-            pid: conn.creds.pid,
-            comm: conn.creds.comm.as_deref(),
-            label: conn.creds.security_label.as_deref(),
+            name: conn.unique().as_deref(),
+            uid: conn.creds().uid,
+            pid: conn.creds().pid,
+            comm: conn.creds().comm.as_deref(),
+            label: conn.creds().security_label.as_deref(),
         })
     }
 
@@ -134,11 +135,11 @@ impl Bus {
         if let Some(sender) = d
             .from
             .and_then(|id| self.conns.get(&id))
-            .filter(|c| !c.policy.send.lets_through(&facts))
+            .filter(|c| !c.policy().send.lets_through(&facts))
         {
             let receiver_names =
                 |f: &mut dyn FnMut(&str)| self.names_of(d.to, msg.destination(), f);
-            match sender.policy.send.decide(&facts, &receiver_names) {
+            match sender.policy().send.decide(&facts, &receiver_names) {
                 Some(rule) if rule.allow => {
                     if rule.spec.log {
                         let would = deny(Refusal::Send, 1).text;
@@ -150,7 +151,7 @@ impl Bus {
                     }
                 }
                 _ => {
-                    let count = sender.policy.send.count_matches(&facts, &receiver_names);
+                    let count = sender.policy().send.count_matches(&facts, &receiver_names);
                     return Err(deny(Refusal::Send, count));
                 }
             }
@@ -159,18 +160,21 @@ impl Bus {
         // dbus-daemon lets it hear anything.
         let Some(receiver) =
             d.to.and_then(|id| self.conns.get(&id))
-                .filter(|c| c.unique.is_some())
+                .filter(|c| c.unique().is_some())
         else {
             return Ok(());
         };
-        if receiver.policy.receive.lets_through(&facts) {
+        if receiver.policy().receive.lets_through(&facts) {
             return Ok(());
         }
         let sender_names = |f: &mut dyn FnMut(&str)| self.names_of(d.from, Some(BUS_NAME), f);
-        match receiver.policy.receive.decide(&facts, &sender_names) {
+        match receiver.policy().receive.decide(&facts, &sender_names) {
             Some(rule) if rule.allow => Ok(()),
             _ => {
-                let count = receiver.policy.receive.count_matches(&facts, &sender_names);
+                let count = receiver
+                    .policy()
+                    .receive
+                    .count_matches(&facts, &sender_names);
                 Err(deny(Refusal::Receive, count))
             }
         }
