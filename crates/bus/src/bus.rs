@@ -13,7 +13,8 @@
 //! services for what waits on a name), `setup` (making a bus
 //! and what the daemon sets on it), `connections` (a connection's life),
 //! `outgoing` (the bus's own messages and stamped copies), `announce`
-//! (name signals), `queueing` (flow control as it routes), `counting` (traffic counters), `before_hello` (a connection without a unique name
+//! (name signals), `queueing` (flow control as it routes), `policy_check` (the
+//! policy and MAC checks of a delivery), `counting` (traffic counters), `before_hello` (a connection without a unique name
 //! yet) and `peerless` (org.freedesktop.DBus.Peer calls without a
 //! destination).
 
@@ -24,6 +25,7 @@ mod connections;
 mod counting;
 mod outgoing;
 mod peerless;
+mod policy_check;
 mod queueing;
 mod setup;
 

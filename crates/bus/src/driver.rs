@@ -562,7 +562,7 @@ impl Bus {
         // Eavesdropping on other peers' unicast messages is privileged, as
         // in dbus-daemon since 1.11.14, whatever the policy says: the
         // policy (eavesdrop="true" rules) then decides, message by message,
-        // what a privileged eavesdropper gets (see policy::enforce).
+        // what a privileged eavesdropper gets (see bus::policy_check).
         if rule.is_eavesdrop() {
             self.check_privileged(from, "AddMatch")?;
             self.check_mac_eavesdrop(from)?;

@@ -18,12 +18,12 @@
 //! rule lists indexed so a check only visits rules that could match.
 //!
 //! Owns: the configuration types and the compiled policy; a connection's
-//! rules are in its `Connection`. May touch: nothing else; `enforce` is
-//! where the bus asks it.
+//! rules are in its `Connection`. May touch: nothing else; the bus asks
+//! it in `bus::policy_check`.
 
 mod compiled;
+mod delivery;
 mod denial;
-mod enforce;
 mod index;
 
 #[cfg(test)]
@@ -34,8 +34,10 @@ use std::collections::HashMap;
 use quickbus_wire::MessageType;
 
 pub use compiled::{ClientPolicy, CompiledPolicy};
+pub(crate) use delivery::Delivery;
+pub(crate) use denial::Party;
 pub(crate) use denial::{loginfo, Denial, Refusal};
-pub(crate) use enforce::Delivery;
+pub(crate) use index::Facts;
 
 /// The whole `<policy>` configuration, scopes resolved.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

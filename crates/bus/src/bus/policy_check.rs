@@ -1,46 +1,19 @@
 //! The bus's side of the policy: dbus-daemon's
 //! `bus_context_check_security_policy` over this bus's connections and
-//! names.
+//! names (the rules themselves are [`crate::policy`]'s).
 //!
-//! Owns: nothing; it is the bus's glue to the policy and to `mac`. May
-//! touch: peers (their client policy and credentials), the registry (the
-//! names a sender or receiver owns), the reply table's verdict (via
-//! `Delivery`), and the MAC check.
+//! Owns: nothing; it is the router's glue to the policy and to `mac`.
+//! May touch: the compiled policy, peers (their client policy and
+//! credentials), the registry (the names a sender or receiver owns), the
+//! reply table's verdict (via `Delivery`), and the MAC check.
 
 use quickbus_wire::{Message, MessageType};
 
-use super::denial::{loginfo, Party, Refusal};
-use super::index::Facts;
-use super::{CompiledPolicy, Denial, PolicyConfig};
-use crate::bus::Bus;
+use crate::policy::{
+    loginfo, CompiledPolicy, Delivery, Denial, Facts, Party, PolicyConfig, Refusal,
+};
+use crate::Bus;
 use crate::{ConnId, Credentials, BUS_NAME};
-
-/// One message on its way to one receiver.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Delivery {
-    /// The sending connection; None for the bus.
-    pub from: Option<ConnId>,
-    /// The connection the message is addressed to (None: a broadcast, or
-    /// a message to the bus).
-    pub addressed: Option<ConnId>,
-    /// The receiver being checked (None: the bus itself).
-    pub to: Option<ConnId>,
-    /// A reply answering a call the bus tracked (always true for replies
-    /// from the bus).
-    pub requested_reply: bool,
-}
-
-impl Delivery {
-    /// A message from `from` to the bus driver.
-    pub(crate) fn to_bus(from: ConnId) -> Delivery {
-        Delivery {
-            from: Some(from),
-            addressed: None,
-            to: None,
-            requested_reply: false,
-        }
-    }
-}
 
 impl Bus {
     /// Replace the policy; every connection gets its new rules at once
