@@ -49,6 +49,12 @@ use crate::traffic::Traffic;
 use crate::{Action, BusOptions, ConnId, OutMessage, BUS_INTERFACE, BUS_NAME};
 
 /// The broker. Feed it events; it appends the resulting [`Action`]s.
+///
+/// Private fields are the router's and its children's alone. The
+/// `pub(crate)` ones are also the driver's (`crate::driver`: the options,
+/// peers, names, match rules, activations, peaks and its own pidfd and
+/// SELinux state), `mac`'s (the mediator, peers), and the unit tests'
+/// (pending replies, monitors); each noun is used through its methods.
 pub struct Bus {
     pub(crate) opts: BusOptions,
     /// Connections, their identities and unique names.
@@ -67,19 +73,19 @@ pub struct Bus {
     pub(crate) awaiting_pidfd: Option<crate::driver::AwaitingPidfd>,
     pub(crate) peaks: Peaks,
     /// Bus-wide totals of what was routed.
-    pub(crate) traffic: Traffic,
+    traffic: Traffic,
     /// Services being started and what waits for them.
     pub(crate) activations: Activations,
     /// The security policy (allow-all until the daemon sets the
     /// configured one).
-    pub(crate) policy: CompiledPolicy,
+    policy: CompiledPolicy,
     /// The security module's decisions (SELinux); None where there is
     /// none to ask. Not state: the daemon installs a new one on each
     /// start (see `mac`).
     pub(crate) mac: Option<Box<dyn crate::mac::Mediator>>,
-    pub(crate) empty_fds: Arc<Vec<OwnedFd>>,
+    empty_fds: Arc<Vec<OwnedFd>>,
     /// Every connection's and user's queue, and held senders.
-    pub(crate) queues: Queues,
+    queues: Queues,
 }
 
 /// Why a message does not reach its addressed recipient.

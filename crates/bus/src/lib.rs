@@ -4,14 +4,21 @@
 //! Output: [`Action`]s (deliveries and disconnects). No sockets in here, so
 //! every routing and policy rule is testable in microseconds.
 //!
-//! One module per noun: `peers` (connections and who they are),
+//! Three layers. The nouns each own their state behind private fields
+//! and do not know the bus: `peers` (connections and who they are),
 //! [`registry`] (names and their queues), [`replies`] (calls waiting for a
 //! reply), `subscriptions` (match rules and monitors), [`activation`]
-//! (services being started), `stats`, [`overflow`] (what is queued for
-//! each connection and user, and what happens when a receiver is full:
-//! [`flow`], [`accounting`], [`hold_budget`]), [`driver`] (the
+//! (services being started), `traffic` and `stats` (counters and peaks),
+//! [`overflow`] (what is queued for each connection and user, with
+//! [`flow`], [`accounting`], [`hold_budget`]), [`policy`] (the rules),
+//! [`limits`]. The router, [`bus`], holds one of each and routes between
+//! them; its children each do one job for it (making a bus, a
+//! connection's life, the bus's own messages, name signals, activation,
+//! flow control, the policy check, counting). Above both, [`driver`] (the
 //! `org.freedesktop.DBus` object, one method table for dispatch and
-//! introspection), [`bus`] (routing between them), [`limits`].
+//! introspection) uses the nouns it needs; [`mac`] asks the security
+//! module. docs/architecture.md has the table of who owns and may touch
+//! what.
 //!
 //! No I/O and no clock: the time is an argument of every entry point, the
 //! bus's own identity comes in [`BusOptions`], and what only the daemon can
