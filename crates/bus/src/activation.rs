@@ -206,11 +206,13 @@ impl Activations {
     }
 
     /// Whether no activation is pending.
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.pending.is_empty()
     }
 
     /// Waiters over all names (`max_pending_service_starts` bounds it).
+    #[inline]
     pub(crate) fn waiting(&self) -> usize {
         self.waiting
     }

@@ -99,26 +99,31 @@ pub(crate) enum Admit {
 
 impl OutQueue {
     /// Bytes queued.
+    #[inline]
     pub(crate) fn bytes(&self) -> usize {
         self.bytes
     }
 
     /// A Disconnect for it is out.
+    #[inline]
     pub(crate) fn is_closing(&self) -> bool {
         self.closing
     }
 
     /// It lost signals and has not drained since.
+    #[inline]
     pub(crate) fn is_overflowing(&self) -> bool {
         self.flow.is_overflowing()
     }
 
     /// Its user's slot (for [`Queues::hold`]).
+    #[inline]
     pub(crate) fn user(&self) -> UserSlot {
         self.user
     }
 
     /// The receiver it is held for, why, and until when, if it is held.
+    #[inline]
     pub(crate) fn hold(&self) -> Option<(ConnId, HoldReason, Instant)> {
         self.hold.as_ref().map(|h| (h.on, h.why, h.until))
     }
@@ -147,16 +152,19 @@ impl Queues {
     }
 
     /// The event being handled happens at `now`.
+    #[inline]
     pub(crate) fn set_now(&mut self, now: Instant) {
         self.now = Some(now);
     }
 
     /// `from`'s message is being routed (None: it is done).
+    #[inline]
     pub(crate) fn set_sending(&mut self, from: Option<ConnId>) {
         self.sending = from;
     }
 
     /// The connection whose message is being routed, if any.
+    #[inline]
     pub(crate) fn sending(&self) -> Option<ConnId> {
         self.sending
     }
@@ -209,6 +217,7 @@ impl Queues {
 
     /// Whether `q`, now holding `queued` bytes, passed the pacing length
     /// while it still paces its senders.
+    #[inline]
     pub(crate) fn paces(&self, q: &OutQueue, queued: usize) -> bool {
         let paces = self.now.is_some_and(|now| q.flow.paces(now));
         self.bounds.pacing.pauses_at(queued) && paces
@@ -249,6 +258,7 @@ impl Queues {
     }
 
     /// Whether any receiver is watched (see [`Queues::watch_drain`]).
+    #[inline]
     pub(crate) fn watches_drains(&self) -> bool {
         !self.drain_watch.is_empty()
     }
@@ -276,6 +286,7 @@ impl Queues {
     }
 
     /// Whether `q` or its user's queues are full.
+    #[inline]
     pub(crate) fn is_full(&self, q: &OutQueue) -> bool {
         let user = self.users.get(q.user);
         self.bounds.fill(q.bytes, q.fds) != Fill::Room
@@ -288,6 +299,7 @@ impl Queues {
     /// sender is another user's. None: no hold (no time, nothing left, or
     /// a hold that this one does not replace); else whether it was held
     /// already.
+    #[inline]
     pub(crate) fn hold(
         &mut self,
         q: &mut OutQueue,
@@ -345,6 +357,7 @@ impl Queues {
     }
 
     /// The held senders.
+    #[inline]
     pub(crate) fn held(&self) -> &[ConnId] {
         &self.held
     }

@@ -43,21 +43,25 @@ pub(crate) struct Connection {
 
 impl Connection {
     /// Its unique name, once Hello gave it one ([`Peers::register`]).
+    #[inline]
     pub fn unique(&self) -> &Option<String> {
         &self.unique
     }
 
     /// What the kernel (and authentication) said about it.
+    #[inline]
     pub fn creds(&self) -> &Credentials {
         &self.creds
     }
 
     /// It negotiated fd passing.
+    #[inline]
     pub fn unix_fds(&self) -> bool {
         self.unix_fds
     }
 
     /// The policy rules that apply to it.
+    #[inline]
     pub fn policy(&self) -> &Arc<ClientPolicy> {
         &self.policy
     }

@@ -36,11 +36,13 @@ pub struct Traffic {
 }
 
 impl Traffic {
+    #[inline]
     pub(crate) fn count_in(&mut self, bytes: usize) {
         self.messages_in += 1;
         self.bytes_in += bytes as u64;
     }
 
+    #[inline]
     pub(crate) fn count_out(&mut self, bytes: usize) {
         self.messages_out += 1;
         self.bytes_out += bytes as u64;
@@ -65,12 +67,14 @@ impl Traffic {
     }
 
     /// A signal for the peer dropped: its queue was full.
+    #[inline]
     pub(crate) fn count_dropped(&mut self) {
         self.dropped += 1;
     }
 
     /// The peer held back for a full receiver (or, with `paced`, for
     /// pacing).
+    #[inline]
     pub(crate) fn count_hold(&mut self, paced: bool) {
         if paced {
             self.pauses += 1;
@@ -80,11 +84,13 @@ impl Traffic {
     }
 
     /// A hold or pause of the peer ended after `micros`.
+    #[inline]
     pub(crate) fn count_held(&mut self, micros: u64) {
         self.held_micros = self.held_micros.saturating_add(micros);
     }
 
     /// An error the bus itself sent to the peer.
+    #[inline]
     pub(crate) fn count_error(&mut self) {
         self.errors += 1;
     }
