@@ -69,6 +69,8 @@ pub(crate) enum Parked {
 pub struct FoundService {
     /// Its `SystemdService=`.
     pub systemd_unit: Option<String>,
+    /// Its `AssumedAppArmorLabel=`.
+    pub assumed_apparmor_label: Option<String>,
 }
 
 /// Something waiting for a name to be owned.

@@ -237,6 +237,9 @@ pub struct BusOptions {
     pub systemd_activation: bool,
     /// Activatable name -> its `SystemdService=` unit.
     pub systemd_units: std::collections::HashMap<String, String>,
+    /// Activatable name -> its `AssumedAppArmorLabel=`: what AppArmor
+    /// judges a message that would start the service by (`mac`).
+    pub assumed_apparmor_labels: std::collections::HashMap<String, String>,
     /// The bus process's own uid (GetConnectionUnixUser on
     /// org.freedesktop.DBus, and the privileged-caller check); None when
     /// unknown, then only root is privileged.

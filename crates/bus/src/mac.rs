@@ -39,7 +39,12 @@ pub enum Target<'a> {
     /// eavesdropper).
     Peer(Subject<'a>),
     /// An activatable name nobody owns yet: the message would start it.
-    Activation { name: &'a str },
+    /// `assumed_label`: its service file's `AssumedAppArmorLabel=`, the
+    /// label AppArmor judges the service by before it runs.
+    Activation {
+        name: &'a str,
+        assumed_label: Option<&'a str>,
+    },
 }
 
 /// One message on its way, with what dbus-daemon hands its modules.
@@ -163,7 +168,14 @@ impl Bus {
                 None => return Ok(()),
             },
             None => match msg.destination() {
-                Some(dest) if dest != BUS_NAME => Target::Activation { name: dest },
+                Some(dest) if dest != BUS_NAME => Target::Activation {
+                    name: dest,
+                    assumed_label: self
+                        .opts
+                        .assumed_apparmor_labels
+                        .get(dest)
+                        .map(String::as_str),
+                },
                 _ => Target::Bus,
             },
         };

@@ -32,9 +32,9 @@ pub(crate) struct Harness {
     pub now: Instant,
     next_serial: u32,
     /// What the stand-in daemon finds when the bus asks it to read the
-    /// service directories again (name -> its SystemdService=), and the
+    /// service directories again (name -> its service file), and the
     /// names it was asked about, in order.
-    pub new_service_files: std::collections::HashMap<String, Option<String>>,
+    pub new_service_files: std::collections::HashMap<String, crate::activation::FoundService>,
     pub looked_up: Vec<String>,
     /// The stand-in daemon's pidfds (any fd will do), by pid, and the
     /// (pid, start time) pairs it was asked to open.
@@ -151,12 +151,7 @@ impl Harness {
                 }
                 _ => unreachable!(),
             };
-            let found =
-                self.new_service_files
-                    .get(&name)
-                    .map(|unit| crate::activation::FoundService {
-                        systemd_unit: unit.clone(),
-                    });
+            let found = self.new_service_files.get(&name).cloned();
             self.looked_up.push(name.clone());
             self.bus
                 .service_looked_up(&name, found, self.now, &mut self.out);

@@ -243,6 +243,7 @@ impl Launcher {
         let found = self.services.find_new(name)?;
         Some(FoundService {
             systemd_unit: found.systemd_service.clone(),
+            assumed_apparmor_label: found.assumed_apparmor_label.clone(),
         })
     }
 
@@ -582,6 +583,7 @@ mod tests {
             .unwrap();
         let found = FoundService {
             systemd_unit: Some("b.service".to_owned()),
+            assumed_apparmor_label: None,
         };
         assert_eq!(launcher.look_up("org.x.B"), Some(found));
         assert!(launcher.services.get("org.x.B").is_some());

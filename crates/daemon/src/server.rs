@@ -405,6 +405,10 @@ impl Server {
                 let names = services.iter().map(|s| s.name.clone()).collect();
                 self.bus
                     .set_systemd_units(crate::service_file::systemd_units(&services));
+                self.bus
+                    .set_assumed_apparmor_labels(crate::service_file::assumed_apparmor_labels(
+                        &services,
+                    ));
                 self.opts
                     .launcher
                     .set_services(reloaded.service_dirs, services);

@@ -104,6 +104,14 @@ pub fn systemd_units(services: &[ServiceFile]) -> HashMap<String, String> {
         .collect()
 }
 
+/// Activatable name -> `AssumedAppArmorLabel=`, for the names that have one.
+pub fn assumed_apparmor_labels(services: &[ServiceFile]) -> HashMap<String, String> {
+    services
+        .iter()
+        .filter_map(|s| Some((s.name.clone(), s.assumed_apparmor_label.clone()?)))
+        .collect()
+}
+
 /// Every valid `*.service` file of the directories, in directory order;
 /// for a name defined twice the first directory wins, as in dbus-daemon.
 /// Unreadable or invalid files are reported through `warn` and skipped.
@@ -161,6 +169,26 @@ mod tests {
         assert_eq!(
             confined.assumed_apparmor_label.as_deref(),
             Some("/usr/bin/c")
+        );
+    }
+
+    #[test]
+    fn assumed_apparmor_labels_come_from_the_files_that_name_one() {
+        let file = |name: &str, label: Option<&str>| ServiceFile {
+            path: format!("/x/{name}.service").into(),
+            name: name.into(),
+            exec: Some("/bin/true".into()),
+            user: None,
+            systemd_service: None,
+            assumed_apparmor_label: label.map(String::from),
+        };
+        let labels = assumed_apparmor_labels(&[
+            file("org.example.A", Some("/usr/bin/a")),
+            file("org.example.B", None),
+        ]);
+        assert_eq!(
+            labels,
+            HashMap::from([("org.example.A".to_owned(), "/usr/bin/a".to_owned())])
         );
     }
 

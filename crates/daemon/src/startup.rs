@@ -157,7 +157,7 @@ fn serve(
     ensure_runtime_service_dir(&config);
     let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
     // The mediators need the service files (AssumedAppArmorLabel=).
-    let mediator = crate::mac::mediator(&config, &services).map_err(io::Error::other)?;
+    let mediator = crate::mac::mediator(&config).map_err(io::Error::other)?;
     if let Some(ready) = ready {
         ready.signal()?;
     }
@@ -173,6 +173,7 @@ fn serve(
         bus_type: bus_type.clone(),
         systemd_activation: opts.systemd_activation,
         systemd_units: service_file::systemd_units(&services),
+        assumed_apparmor_labels: service_file::assumed_apparmor_labels(&services),
         rescan_service_files: true,
         ..BusOptions::default()
     };
@@ -254,7 +255,7 @@ fn reloader(opts: Options) -> crate::server::Reloader {
         ensure_runtime_service_dir(&config);
         let policy = bus_policy(&config)?;
         let services = service_file::scan(config.service_dirs(), |w| warn!("{w}"));
-        let mediator = crate::mac::mediator(&config, &services)?;
+        let mediator = crate::mac::mediator(&config)?;
         Ok(Reloaded {
             service_dirs: config.service_dirs().to_vec(),
             services,

@@ -96,6 +96,11 @@ impl Bus {
             if let Some(unit) = found.systemd_unit {
                 self.opts.systemd_units.insert(name.to_owned(), unit);
             }
+            if let Some(label) = found.assumed_apparmor_label {
+                self.opts
+                    .assumed_apparmor_labels
+                    .insert(name.to_owned(), label);
+            }
         }
         let Some(parked) = self.activations.unpark() else {
             return;
@@ -420,6 +425,12 @@ impl Bus {
     /// name): every waiter gets `error`.
     pub fn activation_failed(&mut self, name: &str, error: BusError, out: &mut Vec<Action>) {
         let _ = self.fail_activation(name, error.name, &error.message, out);
+    }
+
+    /// The `AssumedAppArmorLabel=` of the activatable names (after a
+    /// reload).
+    pub fn set_assumed_apparmor_labels(&mut self, labels: HashMap<String, String>) {
+        self.opts.assumed_apparmor_labels = labels;
     }
 
     /// The `SystemdService=` units of the activatable names (after a

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use quickbus_wire::{flags, Message, MessageBuilder, MessageType, Value};
 
-use crate::activation::{SYSTEMD_ACTIVATOR, SYSTEMD_NAME};
+use crate::activation::{FoundService, SYSTEMD_ACTIVATOR, SYSTEMD_NAME};
 use crate::errors::{self, BusError};
 use crate::tests::{call_bus, options, parse_out, s, Harness};
 use crate::{Action, BusOptions, ConnId};
@@ -383,7 +383,8 @@ fn a_service_file_found_on_a_miss_is_started() {
         rescan_service_files: true,
         ..options()
     });
-    h.new_service_files.insert("org.example.Late".into(), None);
+    h.new_service_files
+        .insert("org.example.Late".into(), FoundService::default());
     let (a, _) = h.client();
     let err = h.driver_error(
         a,
@@ -411,8 +412,13 @@ fn start_service_by_name_finds_a_file_installed_since_the_last_scan() {
         rescan_service_files: true,
         ..options()
     });
-    h.new_service_files
-        .insert("org.example.Late".into(), Some("late.service".into()));
+    h.new_service_files.insert(
+        "org.example.Late".into(),
+        FoundService {
+            systemd_unit: Some("late.service".into()),
+            ..FoundService::default()
+        },
+    );
     let (a, _) = h.client();
     let start = |name: &str| call_bus("StartServiceByName", vec![s(name), Value::Uint32(0)]);
     let (error, text) = h.driver_error(a, start("org.example.Never"));
@@ -445,7 +451,8 @@ fn messages_to_a_newly_found_service_keep_their_order() {
         rescan_service_files: true,
         ..options()
     });
-    h.new_service_files.insert("org.example.Late".into(), None);
+    h.new_service_files
+        .insert("org.example.Late".into(), FoundService::default());
     let (a, _) = h.client();
     let call =
         |member: &str| MessageBuilder::method_call("/", member).destination("org.example.Late");

@@ -4,7 +4,9 @@
 
 use quickbus_wire::{MessageBuilder, MessageType, Value};
 
-use super::{call_bus, creds, s, Harness};
+use std::collections::HashMap;
+
+use super::{call_bus, creds, options, s, Harness};
 use crate::mac::{MacRefusal, Mediator, SendCheck, Subject, Target};
 use crate::*;
 
@@ -289,7 +291,10 @@ impl Mediator for FakeAppArmor {
         let target = match check.target {
             Target::Bus => "bus".to_owned(),
             Target::Peer(p) => label(Some(p)).to_owned(),
-            Target::Activation { name } => format!("activation:{name}"),
+            Target::Activation {
+                name,
+                assumed_label,
+            } => format!("activation:{name}:{}", assumed_label.unwrap_or("")),
         };
         self.0.lock().unwrap().push(format!(
             "send {} ({}) -> {} {} reply={}",
@@ -299,7 +304,7 @@ impl Mediator for FakeAppArmor {
             check.destination(),
             check.requested_reply
         ));
-        if target == "activation:org.example.Activatable" {
+        if target.starts_with("activation:org.example.Activatable:") {
             return Err(MacRefusal::AppArmor);
         }
         Ok(())
@@ -379,7 +384,44 @@ fn an_apparmor_refusal_of_activation_gives_dbus_daemons_text_and_starts_nothing(
         Value::String(format!("An AppArmor policy prevents this sender from sending this message to this recipient; type=\"method_call\", sender=\"{client_name}\" (uid=1000 pid=10 comm=\"\" label=\"client_t\") interface=\"org.example.Test\" member=\"Ping\" error name=\"(unset)\" requested_reply=\"0\" destination=\"org.example.Activatable\" (bus)"))
     );
     assert!(log.lock().unwrap().iter().any(|l| l
-        .ends_with("-> activation:org.example.Activatable org.example.Activatable reply=false")));
+        .ends_with("-> activation:org.example.Activatable: org.example.Activatable reply=false")));
+}
+
+#[test]
+fn activation_is_asked_with_the_assumed_label_also_of_a_service_found_on_a_rescan() {
+    let log = std::sync::Arc::default();
+    let mut opts = options();
+    opts.rescan_service_files = true;
+    opts.assumed_apparmor_labels =
+        HashMap::from([("org.example.Activatable".into(), "/usr/bin/known".into())]);
+    let mut h = Harness::with_options(opts);
+    h.bus
+        .set_mediator(Some(Box::new(FakeAppArmor(std::sync::Arc::clone(&log)))));
+    h.new_service_files.insert(
+        "org.example.Late".into(),
+        crate::activation::FoundService {
+            assumed_apparmor_label: Some("/usr/bin/late".into()),
+            ..Default::default()
+        },
+    );
+    let (client, name) = labelled(&mut h, "other_t", 10);
+    h.send(client, ping("org.example.Activatable"));
+    h.send(client, ping("org.example.Late"));
+    drain(&mut h);
+    let asked: Vec<String> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("activation:"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            format!("send other_t ({name}) -> activation:org.example.Activatable:/usr/bin/known org.example.Activatable reply=false"),
+            format!("send other_t ({name}) -> activation:org.example.Late:/usr/bin/late org.example.Late reply=false"),
+        ]
+    );
 }
 
 #[test]

@@ -15,7 +15,6 @@
 pub mod mediator;
 pub mod query;
 
-use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -96,13 +95,10 @@ pub fn own_confinement() -> io::Result<Confinement> {
 }
 
 /// The mediator asking this kernel (its `.access` file in the first
-/// securityfs mount), for a bus of `bus_type` running as `own`, with the
-/// service files' `AssumedAppArmorLabel=`s.
-pub fn mediator(
-    bus_type: Option<String>,
-    own: Confinement,
-    assumed: HashMap<String, String>,
-) -> AppArmorMediator {
+/// securityfs mount), for a bus of `bus_type` running as `own`. The
+/// service files' `AssumedAppArmorLabel=`s come with each activation check
+/// (the bus keeps them, so a service file found by a rescan has its label).
+pub fn mediator(bus_type: Option<String>, own: Confinement) -> AppArmorMediator {
     let mounts = securityfs_mounts();
     let access = mounts
         .iter()
@@ -113,7 +109,6 @@ pub fn mediator(
         Box::new(AccessFile(access)),
         bus_type,
         own,
-        assumed,
         mediator::audit_to_log(),
     )
 }

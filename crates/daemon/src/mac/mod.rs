@@ -7,7 +7,6 @@ pub mod apparmor;
 mod libselinux;
 pub mod selinux;
 
-use std::collections::HashMap;
 use std::io;
 use std::sync::OnceLock;
 
@@ -15,7 +14,6 @@ use quickbus_bus::mac::{Mediator, Stack};
 use tracing::{info, warn};
 
 use crate::config::BusConfig;
-use crate::service_file::ServiceFile;
 
 /// The bus's own AppArmor confinement, once AppArmor mediation started
 /// (the mode is fixed at start: a reload never changes it).
@@ -48,13 +46,11 @@ pub fn start(config: &BusConfig) -> io::Result<()> {
     Ok(())
 }
 
-/// The mediators for `config` (SELinux's `<associate>` list) and the
-/// service files (`AssumedAppArmorLabel=`), at start and on every reload,
-/// for the modules [`start`] enabled; None when none is.
-pub fn mediator(
-    config: &BusConfig,
-    services: &[ServiceFile],
-) -> Result<Option<Box<dyn Mediator>>, String> {
+/// The mediators for `config` (SELinux's `<associate>` list), at start and
+/// on every reload, for the modules [`start`] enabled; None when none is.
+/// The service files' `AssumedAppArmorLabel=`s are the bus core's
+/// (`BusOptions::assumed_apparmor_labels`), handed over with each check.
+pub fn mediator(config: &BusConfig) -> Result<Option<Box<dyn Mediator>>, String> {
     let mut mediators: Vec<Box<dyn Mediator>> = Vec::new();
     if let Some(avc) = libselinux::Avc::opened() {
         let own = crate::bus_identity::own_security_label()
@@ -63,11 +59,7 @@ pub fn mediator(
         mediators.push(Box::new(selinux));
     }
     if let Some(own) = APPARMOR.get() {
-        let aa = apparmor::mediator(
-            config.bus_type.clone(),
-            own.clone(),
-            assumed_labels(services),
-        );
+        let aa = apparmor::mediator(config.bus_type.clone(), own.clone());
         mediators.push(Box::new(aa));
     }
     Ok(match mediators.len() {
@@ -75,37 +67,4 @@ pub fn mediator(
         1 => mediators.pop(),
         _ => Some(Box::new(Stack(mediators))),
     })
-}
-
-/// Activatable name -> its `AssumedAppArmorLabel=`, for those that have one.
-fn assumed_labels(services: &[ServiceFile]) -> HashMap<String, String> {
-    services
-        .iter()
-        .filter_map(|s| Some((s.name.clone(), s.assumed_apparmor_label.clone()?)))
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn activation_labels_come_from_the_service_files_that_name_one() {
-        let file = |name: &str, label: Option<&str>| ServiceFile {
-            path: format!("/x/{name}.service").into(),
-            name: name.into(),
-            exec: Some("/bin/true".into()),
-            user: None,
-            systemd_service: None,
-            assumed_apparmor_label: label.map(String::from),
-        };
-        let labels = assumed_labels(&[
-            file("org.example.A", Some("/usr/bin/a")),
-            file("org.example.B", None),
-        ]);
-        assert_eq!(
-            labels,
-            HashMap::from([("org.example.A".to_owned(), "/usr/bin/a".to_owned())])
-        );
-    }
 }

@@ -8,7 +8,6 @@
 //! The kernel is behind [`Kernel`], so the decisions can be tested with a
 //! fake one: no kernel at hand (Debian's) mediates D-Bus.
 
-use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
@@ -67,8 +66,6 @@ pub struct AppArmorMediator {
     bus_type: Option<String>,
     /// The bus's own confinement: the peer of messages to the driver.
     own: Confinement,
-    /// `AssumedAppArmorLabel=` of each activatable name that has one.
-    assumed: HashMap<String, String>,
     audit: AuditLog,
 }
 
@@ -139,14 +136,12 @@ impl AppArmorMediator {
         kernel: Box<dyn Kernel>,
         bus_type: Option<String>,
         own: Confinement,
-        assumed: HashMap<String, String>,
         audit: AuditLog,
     ) -> AppArmorMediator {
         AppArmorMediator {
             kernel,
             bus_type,
             own,
-            assumed,
             audit,
         }
     }
@@ -278,9 +273,9 @@ impl Mediator for AppArmorMediator {
         let (dst, peer_pid, activation) = match check.target {
             Target::Bus => (Some(self.own.clone()), None, false),
             Target::Peer(peer) => (Some(Self::confinement(peer)), peer.pid, false),
-            Target::Activation { name } => (
-                self.assumed.get(name).map(|label| Confinement {
-                    label: label.clone(),
+            Target::Activation { assumed_label, .. } => (
+                assumed_label.map(|label| Confinement {
+                    label: label.to_owned(),
                     mode: None,
                 }),
                 None,
@@ -458,7 +453,6 @@ mod tests {
                 Box::new(kernel.clone()),
                 Some("system".into()),
                 Confinement::parse(own.as_bytes()),
-                HashMap::from([("org.example.Confined".into(), "/usr/bin/confined".into())]),
                 Box::new(move |line| sink.lock().unwrap().push(line.to_owned())),
             );
             Setup {
@@ -659,6 +653,7 @@ mod tests {
             subject(CLIENT, 10),
             Target::Activation {
                 name: "org.example.Confined",
+                assumed_label: Some("/usr/bin/confined"),
             },
         );
         assert_eq!(s.mediator.may_send(&c), Err(MacRefusal::AppArmor));
@@ -678,6 +673,7 @@ mod tests {
             subject(CLIENT, 10),
             Target::Activation {
                 name: "org.example.Other",
+                assumed_label: None,
             },
         );
         assert_eq!(s.mediator.may_send(&c), Ok(()));
