@@ -5,7 +5,7 @@
 # A unit inside runs the same cases (scripts/selinux-guest/cases.py) against
 # dbus-daemon and against the quickbus-daemon given as $1, enforcing and then
 # permissive, writes the results to the second serial port and powers off;
-# this script compares every decision and AccessDenied text.
+# this script compares every decision, AccessDenied text and AVC record.
 #
 # The root file system (mmdebstrap, the module installed in a chroot) is
 # cached under ${CARGO_TARGET_DIR:-target}/selinux-guest, keyed on its

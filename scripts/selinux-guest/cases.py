@@ -4,8 +4,13 @@ dbus-daemon and quickbus-daemon with the same configuration, enforcing
 then permissive. Each peer's socket gets its label with setsockcreatecon
 (the label SO_PEERSEC reports), so no process changes domain. Writes
 `RESULT daemon mode case outcome` lines and `COST` lines to the file given
-(the second serial port), then `DONE`."""
+(the second serial port), then `DONE`. Also `AVC daemon mode record`
+lines: the SELinux AVC records (`tclass=dbus`) the journal got while that
+daemon ran, whatever way they took there (dbus-daemon's USER_AVC through
+the audit socket and the kernel log, quickbus's through its standard
+error), with the process ids taken out."""
 
+import json
 import os
 import re
 import subprocess
@@ -79,6 +84,43 @@ def outcome(f):
         return "error:%s:%s" % (e.get_dbus_name(), text)
 
 
+AVC_KEYS = ("msgtype", "interface", "member", "error_name", "dest", "service",
+            "scontext", "tcontext", "tclass", "permissive")
+
+
+def journal_cursor():
+    subprocess.run(["journalctl", "--sync"], check=False)
+    out = subprocess.run(["journalctl", "-n", "0", "--show-cursor"],
+                         capture_output=True, text=True).stdout
+    return out.strip().rsplit("cursor: ", 1)[-1]
+
+
+def avc_records(cursor):
+    """The dbus AVC records logged since `cursor`, as `denied { perm }`
+    and the fields both daemons give (not pids, exe or audit ids), in
+    the order they came. A USER_AVC reaches the journal twice, from the
+    audit socket and again as the kernel's printk of it: the kernel's
+    copies are left out."""
+    subprocess.run(["journalctl", "--sync"], check=False)
+    out = subprocess.run(["journalctl", "-o", "json", "--after-cursor", cursor],
+                         capture_output=True, text=True, errors="replace").stdout
+    records = []
+    for entry in out.splitlines():
+        entry = json.loads(entry)
+        if entry.get("_TRANSPORT") == "kernel":
+            continue
+        line = entry.get("MESSAGE") or ""
+        if isinstance(line, list):
+            line = bytes(line).decode(errors="replace")
+        m = re.search(r"avc:\s+(\w+)\s+\{\s*([^}]*?)\s*\}\s+for\s+(.*)", line)
+        if not m or "tclass=dbus" not in line:
+            continue
+        fields = dict(re.findall(r"(\w+)=(\"[^\"]*\"|\S+)", m.group(3)))
+        kept = " ".join("%s=%s" % (k, fields[k].strip("'")) for k in AVC_KEYS if k in fields)
+        records.append("%s { %s } %s" % (m.group(1), m.group(2), kept))
+    return records
+
+
 def wait_owned(control, name):
     for _ in range(300):
         if control.name_has_owner(name):
@@ -129,6 +171,7 @@ def main():
     for mode in ["enforcing", "permissive"]:
         selinux.security_setenforce(1 if mode == "enforcing" else 0)
         for name, path in DAEMONS.items():
+            cursor = journal_cursor()
             conf = "/run/qbtest-%s.conf" % name
             with open(conf, "w") as f:
                 f.write(CONFIG.format(name=name))
@@ -148,6 +191,8 @@ def main():
                 out.write("RESULT %s %s crash error:%r\n" % (name, mode, e))
             daemon.terminate()
             daemon.wait()
+            for record in avc_records(cursor):
+                out.write("AVC %s %s %s\n" % (name, mode, record))
     out.write("DONE\n")
 
 

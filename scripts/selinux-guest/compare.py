@@ -9,11 +9,14 @@ import sys
 EXPECTED_DENIED = {"nobus_hello", "call_denied", "reply_withheld", "own_secret"}
 
 lines = open(sys.argv[1], errors="replace").read().splitlines()
-results, costs = {}, []
+results, costs, avcs = {}, [], {}
 for line in lines:
     parts = line.split(" ", 4)
     if parts[0] == "RESULT" and len(parts) == 5:
         results[(parts[1], parts[2], parts[3])] = parts[4]
+    elif parts[0] == "AVC" and len(parts) >= 4:
+        record = line.split(" ", 3)[3]
+        avcs.setdefault((parts[1], parts[2]), []).append(record)
     elif parts[0] == "COST" and len(parts) == 5:
         costs.append(parts[1:])
     elif parts[0] in ("CONTEXT",):
@@ -35,6 +38,22 @@ for case in EXPECTED_DENIED:
     ref = results.get(("dbus-daemon", "enforcing", case), "")
     if not ref.startswith("error:"):
         print("dbus-daemon did not deny %s when enforcing: the policy module is not in force" % case)
+        failures += 1
+# The AVC records: the same ones, in the same order, from both daemons.
+for mode in ("enforcing", "permissive"):
+    ref = avcs.get(("dbus-daemon", mode), [])
+    got = avcs.get(("quickbus", mode), [])
+    same = ref == got
+    print("%-4s %-10s %-20s %d records" % ("ok" if same else "DIFF", mode, "AVC records", len(ref)))
+    for record in ref:
+        print("%38s %s" % ("", record))
+    if not same:
+        print("%38s quickbus wrote:" % "")
+        for record in got:
+            print("%38s %s" % ("", record))
+        failures += 1
+    if not ref:
+        print("dbus-daemon wrote no AVC record when %s: nothing was compared" % mode)
         failures += 1
 for daemon, mode, _, usec in costs:
     print("cost per call, %s, SELinux %s: %s µs" % (daemon, mode, usec))
