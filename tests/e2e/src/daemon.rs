@@ -177,6 +177,13 @@ impl Bus {
         self.dir.path()
     }
 
+    /// Panics, with the daemon's stderr, if it has exited.
+    pub fn assert_alive(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("the daemon died ({status}); stderr: {}", self.log());
+        }
+    }
+
     /// What the daemon wrote to stderr so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("daemon.stderr")).unwrap_or_default()

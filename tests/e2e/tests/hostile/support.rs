@@ -4,110 +4,67 @@
 //! the hostile peers write their bad bytes to.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use quickbus_client::{bus_call, Received, Value, BUS_NAME};
 use quickbus_client::{sasl, Connection, Error, Message, MessageBuilder, MessageType};
-use quickbus_e2e::{daemon_path, write_config_with, Listen, TempDir, POLL_INTERVAL, TIMEOUT};
-use rustix::process::{kill_process, Pid, Signal};
+use quickbus_e2e::{Bus, Listen, POLL_INTERVAL, TIMEOUT};
 
 /// The well-known names of the two healthy peers of every scene.
 pub const VICTIM_NAME: &str = "org.example.Victim";
 pub const WITNESS_NAME: &str = "org.example.Witness";
 const WITNESS_PATH: &str = "/org/example/Witness";
 
-/// A bus daemon under test with a configuration of our own. Dropping it
-/// sends SIGTERM and (unless the test already failed) checks that it exits
-/// with status 0: a daemon that a hostile peer damaged would not.
+/// A bus daemon under test with a configuration of our own: the harness's
+/// [`Bus`], whose drop sends SIGTERM and (unless the test already failed)
+/// checks that it exits with status 0: a daemon that a hostile peer
+/// damaged would not.
 pub struct TestDaemon {
-    child: Child,
-    dir: TempDir,
-    address: String,
+    bus: Bus,
 }
 
 impl TestDaemon {
     /// `extra` goes inside `<busconfig>` (e.g. `<limit>` elements).
     pub fn start(extra: &str) -> TestDaemon {
-        let dir = TempDir::new();
-        let config = write_config_with(dir.path(), Listen::UnixPath, extra);
-        let program = daemon_path();
-        let stderr = File::create(dir.path().join("daemon.stderr")).expect("stderr log");
-        // --print-address without a value prints to stdout: a pipe std
-        // creates close-on-exec, so no other test's child inherits it.
-        let mut child = Command::new(&program)
-            .arg(format!("--config-file={}", config.display()))
-            .arg("--nofork")
-            .arg("--print-address")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(TIMEOUT).unwrap_or_default();
         let mut daemon = TestDaemon {
-            child,
-            dir,
-            address: line.trim().to_owned(),
+            bus: Bus::start_with_config(Listen::UnixPath, extra),
         };
-        assert!(
-            !daemon.address.is_empty(),
-            "{} printed no address; stderr: {}",
-            program.display(),
-            daemon.log()
-        );
         daemon.assert_alive();
         daemon
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.bus.pid()
     }
 
     /// The address the daemon printed.
     #[allow(dead_code)] // used by reliability.rs, not hostile.rs
     pub fn address(&self) -> &str {
-        &self.address
+        self.bus.address()
     }
 
     pub fn socket_path(&self) -> PathBuf {
-        self.dir.path().join("bus")
+        self.bus.dir().join("bus")
     }
 
     /// What the daemon wrote to stderr so far.
+    #[allow(dead_code)] // used by reliability.rs, not hostile.rs
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("daemon.stderr")).unwrap_or_default()
+        self.bus.log()
     }
 
     pub fn assert_alive(&mut self) {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!("the daemon died ({status}); stderr: {}", self.log());
-        }
+        self.bus.assert_alive();
     }
 
     /// A healthy client: authenticated, said Hello, every wait bounded.
     pub fn connect(&self) -> Connection {
-        let mut conn =
-            Connection::connect_with_timeout(&self.address, TIMEOUT).unwrap_or_else(|e| {
-                panic!(
-                    "connecting to {}: {e}; stderr: {}",
-                    self.address,
-                    self.log()
-                )
-            });
+        let mut conn = self.bus.connect();
         conn.set_timeout(Some(TIMEOUT)).expect("set timeout");
         conn
     }
@@ -170,35 +127,6 @@ impl TestDaemon {
             );
             thread::sleep(POLL_INTERVAL);
         }
-    }
-}
-
-impl Drop for TestDaemon {
-    fn drop(&mut self) {
-        if thread::panicking() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-            eprintln!("daemon stderr:\n{}", self.log());
-            return;
-        }
-        let _ = kill_process(Pid::from_child(&self.child), Signal::Term);
-        let deadline = Instant::now() + TIMEOUT;
-        let status = loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("the daemon ignored SIGTERM; stderr: {}", self.log());
-            }
-            thread::sleep(POLL_INTERVAL);
-        };
-        assert!(
-            status.success(),
-            "the daemon exited with {status} on SIGTERM; stderr: {}",
-            self.log()
-        );
     }
 }
 
