@@ -34,6 +34,7 @@ pub mod bus;
 pub mod driver;
 pub mod errors;
 pub mod flow;
+pub mod handover;
 pub mod hold_budget;
 mod introspect;
 pub mod limits;
