@@ -188,6 +188,7 @@ const INTROSPECTABLE: &str = "org.freedesktop.DBus.Introspectable";
 const MONITORING: &str = "org.freedesktop.DBus.Monitoring";
 const STATS: &str = "org.freedesktop.DBus.Debug.Stats";
 const PEER: &str = "org.freedesktop.DBus.Peer";
+const DAEMON: &str = crate::DAEMON_INTERFACE;
 
 /// Every driver method, grouped by interface in [`INTERFACES`]' order:
 /// dispatch finds calls here, and introspection lists these, in this
@@ -270,6 +271,7 @@ pub(crate) const METHODS: &[Method] = &[
     )),
     method(PEER, "GetMachineId", "", "s", get_machine_id),
     method(PEER, "Ping", "", "", ping),
+    canonical(privileged(method(DAEMON, "Restart", "", "", restart))),
 ];
 
 /// The methods as introspection lists them.
@@ -772,6 +774,22 @@ fn get_selinux_security_context(
 /// The daemon reloads after the reply is out.
 fn reload_config(_: &mut Bus, _: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
     Ok(Outcome::empty().with_actions(vec![Action::ReloadConfig]))
+}
+
+/// Answered by the daemon once the restarted bus serves (or refused it):
+/// [`Bus::restart_answered`].
+fn restart(_: &mut Bus, call: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
+    let wants_reply = call.msg.flags() & quickbus_wire::flags::NO_REPLY_EXPECTED == 0;
+    let requester = wants_reply.then_some(crate::RestartRequester {
+        conn: call.from,
+        serial: call.msg.serial(),
+    });
+    Ok(Outcome {
+        reply: Reply::Later,
+        events: Vec::new(),
+        effects: Vec::new(),
+    }
+    .with_actions(vec![Action::Restart { requester }]))
 }
 
 fn get_id(bus: &mut Bus, _: &Call<'_>, _: Args) -> Result<Outcome, BusError> {

@@ -20,7 +20,7 @@
 //! touch: nothing else.
 
 use std::cell::RefCell;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -106,7 +106,9 @@ pub fn restoring<R>(clock: Clock, fds: Vec<OwnedFd>, restore: impl FnOnce() -> R
     (result, unused)
 }
 
-fn save_fd(fd: &OwnedFd) -> Result<u32, String> {
+/// `fd`'s index in the table of the handover being saved, for fields
+/// the `with` modules here do not cover.
+pub fn save_fd(fd: BorrowedFd<'_>) -> Result<u32, String> {
     SCOPE.with(|s| match &mut *s.borrow_mut() {
         Some(Scope::Saving { fds, .. }) => {
             fds.push(fd.as_raw_fd());
@@ -116,7 +118,9 @@ fn save_fd(fd: &OwnedFd) -> Result<u32, String> {
     })
 }
 
-fn restore_fd(index: u32) -> Result<OwnedFd, String> {
+/// The fd at `index` of the table of the handover being restored (each
+/// index is taken once).
+pub fn restore_fd(index: u32) -> Result<OwnedFd, String> {
     SCOPE.with(|s| match &mut *s.borrow_mut() {
         Some(Scope::Restoring { fds, .. }) => fds
             .get_mut(index as usize)
@@ -138,7 +142,7 @@ pub mod fd {
     use super::*;
 
     pub fn serialize<S: Serializer>(fd: &OwnedFd, s: S) -> Result<S::Ok, S::Error> {
-        save_fd(fd).map_err(S::Error::custom)?.serialize(s)
+        save_fd(fd.as_fd()).map_err(S::Error::custom)?.serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<OwnedFd, D::Error> {
@@ -151,7 +155,7 @@ pub mod fds {
     use super::*;
 
     pub fn serialize<S: Serializer>(fds: &[OwnedFd], s: S) -> Result<S::Ok, S::Error> {
-        let indices: Result<Vec<u32>, String> = fds.iter().map(save_fd).collect();
+        let indices: Result<Vec<u32>, String> = fds.iter().map(|f| save_fd(f.as_fd())).collect();
         indices.map_err(S::Error::custom)?.serialize(s)
     }
 

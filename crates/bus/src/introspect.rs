@@ -79,6 +79,13 @@ pub(crate) const INTERFACES: &[InterfaceSpec] = &[
         signals_xml: "",
         any_path: true,
     },
+    // quickbus's own: restarting in place (docs/restart.md).
+    InterfaceSpec {
+        name: crate::DAEMON_INTERFACE,
+        properties: &[],
+        signals_xml: "",
+        any_path: false,
+    },
 ];
 
 /// Interfaces worth listing in the `Interfaces` property: optional

@@ -76,16 +76,18 @@ pub use quickbus_wire::Frame;
 pub use traffic::Traffic;
 
 /// The driver's name, path and interface (defined once, in quickbus-wire).
-pub use quickbus_wire::{BUS_INTERFACE, BUS_NAME, BUS_PATH};
+pub use quickbus_wire::{BUS_INTERFACE, BUS_NAME, BUS_PATH, DAEMON_INTERFACE};
 
 /// A connection, as the daemon and the bus both know it: the bus gives it
 /// ([`Bus::next_connection_id`]) and the daemon uses the same number as
 /// its mio token. Never reused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct ConnId(pub u64);
 
 /// What the kernel says about a peer (never what the peer says).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Credentials {
     pub uid: u32,
     pub gid: u32,
@@ -115,7 +117,7 @@ pub struct Credentials {
 }
 
 /// A uid's groups according to the user database.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum UserGroups {
     /// Nobody looked them up (the bus core's own tests): the socket's
     /// groups stand in.
@@ -190,6 +192,17 @@ pub enum Action {
     /// handing the bus anything else (the message keeps its place in its
     /// sender's order). Only with [`BusOptions::rescan_service_files`].
     LookUpService { name: String },
+    /// A peer called `org.quickbus.Daemon1.Restart`: re-execute the daemon
+    /// in place (docs/restart.md), then answer with
+    /// [`Bus::restart_answered`] (None: the caller wants no reply).
+    Restart { requester: Option<RestartRequester> },
+}
+
+/// Who waits for the answer to a Restart call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RestartRequester {
+    pub conn: ConnId,
+    pub serial: u32,
 }
 
 /// A connection as log lines name it: dbus-daemon's `requested by ':1.5'

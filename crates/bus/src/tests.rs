@@ -175,6 +175,7 @@ impl Harness {
                     panic!("unexpected activation of {name}")
                 }
                 Action::ReloadConfig => panic!("unexpected reload"),
+                Action::Restart { .. } => panic!("unexpected restart"),
                 Action::LookUpService { name } => panic!("unanswered lookup of {name}"),
                 Action::OpenPidfd { pid, .. } => panic!("unanswered pidfd of {pid}"),
                 action @ (Action::HoldSender { .. }

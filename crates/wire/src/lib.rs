@@ -103,6 +103,9 @@ pub const BUS_NAME: &str = "org.freedesktop.DBus";
 pub const BUS_PATH: &str = "/org/freedesktop/DBus";
 /// The bus driver's main interface.
 pub const BUS_INTERFACE: &str = "org.freedesktop.DBus";
+/// quickbus-daemon's own interface on the driver's object: restarting
+/// in place (docs/restart.md).
+pub const DAEMON_INTERFACE: &str = "org.quickbus.Daemon1";
 
 /// Header flags.
 pub mod flags {

@@ -217,6 +217,28 @@ impl Bus {
         self.send_to(to, builder, out);
     }
 
+    /// The daemon's answer to [`Action::Restart`]: an empty method return
+    /// once the restarted bus serves, or why it refused to restart.
+    /// Nothing if the caller left meanwhile.
+    pub fn restart_answered(
+        &mut self,
+        requester: crate::RestartRequester,
+        result: Result<(), BusError>,
+        out: &mut Vec<Action>,
+    ) {
+        if !self.conns.contains_key(&requester.conn) {
+            return;
+        }
+        match result {
+            Ok(()) => self.send_to(
+                requester.conn,
+                MessageBuilder::method_return(requester.serial),
+                out,
+            ),
+            Err(err) => self.send_error(requester.conn, requester.serial, err, out),
+        }
+    }
+
     /// NoReply on behalf of a callee that will never answer. Flagged
     /// NO_REPLY_EXPECTED like dbus-daemon's.
     pub(super) fn send_no_reply(

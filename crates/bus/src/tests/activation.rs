@@ -23,6 +23,7 @@ fn drain(h: &mut Harness) -> (Vec<String>, Vec<(ConnId, Message)>) {
             Action::CancelActivation { name } => started.push(format!("cancel {name}")),
             Action::Disconnect { conn, reason } => panic!("disconnect {conn:?}: {reason}"),
             Action::ReloadConfig => panic!("unexpected reload"),
+            Action::Restart { .. } => panic!("unexpected restart"),
             Action::LookUpService { name } => panic!("unanswered lookup of {name}"),
             Action::OpenPidfd { pid, .. } => panic!("unanswered pidfd of {pid}"),
             action @ (Action::HoldSender { .. }

@@ -524,3 +524,61 @@ fn activatable_services_changed_on_every_reload() {
         strings(&[BUS_NAME, "org.example.New"])
     );
 }
+
+fn restart_call() -> MessageBuilder {
+    MessageBuilder::method_call(BUS_PATH, "Restart")
+        .interface(crate::DAEMON_INTERFACE)
+        .destination(BUS_NAME)
+}
+
+#[test]
+fn restart_is_asked_of_the_daemon_and_answered_when_it_serves_again() {
+    let mut h = Harness::new();
+    let (a, _) = h.client();
+    let serial = h.send(a, restart_call());
+    let requester = crate::RestartRequester { conn: a, serial };
+    assert!(
+        matches!(&h.out[..], [Action::Restart { requester: Some(r) }] if *r == requester),
+        "{:?}",
+        h.out
+    );
+    h.out.clear();
+    h.bus.restart_answered(requester, Ok(()), &mut h.out);
+    let replies = h.take();
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].0, a);
+    assert_eq!(replies[0].1.msg_type(), MessageType::MethodReturn);
+    assert_eq!(replies[0].1.reply_serial(), Some(serial));
+    // A refusal is an error with the daemon's reason.
+    let serial = h.send(a, restart_call());
+    h.out.clear();
+    let refusal = crate::errors::BusError::new(errors::FAILED, "no such binary");
+    h.bus.restart_answered(
+        crate::RestartRequester { conn: a, serial },
+        Err(refusal),
+        &mut h.out,
+    );
+    let replies = h.take();
+    assert_eq!(replies[0].1.error_name(), Some(errors::FAILED));
+    assert_eq!(replies[0].1.reply_serial(), Some(serial));
+}
+
+#[test]
+fn restart_is_for_the_bus_user_and_root_only() {
+    let mut h = Harness::new();
+    let _ = h.client();
+    let other = h.bus.add_connection(creds(2000, 5), false);
+    h.driver(other, "Hello", vec![]);
+    let (name, text) = h.driver_error(other, restart_call());
+    assert_eq!(name, errors::ACCESS_DENIED);
+    assert!(text.contains("Restart"), "{text}");
+    assert!(!h.out.iter().any(|a| matches!(a, Action::Restart { .. })));
+    // Only at the canonical path, like the other privileged methods.
+    let (_, text) = h.driver_error(
+        other,
+        MessageBuilder::method_call("/", "Restart")
+            .interface(crate::DAEMON_INTERFACE)
+            .destination(BUS_NAME),
+    );
+    assert!(text.contains("Restart"), "{text}");
+}

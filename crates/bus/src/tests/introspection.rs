@@ -1,6 +1,8 @@
 //! The driver's introspection XML, byte for byte as it was when the method
 //! table was a separate list (dbus-daemon 1.14's text, as the differential
-//! harness compares it): the files here were written by that version.
+//! harness compares it): the files here were written by that version,
+//! and /org/freedesktop/DBus has quickbus's own interface
+//! (org.quickbus.Daemon1, restarting in place) after dbus-daemon's.
 
 use crate::introspection_xml;
 
