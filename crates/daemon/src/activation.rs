@@ -19,13 +19,13 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::SystemTime;
 
 use quickbus_bus::activation::FoundService;
 use quickbus_bus::errors::{self, BusError};
 use quickbus_bus::Requester;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use tracing::{debug, info, warn};
 
 use crate::service_file::{self, ServiceFile};
@@ -34,7 +34,7 @@ use crate::service_file::{self, ServiceFile};
 /// from. A name nobody knows makes the directories be read again
 /// ([`quickbus_bus::Action::LookUpService`]), as dbus-daemon does, but
 /// only when one of them changed since the last reading.
-#[derive(Default)]
+#[derive(Default, serde::Serialize, serde::Deserialize)]
 pub struct ServiceTable {
     dirs: Vec<PathBuf>,
     /// Each directory's mtime at the last reading (None: unreadable).
@@ -190,14 +190,18 @@ pub fn helper_exit_error(code: i32) -> BusError {
 }
 
 /// One started program, until it exits.
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Spawned {
     name: String,
-    child: Child,
+    /// Our child, waited for by pid: a restart in place (docs/restart.md)
+    /// keeps the children, which a `std::process::Child` could not cross.
+    pid: u32,
     /// Started through the service helper: its exit codes mean errors.
     via_helper: bool,
 }
 
 /// Starts services and watches them until they exit.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Launcher {
     services: ServiceTable,
     /// The bus address the services connect back to.
@@ -272,11 +276,14 @@ impl Launcher {
             info!("Failed to activate service {name}: {}", error.message);
             error
         })?;
-        debug!("service {name} started as pid {}", child.id());
-        self.latest.insert(name.to_owned(), child.id());
+        // Dropping the handle neither kills nor reaps: `reap` waits for
+        // the pid (no pipes were opened to it).
+        let pid = child.id();
+        debug!("service {name} started as pid {pid}");
+        self.latest.insert(name.to_owned(), pid);
         self.children.push(Spawned {
             name: name.to_owned(),
-            child,
+            pid,
             via_helper: self.helper.is_some(),
         });
         Ok(())
@@ -370,9 +377,11 @@ impl Launcher {
         let Some(&pid) = self.latest.get(name) else {
             return;
         };
-        if let Some(spawned) = self.children.iter_mut().find(|c| c.child.id() == pid) {
+        if self.children.iter().any(|c| c.pid == pid) {
             warn!("killing service {name} (pid {pid}): it did not take its name in time");
-            let _ = spawned.child.kill();
+            if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::Kill);
+            }
         }
     }
 
@@ -398,8 +407,8 @@ impl Launcher {
     pub fn reap(&mut self) -> Vec<(String, BusError)> {
         let mut failed = Vec::new();
         let mut still_running = Vec::with_capacity(self.children.len());
-        for mut spawned in std::mem::take(&mut self.children) {
-            let status = match spawned.child.try_wait() {
+        for spawned in std::mem::take(&mut self.children) {
+            let status = match exit_of(spawned.pid) {
                 Ok(Some(status)) => status,
                 Ok(None) => {
                     still_running.push(spawned);
@@ -410,16 +419,16 @@ impl Launcher {
                     continue;
                 }
             };
-            let pid = spawned.child.id();
+            let pid = spawned.pid;
             let name = spawned.name;
             if self.latest.get(&name) == Some(&pid) {
                 self.latest.remove(&name);
             } else {
                 continue; // an older instance: its activation is long over
             }
-            if let Some(code) = status.code() {
+            if let Some(code) = status.exit_status() {
                 if code != 0 && spawned.via_helper {
-                    failed.push((name.clone(), helper_exit_error(code)));
+                    failed.push((name.clone(), helper_exit_error(code as i32)));
                 } else if code != 0 {
                     failed.push((
                         name.clone(),
@@ -429,7 +438,7 @@ impl Launcher {
                         ),
                     ));
                 }
-            } else if let Some(signal) = status.signal() {
+            } else if let Some(signal) = status.terminating_signal() {
                 failed.push((
                     name.clone(),
                     BusError::new(
@@ -442,6 +451,16 @@ impl Launcher {
         self.children = still_running;
         failed
     }
+}
+
+/// How child `pid` ended, if it did (without blocking).
+fn exit_of(pid: u32) -> std::io::Result<Option<rustix::process::WaitStatus>> {
+    let pid = rustix::process::Pid::from_raw(pid as i32)
+        .ok_or_else(|| std::io::Error::other("pid 0 is no child"))?;
+    Ok(rustix::process::waitpid(
+        Some(pid),
+        rustix::process::WaitOptions::NOHANG,
+    )?)
 }
 
 /// The ExecFailed error in dbus-daemon's words: it names the service (not

@@ -137,7 +137,7 @@ impl AuthConfig {
 }
 
 /// Who the peer proved to be.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum AuthIdentity {
     /// EXTERNAL: the uid, always equal to the socket's `SO_PEERCRED` uid;
     /// DBUS_COOKIE_SHA1: the uid the daemon runs as.
@@ -173,7 +173,7 @@ pub enum AuthError {
 }
 
 /// The conversation states of the spec's server state diagram.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 enum State {
     /// Nothing read yet: the next byte must be the credentials nul.
     WaitingForNul,
@@ -194,7 +194,7 @@ enum State {
 }
 
 /// One connection's side of the conversation.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct SaslServer {
     state: State,
     offer_external: bool,

@@ -214,6 +214,15 @@ fn command() -> Command {
         // For packaging: dbus-daemon has no such option, so it stays out
         // of --help (docs/architecture.md, "Under systemd").
         .arg(flag("generate-man", "Print this manual page (roff) and exit").hide(true))
+        // Asked by a running daemon of the binary it is about to become
+        // (docs/restart.md); not dbus-daemon's, so out of --help too.
+        .arg(
+            flag(
+                "handover-version",
+                "Print the version of the restart handover format and exit",
+            )
+            .hide(true),
+        )
 }
 
 /// quickbus-daemon(1) in roff, from the options above (clap_mangen), with
@@ -294,6 +303,13 @@ where
     if given(&matches, "generate-man") {
         return Err(Exit {
             message: man_page(),
+            code: 0,
+            to_stdout: true,
+        });
+    }
+    if given(&matches, "handover-version") {
+        return Err(Exit {
+            message: format!("{}\n", crate::restart::HANDOVER_VERSION),
             code: 0,
             to_stdout: true,
         });
@@ -554,6 +570,17 @@ mod tests {
                 format!("Invalid file descriptor: \"{shown}\"\n")
             );
         }
+    }
+
+    #[test]
+    fn handover_version_prints_the_format_version_alone() {
+        let exit = parse(&["--handover-version"]).unwrap_err();
+        assert_eq!(exit.code, 0);
+        assert!(exit.to_stdout);
+        assert_eq!(
+            exit.message,
+            format!("{}\n", crate::restart::HANDOVER_VERSION)
+        );
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub const BUILTIN_SESSION_CONFIG: &str = include_str!("session.conf");
 pub const BUILTIN_SESSION_NAME: &str = "(built-in session.conf)";
 
 /// A whole configuration, includes merged.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct BusConfig {
     /// `<type>`: "session", "system", ... (last one wins).
     pub bus_type: Option<String>,

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 const SYSTEMD_DIR: &str = "/run/systemd/dynamic-uid";
 
 /// The dynamic users PID 1 has allocated now.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct DynamicUsers {
     dir: PathBuf,
 }

@@ -30,6 +30,7 @@ use crate::userdb::UserDb;
 
 /// The loaded policy's sources, and what became of the names NSS did not
 /// know.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct LateUsers {
     policies: Vec<Policy>,
     /// Known neither to NSS nor as dynamic users.

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod dynamic_users;
 pub mod fd_limit;
+pub mod handover_fields;
 /// Flow control's rule and bounds, applied by the bus core.
 pub use quickbus_bus::flow;
 pub mod idle_buffers;
@@ -22,6 +23,7 @@ pub mod nonce;
 pub mod notify;
 pub mod peer;
 pub mod policy;
+pub mod restart;
 pub mod server;
 pub mod service_file;
 pub mod socket;

@@ -19,7 +19,10 @@ use crate::socket::ListenSocket;
 /// The bound listening sockets of one address and the address clients use
 /// to reach them (a tcp host may resolve to several addresses, each with a
 /// socket, as in dbus-daemon).
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Listener {
+    /// Not handed over by a restart: the loop has its own copies.
+    #[serde(skip)]
     pub sockets: Vec<ListenSocket>,
     /// The connectable address, escaped, without the guid.
     pub address: String,

@@ -14,7 +14,7 @@ pub const NONCE_LEN: usize = 16;
 
 /// A nonce and the file it was written to; dropping it removes both the
 /// file and its directory.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct NonceFile {
     nonce: [u8; NONCE_LEN],
     dir: PathBuf,

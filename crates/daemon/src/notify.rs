@@ -98,13 +98,14 @@ impl Notifier {
         self.send(&message);
     }
 
-    /// A reload starts; [`Notifier::ready`] must follow when it is done.
-    pub fn reloading(&self) {
+    /// A reload (or a restart in place) starts, `what` says which;
+    /// [`Notifier::ready`] must follow when it is done.
+    pub fn reloading(&self, what: &str) {
         let now = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
         let usec = now.tv_sec as u64 * 1_000_000 + now.tv_nsec as u64 / 1_000;
         self.send(&format!(
             "RELOADING=1\nMONOTONIC_USEC={usec}\n{}",
-            status_line("Reloading configuration")
+            status_line(what)
         ));
     }
 

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use mio::{Events, Interest, Poll, Token};
 use quickbus_bus::{Action, Bus, ConnId, Credentials};
 use quickbus_wire::{frame_length, ErrorKind, Message};
-use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR2};
 use signal_hook_mio::v1_0::Signals;
 use tracing::{debug, info, warn};
 
@@ -31,6 +31,9 @@ use crate::transport::{OutItem, ReadStatus, Transport};
 
 mod admission;
 mod backpressure;
+mod restarting;
+
+pub use restarting::LoopState;
 
 /// A connection's mio token is its [`ConnId`], which counts up from 1;
 /// the signal pipe and the listeners sit at the top of the token space.
@@ -115,11 +118,17 @@ pub struct ServerOptions {
     /// The `<policy>` elements the bus's policy was resolved from at
     /// start-up (see [`crate::late_users`]).
     pub policies: Vec<crate::config::Policy>,
+    /// What a restart in place keeps of the start-up (docs/restart.md).
+    pub setup: crate::restart::Setup,
+    /// The binary a restart executes; None if /proc/self/exe could not be
+    /// opened (a restart is then refused).
+    pub binary: Option<crate::restart::Binary>,
 }
 
 /// Where a connection is in its life (docs/architecture.md, "A
 /// connection's life"). Until it is `Running` the bus does not know it,
 /// and its credentials wait here; then the bus owns them.
+#[derive(serde::Serialize, serde::Deserialize)]
 enum Phase {
     /// nonce-tcp: the 16 bytes of the nonce file must come first.
     Nonce {
@@ -135,6 +144,7 @@ enum Phase {
     Running,
 }
 
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Conn {
     transport: Transport,
     phase: Phase,
@@ -151,10 +161,13 @@ struct Conn {
     /// It hung up while held: read it to EOF once released.
     hung_up_while_held: bool,
     /// When the fds it sent ahead of their message must have it.
+    #[serde(with = "quickbus_bus::handover::optional_instant")]
     fd_deadline: Option<Instant>,
     /// Registered for writability too (see `Server::watch_writable`).
     watching_writable: bool,
-    /// The loop turn of its last read (see `IdleBuffers`).
+    /// The loop turn of its last read (see `IdleBuffers`); a restart
+    /// starts counting turns anew.
+    #[serde(skip)]
     last_read_turn: u64,
 }
 
@@ -168,7 +181,7 @@ pub struct Server {
     poll: Poll,
     /// Each listening socket, with the nonce its peers must send first
     /// (nonce-tcp).
-    listeners: Vec<(Listening, Option<[u8; NONCE_LEN]>)>,
+    listeners: Vec<Listen>,
     /// Every connection, by the id the bus gave it (its mio token too).
     conns: FastMap<ConnId, Conn>,
     bus: Bus,
@@ -201,6 +214,17 @@ pub struct Server {
     /// Policy names that were unknown at load, resolved again when a
     /// dynamic user bearing one connects.
     late_users: crate::late_users::LateUsers,
+    /// A restart asked for in this turn, done at its end.
+    restart: Option<restarting::Pending>,
+}
+
+/// A listening socket registered with the loop.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Listen {
+    #[serde(with = "crate::handover_fields::listening")]
+    socket: Listening,
+    /// nonce-tcp: what its peers must send first.
+    nonce: Option<[u8; NONCE_LEN]>,
 }
 
 #[derive(Default)]
@@ -213,32 +237,43 @@ struct Spare {
 impl Server {
     pub fn new(
         listeners: Vec<(ListenSocket, Option<[u8; NONCE_LEN]>)>,
-        mut bus: Bus,
+        bus: Bus,
         mut opts: ServerOptions,
     ) -> io::Result<Server> {
-        bus.set_out_bounds(opts.out_bounds);
-        let late_users = crate::late_users::LateUsers::new(std::mem::take(&mut opts.policies));
-        let poll = Poll::new()?;
-        // SIGCHLD: an activated service exited (see reap_services).
-        let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD])?;
-        poll.registry()
-            .register(&mut signals, SIGNALS, Interest::READABLE)?;
-        let mut registered = Vec::with_capacity(listeners.len());
         if listeners.len() > MAX_LISTENERS {
             return Err(io::Error::other(format!(
                 "{} listening sockets, more than {MAX_LISTENERS}",
                 listeners.len()
             )));
         }
-        for (i, (l, nonce)) in listeners.into_iter().enumerate() {
-            let mut l = l.into_mio()?;
-            poll.registry()
-                .register(&mut l, Token(LAST_LISTENER - i), Interest::READABLE)?;
-            registered.push((l, nonce));
+        let late_users = crate::late_users::LateUsers::new(std::mem::take(&mut opts.policies));
+        let mut listening = Vec::with_capacity(listeners.len());
+        for (socket, nonce) in listeners {
+            listening.push(Listen {
+                socket: socket.into_mio()?,
+                nonce,
+            });
         }
-        Ok(Server {
+        let state = LoopState::fresh(listening, late_users);
+        Server::with_state(state, bus, opts)
+    }
+
+    /// The loop over `state`'s listeners and connections (all of them
+    /// registered here), at start-up or after a restart in place.
+    fn with_state(state: LoopState, mut bus: Bus, opts: ServerOptions) -> io::Result<Server> {
+        bus.set_out_bounds(opts.out_bounds);
+        let poll = Poll::new()?;
+        // SIGCHLD: an activated service exited (see reap_services);
+        // SIGUSR2: restart in place (docs/restart.md).
+        let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGUSR2])?;
+        poll.registry()
+            .register(&mut signals, SIGNALS, Interest::READABLE)?;
+        // Blocked by the image that executed this one, until handlers
+        // were in place.
+        crate::restart::unblock_handled_signals();
+        let mut server = Server {
             poll,
-            listeners: registered,
+            listeners: Vec::new(),
             conns: FastMap::default(),
             bus,
             opts,
@@ -254,8 +289,12 @@ impl Server {
             spare: Spare::default(),
             idle_buffers: IdleBuffers::default(),
             user_db: crate::userdb::CachedUserDb::system(),
-            late_users,
-        })
+            late_users: crate::late_users::LateUsers::new(Vec::new()),
+            restart: None,
+        };
+        server.put_back(state);
+        server.register_all()?;
+        Ok(server)
     }
 
     pub fn run(&mut self) -> io::Result<Exit> {
@@ -316,6 +355,9 @@ impl Server {
             self.bus.handle_timeouts(now, &mut self.actions);
             self.apply_actions();
             self.flush_dirty();
+            // With everything routed and written as far as the sockets
+            // took it: what is left crosses in the handover.
+            self.restart_if_requested();
             let conns = &mut self.conns;
             self.idle_buffers.end_turn(|id, emptied_at| {
                 if let Some(conn) = conns.get_mut(&id) {
@@ -369,6 +411,7 @@ impl Server {
                 }
                 SIGHUP => self.reload("SIGHUP"),
                 SIGCHLD => self.reap_services(),
+                SIGUSR2 => self.request_restart(None, "SIGUSR2"),
                 _ => {}
             }
         }
@@ -381,7 +424,7 @@ impl Server {
     /// out). Listen addresses and the socket-level limits keep their
     /// start-up values.
     fn reload(&mut self, why: &str) {
-        self.opts.notifier.reloading();
+        self.opts.notifier.reloading("Reloading configuration");
         let outcome = self.apply_reload(why);
         // READY=1 ends the reload either way: a refused configuration
         // leaves the bus serving with the old one.
@@ -455,7 +498,7 @@ impl Server {
     fn accept(&mut self, index: usize) {
         loop {
             let (accepted, nonce) = match self.listeners.get(index) {
-                Some((l, nonce)) => (l.accept(), *nonce),
+                Some(l) => (l.socket.accept(), l.nonce),
                 None => return,
             };
             let stream = match accepted {
@@ -663,6 +706,7 @@ impl Server {
                     }
                     Action::CancelActivation { name } => self.opts.launcher.stop(&name),
                     Action::ReloadConfig => self.reload("ReloadConfig"),
+                    Action::Restart { requester } => self.request_restart(requester, "Restart"),
                     Action::OpenPidfd { pid, started } => {
                         // Answered before anything else reaches the bus.
                         let pidfd = crate::sys::open_pidfd_verified(pid, started)

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use quickbus_wire::names::is_valid_bus_name;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ServiceFile {
     pub path: PathBuf,
     pub name: String,

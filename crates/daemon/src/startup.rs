@@ -16,6 +16,7 @@ use crate::cli::{Options, PrintTarget};
 use crate::config::BusConfig;
 use crate::flow::OutBounds;
 use crate::listen::{self, Listener};
+use crate::restart::Setup;
 use crate::server::{Reloaded, Server, ServerOptions};
 use crate::service_file;
 
@@ -33,6 +34,10 @@ pub fn main() -> i32 {
         return 0;
     }
     crate::userdb::bypass_bus_in_nss();
+    // A restart in place: this image continues the previous one's bus.
+    if std::env::var_os(crate::restart::HANDOVER_FD).is_some() {
+        return crate::restart::resume(&opts);
+    }
     // Before anything else is opened: the fds the parent handed us.
     let print_address = match adopt_target(opts.print_address) {
         Ok(t) => t,
@@ -138,7 +143,7 @@ fn serve(
     } else {
         config.pidfile.clone()
     };
-    let _pidfile_guard = match &pidfile {
+    let pidfile = match &pidfile {
         Some(path) => Some(PidFile::write(path.clone())?),
         None => None,
     };
@@ -148,6 +153,10 @@ fn serve(
     if let Some(out) = print_pid {
         out.emit(&format!("{}\n", std::process::id()))?;
     }
+    // Before `<user>`, which may not be allowed to read /proc/self/exe.
+    let binary = crate::restart::Binary::open(None)
+        .map_err(|e| warn!("cannot open the running binary, so no restart in place: {e}"))
+        .ok();
     // Sockets bound and pid file written: now `<user>`, as dbus-daemon.
     if let Some(user) = &config.user {
         become_configured_user(user)?;
@@ -162,13 +171,12 @@ fn serve(
         ready.signal()?;
     }
 
-    let limits = &config.limits;
     let bus_type = config.bus_type.clone().unwrap_or_else(|| "session".into());
     let policy = bus_policy(&config).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     let mut bus_opts = BusOptions {
         guid: guid.clone(),
         machine_id: crate::sys::machine_id(),
-        limits: bus_limits(limits),
+        limits: bus_limits(&config.limits),
         activatable_names: services.iter().map(|s| s.name.clone()).collect(),
         bus_type: bus_type.clone(),
         systemd_activation: opts.systemd_activation,
@@ -186,8 +194,41 @@ fn serve(
     let table = ServiceTable::new(config.service_dirs().to_vec(), services);
     let mut launcher = Launcher::new(table, address.clone(), bus_type);
     launcher.set_helper(config.servicehelper.clone());
-    let server_opts = ServerOptions {
-        auth: AuthConfig::from_config(&config.auth, config.allow_anonymous, guid),
+    let mut sockets = Vec::new();
+    for listener in &mut listeners {
+        for socket in std::mem::take(&mut listener.sockets) {
+            sockets.push((socket, listener.nonce_bytes()));
+        }
+    }
+    let setup = Setup {
+        exe: binary.as_ref().map(|b| b.path.clone()).unwrap_or_default(),
+        guid,
+        address: address.clone(),
+        forked: fork,
+        config,
+        pidfile,
+        listeners,
+    };
+    let server_opts = server_options(opts, setup, launcher, binary);
+    let mut server = Server::new(sockets, bus, server_opts)?;
+    info!("listening on {address}");
+    // The socket and pid files go when the server does.
+    server.run()?;
+    Ok(())
+}
+
+/// The loop's options, from the configuration loaded at start-up (also
+/// after a restart in place, which hands it over).
+pub fn server_options(
+    opts: &Options,
+    setup: Setup,
+    launcher: Launcher,
+    binary: Option<crate::restart::Binary>,
+) -> ServerOptions {
+    let config = &setup.config;
+    let limits = &config.limits;
+    ServerOptions {
+        auth: AuthConfig::from_config(&config.auth, config.allow_anonymous, setup.guid.clone()),
         auth_timeout: Duration::from_millis(limits.auth_timeout_ms),
         max_incomplete_connections: limits.max_incomplete_connections as usize,
         max_connections: limits.max_completed_connections as usize,
@@ -211,21 +252,12 @@ fn serve(
         reload: reloader(opts.clone()),
         launcher,
         // Here, in the process that serves: after --fork, the child.
-        notifier: crate::notify::Notifier::from_env(fork),
-        status: format!("Listening on {address}"),
+        notifier: crate::notify::Notifier::from_env(setup.forked),
+        status: format!("Listening on {}", setup.address),
         policies: config.policies.clone(),
-    };
-    let mut sockets = Vec::new();
-    for listener in &listeners {
-        for socket in &listener.sockets {
-            sockets.push((socket.try_clone()?, listener.nonce_bytes()));
-        }
+        setup,
+        binary,
     }
-    let mut server = Server::new(sockets, bus, server_opts)?;
-    info!("listening on {address}");
-    server.run()?;
-    drop(listeners); // removes socket files we created
-    Ok(())
 }
 
 /// Switch to the `<user>` of the configuration with its groups from the
@@ -291,7 +323,7 @@ fn ensure_runtime_service_dir(config: &BusConfig) {
 
 /// The configuration's policy for the bus core, names resolved through
 /// NSS.
-fn bus_policy(config: &BusConfig) -> Result<quickbus_bus::PolicyConfig, String> {
+pub(crate) fn bus_policy(config: &BusConfig) -> Result<quickbus_bus::PolicyConfig, String> {
     let db = crate::userdb::UserDb::load();
     crate::policy::bus_policy(&config.policies, &db, &mut |w| warn!("{w}"))
 }
@@ -318,7 +350,8 @@ fn bus_limits(limits: &crate::config::Limits) -> quickbus_bus::Limits {
 }
 
 /// Removes the pid file when the daemon exits.
-struct PidFile(PathBuf);
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct PidFile(PathBuf);
 
 impl PidFile {
     fn write(path: PathBuf) -> io::Result<PidFile> {

@@ -35,6 +35,40 @@ pub fn adopt_inherited_fd(fd: RawFd) -> io::Result<File> {
     Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
+/// Set or clear close-on-exec on descriptor `fd` (a restart in place
+/// clears it on every descriptor its state names, and sets it again if
+/// the exec fails).
+///
+/// `fd` must be a descriptor this process holds open for the duration
+/// of the call (the caller owns the state that names it).
+pub fn set_close_on_exec(fd: RawFd, on: bool) -> io::Result<()> {
+    // SAFETY: borrow_raw needs `fd` open for the borrow, which is this
+    // function's contract; fcntl on it changes only its flags.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    let mut flags = rustix::io::fcntl_getfd(borrowed)?;
+    flags.set(rustix::io::FdFlags::CLOEXEC, on);
+    rustix::io::fcntl_setfd(borrowed, flags)?;
+    Ok(())
+}
+
+/// A new descriptor (close-on-exec) for the same open file as `fd`, a
+/// number the previous image of this process handed over.
+///
+/// The number is checked to be open first (EBADF is reported); it is only
+/// borrowed, so the caller stays free to adopt or close it afterwards.
+pub fn duplicate_inherited(fd: RawFd) -> io::Result<OwnedFd> {
+    if fd < 0 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "negative fd"));
+    }
+    // SAFETY: borrow_raw needs `fd` open for the borrow: fcntl(F_GETFD)
+    // fails with EBADF on a closed number, and nothing in this process
+    // closes it meanwhile (the handover's numbers are owned by nobody
+    // until they are adopted, after the state was restored).
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    rustix::io::fcntl_getfd(borrowed)?;
+    Ok(rustix::io::fcntl_dupfd_cloexec(borrowed, 0)?)
+}
+
 /// The listening sockets systemd passed us (`LISTEN_PID`, `LISTEN_FDS`:
 /// fds 3, 4, ... for this pid), or None when none were passed. The
 /// variables are removed so children we start don't see them.

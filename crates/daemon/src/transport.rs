@@ -30,10 +30,11 @@ type IoVec<'a> = SmallVec<[IoSlice<'a>; 16]>;
 
 /// Something queued for writing: a header and a body sent back to back,
 /// with fds attached to its first byte.
-#[derive(Clone)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct OutItem {
     pub header: Bytes,
     pub body: Bytes,
+    #[serde(with = "crate::handover_fields::optional_shared_fds")]
     pub fds: Option<Arc<Vec<OwnedFd>>>,
 }
 
@@ -72,13 +73,18 @@ pub enum ReadStatus {
     Closed,
 }
 
+/// Everything here crosses a restart in place (docs/restart.md): a
+/// message read or written halfway continues where it stopped.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Transport {
+    #[serde(with = "crate::handover_fields::stream")]
     pub stream: Stream,
     inbuf: BytesMut,
     read_window: usize,
     /// Total size of the frame at the front of `inbuf` once known and
     /// incomplete, else 0.
     frame_need: usize,
+    #[serde(with = "crate::handover_fields::fd_queue")]
     in_fds: VecDeque<OwnedFd>,
     /// Whether fds the peer sends are kept: only once it authenticated
     /// and agreed on fd passing (NEGOTIATE_UNIX_FD). Before that, and on a

@@ -92,6 +92,9 @@ enum Command {
     Report(report::ReportArgs),
     /// Live view of the bus's connections from Debug.Stats (q quits)
     Top(top::TopArgs),
+    /// Restart a quickbus-daemon in place, keeping every connection (root
+    /// or the bus's user); returns when the new process serves
+    Restart,
     /// Print quickbus(1), the manual page, in roff (for packaging)
     #[command(hide = true)]
     GenerateMan,
@@ -211,6 +214,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
             // A round trip to the bus: it has routed our signal before it
             // answers, so nothing is lost when we disconnect right away.
             bus.get_id()?;
+            Ok(())
+        }
+        (Command::Restart, None) => {
+            let call = MessageBuilder::method_call(quickbus_wire::BUS_PATH, "Restart")
+                .interface(quickbus_wire::DAEMON_INTERFACE)
+                .destination(quickbus_wire::BUS_NAME);
+            bus.call(call)?;
             Ok(())
         }
         (Command::List { unique, acquired }, None) => {

@@ -39,7 +39,7 @@ pub struct Cookie {
 }
 
 /// The keyring of one user, in `dir`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Keyring {
     dir: PathBuf,
     uid: u32,

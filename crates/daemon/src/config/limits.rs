@@ -2,7 +2,7 @@
 //! defaults, its names and its range checks.
 
 /// Every limit dbus-daemon 1.14 knows. Timeouts are in milliseconds.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
     pub max_incoming_bytes: u64,
     pub max_incoming_unix_fds: u64,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::xml::Element;
 
 /// Whom a `<policy>` applies to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PolicyScope {
     /// `context="default"`: everyone, before the specific policies.
     Default,
@@ -21,7 +21,7 @@ pub enum PolicyScope {
     AtConsole(bool),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Policy {
     pub scope: PolicyScope,
     pub rules: Vec<Rule>,
@@ -30,7 +30,7 @@ pub struct Policy {
 }
 
 /// One `<allow>` or `<deny>`, attributes in the order written.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Rule {
     pub allow: bool,
     pub attributes: Vec<(String, String)>,

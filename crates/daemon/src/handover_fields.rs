@@ -1,0 +1,128 @@
+//! serde `with` modules for the daemon's fields that hold descriptors: a
+//! connection's or listener's socket, a queue of received fds, the fds
+//! riding on a queued message. Each descriptor is written as its index in
+//! the restart's fd table (`quickbus_bus::handover`), which crosses
+//! `exec` beside the state (docs/restart.md).
+//!
+//! Owns: nothing. May touch: the handover's fd table, through
+//! `quickbus_bus::handover`.
+
+use std::collections::VecDeque;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+
+use quickbus_bus::handover::{restore_fd, save_fd};
+use serde::de::Error as _;
+use serde::ser::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::socket::{Listening, Stream};
+
+/// Which kind of socket, and its index.
+#[derive(Serialize, Deserialize)]
+enum Socket {
+    Unix(u32),
+    Tcp(u32),
+}
+
+fn index<S: Serializer>(fd: impl AsFd) -> Result<u32, S::Error> {
+    save_fd(fd.as_fd()).map_err(S::Error::custom)
+}
+
+fn take<'de, D: Deserializer<'de>>(index: u32) -> Result<OwnedFd, D::Error> {
+    restore_fd(index).map_err(D::Error::custom)
+}
+
+/// A connection's socket.
+pub mod stream {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(stream: &Stream, s: S) -> Result<S::Ok, S::Error> {
+        match stream {
+            Stream::Unix(u) => Socket::Unix(index::<S>(u)?),
+            Stream::Tcp(t) => Socket::Tcp(index::<S>(t)?),
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Stream, D::Error> {
+        Ok(match Socket::deserialize(d)? {
+            Socket::Unix(i) => Stream::Unix(mio::net::UnixStream::from_std(
+                std::os::unix::net::UnixStream::from(take::<D>(i)?),
+            )),
+            Socket::Tcp(i) => Stream::Tcp(mio::net::TcpStream::from_std(
+                std::net::TcpStream::from(take::<D>(i)?),
+            )),
+        })
+    }
+}
+
+/// A listening socket.
+pub mod listening {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(listening: &Listening, s: S) -> Result<S::Ok, S::Error> {
+        match listening {
+            Listening::Unix(u) => Socket::Unix(index::<S>(u)?),
+            Listening::Tcp(t) => Socket::Tcp(index::<S>(t)?),
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Listening, D::Error> {
+        Ok(match Socket::deserialize(d)? {
+            Socket::Unix(i) => Listening::Unix(mio::net::UnixListener::from_std(
+                std::os::unix::net::UnixListener::from(take::<D>(i)?),
+            )),
+            Socket::Tcp(i) => Listening::Tcp(mio::net::TcpListener::from_std(
+                std::net::TcpListener::from(take::<D>(i)?),
+            )),
+        })
+    }
+}
+
+/// Fds received ahead of their message.
+pub mod fd_queue {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(fds: &VecDeque<OwnedFd>, s: S) -> Result<S::Ok, S::Error> {
+        let indices: Result<Vec<u32>, S::Error> = fds.iter().map(index::<S>).collect();
+        indices?.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<VecDeque<OwnedFd>, D::Error> {
+        Vec::<u32>::deserialize(d)?
+            .into_iter()
+            .map(take::<D>)
+            .collect()
+    }
+}
+
+/// The fds of a queued message, shared by every receiver of a broadcast.
+/// Each receiver's copy crosses on its own (a duplicate of the same open
+/// file, which is what it would have been sent anyway).
+pub mod optional_shared_fds {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(
+        fds: &Option<Arc<Vec<OwnedFd>>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let indices: Option<Result<Vec<u32>, S::Error>> =
+            fds.as_ref().map(|fds| fds.iter().map(index::<S>).collect());
+        indices.transpose()?.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Arc<Vec<OwnedFd>>>, D::Error> {
+        match Option::<Vec<u32>>::deserialize(d)? {
+            None => Ok(None),
+            Some(indices) => {
+                let fds: Result<Vec<OwnedFd>, D::Error> =
+                    indices.into_iter().map(take::<D>).collect();
+                Ok(Some(Arc::new(fds?)))
+            }
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! Restarting in place (docs/restart.md): the daemon re-executes its
+//! binary, the new one if a package upgrade replaced it, in the same
+//! process, and hands the new image everything (sockets, connections,
+//! names, match rules, queues, pending calls, configuration). Clients
+//! notice nothing; the pid stays, so systemd does not either.
+//!
+//! The old image (`server::restarting`) checks the binary answers
+//! `--handover-version` with [`HANDOVER_VERSION`], writes the state to a
+//! sealed memfd (`format`), clears close-on-exec on every descriptor the
+//! state names, and execs. The new image finds [`HANDOVER_FD`] in its
+//! environment and resumes (`resume`); if it cannot, it execs the binary
+//! it came from, kept open since that one started (`binary`), and that
+//! one resumes the same state.
+//!
+//! Owns: the handover's format and version, the environment variables
+//! that carry it, and what of the start-up the restart keeps
+//! ([`Setup`]). May touch: the server (through `server::restarting`),
+//! start-up (to resume).
+
+mod binary;
+mod format;
+mod resume;
+
+use std::path::PathBuf;
+
+pub use binary::{unblock_handled_signals, Binary};
+pub use format::{clock_now, read_handover, write_handover, Handover, Restored};
+pub use resume::resume;
+
+/// The handover format's version: a binary restarts into another only
+/// when both print the same number for `--handover-version`. Bump it with
+/// every change to any serialized type (the bus's or the daemon's state).
+pub const HANDOVER_VERSION: u32 = 1;
+
+/// The number of the memfd holding the state, in the new image's
+/// environment.
+pub const HANDOVER_FD: &str = "QUICKBUS_HANDOVER_FD";
+/// The number of the previous image's binary (an `O_PATH` descriptor), to
+/// go back to if the new one cannot resume.
+pub const PREVIOUS_BINARY_FD: &str = "QUICKBUS_HANDOVER_PREVIOUS_BINARY_FD";
+/// Set when the image is that previous binary, going back: it does not
+/// go back again.
+pub const GOING_BACK: &str = "QUICKBUS_HANDOVER_GOING_BACK";
+/// For tests of the way back: a new image with this set to `1` fails to
+/// resume on purpose (the image going back ignores it).
+pub const FAIL_RESTORE_FOR_TESTS: &str = "QUICKBUS_TEST_FAIL_RESTORE";
+
+/// What the restart keeps from the start-up: the configuration the
+/// server's options came from, and the files to remove at exit.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Setup {
+    /// The binary to execute: where the daemon was started from.
+    pub exe: PathBuf,
+    pub guid: String,
+    /// The first listening address, with the guid (services are started
+    /// with it).
+    pub address: String,
+    /// Started with --fork: `READY=1` names this process (`MAINPID=`).
+    pub forked: bool,
+    /// The configuration as loaded at start-up (the socket-level limits
+    /// and addresses keep their start-up values across reloads too).
+    pub config: crate::config::BusConfig,
+    /// The pid file and socket files removed at exit.
+    pub pidfile: Option<crate::startup::PidFile>,
+    pub listeners: Vec<crate::listen::Listener>,
+}

@@ -1,0 +1,149 @@
+//! The new image's side of a restart in place: read the handover, take
+//! over its descriptors, rebuild the loop, serve. If that fails, execute
+//! the previous binary (its descriptor crossed too) with the same
+//! handover, which resumes it instead: the bus comes back as it was.
+//!
+//! Owns: the order of resuming. May touch: start-up's helpers (the
+//! server's options), the server.
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+use tracing::{error, info};
+
+use super::{
+    clock_now, read_handover, Binary, Restored, FAIL_RESTORE_FOR_TESTS, GOING_BACK, HANDOVER_FD,
+    PREVIOUS_BINARY_FD,
+};
+use crate::cli::Options;
+use crate::server::Server;
+
+/// Run the bus handed over in the environment; the returned value is the
+/// process exit code.
+pub fn resume(opts: &Options) -> i32 {
+    crate::logging::init();
+    let going_back = std::env::var_os(GOING_BACK).is_some();
+    let memfd = inherited(HANDOVER_FD);
+    let previous = inherited(PREVIOUS_BINARY_FD);
+    // Not for the services this bus starts.
+    for var in [HANDOVER_FD, PREVIOUS_BINARY_FD, GOING_BACK] {
+        std::env::remove_var(var);
+    }
+    let memfd = match memfd {
+        Ok(fd) => fd,
+        Err(e) => return lost(&format!("the handover is unreadable: {e}")),
+    };
+    match restore(opts, &memfd, going_back) {
+        Ok(mut server) => {
+            drop(memfd);
+            drop(previous);
+            match server.run() {
+                Ok(_) => 0,
+                Err(e) => {
+                    error!("Failed to run message bus: {e}");
+                    1
+                }
+            }
+        }
+        Err(why) => {
+            error!("restoring failed: {why}");
+            match (going_back, previous) {
+                (false, Ok(previous)) => go_back(&memfd, &previous),
+                (true, _) => lost("the previous binary cannot resume either"),
+                (false, Err(e)) => lost(&format!("no previous binary to go back to: {e}")),
+            }
+        }
+    }
+}
+
+fn lost(why: &str) -> i32 {
+    error!("the bus is lost: {why}");
+    1
+}
+
+/// The descriptor whose number is in environment variable `var`, ours
+/// now (close-on-exec again).
+fn inherited(var: &str) -> std::io::Result<OwnedFd> {
+    let number: RawFd = std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("{var} is not a descriptor number")))?;
+    let fd = OwnedFd::from(crate::sys::adopt_inherited_fd(number)?);
+    crate::sys::set_close_on_exec(fd.as_raw_fd(), true)?;
+    Ok(fd)
+}
+
+/// Execute the previous binary with the same handover. Returns only if
+/// that failed.
+fn go_back(memfd: &OwnedFd, previous: &OwnedFd) -> i32 {
+    info!("going back to the previous binary");
+    for fd in [memfd, previous] {
+        if let Err(e) = crate::sys::set_close_on_exec(fd.as_raw_fd(), false) {
+            return lost(&format!("cannot pass descriptor on: {e}"));
+        }
+    }
+    let error = Binary::exec_running(
+        previous,
+        &[
+            (HANDOVER_FD, memfd.as_raw_fd().to_string()),
+            (PREVIOUS_BINARY_FD, previous.as_raw_fd().to_string()),
+            (GOING_BACK, "1".to_owned()),
+        ],
+    );
+    lost(&format!("cannot execute the previous binary: {error}"))
+}
+
+/// The server, from the handover. The handed-over descriptors are
+/// duplicated, not taken: until the loop runs, the previous binary may
+/// still need the originals.
+fn restore(opts: &Options, memfd: &OwnedFd, going_back: bool) -> Result<Server, String> {
+    if !going_back && std::env::var(FAIL_RESTORE_FOR_TESTS).as_deref() == Ok("1") {
+        return Err(format!(
+            "{FAIL_RESTORE_FOR_TESTS}=1 (a test of the way back)"
+        ));
+    }
+    let (numbers, payload) = read_handover(memfd).map_err(|e| e.to_string())?;
+    let mut table = Vec::with_capacity(numbers.len());
+    for &number in &numbers {
+        let fd = crate::sys::duplicate_inherited(number)
+            .map_err(|e| format!("descriptor {number} of the handover: {e}"))?;
+        table.push(fd);
+    }
+    let (restored, _unused) = quickbus_bus::handover::restoring(clock_now(), table, || {
+        postcard::from_bytes::<Restored>(&payload)
+    });
+    let restored = restored.map_err(|e| format!("cannot read the state: {e}"))?;
+    let server = rebuild(opts, restored)?;
+    // Resumed: the originals go (each number once).
+    let mut originals = numbers;
+    originals.sort_unstable();
+    originals.dedup();
+    for number in originals {
+        if let Ok(file) = crate::sys::adopt_inherited_fd(number) {
+            drop(file);
+        }
+    }
+    Ok(server)
+}
+
+fn rebuild(opts: &Options, restored: Restored) -> Result<Server, String> {
+    let Restored {
+        began,
+        setup,
+        launcher,
+        requesters,
+        state,
+        bus,
+    } = restored;
+    let mut bus = bus.ok_or("hack")?;
+    crate::logging::configure(opts.syslog, setup.config.syslog);
+    let fd_limit = crate::fd_limit::raise();
+    tracing::debug!(?fd_limit, "open-file limit");
+    // Not state: the security modules' handles, opened again.
+    crate::mac::start(&setup.config).map_err(|e| e.to_string())?;
+    bus.set_mediator(crate::mac::mediator(&setup.config)?);
+    let binary = Binary::open(Some(setup.exe.clone()))
+        .map_err(|e| tracing::warn!("cannot open the running binary, so no restart in place: {e}"))
+        .ok();
+    let server_opts = crate::startup::server_options(opts, setup, launcher, binary);
+    Server::resume(state, bus, server_opts, requesters, began).map_err(|e| e.to_string())
+}

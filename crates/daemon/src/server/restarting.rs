@@ -1,0 +1,270 @@
+//! The loop's side of a restart in place (docs/restart.md): a SIGUSR2 or
+//! a Restart call asks for one; at the end of the turn the loop checks
+//! the binary, hands its whole state to the binary's new image and execs
+//! it. If any step fails the state goes back into the loop, the bus
+//! serves on, and the caller hears why. The new image rebuilds the loop
+//! from the same state ([`Server::resume`]).
+//!
+//! Owns: the restart asked for in this turn, and the loop's state as it
+//! crosses ([`LoopState`]). May touch: the whole server.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::os::fd::AsRawFd;
+use std::time::Instant;
+
+use mio::{Interest, Token};
+use quickbus_bus::{errors, Bus, ConnId, RestartRequester};
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use super::{token, Conn, FastMap, Listen, Server, ServerOptions, LAST_LISTENER};
+use crate::late_users::LateUsers;
+use crate::restart::{self, write_handover, Handover};
+
+/// A restart asked for in this turn.
+pub(super) struct Pending {
+    requesters: Vec<RestartRequester>,
+    why: &'static str,
+}
+
+/// A time-out of one connection.
+#[derive(Serialize, Deserialize)]
+struct Deadline {
+    #[serde(with = "quickbus_bus::handover::instant")]
+    at: Instant,
+    conn: ConnId,
+}
+
+/// Everything of the loop that crosses a restart: the listeners, the
+/// connections (socket, authentication, buffers, queues), their
+/// time-outs and counts.
+#[derive(Default, Serialize, Deserialize)]
+pub struct LoopState {
+    conns: FastMap<ConnId, Conn>,
+    listeners: Vec<Listen>,
+    auth_deadlines: Vec<Deadline>,
+    fd_deadlines: Vec<Deadline>,
+    incomplete: usize,
+    incomplete_by_uid: FastMap<u32, usize>,
+    late_users: Option<LateUsers>,
+    unfinished_reads: Vec<(ConnId, bool)>,
+}
+
+impl LoopState {
+    /// A new loop's: its listeners, no connection yet.
+    pub(super) fn fresh(listeners: Vec<Listen>, late_users: LateUsers) -> LoopState {
+        LoopState {
+            listeners,
+            late_users: Some(late_users),
+            ..LoopState::default()
+        }
+    }
+}
+
+fn deadlines(heap: &mut BinaryHeap<Reverse<(Instant, ConnId)>>) -> Vec<Deadline> {
+    std::mem::take(heap)
+        .into_iter()
+        .map(|Reverse((at, conn))| Deadline { at, conn })
+        .collect()
+}
+
+fn heap(deadlines: Vec<Deadline>) -> BinaryHeap<Reverse<(Instant, ConnId)>> {
+    deadlines
+        .into_iter()
+        .map(|d| Reverse((d.at, d.conn)))
+        .collect()
+}
+
+impl Server {
+    /// The loop of a new image, from the state the previous one handed
+    /// over; `requesters` hear that the restart is done.
+    pub fn resume(
+        state: LoopState,
+        bus: Bus,
+        opts: ServerOptions,
+        requesters: Vec<RestartRequester>,
+        began_ns: u64,
+    ) -> std::io::Result<Server> {
+        let mut server = Server::with_state(state, bus, opts)?;
+        let pause_ms =
+            restart::clock_now().monotonic_ns.saturating_sub(began_ns) as f64 / 1_000_000.0;
+        info!(
+            "restarted in place: {} connections kept, serving again after {pause_ms:.1} ms",
+            server.conns.len()
+        );
+        for requester in requesters {
+            server
+                .bus
+                .restart_answered(requester, Ok(()), &mut server.actions);
+        }
+        server.apply_actions();
+        server.flush_dirty();
+        Ok(server)
+    }
+
+    /// Register every listener and connection of a new loop, and queue a
+    /// flush of whatever output the previous image had not written yet.
+    pub(super) fn register_all(&mut self) -> std::io::Result<()> {
+        for (i, listen) in self.listeners.iter_mut().enumerate() {
+            self.poll.registry().register(
+                &mut listen.socket,
+                Token(LAST_LISTENER - i),
+                Interest::READABLE,
+            )?;
+        }
+        for (&id, conn) in self.conns.iter_mut() {
+            // Readable only; the flush below watches writability again
+            // where output is left.
+            conn.watching_writable = false;
+            self.poll.registry().register(
+                &mut conn.transport.stream,
+                token(id),
+                Interest::READABLE,
+            )?;
+            if conn.transport.queued_bytes() > 0 {
+                self.dirty.push(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// SIGUSR2 or a Restart call: restart at the end of this turn. A
+    /// second request before then is refused.
+    pub(super) fn request_restart(
+        &mut self,
+        requester: Option<RestartRequester>,
+        why: &'static str,
+    ) {
+        if self.restart.is_some() {
+            warn!("restart refused: {why} while another restart is in progress");
+            if let Some(requester) = requester {
+                let error = errors::BusError::new(
+                    errors::FAILED,
+                    "Restart refused: another restart is in progress",
+                );
+                self.bus
+                    .restart_answered(requester, Err(error), &mut self.actions);
+            }
+            return;
+        }
+        self.restart = Some(Pending {
+            requesters: requester.into_iter().collect(),
+            why,
+        });
+    }
+
+    /// Do the restart asked for in this turn. Returns only if it did not
+    /// happen; the bus then serves on as before.
+    pub(super) fn restart_if_requested(&mut self) {
+        let Some(pending) = self.restart.take() else {
+            return;
+        };
+        info!("{}: restarting in place", pending.why);
+        let why = self.restart_in_place(&pending);
+        warn!("restart refused: {why}");
+        for requester in pending.requesters {
+            let error = errors::BusError::new(errors::FAILED, format!("Restart refused: {why}"));
+            self.bus
+                .restart_answered(requester, Err(error), &mut self.actions);
+        }
+        self.apply_actions();
+        self.flush_dirty();
+    }
+
+    /// Check the binary, write the handover, exec. Returns why not.
+    fn restart_in_place(&mut self, pending: &Pending) -> String {
+        let began = restart::clock_now().monotonic_ns;
+        match &self.opts.binary {
+            None => return "the running binary could not be opened at start-up".into(),
+            Some(binary) => {
+                if let Err(why) = binary.check() {
+                    return why;
+                }
+            }
+        }
+        self.opts.notifier.reloading("Restarting in place");
+        let state = self.take_state();
+        let why = self.hand_over(&state, pending, began);
+        self.put_back(state);
+        self.opts.notifier.ready(&self.opts.status);
+        why
+    }
+
+    fn hand_over(&self, state: &LoopState, pending: &Pending, began: u64) -> String {
+        let Some(binary) = &self.opts.binary else {
+            return "no binary".into();
+        };
+        let handover = Handover {
+            began,
+            setup: &self.opts.setup,
+            launcher: &self.opts.launcher,
+            requesters: &pending.requesters,
+            state,
+            bus: &self.bus,
+        };
+        let (memfd, fds) = match write_handover(&handover) {
+            Ok(written) => written,
+            Err(e) => return format!("cannot write the handover: {e}"),
+        };
+        let passed = fds
+            .iter()
+            .copied()
+            .chain([memfd.as_raw_fd(), binary.running.as_raw_fd()]);
+        let mut cleared = Vec::new();
+        let mut why = None;
+        for fd in passed {
+            match crate::sys::set_close_on_exec(fd, false) {
+                Ok(()) => cleared.push(fd),
+                Err(e) => {
+                    why = Some(format!("cannot pass descriptor {fd} on: {e}"));
+                    break;
+                }
+            }
+        }
+        let why = why.unwrap_or_else(|| {
+            let error = binary.exec(&[
+                (restart::HANDOVER_FD, memfd.as_raw_fd().to_string()),
+                (
+                    restart::PREVIOUS_BINARY_FD,
+                    binary.running.as_raw_fd().to_string(),
+                ),
+            ]);
+            format!("cannot execute {}: {error}", binary.path.display())
+        });
+        // Still here: nothing of it may leak into the services we start.
+        for fd in cleared {
+            let _ = crate::sys::set_close_on_exec(fd, true);
+        }
+        why
+    }
+
+    fn take_state(&mut self) -> LoopState {
+        LoopState {
+            conns: std::mem::take(&mut self.conns),
+            listeners: std::mem::take(&mut self.listeners),
+            auth_deadlines: deadlines(&mut self.auth_deadlines),
+            fd_deadlines: deadlines(&mut self.fd_deadlines),
+            incomplete: self.incomplete,
+            incomplete_by_uid: std::mem::take(&mut self.incomplete_by_uid),
+            late_users: Some(std::mem::replace(
+                &mut self.late_users,
+                LateUsers::new(Vec::new()),
+            )),
+            unfinished_reads: std::mem::take(&mut self.unfinished_reads),
+        }
+    }
+
+    pub(super) fn put_back(&mut self, state: LoopState) {
+        self.conns = state.conns;
+        self.listeners = state.listeners;
+        self.auth_deadlines = heap(state.auth_deadlines);
+        self.fd_deadlines = heap(state.fd_deadlines);
+        self.incomplete = state.incomplete;
+        self.incomplete_by_uid = state.incomplete_by_uid;
+        if let Some(late_users) = state.late_users {
+            self.late_users = late_users;
+        }
+        self.unfinished_reads = state.unfinished_reads;
+    }
+}
