@@ -60,6 +60,9 @@ pub struct Setup {
     /// The configuration as loaded at start-up (the socket-level limits
     /// and addresses keep their start-up values across reloads too).
     pub config: crate::config::BusConfig,
+    /// The configuration of the last reload, if any: the security modules'
+    /// mediators are built from it.
+    pub reloaded: Option<crate::config::BusConfig>,
     /// The pid file and socket files removed at exit.
     pub pidfile: Option<crate::startup::PidFile>,
     pub listeners: Vec<crate::listen::Listener>,

@@ -87,6 +87,9 @@ pub struct Reloaded {
     /// The SELinux mediator for the new `<associate>` list (None without
     /// SELinux).
     pub mediator: Option<Box<dyn quickbus_bus::mac::Mediator>>,
+    /// The whole configuration, for a restart in place to build the
+    /// mediators from.
+    pub config: crate::config::BusConfig,
 }
 
 /// What the loop needs beyond the bus itself.
@@ -460,6 +463,7 @@ impl Server {
                 self.late_users = crate::late_users::LateUsers::new(reloaded.policies);
                 self.bus.set_policy(reloaded.policy);
                 self.bus.set_mediator(reloaded.mediator);
+                self.opts.setup.reloaded = Some(reloaded.config);
                 self.bus.set_limits(reloaded.limits);
                 self.bus.set_activatable_names(names, &mut self.actions);
                 Ok(())

@@ -206,6 +206,7 @@ fn serve(
         address: address.clone(),
         forked: fork,
         config,
+        reloaded: None,
         pidfile,
         listeners,
     };
@@ -292,10 +293,11 @@ fn reloader(opts: Options) -> crate::server::Reloader {
             service_dirs: config.service_dirs().to_vec(),
             services,
             policy,
-            policies: config.policies,
+            policies: config.policies.clone(),
             limits: bus_limits(&config.limits),
-            servicehelper: config.servicehelper,
+            servicehelper: config.servicehelper.clone(),
             mediator,
+            config,
         })
     })
 }

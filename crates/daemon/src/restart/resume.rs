@@ -140,7 +140,9 @@ fn rebuild(opts: &Options, restored: Restored) -> Result<Server, String> {
     tracing::debug!(?fd_limit, "open-file limit");
     // Not state: the security modules' handles, opened again.
     crate::mac::start(&setup.config).map_err(|e| e.to_string())?;
-    bus.set_mediator(crate::mac::mediator(&setup.config)?);
+    bus.set_mediator(crate::mac::mediator(
+        setup.reloaded.as_ref().unwrap_or(&setup.config),
+    )?);
     let binary = Binary::open(Some(setup.exe.clone()))
         .map_err(|e| tracing::warn!("cannot open the running binary, so no restart in place: {e}"))
         .ok();
