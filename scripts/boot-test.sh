@@ -131,8 +131,8 @@ prepare_root() {
     rm -rf "$root"
     mkdir -p "$root"
     tar -C "$root" -xf "$tarball"
-    cp "$deb" "$root/tmp/quickbus.deb"
-    chroot "$root" dpkg -i /tmp/quickbus.deb >/dev/null
+    cp "$deb" "$root/root/quickbus.deb"
+    chroot "$root" dpkg -i /root/quickbus.deb >/dev/null
     local command
     for command in "$@"; do
         chroot "$root" sh -c "$command"
@@ -356,6 +356,82 @@ EOF'
     guest rm -f /etc/dbus-1/system.d/org.example.BootTestDynamic.conf
 }
 
+# How many times the system bus logged a finished restart in place.
+restarts_logged() {
+    guest journalctl -b -u dbus.service -o cat --no-pager 2>/dev/null | grep -c 'restarted in place' || true
+}
+
+# Waits (bounded) until the bus has logged `count` restarts.
+wait_for_restarts() {
+    local count=$1 waited=0
+    until (($(restarts_logged) >= count)); do
+        ((waited++ < 300)) || return 1
+        sleep 0.1
+    done
+}
+
+owner_of() {
+    guest busctl call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus \
+        GetNameOwner s "$1" 2>&1 || true
+}
+
+# The system bus restarts in place (docs/restart.md) three ways: SIGUSR2
+# from systemctl, `quickbus --system restart`, and a reinstall of the
+# package, whose postinst restarts it onto the binary dpkg just replaced.
+# Each time the bus keeps its pid and every client its connection:
+# systemd1 and login1 their unique names, the session its user bus.
+restart_checks() {
+    local pid systemd1 login1 out logged
+    pid=$(guest systemctl show -p MainPID --value dbus.service)
+    systemd1=$(owner_of org.freedesktop.systemd1)
+    login1=$(owner_of org.freedesktop.login1)
+    logged=$(restarts_logged)
+    kept() {
+        local what=$1
+        out="pid $(guest systemctl show -p MainPID --value dbus.service), systemd1 $(owner_of org.freedesktop.systemd1), login1 $(owner_of org.freedesktop.login1)"
+        if [[ $out == "pid $pid, systemd1 $systemd1, login1 $login1" ]] &&
+            guest loginctl list-sessions >/dev/null 2>&1 &&
+            guest hostnamectl >/dev/null 2>&1 &&
+            [[ $(guest systemctl is-active dbus.service) == active ]]; then
+            pass "$what: the bus kept its pid and its clients ($out)"
+        else
+            fail "$what: the bus kept its pid and its clients" "before: pid $pid, systemd1 $systemd1, login1 $login1" \
+                "after:  $out" "$(guest journalctl -b -u dbus.service -o cat --no-pager 2>&1 | tail -n 8)"
+        fi
+    }
+    guest systemctl kill -s USR2 --kill-whom=main dbus.service
+    if wait_for_restarts $((logged + 1)); then
+        pass "systemctl kill -s USR2: the system bus restarted in place"
+    else
+        fail "systemctl kill -s USR2: the system bus restarted in place" \
+            "$(guest journalctl -b -u dbus.service -o cat --no-pager 2>&1 | tail -n 8)"
+    fi
+    kept "SIGUSR2"
+    if out=$(guest quickbus --system restart 2>&1) && wait_for_restarts $((logged + 2)); then
+        pass "quickbus --system restart"
+    else
+        fail "quickbus --system restart" "$out"
+    fi
+    kept "quickbus restart"
+    # An upgrade: dpkg unpacks a new /usr/bin/quickbus-daemon (a new file;
+    # the running one is unlinked) and the postinst restarts onto it.
+    if out=$(guest dpkg -i /root/quickbus.deb 2>&1) && wait_for_restarts $((logged + 3)) &&
+        [[ $(program_of "$pid") == /usr/bin/quickbus-daemon ]]; then
+        pass "a package upgrade restarts the bus onto the new binary (/proc/$pid/exe is the new file)"
+    else
+        fail "a package upgrade restarts the bus onto the new binary" "$out" "exe: $(program_of "$pid")"
+    fi
+    kept "upgrade"
+    # A new login (PAM, logind, user@1000 and its bus over the system bus).
+    if out=$(user_session 'busctl --user call org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus GetId'); then
+        pass "a new login session works after the restarts"
+    else
+        fail "a new login session works after the restarts" "$out"
+    fi
+    out=$(guest systemctl list-units --failed --plain --no-legend 2>&1 || true)
+    if [[ -z $out ]]; then pass "no failed unit after the restarts"; else fail "no failed unit after the restarts" "$out"; fi
+}
+
 declare -A poweroff_seconds
 
 run_boot() {
@@ -371,6 +447,9 @@ run_boot() {
     say "  booted in $((SECONDS - started)) s (unpack, install, boot)"
     if [[ $full == full ]]; then
         checks "$expected"
+        if [[ $expected == /usr/bin/quickbus-daemon ]]; then
+            restart_checks
+        fi
     else
         local pid out
         pid=$(guest systemctl show -p MainPID --value dbus.service)
