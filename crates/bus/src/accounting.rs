@@ -14,7 +14,7 @@ use crate::hold_budget::HoldBudget;
 use crate::FastMap;
 
 /// What one user's connections have queued.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct UserTally {
     pub uid: u32,
     pub out_bytes: usize,
@@ -54,11 +54,11 @@ impl UserTally {
 
 /// Where a user's tally is in [`Users`]. Valid while the user has a
 /// connection: every holder of a slot is (or belongs to) one of them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct UserSlot(usize);
 
 /// The tallies of users with connections.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Users {
     slots: Vec<Option<UserTally>>,
     free: Vec<usize>,

@@ -74,7 +74,7 @@ pub struct FoundService {
 }
 
 /// Something waiting for a name to be owned.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) enum Waiter {
     /// A peer's message that triggered (or joined) the activation; routed
     /// to the new owner as if it had just arrived.
@@ -103,8 +103,9 @@ impl Waiter {
 }
 
 /// One name being activated.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Pending {
+    #[serde(with = "crate::handover::instant")]
     deadline: Instant,
     /// The systemd unit asked to start the service, if systemd does.
     systemd_unit: Option<String>,
@@ -114,13 +115,17 @@ pub(crate) struct Pending {
 }
 
 /// The pending activations, by name, with their deadlines.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Activations {
     pending: HashMap<String, Pending>,
+    #[serde(with = "crate::handover::timed_set")]
     deadlines: BTreeSet<(Instant, String)>,
     /// Waiters over all names (`max_pending_service_starts`).
     waiting: usize,
     /// The message waiting for a rescan of the service directories.
+    /// Not handed over: the daemon answers the rescan before anything
+    /// else, so between two events (where a restart happens) it is None.
+    #[serde(skip)]
     parked: Option<Parked>,
     /// What UpdateActivationEnvironment set, for the services started.
     env: HashMap<String, String>,

@@ -55,6 +55,12 @@ use crate::{Action, BusOptions, ConnId, OutMessage, BUS_INTERFACE, BUS_NAME};
 /// peers, names, match rules, activations, peaks and its own pidfd and
 /// SELinux state), `mac`'s (the mediator, peers), and the unit tests'
 /// (pending replies, monitors); each noun is used through its methods.
+///
+/// Serializable for a restart in place (docs/restart.md): everything here
+/// is state except the mediator, which the daemon opens again, and what
+/// is only set within one event. A deserialized bus must be
+/// [`Bus::restored`] before use.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Bus {
     pub(crate) opts: BusOptions,
     /// Connections, their identities and unique names.
@@ -70,6 +76,8 @@ pub struct Bus {
     /// The bus process's own LSM label, without a trailing NUL.
     pub(crate) own_security_label: Option<Vec<u8>>,
     /// A GetConnectionCredentials reply waiting for the daemon's pidfd.
+    /// Answered within the event that asked for it, so never handed over.
+    #[serde(skip)]
     pub(crate) awaiting_pidfd: Option<crate::driver::AwaitingPidfd>,
     pub(crate) peaks: Peaks,
     /// Bus-wide totals of what was routed.
@@ -82,7 +90,9 @@ pub struct Bus {
     /// The security module's decisions (SELinux); None where there is
     /// none to ask. Not state: the daemon installs a new one on each
     /// start (see `mac`).
+    #[serde(skip)]
     pub(crate) mac: Option<Box<dyn crate::mac::Mediator>>,
+    #[serde(skip)]
     empty_fds: Arc<Vec<OwnedFd>>,
     /// Every connection's and user's queue, and held senders.
     queues: Queues,

@@ -94,7 +94,7 @@ pub const DEFAULT_PACING_BYTES: u64 = 512 * 1024;
 pub const DEFAULT_PACING_TIMEOUT_MS: u64 = 100;
 
 /// The bounds of one connection's outgoing queue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OutBounds {
     pub max_bytes: usize,
     pub max_fds: usize,
@@ -130,7 +130,7 @@ impl Default for OutBounds {
 
 /// When to pause a sender for a receiver that reads (see the module
 /// documentation).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Pacing {
     /// Queue length beyond which the sender is paused; 0: never.
     pub bytes: usize,
@@ -195,7 +195,7 @@ impl OutBounds {
 }
 
 /// Why a sender is held, which says when it is released.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum HoldReason {
     /// The receiver's queue is full: until it drains to half its bound;
     /// after the hold time the receiver becomes lossy.
@@ -219,7 +219,7 @@ impl HoldReason {
 }
 
 /// What a delivery is, as far as flow control cares.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Kind {
     /// A method call to its destination that expects a reply: refused
     /// when the queue is full.
@@ -261,9 +261,10 @@ pub enum Verdict {
 }
 
 /// One receiver's overflow state.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Receiver {
     /// When its queue last became full (None: not full since it drained).
+    #[serde(with = "crate::handover::optional_instant")]
     full_since: Option<Instant>,
     /// Full for longer than a hold: signals to it are dropped.
     lossy: bool,
@@ -274,6 +275,7 @@ pub struct Receiver {
     /// A pause for it timed out: it paces nobody until its queue empties.
     pacing_off: bool,
     /// Until when it holds and paces nobody, after its last episode.
+    #[serde(with = "crate::handover::optional_instant")]
     remembered_until: Option<Instant>,
 }
 

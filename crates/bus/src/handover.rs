@@ -202,6 +202,36 @@ pub mod instant {
     }
 }
 
+/// `#[serde(with = "handover::timed_set")]` for a `BTreeSet<(Instant, T)>`
+/// (deadlines in order).
+pub mod timed_set {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    pub fn serialize<S: Serializer, T: Serialize>(
+        set: &BTreeSet<(Instant, T)>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let clock = clock().map_err(S::Error::custom)?;
+        s.collect_seq(set.iter().map(|(at, t)| (clock.to_monotonic(*at), t)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de> + Ord>(
+        d: D,
+    ) -> Result<BTreeSet<(Instant, T)>, D::Error> {
+        let clock = clock().map_err(D::Error::custom)?;
+        Vec::<(i128, T)>::deserialize(d)?
+            .into_iter()
+            .map(|(ns, t)| {
+                let at = clock
+                    .to_instant(ns)
+                    .ok_or_else(|| D::Error::custom("an instant out of this clock's range"))?;
+                Ok((at, t))
+            })
+            .collect()
+    }
+}
+
 /// `#[serde(with = "handover::optional_instant")]` for an `Option<Instant>`.
 pub mod optional_instant {
     use super::*;

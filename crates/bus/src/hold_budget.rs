@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 const MINUTE: Duration = Duration::from_secs(60);
 
 /// One receiving user's budget. Starts full.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HoldBudget {
     /// Time spent beyond what has been refilled, as of `at` (0: full).
     spent: Duration,
+    #[serde(with = "crate::handover::optional_instant")]
     at: Option<Instant>,
 }
 

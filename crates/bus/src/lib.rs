@@ -133,9 +133,10 @@ pub enum UserGroups {
 /// One message ready to go out: the stamped header and shared body, and the
 /// fds that travel with it. Cloning is cheap (reference counts only), so
 /// every receiver of a broadcast gets a clone of the same `OutMessage`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct OutMessage {
     pub frame: Frame,
+    #[serde(with = "crate::handover::shared_fds")]
     pub fds: Arc<Vec<OwnedFd>>,
     /// What it is to the receiver it is addressed to (copies for others
     /// are signals to flow control).
@@ -235,7 +236,7 @@ pub fn loginfo(uid: u32, pid: Option<u32>, comm: Option<&str>) -> String {
 }
 
 /// How the bus is set up.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct BusOptions {
     /// The server GUID (`GetId`, the SASL `OK` line).
     pub guid: String,

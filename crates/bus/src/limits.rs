@@ -7,7 +7,7 @@ use std::time::Duration;
 /// What one connection may make the bus hold. The defaults are those of
 /// dbus-daemon's `session.conf` (with its built-in values for what that file
 /// leaves unset); the daemon overrides them from its configuration file.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
     /// Names a connection may own or be queued for, its unique name
     /// included (`max_names_per_connection`).

@@ -240,6 +240,41 @@ impl<K> std::fmt::Debug for MatchIndex<K> {
     }
 }
 
+/// A restart in place (docs/restart.md) hands the rules over as a list,
+/// each distinct rule with its owner and how many times it was added, in
+/// the order they were first added; the index (its hashes are seeded per
+/// process) is built again by adding them in that order, so every lookup
+/// lists them as before.
+impl<K: Copy + Eq + Hash + Ord + serde::Serialize> serde::Serialize for MatchIndex<K> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut slots: Vec<&Slot<K>> = self.slots.iter().flatten().collect();
+        slots.sort_unstable_by_key(|slot| slot.seq);
+        s.collect_seq(
+            slots
+                .iter()
+                .map(|slot| (slot.owner, &*slot.rule, slot.count)),
+        )
+    }
+}
+
+impl<'de, K> serde::Deserialize<'de> for MatchIndex<K>
+where
+    K: Copy + Eq + Hash + Ord + serde::Deserialize<'de>,
+{
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<MatchIndex<K>, D::Error> {
+        let mut index = MatchIndex::new();
+        for (owner, rule, count) in
+            <Vec<(K, MatchRule, usize)> as serde::Deserialize>::deserialize(d)?
+        {
+            for _ in 1..count {
+                index.add(owner, rule.clone());
+            }
+            index.add(owner, rule);
+        }
+        Ok(index)
+    }
+}
+
 impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
     pub fn new() -> MatchIndex<K> {
         MatchIndex::default()

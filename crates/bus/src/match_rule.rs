@@ -68,7 +68,7 @@ impl fmt::Display for MatchRuleError {
 impl std::error::Error for MatchRuleError {}
 
 /// `path` or `path_namespace`: a rule has at most one of them.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum PathMatch {
     /// `path='/a/b'`: the message path equals this.
     Exact(String),
@@ -77,7 +77,9 @@ pub enum PathMatch {
 }
 
 /// How an `argN...` key compares with the message's argument N.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum ArgKind {
     /// `argN`: a string argument equal to the value.
     Exact,
@@ -88,7 +90,7 @@ pub enum ArgKind {
 }
 
 /// One `argN...` condition.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ArgMatch {
     pub index: u8,
     pub kind: ArgKind,
@@ -97,7 +99,7 @@ pub struct ArgMatch {
 
 /// A parsed match rule. Equality is on the parsed rule (what `RemoveMatch`
 /// compares), not on its text: `type='signal'` equals `type=signal`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct MatchRule {
     msg_type: Option<MessageType>,
     // Boxed: a million installed rules should not carry spare capacity.

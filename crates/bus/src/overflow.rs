@@ -40,7 +40,7 @@ pub const QUICKBUS_INTERFACE: &str = "org.quickbus.Bus";
 pub const MESSAGES_LOST: &str = "MessagesLost";
 
 /// The bus-wide side of flow control.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Queues {
     /// Each connection's bounds, and (`user_bounds`) all of one user's
     /// connections' together.
@@ -59,11 +59,12 @@ pub(crate) struct Queues {
     /// The time of the event being handled, or of the last one (the bus
     /// reads no clock: every entry point that can queue takes `now` and
     /// sets it here). None before the first event, when nothing is queued.
+    #[serde(with = "crate::handover::optional_instant")]
     now: Option<Instant>,
 }
 
 /// One connection's outgoing queue, as the bus counts it.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct OutQueue {
     bytes: usize,
     fds: usize,
@@ -76,12 +77,14 @@ pub(crate) struct OutQueue {
 }
 
 /// A sender held back for one receiver.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Hold {
     on: ConnId,
     why: HoldReason,
     /// When it started (a hold that replaced a pause keeps the pause's).
+    #[serde(with = "crate::handover::instant")]
     since: Instant,
+    #[serde(with = "crate::handover::instant")]
     until: Instant,
     /// The receiving user whose hold budget pays for it (None: the
     /// sender's own user, which has no budget; see crate::hold_budget).

@@ -22,7 +22,7 @@ use crate::traffic::Traffic;
 use crate::{ConnId, Credentials, FastMap, Limits};
 
 /// One authenticated peer.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Connection {
     /// Set by Hello ([`Peers::register`]); before that only Hello is
     /// accepted.
@@ -31,7 +31,9 @@ pub(crate) struct Connection {
     /// The peer negotiated fd passing.
     unix_fds: bool,
     /// The policy rules that apply to it (shared with every connection of
-    /// the same user and groups).
+    /// the same user and groups). Not handed over: [`crate::Bus::restored`]
+    /// resolves it again from the compiled policy, which shares it anew.
+    #[serde(skip, default = "ClientPolicy::unresolved")]
     policy: Arc<ClientPolicy>,
     /// Its slots of other nouns' per-connection state, which those keep:
     /// peaks (`stats`), counters (`traffic`, kept by `bus::counting`), and
@@ -76,7 +78,7 @@ impl Connection {
 /// ids are given only by [`Peers::next_id`], and connections come and go,
 /// and get their names, only through [`Peers::add`], [`Peers::register`]
 /// and [`Peers::remove`].
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Peers {
     conns: FastMap<ConnId, Connection>,
     /// The id of the next connection; never reused.

@@ -40,7 +40,7 @@ pub(crate) use denial::{loginfo, Denial, Refusal};
 pub(crate) use index::Facts;
 
 /// The whole `<policy>` configuration, scopes resolved.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PolicyConfig {
     /// `<policy context="default">`, all of them in document order.
     pub default: Vec<PolicyRule>,
@@ -82,7 +82,7 @@ impl PolicyConfig {
 }
 
 /// One `<allow>` or `<deny>`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PolicyRule {
     pub allow: bool,
     pub kind: RuleKind,
@@ -98,7 +98,7 @@ impl PolicyRule {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RuleKind {
     /// `user="..."`: None for `*`.
     User(Option<u32>),
@@ -114,7 +114,7 @@ pub enum RuleKind {
 
 /// A bus name condition: `*`, one name, or a name and the names below it
 /// (`a.b` covers `a.b` and `a.b.c`, not `a.bc`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum NameMatch {
     Any,
     Exact(String),
@@ -123,7 +123,7 @@ pub enum NameMatch {
 
 /// The message attributes of a send or receive rule. None means `*` (or
 /// absent): matches anything.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MessageRule {
     pub msg_type: Option<MessageType>,
     pub path: Option<String>,

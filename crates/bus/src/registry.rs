@@ -52,7 +52,7 @@ pub enum NameEvent {
     Acquired { conn: ConnId, name: String },
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 struct Owner {
     conn: ConnId,
     allow_replacement: bool,
@@ -77,7 +77,7 @@ impl Owner {
 }
 
 /// Primary owner first, then the queue. Never empty while in the registry.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct NameQueue {
     owners: VecDeque<Owner>,
 }
@@ -88,7 +88,7 @@ impl NameQueue {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct NameRegistry {
     names: FastMap<String, NameQueue>,
     /// Per connection: every name it owns or waits for, with the order in

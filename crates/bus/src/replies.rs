@@ -17,19 +17,21 @@ use crate::{ConnId, FastMap, FastSet};
 /// A call is named by who made it and its serial there.
 pub type CallKey = (ConnId, u32);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Pending {
     callee: ConnId,
+    #[serde(with = "crate::handover::optional_instant")]
     deadline: Option<Instant>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct PendingReplies {
     calls: FastMap<CallKey, Pending>,
     /// Per connection, kept (possibly empty) until it disconnects, so a
     /// call does not allocate and free a set each time.
     by_caller: FastMap<ConnId, FastSet<u32>>,
     by_callee: FastMap<ConnId, FastSet<CallKey>>,
+    #[serde(with = "crate::handover::timed_set")]
     deadlines: BTreeSet<(Instant, CallKey)>,
 }
 

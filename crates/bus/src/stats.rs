@@ -29,7 +29,7 @@ pub(crate) struct View<'a> {
 }
 
 /// Highest counts seen since start-up, bus-wide.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Peaks {
     match_rules: usize,
     match_rules_per_connection: usize,
@@ -38,7 +38,7 @@ pub(crate) struct Peaks {
 }
 
 /// Highest counts seen for one connection.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ConnPeaks {
     match_rules: usize,
     names: usize,

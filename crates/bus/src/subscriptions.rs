@@ -66,7 +66,7 @@ pub(crate) fn parse_rule(text: &str) -> Result<MatchRule, BusError> {
 
 /// Every connection's match rules, indexed so a message only meets the
 /// rules that can match it.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Subscriptions {
     index: MatchIndex<ConnId>,
     /// Eavesdropping rules per connection: when there are none, a unicast
@@ -159,7 +159,7 @@ impl Subscriptions {
 
 /// Rules of monitors (BecomeMonitor). Monitors see messages addressed to
 /// anyone, so their rules always eavesdrop.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Monitors {
     rules: BTreeMap<ConnId, Vec<MatchRule>>,
 }

@@ -10,7 +10,7 @@
 use quickbus_wire::Value;
 
 /// Running totals since a connection (or the bus) started.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Traffic {
     /// Messages the peer sent to the bus, and their bytes.
     pub messages_in: u64,

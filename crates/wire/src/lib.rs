@@ -69,7 +69,7 @@ impl Endian {
 }
 
 /// The four message types the spec defines.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[repr(u8)]
 pub enum MessageType {
     MethodCall = 1,

@@ -23,6 +23,16 @@ use crate::traffic::Traffic;
 use crate::{Action, Bus, BusOptions, BUS_INTERFACE, BUS_PATH};
 
 impl Bus {
+    /// A bus deserialized after a restart in place (docs/restart.md) is
+    /// made whole: every connection's policy rules are resolved again
+    /// from the compiled policy (they are shared, so they do not cross),
+    /// and `mediator` (the daemon's, opened anew) is installed.
+    pub fn restored(&mut self, mediator: Option<Box<dyn crate::mac::Mediator>>) {
+        let config = self.policy.config().clone();
+        self.set_policy(config);
+        self.set_mediator(mediator);
+    }
+
     pub fn new(opts: BusOptions) -> Bus {
         Bus {
             policy: CompiledPolicy::new(PolicyConfig::allow_all()),

@@ -21,6 +21,12 @@ pub struct ClientPolicy {
 }
 
 impl ClientPolicy {
+    /// No rules at all: a placeholder for a connection's rules, only
+    /// between deserializing a bus and [`crate::Bus::restored`].
+    pub(crate) fn unresolved() -> Arc<ClientPolicy> {
+        Arc::new(ClientPolicy::build(std::iter::empty()))
+    }
+
     fn build<'a>(lists: impl Iterator<Item = &'a [PolicyRule]>) -> ClientPolicy {
         let mut send = Vec::new();
         let mut receive = Vec::new();
@@ -103,10 +109,12 @@ struct ScopeKey {
 }
 
 /// The whole policy, ready for checks.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct CompiledPolicy {
     config: PolicyConfig,
-    /// Client policies built so far, by the scopes they combine.
+    /// Client policies built so far, by the scopes they combine (a cache,
+    /// built again after a restart).
+    #[serde(skip)]
     clients: HashMap<ScopeKey, Arc<ClientPolicy>>,
 }
 

@@ -35,7 +35,6 @@ pub struct Handover<'a> {
     pub launcher: &'a Launcher,
     pub requesters: &'a [RestartRequester],
     pub state: &'a LoopState,
-    #[serde(skip)]
     pub bus: &'a Bus,
 }
 
@@ -47,8 +46,7 @@ pub struct Restored {
     pub launcher: Launcher,
     pub requesters: Vec<RestartRequester>,
     pub state: LoopState,
-    #[serde(skip)]
-    pub bus: Option<Bus>,
+    pub bus: Bus,
 }
 
 /// `CLOCK_MONOTONIC` now, with the `Instant` of the same moment.

@@ -132,15 +132,14 @@ fn rebuild(opts: &Options, restored: Restored) -> Result<Server, String> {
         launcher,
         requesters,
         state,
-        bus,
+        mut bus,
     } = restored;
-    let mut bus = bus.ok_or("hack")?;
     crate::logging::configure(opts.syslog, setup.config.syslog);
     let fd_limit = crate::fd_limit::raise();
     tracing::debug!(?fd_limit, "open-file limit");
     // Not state: the security modules' handles, opened again.
     crate::mac::start(&setup.config).map_err(|e| e.to_string())?;
-    bus.set_mediator(crate::mac::mediator(
+    bus.restored(crate::mac::mediator(
         setup.reloaded.as_ref().unwrap_or(&setup.config),
     )?);
     let binary = Binary::open(Some(setup.exe.clone()))
