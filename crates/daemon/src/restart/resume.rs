@@ -112,7 +112,7 @@ fn restore(opts: &Options, memfd: &OwnedFd, going_back: bool) -> Result<Server, 
         postcard::from_bytes::<Restored>(&payload)
     });
     let restored = restored.map_err(|e| format!("cannot read the state: {e}"))?;
-    let server = rebuild(opts, restored)?;
+    let server = rebuild(opts, restored, going_back)?;
     // Resumed: the originals go (each number once).
     let mut originals = numbers;
     originals.sort_unstable();
@@ -125,7 +125,7 @@ fn restore(opts: &Options, memfd: &OwnedFd, going_back: bool) -> Result<Server, 
     Ok(server)
 }
 
-fn rebuild(opts: &Options, restored: Restored) -> Result<Server, String> {
+fn rebuild(opts: &Options, restored: Restored, going_back: bool) -> Result<Server, String> {
     let Restored {
         began,
         setup,
@@ -146,5 +146,10 @@ fn rebuild(opts: &Options, restored: Restored) -> Result<Server, String> {
         .map_err(|e| tracing::warn!("cannot open the running binary, so no restart in place: {e}"))
         .ok();
     let server_opts = crate::startup::server_options(opts, setup, launcher, binary);
-    Server::resume(state, bus, server_opts, requesters, began).map_err(|e| e.to_string())
+    // Back on the previous binary: the restart asked for did not happen.
+    let outcome = match going_back {
+        false => Ok(()),
+        true => Err("the new binary could not resume the bus (see the log); the previous binary serves it again".to_owned()),
+    };
+    Server::resume(state, bus, server_opts, requesters, began, outcome).map_err(|e| e.to_string())
 }

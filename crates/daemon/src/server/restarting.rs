@@ -78,25 +78,35 @@ fn heap(deadlines: Vec<Deadline>) -> BinaryHeap<Reverse<(Instant, ConnId)>> {
 
 impl Server {
     /// The loop of a new image, from the state the previous one handed
-    /// over; `requesters` hear that the restart is done.
+    /// over; `requesters` hear `outcome`: done, or why not (this is the
+    /// previous binary, back because the new one could not resume).
     pub fn resume(
         state: LoopState,
         bus: Bus,
         opts: ServerOptions,
         requesters: Vec<RestartRequester>,
         began_ns: u64,
+        outcome: Result<(), String>,
     ) -> std::io::Result<Server> {
         let mut server = Server::with_state(state, bus, opts)?;
         let pause_ms =
             restart::clock_now().monotonic_ns.saturating_sub(began_ns) as f64 / 1_000_000.0;
-        info!(
-            "restarted in place: {} connections kept, serving again after {pause_ms:.1} ms",
-            server.conns.len()
-        );
+        let kept = server.conns.len();
+        match &outcome {
+            Ok(()) => info!(
+                "restarted in place: {kept} connections kept, serving again after {pause_ms:.1} ms"
+            ),
+            Err(why) => warn!(
+                "restart failed: {why}; {kept} connections kept, serving again after {pause_ms:.1} ms"
+            ),
+        }
         for requester in requesters {
+            let answer = outcome.clone().map_err(|why| {
+                errors::BusError::new(errors::FAILED, format!("Restart failed: {why}"))
+            });
             server
                 .bus
-                .restart_answered(requester, Ok(()), &mut server.actions);
+                .restart_answered(requester, answer, &mut server.actions);
         }
         server.apply_actions();
         server.flush_dirty();

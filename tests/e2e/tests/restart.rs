@@ -1,0 +1,605 @@
+//! Restarting the bus in place (docs/restart.md): SIGUSR2 or `quickbus
+//! restart` re-executes the daemon in the same process, and every client
+//! (python3-dbus, gdbus, busctl, an sd-bus program, dbus-monitor, the
+//! repository's client, raw sockets halfway through SASL) keeps its
+//! connection, names, match rules and calls. The last test runs the same
+//! scenario against dbus-daemon, which cannot survive it.
+
+#[path = "restart/support.rs"]
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+
+use quickbus_client::{bus_call, Connection, Message, MessageBuilder, MessageType, Value};
+use quickbus_e2e::{
+    quickbus_daemon_path, read_raw_message, run_bounded, skip, write_config, Background, Bus,
+    Listen, TempDir, TIMEOUT,
+};
+use support::{
+    exe_of, quickbus_restart, restart, restart_by_call, restart_by_signal, restarts_logged,
+    sd_bus_ping, signal_restart, tool, wait_for_log,
+};
+
+const KEEP: &str = "com.example.Keep";
+const SIGNALS: &str = "com.example.Restart";
+
+/// The owner of `name`, asked with dbus-send (libdbus).
+fn owner_by_dbus_send(bus: &Bus, name: &str) -> String {
+    let out = bus
+        .run(
+            "dbus-send",
+            &[
+                "--session",
+                "--print-reply=literal",
+                "--dest=org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus.GetNameOwner",
+                &format!("string:{name}"),
+            ],
+        )
+        .success();
+    out.stdout.trim().to_owned()
+}
+
+/// Every name on the bus but the unique names of short-lived clients.
+fn well_known_names(conn: &mut Connection) -> Vec<String> {
+    let reply = conn.call(bus_call("ListNames")).expect("ListNames");
+    let Some(Value::Array { items, .. }) = reply.body_values().unwrap().into_iter().next() else {
+        panic!("ListNames reply");
+    };
+    let mut names: Vec<String> = items
+        .into_iter()
+        .filter_map(|v| match v {
+            Value::String(s) if !s.starts_with(':') => Some(s),
+            _ => None,
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn clients_keep_their_names_match_rules_and_calls_across_restarts() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let bus = Bus::start();
+    // python3-dbus: owns a name, serves an object, subscribes to signals.
+    let mut python = bus.peer();
+    assert_eq!(python.request_name(KEEP, 0), 1);
+    python.serve("/keep");
+    python.add_match(&format!("type='signal',interface='{SIGNALS}'"));
+    // gdbus: a long-lived subscriber to the signals of that name.
+    let mut gdbus = bus.spawn("gdbus", &["monitor", "--session", "--dest", KEEP]);
+    gdbus.wait_for_line(|l| l.contains(KEEP));
+    // The repository's client: a name of its own and a rule.
+    let mut client = bus.connect();
+    client
+        .request_name("com.example.KeepToo", 0)
+        .expect("RequestName");
+    client
+        .add_match(&format!("type='signal',interface='{SIGNALS}'"))
+        .expect("AddMatch");
+    let python_name = python.unique_name().to_owned();
+    let client_name = client.unique_name().to_owned();
+    let names_before = well_known_names(&mut client);
+
+    for i in 0..6 {
+        restart(&bus, i);
+        // Names and their owners are as they were.
+        assert_eq!(owner_by_dbus_send(&bus, KEEP), python_name);
+        assert_eq!(
+            client.get_name_owner("com.example.KeepToo").unwrap(),
+            client_name
+        );
+        assert_eq!(well_known_names(&mut client), names_before);
+        // The owner's signal reaches every match rule: python's own,
+        // gdbus's, and the client's.
+        let member = format!("After{i}");
+        python.emit(&format!(
+            r#"{{"path": "/keep", "iface": "{SIGNALS}", "member": "{member}", "args": [["u", {i}]]}}"#
+        ));
+        python.wait_event(|e| e.contains(&format!("{SIGNALS}.{member}")));
+        gdbus.wait_for_line(|l| l.contains(&format!("{SIGNALS}.{member}")));
+        loop {
+            let (msg, _) = client.receive().expect("the client's signal");
+            if msg.member() == Some(member.as_str()) {
+                assert_eq!(msg.sender(), Some(python_name.as_str()));
+                break;
+            }
+        }
+        // busctl (sd-bus) calls the kept name, and python answers.
+        let echo = bus
+            .run(
+                "busctl",
+                &[
+                    "--user",
+                    "call",
+                    KEEP,
+                    "/keep",
+                    "com.example.Test",
+                    "Echo",
+                    "s",
+                    &format!("round {i}"),
+                ],
+            )
+            .success();
+        assert_eq!(echo.stdout.trim(), format!("s \"round {i}\""));
+    }
+    assert_eq!(restarts_logged(&bus), 6, "log:\n{}", bus.log());
+}
+
+#[test]
+fn a_call_pending_across_a_restart_gets_its_reply() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let bus = Bus::start();
+    let mut service = bus.connect();
+    assert_eq!(service.request_name("com.example.Slow", 0).unwrap(), 1);
+    let mut caller = bus.peer();
+    caller.send("call com.example.Slow /slow com.example.Slow Wait - []");
+    // The call is with the service; the reply is not sent yet.
+    let call = loop {
+        let (msg, _) = service.receive().expect("the call");
+        if msg.member() == Some("Wait") {
+            break msg;
+        }
+    };
+    restart_by_signal(&bus);
+    restart_by_call(&bus);
+    let reply = MessageBuilder::method_return(call.serial())
+        .destination(call.sender().expect("a sender"))
+        .body(vec![Value::String("worth the wait".into())]);
+    service.send(reply, &[]).expect("the reply");
+    assert_eq!(caller.result(), r#"call "worth the wait""#);
+}
+
+#[test]
+fn a_signal_burst_crossing_ten_restarts_arrives_whole_and_in_order() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    const COUNT: u32 = 100_000;
+    const RECEIVERS: usize = 3;
+    let bus = Bus::start();
+    let rule = format!("type='signal',interface='{SIGNALS}',member='Seq'");
+    let mut receivers = Vec::new();
+    for _ in 0..RECEIVERS {
+        let mut conn = bus.connect();
+        conn.add_match(&rule).expect("AddMatch");
+        receivers.push(thread::spawn(move || {
+            let mut next = 0u32;
+            while next < COUNT {
+                let (msg, _) = conn.receive().expect("a signal");
+                if msg.member() != Some("Seq") {
+                    continue;
+                }
+                let seq = match msg.body_values().unwrap().first() {
+                    Some(Value::Uint32(n)) => *n,
+                    other => panic!("Seq carries {other:?}"),
+                };
+                assert_eq!(seq, next, "signal {seq} arrived where {next} was due");
+                next += 1;
+            }
+            next
+        }));
+    }
+    let mut sender = bus.connect();
+    let (progress, sent) = mpsc::channel();
+    let (go, wait_for_go) = mpsc::channel::<()>();
+    let sending = thread::spawn(move || {
+        for seq in 0..COUNT {
+            let signal =
+                MessageBuilder::signal("/burst", SIGNALS, "Seq").body(vec![Value::Uint32(seq)]);
+            sender.send(signal, &[]).expect("the sender sees no error");
+            // Every tenth of the burst, a restart is asked for and the
+            // burst goes on while it happens.
+            if seq % (COUNT / 10) == COUNT / 20 {
+                progress.send(seq).expect("the test waits");
+                wait_for_go.recv().expect("the test goes on");
+            }
+        }
+        // A round trip: the bus has taken every signal.
+        sender.get_id().expect("GetId after the burst");
+    });
+    let mut admin = bus.connect();
+    for i in 0..10 {
+        sent.recv_timeout(TIMEOUT).expect("the sender's progress");
+        let before = restarts_logged(&bus);
+        if i.is_multiple_of(2) {
+            signal_restart(&bus);
+            go.send(()).unwrap();
+        } else {
+            let call = MessageBuilder::method_call("/org/freedesktop/DBus", "Restart")
+                .interface("org.quickbus.Daemon1")
+                .destination("org.freedesktop.DBus");
+            let serial = admin.send(call, &[]).expect("Restart");
+            go.send(()).unwrap();
+            admin.wait_reply(serial).expect("the restart is done");
+        }
+        wait_for_log(&bus, support::RESTARTED, before + 1);
+    }
+    sending.join().expect("the sender");
+    for receiver in receivers {
+        assert_eq!(receiver.join().expect("a receiver"), COUNT);
+    }
+    assert_eq!(restarts_logged(&bus), 10, "log:\n{}", bus.log());
+}
+
+#[test]
+fn an_sd_bus_ping_pong_loop_sees_no_error() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let bus = Bus::start();
+    let program = sd_bus_ping(bus.dir());
+    let mut pinger = Background::spawn(Command::new(&program).arg(bus.address()));
+    let ready = pinger.read_line();
+    assert!(ready.starts_with("ready :1."), "{ready}");
+    for i in 0..6 {
+        restart(&bus, i);
+    }
+    pinger.close_stdin();
+    let calls = pinger.read_line();
+    let status = pinger.wait();
+    assert!(status.success(), "sd-bus saw an error: {}", pinger.stderr());
+    assert!(calls.starts_with("calls "), "{calls}");
+}
+
+/// A raw connection to the bus's socket.
+fn raw(bus: &Bus) -> UnixStream {
+    let stream = UnixStream::connect(bus.dir().join("bus")).expect("connect");
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    stream
+}
+
+fn read_line(stream: &mut UnixStream) -> String {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        stream.read_exact(&mut byte).expect("a SASL line");
+        line.push(byte[0]);
+    }
+    String::from_utf8(line).unwrap()
+}
+
+fn uid_hex() -> String {
+    rustix::process::getuid()
+        .as_raw()
+        .to_string()
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// BEGIN, then Hello: the unique name the bus gave.
+fn begin_and_hello(stream: &mut UnixStream) -> String {
+    stream.write_all(b"BEGIN\r\n").unwrap();
+    let hello = bus_call("Hello").build(1).expect("Hello");
+    stream.write_all(&hello).unwrap();
+    let reply = read_raw_message(stream);
+    assert_eq!(reply.msg_type(), MessageType::MethodReturn);
+    match reply.body_values().unwrap().first() {
+        Some(Value::String(name)) => name.clone(),
+        other => panic!("Hello returned {other:?}"),
+    }
+}
+
+#[test]
+fn connections_halfway_through_sasl_finish_after_a_restart() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let bus = Bus::start();
+    // Connected, nothing sent.
+    let mut silent = raw(&bus);
+    // The nul byte and half an AUTH line.
+    let mut partial = raw(&bus);
+    partial.write_all(b"\0AUTH EXTER").unwrap();
+    // Authenticated (OK received), before BEGIN.
+    let mut authenticated = raw(&bus);
+    authenticated
+        .write_all(format!("\0AUTH EXTERNAL {}\r\n", uid_hex()).as_bytes())
+        .unwrap();
+    let ok = read_line(&mut authenticated);
+    assert!(ok.starts_with("OK "), "{ok}");
+    // Agreed on fd passing too.
+    let mut negotiated = raw(&bus);
+    negotiated
+        .write_all(format!("\0AUTH EXTERNAL {}\r\nNEGOTIATE_UNIX_FD\r\n", uid_hex()).as_bytes())
+        .unwrap();
+    assert!(read_line(&mut negotiated).starts_with("OK "));
+    assert_eq!(read_line(&mut negotiated), "AGREE_UNIX_FD\r\n");
+
+    restart_by_signal(&bus);
+    restart_by_call(&bus);
+
+    silent
+        .write_all(format!("\0AUTH EXTERNAL {}\r\n", uid_hex()).as_bytes())
+        .unwrap();
+    assert!(read_line(&mut silent).starts_with("OK "));
+    partial
+        .write_all(format!("NAL {}\r\n", uid_hex()).as_bytes())
+        .unwrap();
+    assert!(read_line(&mut partial).starts_with("OK "));
+    let mut names = Vec::new();
+    for stream in [
+        &mut silent,
+        &mut partial,
+        &mut authenticated,
+        &mut negotiated,
+    ] {
+        names.push(begin_and_hello(stream));
+    }
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 4, "{names:?}");
+}
+
+#[test]
+fn a_restart_runs_the_binary_now_at_the_daemons_path() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let dir = TempDir::new();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let daemon = bin.join("quickbus-daemon");
+    std::fs::copy(quickbus_daemon_path(), &daemon).unwrap();
+    let config = write_config(dir.path(), Listen::UnixPath);
+    let bus = Bus::start_command(
+        dir,
+        Command::new(&daemon),
+        &[format!("--config-file={}", config.display())],
+    );
+    let mut python = bus.peer();
+    assert_eq!(python.request_name(KEEP, 0), 1);
+    // An upgrade as dpkg does it: a new file renamed over the old one.
+    let staged = bin.join("quickbus-daemon.dpkg-new");
+    std::fs::copy(quickbus_daemon_path(), &staged).unwrap();
+    std::fs::rename(&staged, &daemon).unwrap();
+    assert!(
+        exe_of(bus.pid()).ends_with("(deleted)"),
+        "{}",
+        exe_of(bus.pid())
+    );
+    let pid = bus.pid();
+    restart_by_call(&bus);
+    assert_eq!(exe_of(pid), daemon.display().to_string());
+    assert_eq!(owner_by_dbus_send(&bus, KEEP), python.unique_name());
+    assert_eq!(python.command("ping"), "pong");
+}
+
+#[test]
+fn a_binary_that_cannot_take_over_is_refused_and_the_bus_serves_on() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let dir = TempDir::new();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let daemon = bin.join("quickbus-daemon");
+    std::fs::copy(quickbus_daemon_path(), &daemon).unwrap();
+    let config = write_config(dir.path(), Listen::UnixPath);
+    let bus = Bus::start_command(
+        dir,
+        Command::new(&daemon),
+        &[format!("--config-file={}", config.display())],
+    );
+    let mut python = bus.peer();
+    assert_eq!(python.request_name(KEEP, 0), 1);
+    let broken = [
+        ("a program that fails", "#!/bin/sh\nexit 1\n"),
+        ("another handover version", "#!/bin/sh\necho 4294967295\n"),
+        ("garbage", "\x7fELF but not really"),
+    ];
+    let mut refusals = 0;
+    for (what, contents) in broken {
+        let staged = bin.join("staged");
+        std::fs::write(&staged, contents).unwrap();
+        rustix::fs::chmod(&staged, rustix::fs::Mode::from_raw_mode(0o755)).unwrap();
+        std::fs::rename(&staged, &daemon).unwrap();
+        let refused = quickbus_restart(&bus).failure();
+        assert!(
+            refused.stderr.contains("Restart refused"),
+            "{what}: {refused:#?}"
+        );
+        signal_restart(&bus);
+        refusals += 2;
+        wait_for_log(&bus, "restart refused", refusals);
+        assert_eq!(
+            owner_by_dbus_send(&bus, KEEP),
+            python.unique_name(),
+            "{what}"
+        );
+        assert_eq!(python.command("ping"), "pong", "{what}");
+    }
+    // No file at all.
+    std::fs::remove_file(&daemon).unwrap();
+    quickbus_restart(&bus).failure();
+    wait_for_log(&bus, "restart refused", refusals + 1);
+    // The real binary back: the restart happens.
+    std::fs::copy(quickbus_daemon_path(), &daemon).unwrap();
+    restart_by_call(&bus);
+    assert_eq!(owner_by_dbus_send(&bus, KEEP), python.unique_name());
+}
+
+#[test]
+fn a_new_binary_that_cannot_resume_hands_the_bus_back_to_the_old_one() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let dir = TempDir::new();
+    let config = write_config(dir.path(), Listen::UnixPath);
+    let mut daemon = Command::new(quickbus_daemon_path());
+    daemon.env("QUICKBUS_TEST_FAIL_RESTORE", "1");
+    let bus = Bus::start_command(
+        dir,
+        daemon,
+        &[format!("--config-file={}", config.display())],
+    );
+    let mut python = bus.peer();
+    assert_eq!(python.request_name(KEEP, 0), 1);
+    python.add_match(&format!("type='signal',interface='{SIGNALS}'"));
+    let failed = quickbus_restart(&bus).failure();
+    assert!(
+        failed
+            .stderr
+            .contains("the previous binary serves it again"),
+        "{failed:#?}"
+    );
+    let log = bus.log();
+    assert!(log.contains("restoring failed"), "{log}");
+    assert!(log.contains("going back to the previous binary"), "{log}");
+    // The bus is as it was: the name, the rule, the connection.
+    assert_eq!(owner_by_dbus_send(&bus, KEEP), python.unique_name());
+    python.emit(&format!(
+        r#"{{"path": "/x", "iface": "{SIGNALS}", "member": "Back", "args": []}}"#
+    ));
+    python.wait_event(|e| e.contains(&format!("{SIGNALS}.Back")));
+}
+
+#[test]
+fn a_monitor_is_kept_across_restarts() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let bus = Bus::start();
+    let mut monitor = bus.spawn(
+        "dbus-monitor",
+        &["--session", &format!("interface='{SIGNALS}'")],
+    );
+    let mut python = bus.peer();
+    // The monitor is installed once it sees what it asked for.
+    let mut seen = 0;
+    while seen == 0 {
+        python.emit(&format!(
+            r#"{{"path": "/m", "iface": "{SIGNALS}", "member": "Before", "args": []}}"#
+        ));
+        if monitor
+            .try_read_line(std::time::Duration::from_millis(200))
+            .is_some_and(|l| l.contains("member=Before"))
+        {
+            seen += 1;
+        }
+    }
+    for i in 0..4 {
+        restart(&bus, i);
+        let member = format!("After{i}");
+        python.emit(&format!(
+            r#"{{"path": "/m", "iface": "{SIGNALS}", "member": "{member}", "args": []}}"#
+        ));
+        monitor.wait_for_line(|l| l.contains(&format!("member={member}")));
+    }
+}
+
+#[test]
+fn a_second_restart_asked_in_the_same_turn_is_refused() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let bus = Bus::start();
+    let mut admin = bus.connect();
+    let restart_call = || {
+        MessageBuilder::method_call("/org/freedesktop/DBus", "Restart")
+            .interface("org.quickbus.Daemon1")
+            .destination("org.freedesktop.DBus")
+    };
+    // Both calls in one write: the bus reads them in one turn.
+    let first = restart_call().build(1000).unwrap();
+    let second = restart_call().build(1001).unwrap();
+    admin.send_batch(&[first, second]).expect("two calls");
+    let mut answers = Vec::new();
+    while answers.len() < 2 {
+        let (msg, _) = admin.receive().expect("an answer");
+        if msg.reply_serial().is_some() {
+            answers.push(msg);
+        }
+    }
+    answers.sort_by_key(|m| m.reply_serial());
+    let [done, refused]: [Message; 2] = answers.try_into().unwrap();
+    assert_eq!(done.msg_type(), MessageType::MethodReturn);
+    assert_eq!(refused.msg_type(), MessageType::Error);
+    assert_eq!(
+        refused.error_name(),
+        Some("org.freedesktop.DBus.Error.Failed")
+    );
+    let text = format!("{:?}", refused.body_values().unwrap());
+    assert!(text.contains("another restart is in progress"), "{text}");
+    assert_eq!(restarts_logged(&bus), 1);
+    // Anyone else may not restart the bus.
+    if quickbus_e2e::can_change_user() {
+        let denied = run_bounded(
+            Command::new(tool())
+                .args(["--address", bus.address(), "restart"])
+                .uid(quickbus_e2e::NOBODY.0)
+                .gid(quickbus_e2e::NOBODY.1),
+        )
+        .failure();
+        assert!(denied.stderr.contains("AccessDenied"), "{denied:#?}");
+    }
+}
+
+/// dbus-daemon started by hand (not [`Bus`], which expects a clean exit).
+fn start_dbus_daemon(dir: &std::path::Path) -> (std::process::Child, String) {
+    let config = write_config(dir, Listen::UnixPath);
+    let mut child = Command::new("dbus-daemon")
+        .arg(format!("--config-file={}", config.display()))
+        .args(["--nofork", "--print-address"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("dbus-daemon (package dbus-daemon)");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .expect("dbus-daemon's address");
+    (child, line.trim().to_owned())
+}
+
+#[test]
+fn dbus_daemon_cannot_survive_the_same_scenario() {
+    if skip::unless(
+        Command::new("dbus-daemon")
+            .arg("--version")
+            .output()
+            .is_ok(),
+        "no dbus-daemon (package dbus-daemon)",
+    ) {
+        return;
+    }
+    let dir = TempDir::new();
+    let (mut daemon, address) = start_dbus_daemon(dir.path());
+    let mut client = Connection::connect_with_timeout(&address, TIMEOUT).expect("connect");
+    assert_eq!(client.request_name(KEEP, 0).unwrap(), 1);
+    client
+        .add_match(&format!("type='signal',interface='{SIGNALS}'"))
+        .unwrap();
+    let unique = client.unique_name().to_owned();
+    // dbus-daemon has no restart in place: SIGUSR2 ends it.
+    let pid = rustix::process::Pid::from_child(&daemon);
+    rustix::process::kill_process(pid, rustix::process::Signal::Usr2).unwrap();
+    let status = daemon.wait().unwrap();
+    assert!(!status.success(), "dbus-daemon survived SIGUSR2: {status}");
+    // Its clients lost their connection...
+    assert!(client.get_id().is_err(), "the connection survived");
+    // ...and a new dbus-daemon on the same socket (what a restart of the
+    // service would do) knows nothing of them: their name is gone.
+    let _ = std::fs::remove_file(dir.path().join("bus"));
+    let (mut again, address) = start_dbus_daemon(dir.path());
+    let mut fresh = Connection::connect_with_timeout(&address, TIMEOUT).expect("connect");
+    let lookup = fresh.get_name_owner(KEEP);
+    assert!(lookup.is_err(), "{KEEP} still owned: {lookup:?}");
+    // Worse, it counts unique names from the start again: the lost
+    // client's name goes to someone else, which quickbus never does.
+    assert_eq!(fresh.unique_name(), unique);
+    let _ = again.kill();
+    let _ = again.wait();
+}
