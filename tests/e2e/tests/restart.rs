@@ -209,7 +209,7 @@ fn a_signal_burst_crossing_ten_restarts_arrives_whole_and_in_order() {
         sender.get_id().expect("GetId after the burst");
     });
     let mut admin = bus.connect();
-    for i in 0..10 {
+    for i in 0..10usize {
         sent.recv_timeout(TIMEOUT).expect("the sender's progress");
         let before = restarts_logged(&bus);
         if i.is_multiple_of(2) {
