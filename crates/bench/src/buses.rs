@@ -182,6 +182,11 @@ impl RunningBus {
         self.child.id()
     }
 
+    /// What quickbus-daemon or dbus-daemon wrote to stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("daemon.stderr")).unwrap_or_default()
+    }
+
     /// Resident memory of the daemon and its descendants, in bytes
     /// (VmRSS of each process).
     pub fn rss_bytes(&self) -> u64 {
@@ -228,6 +233,13 @@ impl Drop for RunningBus {
     }
 }
 
+/// The daemon's stderr: `daemon.stderr` beside its configuration (see
+/// [`RunningBus::log`]).
+fn stderr_file(config: &Path) -> Result<std::fs::File, String> {
+    let path = config.with_file_name("daemon.stderr");
+    std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 /// Start a daemon that prints its address; the child and the address.
 fn start_printing_address(program: &Path, config: &Path) -> Result<(Child, String), String> {
     if !program.exists() {
@@ -239,7 +251,7 @@ fn start_printing_address(program: &Path, config: &Path) -> Result<(Child, Strin
         .arg("--print-address")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr_file(config)?)
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
     let stdout = child.stdout.take().expect("piped stdout");

@@ -13,6 +13,7 @@ mod hostile_neighbour;
 mod messages;
 mod relay;
 mod report;
+mod restart;
 mod round_trip;
 mod scale;
 mod targets;
@@ -91,6 +92,9 @@ enum BenchCommand {
     /// Cost per item as names, match rules, connections and pending
     /// replies grow to 100,000 (issue 6)
     Scale(Box<scale::ScaleArgs>),
+    /// The pause of a restart in place, idle and with 10,000 connections,
+    /// 100,000 names and 100,000 match rules (issue 16)
+    Restart(restart::RestartArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -267,8 +271,10 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &BenchArgs) -> Result<(), String> {
-    if let Some(BenchCommand::Scale(scale)) = &args.command {
-        return scale::run(scale);
+    match &args.command {
+        Some(BenchCommand::Scale(scale)) => return scale::run(scale),
+        Some(BenchCommand::Restart(restart)) => return restart::run(restart),
+        None => {}
     }
     let plan = plan(args)?;
     let daemon = args

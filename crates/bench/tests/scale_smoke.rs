@@ -4,10 +4,13 @@
 //! /usr/bin/dbus-daemon; quickbus-daemon is built by quickbus-e2e's
 //! `quickbus_daemon_path`.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod support;
+
+use std::ffi::OsString;
+use std::time::Duration;
 
 use quickbus_e2e::quickbus_daemon_path;
+use support::run_bench;
 
 const PHASES: [&str; 4] = ["names", "rules", "connections", "pending"];
 const BUSES: [&str; 2] = ["quickbus", "dbus-daemon"];
@@ -19,43 +22,30 @@ fn quick_scale_run_fills_every_phase_on_both_buses() {
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("scale.json");
     let plots = dir.join("plots");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_quickbus-bench"))
-        .args(["scale", "--quick", "--names", "300", "--rules", "300"])
-        .args([
-            "--connections",
-            "40",
-            "--pending",
-            "300",
-            "--probe-reps",
-            "3",
-        ])
-        .args(["--buses", "quickbus,dbus-daemon"])
-        .arg("--quickbus")
-        .arg(quickbus_daemon_path())
-        .arg("--json")
-        .arg(&json)
-        .arg("--plots")
-        .arg(&plots)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start quickbus-bench scale");
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while child.try_wait().expect("wait for bench").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!(
-                "quickbus-bench scale did not finish: {:?}",
-                child.wait_with_output()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let output = child.wait_with_output().expect("bench output");
+    let mut args: Vec<OsString> = [
+        "scale",
+        "--quick",
+        "--names",
+        "300",
+        "--rules",
+        "300",
+        "--connections",
+        "40",
+        "--pending",
+        "300",
+        "--probe-reps",
+        "3",
+        "--buses",
+        "quickbus,dbus-daemon",
+    ]
+    .map(OsString::from)
+    .to_vec();
+    args.extend(["--quickbus".into(), quickbus_daemon_path().into()]);
+    args.extend(["--json".into(), json.clone().into()]);
+    args.extend(["--plots".into(), plots.clone().into()]);
+    let output = run_bench(args, Duration::from_secs(180));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(!stdout.contains("FAILED"), "{stdout}\n{stderr}");
     assert!(!stdout.contains("skipped"), "{stdout}");
     for phase in PHASES {

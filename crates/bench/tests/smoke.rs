@@ -3,47 +3,31 @@
 //! No timing is checked. Needs /usr/bin/dbus-daemon; quickbus-daemon is built by
 //! quickbus-e2e's `quickbus_daemon_path`.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod support;
+
+use std::ffi::OsString;
+use std::time::Duration;
 
 use quickbus_e2e::quickbus_daemon_path;
+use support::run_bench;
 
 #[test]
 fn quick_bench_reports_every_workload_fully_received() {
     let json =
         std::env::temp_dir().join(format!("quickbus-bench-smoke-{}.json", std::process::id()));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_quickbus-bench"))
-        .args([
-            "--quick",
-            "--count",
-            "20",
-            "--buses",
-            "quickbus,dbus-daemon",
-        ])
-        .arg("--quickbus")
-        .arg(quickbus_daemon_path())
-        .arg("--json")
-        .arg(&json)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start quickbus-bench");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while child.try_wait().expect("wait for bench").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!(
-                "quickbus-bench did not finish: {:?}",
-                child.wait_with_output()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let output = child.wait_with_output().expect("bench output");
+    let mut args: Vec<OsString> = [
+        "--quick",
+        "--count",
+        "20",
+        "--buses",
+        "quickbus,dbus-daemon",
+    ]
+    .map(OsString::from)
+    .to_vec();
+    args.extend(["--quickbus".into(), quickbus_daemon_path().into()]);
+    args.extend(["--json".into(), json.clone().into()]);
+    let output = run_bench(args, Duration::from_secs(120));
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(!stdout.contains("skipped"), "{stdout}");
 
     let mut rows = 0;

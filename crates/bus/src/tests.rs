@@ -15,6 +15,7 @@ mod credentials;
 mod driver;
 mod eavesdrop;
 mod fds;
+mod handover;
 mod hello;
 mod introspection;
 mod limits;

@@ -33,7 +33,7 @@ mod admission;
 mod backpressure;
 mod restarting;
 
-pub use restarting::LoopState;
+pub use restarting::{LoopState, Unbuilt};
 
 /// A connection's mio token is its [`ConnId`], which counts up from 1;
 /// the signal pipe and the listeners sit at the top of the token space.
@@ -258,19 +258,21 @@ impl Server {
             });
         }
         let state = LoopState::fresh(listening, late_users);
-        Server::with_state(state, bus, opts)
+        Server::with_state(state, bus, opts).map_err(|unbuilt| unbuilt.error)
     }
 
     /// The loop over `state`'s listeners and connections (all of them
     /// registered here), at start-up or after a restart in place.
-    fn with_state(state: LoopState, mut bus: Bus, opts: ServerOptions) -> io::Result<Server> {
+    fn with_state(
+        state: LoopState,
+        mut bus: Bus,
+        opts: ServerOptions,
+    ) -> Result<Server, restarting::Unbuilt> {
         bus.set_out_bounds(opts.out_bounds);
-        let poll = Poll::new()?;
-        // SIGCHLD: an activated service exited (see reap_services);
-        // SIGUSR2: restart in place (docs/restart.md).
-        let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGUSR2])?;
-        poll.registry()
-            .register(&mut signals, SIGNALS, Interest::READABLE)?;
+        let (poll, signals) = match Server::poll_and_signals() {
+            Ok(both) => both,
+            Err(e) => return Err(restarting::Unbuilt::keeping(e, (state, bus, opts))),
+        };
         // Blocked by the image that executed this one, until handlers
         // were in place.
         crate::restart::unblock_handled_signals();
@@ -296,8 +298,21 @@ impl Server {
             restart: None,
         };
         server.put_back(state);
-        server.register_all()?;
+        if let Err(e) = server.register_all() {
+            return Err(restarting::Unbuilt::keeping(e, server));
+        }
         Ok(server)
+    }
+
+    /// The loop's epoll instance, with the signals registered.
+    fn poll_and_signals() -> io::Result<(Poll, Signals)> {
+        let poll = Poll::new()?;
+        // SIGCHLD: an activated service exited (see reap_services);
+        // SIGUSR2: restart in place (docs/restart.md).
+        let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGUSR2])?;
+        poll.registry()
+            .register(&mut signals, SIGNALS, Interest::READABLE)?;
+        Ok((poll, signals))
     }
 
     pub fn run(&mut self) -> io::Result<Exit> {

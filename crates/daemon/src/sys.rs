@@ -124,6 +124,39 @@ pub fn fork_daemon() -> io::Result<Option<i32>> {
     }
 }
 
+/// Fork a single-threaded process (the new image of a restart in place,
+/// checking its handover in a child: `restart::resume`): Some(child pid)
+/// in the parent, None in the child. Refused when the process has more
+/// than one thread.
+pub fn fork_single_threaded() -> io::Result<Option<u32>> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let threads = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .map(str::trim);
+    if threads != Some("1") {
+        return Err(io::Error::other(format!(
+            "{} threads: no fork",
+            threads.unwrap_or("?")
+        )));
+    }
+    // SAFETY: fork() is sound in a single-threaded process, checked just
+    // above (nothing in this process starts a thread meanwhile).
+    let pid = unsafe { libc::fork() };
+    match pid {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(None),
+        child => Ok(Some(child as u32)),
+    }
+}
+
+/// End this process at once with `code`: no destructors, no atexit
+/// handlers, no flushing of buffers a forked child shares with its parent.
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit has no preconditions; it never returns.
+    unsafe { libc::_exit(code) }
+}
+
 /// Point stdin, stdout and stderr of a forked daemon at /dev/null, as
 /// dbus-daemon does (unless the user asked to keep its output).
 pub fn detach_stdio() -> io::Result<()> {

@@ -131,7 +131,7 @@ fn call_to_sink(i: usize) -> MessageBuilder {
 
 /// Send `requests` to the driver a window at a time and read every reply;
 /// the first error reply fails the whole.
-fn pipeline(
+pub(crate) fn pipeline(
     conn: &mut Connection,
     requests: impl Iterator<Item = MessageBuilder>,
 ) -> Result<(), String> {

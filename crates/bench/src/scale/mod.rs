@@ -9,7 +9,7 @@
 //! so one phase's items never slow another's.
 
 mod callgrind;
-mod fill;
+pub(crate) mod fill;
 mod probes;
 mod report;
 

@@ -92,9 +92,16 @@ fn go_back(memfd: &OwnedFd, previous: &OwnedFd) -> i32 {
     lost(&format!("cannot execute the previous binary: {error}"))
 }
 
-/// The server, from the handover. The handed-over descriptors are
-/// duplicated, not taken: until the loop runs, the previous binary may
-/// still need the originals.
+/// The server, from the handover.
+///
+/// The descriptors are taken over as they are (duplicating them all
+/// would need twice the bus's descriptors for a moment, which a large bus
+/// does not have under its limit), so nothing may close one before the
+/// loop runs, or the previous binary could not take the bus back. Hence:
+/// the state is first deserialized in a child process, whose closing of
+/// its copies harms nothing; only if that succeeds is it deserialized
+/// here; and if a later step fails, what was built is forgotten, not
+/// dropped.
 fn restore(opts: &Options, memfd: &OwnedFd, going_back: bool) -> Result<Server, String> {
     if !going_back && std::env::var(FAIL_RESTORE_FOR_TESTS).as_deref() == Ok("1") {
         return Err(format!(
@@ -102,29 +109,84 @@ fn restore(opts: &Options, memfd: &OwnedFd, going_back: bool) -> Result<Server, 
         ));
     }
     let (numbers, payload) = read_handover(memfd).map_err(|e| e.to_string())?;
-    let mut table = Vec::with_capacity(numbers.len());
-    for &number in &numbers {
-        let fd = crate::sys::duplicate_inherited(number)
-            .map_err(|e| format!("descriptor {number} of the handover: {e}"))?;
-        table.push(fd);
-    }
-    let (restored, _unused) = quickbus_bus::handover::restoring(clock_now(), table, || {
-        postcard::from_bytes::<Restored>(&payload)
-    });
-    let restored = restored.map_err(|e| format!("cannot read the state: {e}"))?;
-    let server = rebuild(opts, restored, going_back)?;
-    // Resumed: the originals go (each number once).
-    let mut originals = numbers;
-    originals.sort_unstable();
-    originals.dedup();
-    for number in originals {
-        if let Ok(file) = crate::sys::adopt_inherited_fd(number) {
-            drop(file);
-        }
-    }
-    Ok(server)
+    check_in_a_child(&numbers, &payload)?;
+    let restored = deserialize(&numbers, &payload)?;
+    rebuild(opts, restored, going_back)
 }
 
+/// The descriptor table, taken over: each number once, and a duplicate
+/// for each further index naming it (the fds of a broadcast queued for
+/// several receivers).
+fn take_over(numbers: &[RawFd]) -> Result<Vec<OwnedFd>, String> {
+    let mut table: Vec<OwnedFd> = Vec::with_capacity(numbers.len());
+    let mut first: std::collections::HashMap<RawFd, usize> = Default::default();
+    for (i, &number) in numbers.iter().enumerate() {
+        let fd = match first.get(&number) {
+            Some(&at) => table[at].try_clone(),
+            None => {
+                first.insert(number, i);
+                crate::sys::adopt_inherited_fd(number).map(OwnedFd::from)
+            }
+        };
+        table.push(fd.map_err(|e| format!("descriptor {number} of the handover: {e}"))?);
+    }
+    Ok(table)
+}
+
+fn deserialize(numbers: &[RawFd], payload: &[u8]) -> Result<Restored, String> {
+    let table = take_over(numbers)?;
+    let (restored, unused) = quickbus_bus::handover::restoring(clock_now(), table, || {
+        postcard::from_bytes::<Restored>(payload)
+    });
+    let restored = restored.map_err(|e| format!("cannot read the state: {e}"))?;
+    if unused > 0 {
+        tracing::warn!("{unused} descriptors of the handover were not named by its state");
+    }
+    Ok(restored)
+}
+
+/// Deserialize the state in a child process: exit status 0 if it can be.
+fn check_in_a_child(numbers: &[RawFd], payload: &[u8]) -> Result<(), String> {
+    match crate::sys::fork_single_threaded() {
+        Err(e) => Err(format!("cannot check the handover: {e}")),
+        Ok(None) => {
+            let code = match deserialize(numbers, payload) {
+                Ok(restored) => {
+                    // Not dropped: its guards would remove the bus's
+                    // socket, pid and nonce files.
+                    std::mem::forget(restored);
+                    0
+                }
+                Err(why) => {
+                    error!("restoring failed: {why}");
+                    1
+                }
+            };
+            // No destructors, no atexit: this child only had to try.
+            crate::sys::exit_now(code)
+        }
+        Ok(Some(child)) => {
+            let pid = rustix::process::Pid::from_raw(child as i32).ok_or("fork returned pid 0")?;
+            let status = loop {
+                match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
+                    Ok(Some(status)) => break status,
+                    Ok(None) => continue,
+                    Err(rustix::io::Errno::INTR) => continue,
+                    Err(e) => return Err(format!("cannot wait for the check: {e}")),
+                }
+            };
+            if status.exit_status() == Some(0) {
+                Ok(())
+            } else {
+                Err("the state cannot be read (the check said why, above)".into())
+            }
+        }
+    }
+}
+
+/// Everything built from the handover before the loop runs. If a step
+/// fails it is forgotten, not dropped: its descriptors stay open for the
+/// previous binary.
 fn rebuild(opts: &Options, restored: Restored, going_back: bool) -> Result<Server, String> {
     let Restored {
         began,
@@ -138,10 +200,17 @@ fn rebuild(opts: &Options, restored: Restored, going_back: bool) -> Result<Serve
     let fd_limit = crate::fd_limit::raise();
     tracing::debug!(?fd_limit, "open-file limit");
     // Not state: the security modules' handles, opened again.
-    crate::mac::start(&setup.config).map_err(|e| e.to_string())?;
-    bus.restored(crate::mac::mediator(
-        setup.reloaded.as_ref().unwrap_or(&setup.config),
-    )?);
+    let mediator = crate::mac::start(&setup.config)
+        .map_err(|e| e.to_string())
+        .and_then(|()| crate::mac::mediator(setup.reloaded.as_ref().unwrap_or(&setup.config)));
+    let mediator = match mediator {
+        Ok(mediator) => mediator,
+        Err(why) => {
+            std::mem::forget((setup, launcher, state, bus));
+            return Err(why);
+        }
+    };
+    bus.restored(mediator);
     let binary = Binary::open(Some(setup.exe.clone()))
         .map_err(|e| tracing::warn!("cannot open the running binary, so no restart in place: {e}"))
         .ok();
@@ -151,5 +220,9 @@ fn rebuild(opts: &Options, restored: Restored, going_back: bool) -> Result<Serve
         false => Ok(()),
         true => Err("the new binary could not resume the bus (see the log); the previous binary serves it again".to_owned()),
     };
-    Server::resume(state, bus, server_opts, requesters, began, outcome).map_err(|e| e.to_string())
+    Server::resume(state, bus, server_opts, requesters, began, outcome).map_err(|unbuilt| {
+        let why = unbuilt.error.to_string();
+        unbuilt.forget();
+        why
+    })
 }

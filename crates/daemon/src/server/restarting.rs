@@ -22,6 +22,29 @@ use super::{token, Conn, FastMap, Listen, Server, ServerOptions, LAST_LISTENER};
 use crate::late_users::LateUsers;
 use crate::restart::{self, write_handover, Handover};
 
+/// A loop that could not be built from handed-over state, keeping what it
+/// was built from: forgetting it leaves every descriptor open for the
+/// previous binary to take back (see `restart::resume`).
+pub struct Unbuilt {
+    pub error: std::io::Error,
+    keep: Box<dyn std::any::Any>,
+}
+
+impl Unbuilt {
+    pub(super) fn keeping(error: std::io::Error, keep: impl std::any::Any) -> Unbuilt {
+        Unbuilt {
+            error,
+            keep: Box::new(keep),
+        }
+    }
+
+    /// Never drop what was kept (the process execs the previous binary
+    /// next).
+    pub fn forget(self) {
+        std::mem::forget(self.keep);
+    }
+}
+
 /// A restart asked for in this turn.
 pub(super) struct Pending {
     requesters: Vec<RestartRequester>,
@@ -87,7 +110,7 @@ impl Server {
         requesters: Vec<RestartRequester>,
         began_ns: u64,
         outcome: Result<(), String>,
-    ) -> std::io::Result<Server> {
+    ) -> Result<Server, Unbuilt> {
         let mut server = Server::with_state(state, bus, opts)?;
         let pause_ms =
             restart::clock_now().monotonic_ns.saturating_sub(began_ns) as f64 / 1_000_000.0;

@@ -1,0 +1,45 @@
+//! A tiny run of `quickbus-bench restart`: both cases (idle, loaded) are
+//! measured and reported, the bus holding everything after every restart
+//! (the bench fails otherwise). No timing is checked. quickbus-daemon is
+//! built by quickbus-e2e's `quickbus_daemon_path`.
+
+mod support;
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use quickbus_e2e::quickbus_daemon_path;
+use support::run_bench;
+
+#[test]
+fn a_tiny_restart_run_reports_both_cases() {
+    let mut args: Vec<OsString> = [
+        "restart",
+        "--connections",
+        "20",
+        "--names",
+        "50",
+        "--rules",
+        "50",
+        "--reps",
+        "2",
+    ]
+    .map(OsString::from)
+    .to_vec();
+    args.extend(["--quickbus".into(), quickbus_daemon_path().into()]);
+    let output = run_bench(args, Duration::from_secs(120));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let idle = stdout.lines().find(|l| l.starts_with("idle"));
+    let loaded = stdout.lines().find(|l| l.starts_with("loaded"));
+    assert!(
+        idle.is_some_and(|l| l.contains(" 0 ")),
+        "{stdout}\n{stderr}"
+    );
+    let loaded = loaded.unwrap_or_else(|| panic!("no loaded row:\n{stdout}"));
+    let columns: Vec<&str> = loaded.split_whitespace().collect();
+    assert_eq!(&columns[1..5], ["20", "50", "50", "2"], "{loaded}");
+    // Each restart was checked (counts, owners) and logged by the daemon.
+    assert_eq!(stderr.matches("loaded: restart ").count(), 2, "{stderr}");
+    assert!(stdout.contains("cannot restart in place"), "{stdout}");
+}

@@ -1,0 +1,43 @@
+//! Running `quickbus-bench` from the smoke tests: bounded, its output
+//! collected while it runs (a full pipe cannot stall it).
+
+use std::ffi::OsStr;
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Runs `quickbus-bench` with `args` to completion within `limit`; panics
+/// (after killing it) if it takes longer, or if it fails.
+pub fn run_bench<I, S>(args: I, limit: Duration) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let child = Command::new(env!("CARGO_BIN_EXE_quickbus-bench"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start quickbus-bench");
+    let pid = rustix::process::Pid::from_child(&child);
+    let (done, finished) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output());
+    });
+    let output = match finished.recv_timeout(limit) {
+        Ok(output) => output.expect("quickbus-bench's output"),
+        Err(_) => {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::Kill);
+            let late = finished.recv().map(|o| o.ok());
+            panic!("quickbus-bench did not finish within {limit:?}: {late:?}");
+        }
+    };
+    assert!(
+        output.status.success(),
+        "quickbus-bench failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
