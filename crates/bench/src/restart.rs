@@ -123,6 +123,7 @@ fn measure(
         calls: Vec::new(),
         logged: Vec::new(),
     };
+    let mut shown_steps = 0;
     for rep in 0..reps {
         let restarted = Instant::now();
         admin
@@ -149,6 +150,14 @@ fn measure(
             rep + 1,
             case.calls[rep as usize]
         );
+        // The daemon's breakdown, when its log level shows it
+        // (QUICKBUS_LOG=info,quickbus_daemon::restart=debug,quickbus_daemon::server::restarting=debug).
+        let log = bus.log();
+        let steps: Vec<&str> = log.lines().filter(|l| l.contains("handover ")).collect();
+        for line in steps.iter().skip(shown_steps) {
+            eprintln!("  {line}");
+        }
+        shown_steps = steps.len();
     }
     drop(clients);
     Ok(case)

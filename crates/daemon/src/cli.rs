@@ -273,6 +273,21 @@ and back to dbus\-daemon:
     systemctl disable quickbus.service
     systemctl \-\-global disable quickbus.service
 .fi
+.SH "SIGNALS"
+.TP
+.B SIGHUP
+Reload the configuration, as dbus\-daemon does.
+.TP
+.B SIGTERM\fR, \fBSIGINT
+Shut down.
+.TP
+.B SIGUSR2
+Restart in place: execute the binary the daemon was started from (after an
+upgrade, the new one) in the same process, handing it every connection,
+name, match rule and queued message; clients notice nothing.
+.B quickbus restart
+does the same and waits for the outcome. A binary that cannot take over is
+refused and the bus serves on. See /usr/share/doc/quickbus/restart.md.
 .SH "SEE ALSO"
 .BR dbus\-daemon (1),
 .BR quickbus (1),

@@ -24,7 +24,7 @@ mod resume;
 use std::path::PathBuf;
 
 pub use binary::{unblock_handled_signals, Binary};
-pub use format::{clock_now, read_handover, write_handover, Handover, Restored};
+pub use format::{clock_now, read_handover, since_ms, write_handover, Handover, Restored};
 pub use resume::resume;
 
 /// The handover format's version: a binary restarts into another only

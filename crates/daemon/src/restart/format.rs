@@ -59,6 +59,11 @@ pub fn clock_now() -> Clock {
     }
 }
 
+/// Milliseconds of `CLOCK_MONOTONIC` since `began_ns`.
+pub fn since_ms(began_ns: u64) -> f64 {
+    clock_now().monotonic_ns.saturating_sub(began_ns) as f64 / 1_000_000.0
+}
+
 /// Serialize `handover` into a new sealed memfd; returns it (close-on-exec
 /// still set) and the descriptors the state names.
 pub fn write_handover(handover: &Handover<'_>) -> io::Result<(OwnedFd, Vec<RawFd>)> {

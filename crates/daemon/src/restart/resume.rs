@@ -11,8 +11,8 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use tracing::{error, info};
 
 use super::{
-    clock_now, read_handover, Binary, Restored, FAIL_RESTORE_FOR_TESTS, GOING_BACK, HANDOVER_FD,
-    PREVIOUS_BINARY_FD,
+    clock_now, read_handover, since_ms, Binary, Restored, FAIL_RESTORE_FOR_TESTS, GOING_BACK,
+    HANDOVER_FD, PREVIOUS_BINARY_FD,
 };
 use crate::cli::Options;
 use crate::server::Server;
@@ -109,8 +109,16 @@ fn restore(opts: &Options, memfd: &OwnedFd, going_back: bool) -> Result<Server, 
         ));
     }
     let (numbers, payload) = read_handover(memfd).map_err(|e| e.to_string())?;
+    let started = clock_now().monotonic_ns;
     check_in_a_child(&numbers, &payload)?;
+    let checked = since_ms(started);
     let restored = deserialize(&numbers, &payload)?;
+    tracing::debug!(
+        "handover read: {} bytes, {} descriptors; checked in a child in {checked:.1} ms, deserialized in {:.1} ms",
+        payload.len(),
+        numbers.len(),
+        since_ms(started) - checked
+    );
     rebuild(opts, restored, going_back)
 }
 

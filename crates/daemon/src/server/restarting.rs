@@ -16,7 +16,7 @@ use std::time::Instant;
 use mio::{Interest, Token};
 use quickbus_bus::{errors, Bus, ConnId, RestartRequester};
 use serde::{Deserialize, Serialize};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::{token, Conn, FastMap, Listen, Server, ServerOptions, LAST_LISTENER};
 use crate::late_users::LateUsers;
@@ -112,8 +112,7 @@ impl Server {
         outcome: Result<(), String>,
     ) -> Result<Server, Unbuilt> {
         let mut server = Server::with_state(state, bus, opts)?;
-        let pause_ms =
-            restart::clock_now().monotonic_ns.saturating_sub(began_ns) as f64 / 1_000_000.0;
+        let pause_ms = restart::since_ms(began_ns);
         let kept = server.conns.len();
         match &outcome {
             Ok(()) => info!(
@@ -240,6 +239,12 @@ impl Server {
             Ok(written) => written,
             Err(e) => return format!("cannot write the handover: {e}"),
         };
+        debug!(
+            "handover written: {} bytes, {} descriptors, {:.1} ms after the restart began",
+            rustix::fs::fstat(&memfd).map_or(0, |st| st.st_size),
+            fds.len(),
+            restart::since_ms(began)
+        );
         let passed = fds
             .iter()
             .copied()
