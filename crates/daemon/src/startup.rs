@@ -325,7 +325,7 @@ fn ensure_runtime_service_dir(config: &BusConfig) {
 
 /// The configuration's policy for the bus core, names resolved through
 /// NSS.
-pub(crate) fn bus_policy(config: &BusConfig) -> Result<quickbus_bus::PolicyConfig, String> {
+fn bus_policy(config: &BusConfig) -> Result<quickbus_bus::PolicyConfig, String> {
     let db = crate::userdb::UserDb::load();
     crate::policy::bus_policy(&config.policies, &db, &mut |w| warn!("{w}"))
 }

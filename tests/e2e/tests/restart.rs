@@ -342,11 +342,9 @@ fn connections_halfway_through_sasl_finish_after_a_restart() {
     assert_eq!(names.len(), 4, "{names:?}");
 }
 
-#[test]
-fn a_restart_runs_the_binary_now_at_the_daemons_path() {
-    if skip::quickbus_only("restarting in place") {
-        return;
-    }
+/// A bus whose daemon runs from a copy of the binary in its own directory
+/// (which the test may replace): the bus, that directory, the binary.
+fn bus_from_a_copied_binary() -> (Bus, std::path::PathBuf, std::path::PathBuf) {
     let dir = TempDir::new();
     let bin = dir.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -358,6 +356,15 @@ fn a_restart_runs_the_binary_now_at_the_daemons_path() {
         Command::new(&daemon),
         &[format!("--config-file={}", config.display())],
     );
+    (bus, bin, daemon)
+}
+
+#[test]
+fn a_restart_runs_the_binary_now_at_the_daemons_path() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let (bus, bin, daemon) = bus_from_a_copied_binary();
     let mut python = bus.peer();
     assert_eq!(python.request_name(KEEP, 0), 1);
     // An upgrade as dpkg does it: a new file renamed over the old one.
@@ -381,17 +388,7 @@ fn a_binary_that_cannot_take_over_is_refused_and_the_bus_serves_on() {
     if skip::quickbus_only("restarting in place") {
         return;
     }
-    let dir = TempDir::new();
-    let bin = dir.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let daemon = bin.join("quickbus-daemon");
-    std::fs::copy(quickbus_daemon_path(), &daemon).unwrap();
-    let config = write_config(dir.path(), Listen::UnixPath);
-    let bus = Bus::start_command(
-        dir,
-        Command::new(&daemon),
-        &[format!("--config-file={}", config.display())],
-    );
+    let (bus, bin, daemon) = bus_from_a_copied_binary();
     let mut python = bus.peer();
     assert_eq!(python.request_name(KEEP, 0), 1);
     let broken = [
