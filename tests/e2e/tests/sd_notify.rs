@@ -124,6 +124,33 @@ fn ready_once_the_bus_answers_then_reloading_ready_and_stopping() {
 }
 
 #[test]
+fn a_restart_in_place_is_reloading_then_ready_from_the_same_pid() {
+    if skip::quickbus_only("restarting in place (docs/restart.md)") {
+        return;
+    }
+    let dir = TempDir::new();
+    let manager = Manager::at_path(dir.path());
+    let mut daemon = start(&dir, &manager, "", &[]);
+    manager.expect("READY=1");
+    let address = daemon.read_line();
+    kill_process(Pid::from_raw(daemon.pid() as i32).unwrap(), Signal::Usr2).unwrap();
+    let reloading = manager.expect("RELOADING=1");
+    assert!(has_key(&reloading, "MONOTONIC_USEC"), "{reloading:?}");
+    assert!(
+        reloading.iter().any(|l| l == "STATUS=Restarting in place"),
+        "{reloading:?}"
+    );
+    // The new image's READY=1; the pid is the same process all along
+    // (the test's child), which systemd's NotifyAccess=main requires.
+    let ready = manager.expect("READY=1");
+    assert!(has_key(&ready, "STATUS"), "{ready:?}");
+    driver_call(&address, "ListNames").success();
+    terminate(daemon.pid());
+    manager.expect("STOPPING=1");
+    assert!(daemon.wait().success());
+}
+
+#[test]
 fn an_abstract_notify_socket_is_reached() {
     let dir = TempDir::new();
     let manager = Manager::abstract_socket();
