@@ -18,15 +18,23 @@ use std::thread;
 use quickbus_client::{bus_call, Connection, Message, MessageBuilder, MessageType, Value};
 use quickbus_e2e::{
     quickbus_daemon_path, read_raw_message, run_bounded, skip, write_config, Background, Bus,
-    Listen, TempDir, TIMEOUT,
+    Listen, Peer, TempDir, TIMEOUT,
 };
 use support::{
-    exe_of, quickbus_restart, restart, restart_by_call, restart_by_signal, restarts_logged,
-    sd_bus_ping, signal_restart, tool, wait_for_log,
+    exe_of, quickbus_restart, restart, restart_by_call, restart_by_signal, restart_call,
+    restarts_logged, sd_bus_ping, signal_restart, tool, wait_for_log,
 };
 
 const KEEP: &str = "com.example.Keep";
 const SIGNALS: &str = "com.example.Restart";
+
+/// `peer` emits the signal `SIGNALS.member` from `path`, carrying `args`
+/// (peer.py's `[[signature, value], ...]`).
+fn emit(peer: &mut Peer, path: &str, member: &str, args: &str) {
+    peer.emit(&format!(
+        r#"{{"path": "{path}", "iface": "{SIGNALS}", "member": "{member}", "args": {args}}}"#
+    ));
+}
 
 /// The owner of `name`, asked with dbus-send (libdbus).
 fn owner_by_dbus_send(bus: &Bus, name: &str) -> String {
@@ -101,9 +109,7 @@ fn clients_keep_their_names_match_rules_and_calls_across_restarts() {
         // The owner's signal reaches every match rule: python's own,
         // gdbus's, and the client's.
         let member = format!("After{i}");
-        python.emit(&format!(
-            r#"{{"path": "/keep", "iface": "{SIGNALS}", "member": "{member}", "args": [["u", {i}]]}}"#
-        ));
+        emit(&mut python, "/keep", &member, &format!(r#"[["u", {i}]]"#));
         python.wait_event(|e| e.contains(&format!("{SIGNALS}.{member}")));
         gdbus.wait_for_line(|l| l.contains(&format!("{SIGNALS}.{member}")));
         loop {
@@ -216,10 +222,7 @@ fn a_signal_burst_crossing_ten_restarts_arrives_whole_and_in_order() {
             signal_restart(&bus);
             go.send(()).unwrap();
         } else {
-            let call = MessageBuilder::method_call("/org/freedesktop/DBus", "Restart")
-                .interface("org.quickbus.Daemon1")
-                .destination("org.freedesktop.DBus");
-            let serial = admin.send(call, &[]).expect("Restart");
+            let serial = admin.send(restart_call(), &[]).expect("Restart");
             go.send(()).unwrap();
             admin.wait_reply(serial).expect("the restart is done");
         }
@@ -531,9 +534,7 @@ fn a_new_binary_that_cannot_resume_hands_the_bus_back_to_the_old_one() {
     assert!(log.contains("going back to the previous binary"), "{log}");
     // The bus is as it was: the name, the rule, the connection.
     assert_eq!(owner_by_dbus_send(&bus, KEEP), python.unique_name());
-    python.emit(&format!(
-        r#"{{"path": "/x", "iface": "{SIGNALS}", "member": "Back", "args": []}}"#
-    ));
+    emit(&mut python, "/x", "Back", "[]");
     python.wait_event(|e| e.contains(&format!("{SIGNALS}.Back")));
 }
 
@@ -549,24 +550,25 @@ fn a_monitor_is_kept_across_restarts() {
     );
     let mut python = bus.peer();
     // The monitor is installed once it sees what it asked for.
-    let mut seen = 0;
-    while seen == 0 {
-        python.emit(&format!(
-            r#"{{"path": "/m", "iface": "{SIGNALS}", "member": "Before", "args": []}}"#
-        ));
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        emit(&mut python, "/m", "Before", "[]");
         if monitor
             .try_read_line(std::time::Duration::from_millis(200))
             .is_some_and(|l| l.contains("member=Before"))
         {
-            seen += 1;
+            break;
         }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "dbus-monitor saw nothing: {}",
+            monitor.stderr()
+        );
     }
     for i in 0..4 {
         restart(&bus, i);
         let member = format!("After{i}");
-        python.emit(&format!(
-            r#"{{"path": "/m", "iface": "{SIGNALS}", "member": "{member}", "args": []}}"#
-        ));
+        emit(&mut python, "/m", &member, "[]");
         monitor.wait_for_line(|l| l.contains(&format!("member={member}")));
     }
 }
@@ -578,11 +580,6 @@ fn a_second_restart_asked_in_the_same_turn_is_refused() {
     }
     let bus = Bus::start();
     let mut admin = bus.connect();
-    let restart_call = || {
-        MessageBuilder::method_call("/org/freedesktop/DBus", "Restart")
-            .interface("org.quickbus.Daemon1")
-            .destination("org.freedesktop.DBus")
-    };
     // Both calls in one write: the bus reads them in one turn.
     let first = restart_call().build(1000).unwrap();
     let second = restart_call().build(1001).unwrap();

@@ -50,6 +50,13 @@ pub fn quickbus_restart(bus: &Bus) -> Finished {
     run_bounded(Command::new(tool()).args(["--address", bus.address(), "restart"]))
 }
 
+/// The `org.quickbus.Daemon1.Restart` call (what `quickbus restart` sends).
+pub fn restart_call() -> quickbus_client::MessageBuilder {
+    quickbus_client::MessageBuilder::method_call("/org/freedesktop/DBus", "Restart")
+        .interface("org.quickbus.Daemon1")
+        .destination("org.freedesktop.DBus")
+}
+
 /// Restarts the bus with `quickbus restart`, which must succeed.
 pub fn restart_by_call(bus: &Bus) {
     let before = restarts_logged(bus);
