@@ -356,9 +356,15 @@ EOF'
     guest rm -f /etc/dbus-1/system.d/org.example.BootTestDynamic.conf
 }
 
+# The system bus's log: its process's lines (the unit is quickbus.service,
+# of which dbus.service is an alias, and the pid stays across restarts).
+bus_journal() {
+    guest journalctl -b -q -o cat --no-pager "_PID=$(guest systemctl show -p MainPID --value dbus.service)" 2>&1
+}
+
 # How many times the system bus logged a finished restart in place.
 restarts_logged() {
-    guest journalctl -b -u dbus.service -o cat --no-pager 2>/dev/null | grep -c 'restarted in place' || true
+    bus_journal | grep -c 'restarted in place' || true
 }
 
 # Waits (bounded) until the bus has logged `count` restarts.
@@ -381,8 +387,9 @@ owner_of() {
 # Each time the bus keeps its pid and every client its connection:
 # systemd1 and login1 their unique names, the session its user bus.
 restart_checks() {
-    local pid systemd1 login1 out logged
+    local pid systemd1 login1 out logged failed_before
     pid=$(guest systemctl show -p MainPID --value dbus.service)
+    failed_before=$(guest systemctl list-units --failed --plain --no-legend 2>&1 || true)
     systemd1=$(owner_of org.freedesktop.systemd1)
     login1=$(owner_of org.freedesktop.login1)
     logged=$(restarts_logged)
@@ -396,7 +403,7 @@ restart_checks() {
             pass "$what: the bus kept its pid and its clients ($out)"
         else
             fail "$what: the bus kept its pid and its clients" "before: pid $pid, systemd1 $systemd1, login1 $login1" \
-                "after:  $out" "$(guest journalctl -b -u dbus.service -o cat --no-pager 2>&1 | tail -n 8)"
+                "after:  $out" "$(bus_journal | tail -n 8)"
         fi
     }
     guest systemctl kill -s USR2 --kill-whom=main dbus.service
@@ -404,7 +411,7 @@ restart_checks() {
         pass "systemctl kill -s USR2: the system bus restarted in place"
     else
         fail "systemctl kill -s USR2: the system bus restarted in place" \
-            "$(guest journalctl -b -u dbus.service -o cat --no-pager 2>&1 | tail -n 8)"
+            "$(bus_journal | tail -n 8)"
     fi
     kept "SIGUSR2"
     if out=$(guest quickbus --system restart 2>&1) && wait_for_restarts $((logged + 2)); then
@@ -428,8 +435,13 @@ restart_checks() {
     else
         fail "a new login session works after the restarts" "$out"
     fi
+    # (dynamic_user_check leaves one transient unit failed on purpose.)
     out=$(guest systemctl list-units --failed --plain --no-legend 2>&1 || true)
-    if [[ -z $out ]]; then pass "no failed unit after the restarts"; else fail "no failed unit after the restarts" "$out"; fi
+    if [[ $out == "$failed_before" ]]; then
+        pass "no unit failed during the restarts"
+    else
+        fail "no unit failed during the restarts" "before: $failed_before" "after: $out"
+    fi
 }
 
 declare -A poweroff_seconds

@@ -604,15 +604,94 @@ fn a_second_restart_asked_in_the_same_turn_is_refused() {
     assert_eq!(restarts_logged(&bus), 1);
     // Anyone else may not restart the bus.
     if quickbus_e2e::can_change_user() {
-        let denied = run_bounded(
-            Command::new(tool())
-                .args(["--address", bus.address(), "restart"])
-                .uid(quickbus_e2e::NOBODY.0)
-                .gid(quickbus_e2e::NOBODY.1),
-        )
-        .failure();
+        let denied = quickbus_restart_as(bus.address(), quickbus_e2e::NOBODY).failure();
         assert!(denied.stderr.contains("AccessDenied"), "{denied:#?}");
     }
+}
+
+/// `quickbus restart` as `ids`, on the bus at `address`.
+fn quickbus_restart_as(address: &str, ids: (u32, u32)) -> quickbus_e2e::Finished {
+    run_bounded(
+        Command::new(tool())
+            .args(["--address", address, "restart"])
+            .uid(ids.0)
+            .gid(ids.1),
+    )
+}
+
+#[test]
+fn a_system_bus_restarts_for_root_after_dropping_to_its_user() {
+    if skip::quickbus_only("restarting in place")
+        || skip::unless(
+            quickbus_e2e::can_change_user(),
+            "needs root, to change users",
+        )
+    {
+        return;
+    }
+    const SYSTEM_CONF: &str = "/usr/share/dbus-1/system.conf";
+    if skip::unless(
+        std::path::Path::new(SYSTEM_CONF).exists(),
+        "no /usr/share/dbus-1/system.conf (package dbus-daemon)",
+    ) {
+        return;
+    }
+    // The distribution's system bus with the package's policy file for
+    // the Restart call: the daemon drops to messagebus after binding, and
+    // then it is as messagebus that it checks and executes its binary.
+    let policy = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../packaging/dbus/org.quickbus.Daemon1.conf");
+    let dir = TempDir::new();
+    let config = dir.path().join("system-restart.conf");
+    std::fs::write(
+        &config,
+        format!(
+            "<busconfig><include>{SYSTEM_CONF}</include><include>{}</include></busconfig>",
+            policy.display()
+        ),
+    )
+    .unwrap();
+    let address = format!("--address=unix:path={}", dir.path().join("bus").display());
+    let bus = Bus::start_args(
+        dir,
+        &[
+            format!("--config-file={}", config.display()),
+            address,
+            "--nopidfile".into(),
+        ],
+    );
+    let mut python = bus.peer();
+    let before = python.unique_name().to_owned();
+    let denied = quickbus_restart_as(bus.address(), quickbus_e2e::NOBODY).failure();
+    assert!(denied.stderr.contains("AccessDenied"), "{denied:#?}");
+    quickbus_restart_as(bus.address(), (0, 0)).success();
+    quickbus_restart_as(bus.address(), (0, 0)).success();
+    assert_eq!(restarts_logged(&bus), 2, "log:\n{}", bus.log());
+    assert_eq!(python.command("ping"), "pong");
+    assert_eq!(python.unique_name(), before);
+}
+
+#[test]
+fn without_the_packages_policy_file_the_system_bus_refuses_restart_calls() {
+    if skip::quickbus_only("restarting in place")
+        || skip::unless(
+            quickbus_e2e::can_change_user(),
+            "needs root, to change users",
+        )
+    {
+        return;
+    }
+    let dir = TempDir::new();
+    let address = format!("--address=unix:path={}", dir.path().join("bus").display());
+    let bus = Bus::start_args(dir, &["--system".into(), address, "--nopidfile".into()]);
+    // Debian's system.conf alone denies method calls it does not name:
+    // the package's policy file (packaging/dbus) is what lets root in.
+    let refused = quickbus_restart_as(bus.address(), (0, 0)).failure();
+    assert!(
+        refused.stderr.contains("AccessDenied") && refused.stderr.contains("org.quickbus.Daemon1"),
+        "{refused:#?}"
+    );
+    assert_eq!(restarts_logged(&bus), 0);
 }
 
 /// dbus-daemon started by hand (not [`Bus`], which expects a clean exit).
