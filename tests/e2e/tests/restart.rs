@@ -609,6 +609,116 @@ fn a_second_restart_asked_in_the_same_turn_is_refused() {
     }
 }
 
+/// Waits (bounded) until a process's command line contains `text`.
+fn wait_for_process_with(text: &str) {
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        let found = std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+            std::fs::read(entry.path().join("cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(text))
+        });
+        if found {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no process running with {text:?}"
+        );
+        std::thread::sleep(quickbus_e2e::POLL_INTERVAL);
+    }
+}
+
+/// A bus whose service directory is `services` (kept by the caller).
+fn bus_with_services(services: &TempDir) -> Bus {
+    Bus::start_with_config(
+        Listen::UnixPath,
+        &format!("<servicedir>{}</servicedir>", services.path().display()),
+    )
+}
+
+fn add_service(services: &TempDir, name: &str, exec: &str) {
+    std::fs::write(
+        services.path().join(format!("{name}.service")),
+        format!("[D-BUS Service]\nName={name}\nExec={exec}\n"),
+    )
+    .unwrap();
+}
+
+#[test]
+fn an_activation_under_way_completes_after_restarts() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    const SLOW: &str = "org.example.Slow";
+    const PATH: &str = "/org/example/Activated";
+    const IFACE: &str = "org.example.Activated";
+    let services = TempDir::new();
+    let gate = services.path().join("gate");
+    add_service(
+        &services,
+        SLOW,
+        &format!(
+            "{} {} {SLOW} --gate {}",
+            quickbus_e2e::python_path().display(),
+            quickbus_e2e::python_script("activated.py").display(),
+            gate.display()
+        ),
+    );
+    let bus = bus_with_services(&services);
+    let mut peer = bus.peer();
+    // Messages for the service wait in the bus while it starts; a call
+    // among them waits for its reply.
+    for text in ["one", "two"] {
+        let sent = peer.command(&format!(
+            r#"call_noreply {SLOW} {PATH} {IFACE} Echo s ["{text}"]"#
+        ));
+        assert_eq!(sent, "call_noreply sent");
+    }
+    // A round trip: the bus holds both for the activation.
+    assert_eq!(peer.command("ping"), "pong");
+    peer.send(&format!(r#"call {SLOW} {PATH} {IFACE} Echo s ["three"]"#));
+    restart_by_signal(&bus);
+    restart_by_call(&bus);
+    std::fs::write(&gate, b"open").unwrap();
+    assert_eq!(peer.result(), r#"call "three""#);
+    let log = peer.command(&format!("call {SLOW} {PATH} {IFACE} Log - []"));
+    assert_eq!(log, r#"call ["one", "two", "three"]"#);
+    peer.command(&format!("call {SLOW} {PATH} {IFACE} Exit - []"));
+}
+
+#[test]
+fn a_service_started_before_a_restart_is_still_the_bus_s_child() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    // The program exits with status 3 once the gate opens, after the
+    // restart: only the bus that started it, by its pid, can tell.
+    let services = TempDir::new();
+    let gate = services.path().join("gate");
+    add_service(
+        &services,
+        "org.example.Dies",
+        &format!(
+            "/bin/sh -c 'while [ ! -e {} ]; do sleep 0.01; done; exit 3'",
+            gate.display()
+        ),
+    );
+    let bus = bus_with_services(&services);
+    let mut peer = bus.peer();
+    peer.send("call org.example.Dies /x org.example.X Y - []");
+    // The bus has started the program before it restarts.
+    wait_for_process_with(&gate.display().to_string());
+    restart_by_signal(&bus);
+    restart_by_call(&bus);
+    std::fs::write(&gate, b"open").unwrap();
+    let failed = peer.result();
+    assert!(
+        failed.starts_with("error org.freedesktop.DBus.Error.Spawn.ChildExited")
+            && failed.contains("exited with status 3"),
+        "{failed}"
+    );
+}
+
 /// `quickbus restart` as `ids`, on the bus at `address`.
 fn quickbus_restart_as(address: &str, ids: (u32, u32)) -> quickbus_e2e::Finished {
     run_bounded(
