@@ -6,8 +6,10 @@
 //! new image sends once it serves: the call's duration is the pause as a
 //! client sees it. The daemon's own figure (`serving again after X ms`,
 //! from the moment it decided to restart) is read from its log. After each
-//! restart the bus must still hold everything (Debug.Stats' counts, a
-//! sample of names with their owners), or the run fails.
+//! restart the bus must still hold everything, or the run fails:
+//! Debug.Stats' counts, every connection kept (as the daemon logs), a
+//! sample of names with their owners, a sample of the clients answered by
+//! the same bus, and a sample of their match rules delivering.
 //!
 //! dbus-daemon and dbus-broker cannot restart in place: there is nothing
 //! to compare, and the report says so.
@@ -16,7 +18,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use quickbus_client::{bus_call, Connection};
-use quickbus_wire::{MessageBuilder, Value};
+use quickbus_wire::{MessageBuilder, MessageType, Value};
 
 use crate::buses::{BusKind, RunningBus};
 use crate::scale::fill::{name, pipeline, raise_fd_limit, rule, IO_TIMEOUT};
@@ -111,7 +113,7 @@ fn measure(
     ];
     let bus = RunningBus::start_with_limits(BusKind::Quickbus, daemon, &limits)?;
     eprintln!("{label}: filling the bus ({connections} connections, {names} names, {rules} rules)");
-    let clients = fill(&bus, connections, names, rules)?;
+    let mut clients = fill(&bus, connections, names, rules)?;
     let mut admin = bus.connect(IO_TIMEOUT).map_err(|e| e.to_string())?;
     let expected = Expected::of(&mut admin, &clients)?;
     let mut case = Case {
@@ -134,8 +136,8 @@ fn measure(
             )
             .map_err(|e| format!("{label}: Restart: {e}; the daemon's log:\n{}", bus.log()))?;
         case.calls.push(restarted.elapsed().as_secs_f64() * 1000.0);
-        let logged = logged_pauses(&bus.log());
-        let Some(&pause) = logged.get(rep as usize) else {
+        let logged = logged_restarts(&bus.log());
+        let Some(&(kept, pause)) = logged.get(rep as usize) else {
             return Err(format!(
                 "{label}: the daemon logged {} restarts after {} calls:\n{}",
                 logged.len(),
@@ -144,7 +146,14 @@ fn measure(
             ));
         };
         case.logged.push(pause);
-        expected.check(&mut admin, label)?;
+        // Every client and the admin connection crossed.
+        if kept != clients.conns.len() + 1 {
+            return Err(format!(
+                "{label}: the daemon kept {kept} connections of {}",
+                clients.conns.len() + 1
+            ));
+        }
+        expected.check(&mut admin, &mut clients, label)?;
         eprintln!(
             "{label}: restart {}/{reps}: {:.1} ms (the daemon: {pause:.1} ms)",
             rep + 1,
@@ -168,6 +177,7 @@ fn measure(
 struct Clients {
     conns: Vec<Connection>,
     names: usize,
+    rules: usize,
 }
 
 fn fill(
@@ -195,7 +205,11 @@ fn fill(
             eprintln!("  {} connections filled", c + 1);
         }
     }
-    Ok(Clients { conns, names })
+    Ok(Clients {
+        conns,
+        names,
+        rules,
+    })
 }
 
 /// What the bus must still hold after every restart.
@@ -203,7 +217,17 @@ struct Expected {
     counts: Vec<(&'static str, u32)>,
     /// A sample of names, each with the unique name that owns it.
     owners: Vec<(String, String)>,
+    /// The bus's GetId, which a restart keeps.
+    id: String,
 }
+
+/// Client connections that must still get answers after each restart.
+const ANSWERING: usize = 50;
+/// Rules that must still deliver after each restart.
+const DELIVERING: usize = 10;
+/// Where the delivery checks' signals come from.
+const CHECK_PATH: &str = "/org/quickbus/Bench/Restart";
+const CHECK_INTERFACE: &str = "org.quickbus.Bench.Restart";
 
 /// The Debug.Stats counts compared across restarts.
 const COUNTED: [&str; 3] = ["ActiveConnections", "BusNames", "MatchRules"];
@@ -221,10 +245,18 @@ impl Expected {
                 )
             })
             .collect();
-        Ok(Expected { counts, owners })
+        let id = admin.get_id().map_err(|e| format!("GetId: {e}"))?;
+        Ok(Expected { counts, owners, id })
     }
 
-    fn check(&self, admin: &mut Connection, label: &str) -> Result<(), String> {
+    /// The counts and owners as before; a sample of the clients still
+    /// answered by the same bus, and a sample of their rules delivering.
+    fn check(
+        &self,
+        admin: &mut Connection,
+        clients: &mut Clients,
+        label: &str,
+    ) -> Result<(), String> {
         let counts = stats_counts(admin)?;
         if counts != self.counts {
             return Err(format!(
@@ -240,7 +272,77 @@ impl Expected {
                 return Err(format!("{label}: {name} is owned by {now}, not {owner}"));
             }
         }
+        for c in spread(clients.conns.len(), ANSWERING) {
+            let conn = &mut clients.conns[c];
+            let id = conn.get_id().map_err(|e| {
+                format!(
+                    "{label}: client {c} ({}) got no answer: {e}",
+                    conn.unique_name()
+                )
+            })?;
+            if id != self.id {
+                return Err(format!(
+                    "{label}: client {c} sees bus {id}, not {}",
+                    self.id
+                ));
+            }
+        }
+        // Rule i with i % 5 == 3 is `member='Foo{i}'` (scale::fill::rule).
+        for j in spread((clients.rules + 1) / 5, DELIVERING) {
+            expect_delivery(admin, clients, 5 * j + 3, label)?;
+        }
         Ok(())
+    }
+}
+
+/// A signal from `admin` with member `Foo{i}` reaches the client that
+/// added rule `i`, through that rule alone.
+fn expect_delivery(
+    admin: &mut Connection,
+    clients: &mut Clients,
+    i: usize,
+    label: &str,
+) -> Result<(), String> {
+    let member = format!("Foo{i}");
+    debug_assert!(rule(i).contains(&format!("member='{member}'")));
+    admin
+        .send(
+            MessageBuilder::signal(CHECK_PATH, CHECK_INTERFACE, member.as_str()),
+            &[],
+        )
+        .map_err(|e| format!("{label}: emit {member}: {e}"))?;
+    let connections = clients.conns.len();
+    let receiver = &mut clients.conns[i % connections];
+    loop {
+        // Bounded by the connection's read time-out (IO_TIMEOUT).
+        let (msg, _) = receiver.receive().map_err(|e| {
+            format!(
+                "{label}: {member} did not reach {} through its rule: {e}",
+                receiver.unique_name()
+            )
+        })?;
+        // NameAcquired and the like, left from filling, are skipped.
+        if msg.msg_type() != MessageType::Signal || msg.interface() != Some(CHECK_INTERFACE) {
+            continue;
+        }
+        if msg.member() != Some(member.as_str()) {
+            return Err(format!(
+                "{label}: {} received {:?}, which none of its rules matches",
+                receiver.unique_name(),
+                msg.member()
+            ));
+        }
+        return Ok(());
+    }
+}
+
+/// `count` indices spread evenly over `0..len`, the first and the last
+/// included (all of them if there are no more).
+fn spread(len: usize, count: usize) -> Vec<usize> {
+    match count {
+        _ if len <= count => (0..len).collect(),
+        0 | 1 => (0..count).collect(),
+        _ => (0..count).map(|j| j * (len - 1) / (count - 1)).collect(),
     }
 }
 
@@ -273,13 +375,15 @@ fn stats_counts(admin: &mut Connection) -> Result<Vec<(&'static str, u32)>, Stri
     Ok(counts)
 }
 
-/// Every `serving again after X ms` of the daemon's log, in order.
-fn logged_pauses(log: &str) -> Vec<f64> {
+/// Every `restarted in place: N connections kept, serving again after X
+/// ms` of the daemon's log, in order: N and X.
+fn logged_restarts(log: &str) -> Vec<(usize, f64)> {
     log.lines()
-        .filter(|l| l.contains("restarted in place"))
         .filter_map(|l| {
-            let after = l.split("serving again after ").nth(1)?;
-            after.trim_end_matches(" ms").trim().parse().ok()
+            let rest = l.split("restarted in place: ").nth(1)?;
+            let (kept, rest) = rest.split_once(" connections kept, serving again after ")?;
+            let pause = rest.strip_suffix(" ms")?;
+            Some((kept.parse().ok()?, pause.trim().parse().ok()?))
         })
         .collect()
 }
@@ -346,7 +450,30 @@ mod tests {
         let log = "quickbus-daemon[7]: Restart: restarting in place\n\
                    quickbus-daemon[7]: restarted in place: 3 connections kept, serving again after 4.2 ms\n\
                    quickbus-daemon[7]: restarted in place: 3 connections kept, serving again after 12.0 ms\n";
-        assert_eq!(logged_pauses(log), vec![4.2, 12.0]);
+        assert_eq!(logged_restarts(log), vec![(3, 4.2), (3, 12.0)]);
+        let failed = "quickbus-daemon[7]: restart failed: why; 3 connections kept, serving again after 2.0 ms";
+        assert!(logged_restarts(failed).is_empty());
+    }
+
+    #[test]
+    fn samples_spread_over_the_whole_range() {
+        assert_eq!(spread(5, 50), [0, 1, 2, 3, 4]);
+        assert!(spread(0, 50).is_empty());
+        let s = spread(100_000, 50);
+        assert_eq!((s.len(), s[0], s[49]), (50, 0, 99_999));
+        assert!(s.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(spread(10, 1), [0]);
+    }
+
+    #[test]
+    fn the_rules_checked_are_member_rules_that_exist() {
+        for rules in [0, 3, 4, 9, 50, 100_000] {
+            for j in spread((rules + 1) / 5, DELIVERING) {
+                let i = 5 * j + 3;
+                assert!(i < rules, "{i} of {rules}");
+                assert!(rule(i).contains(&format!("member='Foo{i}'")), "{}", rule(i));
+            }
+        }
     }
 
     #[test]

@@ -43,3 +43,25 @@ fn a_tiny_restart_run_reports_both_cases() {
     assert_eq!(stderr.matches("loaded: restart ").count(), 2, "{stderr}");
     assert!(stdout.contains("cannot restart in place"), "{stdout}");
 }
+
+#[test]
+fn a_restart_that_does_not_happen_fails_the_run() {
+    // The daemon's test switch (QUICKBUS_TEST_FAIL_RESTORE): the new image
+    // refuses to resume and the previous binary takes the bus back, so
+    // the Restart call gets an error. The bench must stop, not report.
+    let mut args: Vec<OsString> = ["restart", "--connections", "2", "--names", "2"]
+        .map(OsString::from)
+        .to_vec();
+    args.extend(["--rules".into(), "2".into(), "--reps".into(), "1".into()]);
+    args.extend(["--quickbus".into(), quickbus_daemon_path().into()]);
+    let output = support::run_bench_with(
+        args,
+        &[("QUICKBUS_TEST_FAIL_RESTORE", "1")],
+        Duration::from_secs(60),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("idle "), "no report:\n{stdout}");
+    assert!(stderr.contains("idle: Restart: "), "{stderr}");
+}

@@ -13,8 +13,26 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
+    let output = run_bench_with(args, &[], limit);
+    assert!(
+        output.status.success(),
+        "quickbus-bench failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// [`run_bench`] with `env` added to the bench's environment (and so its
+/// daemons'), whether it succeeds or not.
+pub fn run_bench_with<I, S>(args: I, env: &[(&str, &str)], limit: Duration) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
     let child = Command::new(env!("CARGO_BIN_EXE_quickbus-bench"))
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -33,11 +51,5 @@ where
             panic!("quickbus-bench did not finish within {limit:?}: {late:?}");
         }
     };
-    assert!(
-        output.status.success(),
-        "quickbus-bench failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
     output
 }
