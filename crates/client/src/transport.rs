@@ -283,7 +283,7 @@ mod tests {
     #[test]
     fn end_of_stream_is_closed() {
         let (mut t, peer) = pair();
-        drop(peer);
+        peer.shutdown(std::net::Shutdown::Write).unwrap();
         assert!(matches!(t.read_more(0), Err(Error::Closed)));
     }
 
@@ -308,7 +308,7 @@ mod tests {
         peer.write_all(b"x").unwrap();
         wait_readable(t.stream.as_fd(), Some(Duration::from_secs(60))).unwrap();
         let (t, peer) = pair();
-        drop(peer);
+        peer.shutdown(std::net::Shutdown::Write).unwrap();
         wait_readable(t.stream.as_fd(), None).unwrap();
     }
 
@@ -316,7 +316,7 @@ mod tests {
     fn vectored_write_with_fds_arrives_whole() {
         let (mut sender, peer) = pair();
         let mut receiver = Transport::new(Socket::Unix(peer)).unwrap();
-        let (r, w) = rustix::pipe::pipe().unwrap();
+        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
         sender
             .write_all(&[b"ab", b"", b"cd\r\n"], &[r.as_fd()])
             .unwrap();

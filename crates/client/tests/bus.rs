@@ -85,7 +85,7 @@ fn fds_make_a_round_trip_through_the_bus() {
     let bus = TestBus::start();
     let mut server = bus.connect();
     let mut client = bus.connect();
-    let (read_end, write_end) = rustix::pipe::pipe().unwrap();
+    let (read_end, write_end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
 
     let call = MessageBuilder::method_call("/fd", "Echo")
         .interface("org.example.Fd")

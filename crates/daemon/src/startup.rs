@@ -391,7 +391,7 @@ impl Ready {
 /// Fork: the parent waits until the child says it is ready (address
 /// printed), then exits 0, or 1 if the child died first.
 fn daemonize() -> io::Result<Ready> {
-    let (read_end, write_end) = rustix::pipe::pipe()?;
+    let (read_end, write_end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     match crate::sys::fork_daemon()? {
         Some(_child) => {
             drop(write_end);

@@ -532,7 +532,9 @@ mod tests {
     fn recv_appends_bytes_and_every_fd_of_the_message() {
         use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
         let (ours, peer) = std::os::unix::net::UnixStream::pair().unwrap();
-        let pipes: Vec<_> = (0..3).map(|_| rustix::pipe::pipe().unwrap()).collect();
+        let pipes: Vec<_> = (0..3)
+            .map(|_| rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap())
+            .collect();
         let sent: Vec<_> = pipes.iter().map(|(r, _)| r.as_fd()).collect();
         let mut space = [0u8; rustix::cmsg_space!(ScmRights(3))];
         let mut control = SendAncillaryBuffer::new(&mut space);
@@ -558,7 +560,10 @@ mod tests {
         // Nothing left: EAGAIN, the buffer untouched; then EOF reads 0.
         let empty = recv_appending(&ours, &mut buf, 64, &mut fds);
         assert_eq!(empty, Err(rustix::io::Errno::AGAIN));
-        drop(peer);
+        // Shut down rather than drop: another test forking at this moment
+        // holds a copy of `peer` until its child execs or exits, and the
+        // end of file would wait for that copy too.
+        peer.shutdown(std::net::Shutdown::Write).unwrap();
         assert_eq!(
             recv_appending(&ours, &mut buf, 64, &mut fds),
             Ok((0, false))

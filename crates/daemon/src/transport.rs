@@ -456,7 +456,7 @@ mod tests {
     #[test]
     fn queued_fds_are_counted_until_written() {
         let (mut t, mut peer) = pair();
-        let (r, w) = rustix::pipe::pipe().unwrap();
+        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
         t.queue(OutItem {
             header: Bytes::from_static(b"with fds"),
             body: Bytes::new(),
@@ -495,7 +495,7 @@ mod tests {
     /// Sends "abc" with a pipe's read end; returns the write end (the
     /// test's own read end is closed).
     fn send_abc_with_an_fd(peer: &StdStream) -> rustix::fd::OwnedFd {
-        let (r, w) = rustix::pipe::pipe().unwrap();
+        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
         let mut space = [0u8; rustix::cmsg_space!(ScmRights(1))];
         let mut control = SendAncillaryBuffer::new(&mut space);
         let fds = [r.as_fd()];
@@ -531,7 +531,7 @@ mod tests {
     fn fds_and_bytes_are_received() {
         let (mut t, peer) = pair();
         t.set_fd_passing(true);
-        let (r, w) = rustix::pipe::pipe().unwrap();
+        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).unwrap();
         let mut space = [0u8; rustix::cmsg_space!(ScmRights(1))];
         let mut control = SendAncillaryBuffer::new(&mut space);
         let fds = [r.as_fd()];
@@ -552,7 +552,9 @@ mod tests {
         rustix::io::read(&fd, &mut buf).unwrap();
         assert_eq!(&buf, b"x");
         assert_eq!(t.read_once().unwrap(), ReadStatus::Drained);
-        drop(peer);
+        // Shut down rather than drop: a child forked by a concurrent test
+        // may hold a copy of `peer` until it execs.
+        peer.shutdown(std::net::Shutdown::Write).unwrap();
         assert_eq!(t.read_once().unwrap(), ReadStatus::Closed);
         let frame = t.take_frame(2);
         assert_eq!(&frame[..], b"ab");

@@ -31,7 +31,7 @@ fn without_fd_passing(scene: &Scene) -> UnixStream {
 /// A pipe: the read end to pass, the write end to see whether anyone
 /// still holds the read end.
 fn pipe() -> (OwnedFd, OwnedFd) {
-    rustix::pipe::pipe().expect("pipe")
+    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe")
 }
 
 /// Whether some process still holds the read end of the pipe.

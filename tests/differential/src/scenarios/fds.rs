@@ -6,7 +6,7 @@ use quickbus_client::Value;
 use super::{call_to, s, signal, Scenario};
 
 fn pipe_end() -> std::os::fd::OwnedFd {
-    let (read, _write) = rustix::pipe::pipe().expect("pipe");
+    let (read, _write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe");
     read
 }
 
