@@ -125,7 +125,7 @@ pub(crate) struct Activations {
     /// The message waiting for a rescan of the service directories.
     /// Not handed over: the daemon answers the rescan before anything
     /// else, so between two events (where a restart happens) it is None.
-    #[serde(skip)]
+    #[serde(with = "crate::handover::within_an_event")]
     parked: Option<Parked>,
     /// What UpdateActivationEnvironment set, for the services started.
     env: HashMap<String, String>,

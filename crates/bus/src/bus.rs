@@ -77,7 +77,7 @@ pub struct Bus {
     pub(crate) own_security_label: Option<Vec<u8>>,
     /// A GetConnectionCredentials reply waiting for the daemon's pidfd.
     /// Answered within the event that asked for it, so never handed over.
-    #[serde(skip)]
+    #[serde(with = "crate::handover::within_an_event")]
     pub(crate) awaiting_pidfd: Option<crate::driver::AwaitingPidfd>,
     pub(crate) peaks: Peaks,
     /// Bus-wide totals of what was routed.

@@ -248,6 +248,28 @@ pub mod optional_instant {
     }
 }
 
+/// `#[serde(with = "handover::within_an_event")]` for an `Option` that is
+/// set only while one event is handled (the daemon answers it before the
+/// next), so None where a restart happens. It crosses as nothing; a value
+/// makes the handover fail rather than be lost.
+pub mod within_an_event {
+    use super::*;
+
+    pub fn serialize<S: Serializer, T>(value: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            None => s.serialize_unit(),
+            Some(_) => Err(S::Error::custom(
+                "an event is still being handled (a restart happens between events)",
+            )),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>, T>(d: D) -> Result<Option<T>, D::Error> {
+        <()>::deserialize(d)?;
+        Ok(None)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

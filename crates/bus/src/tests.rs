@@ -16,6 +16,7 @@ mod driver;
 mod eavesdrop;
 mod fds;
 mod handover;
+mod handover_twins;
 mod hello;
 mod introspection;
 mod limits;
