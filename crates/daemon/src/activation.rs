@@ -513,6 +513,7 @@ mod tests {
 
     #[test]
     fn exits_become_errors_except_status_zero() {
+        let _starting = crate::test_forks::starting_programs();
         let mut launcher = Launcher::new(
             table(vec![
                 service("org.x.Fails", Some("/bin/sh -c 'exit 3'")),
@@ -545,6 +546,7 @@ mod tests {
 
     #[test]
     fn stop_kills_the_program_of_a_timed_out_activation() {
+        let _starting = crate::test_forks::starting_programs();
         let mut launcher = Launcher::new(
             table(vec![service("org.x.Slow", Some("/bin/sleep 600"))]),
             "unix:path=/nonexistent".into(),
@@ -611,6 +613,7 @@ mod tests {
 
     #[test]
     fn bad_exec_lines_fail_at_once() {
+        let _starting = crate::test_forks::starting_programs();
         let mut launcher = Launcher::new(
             table(vec![
                 service("org.x.Missing", Some("/nonexistent/program --flag")),
@@ -639,6 +642,7 @@ mod tests {
 
     #[test]
     fn the_child_sees_quoted_arguments_and_the_starter_environment() {
+        let _starting = crate::test_forks::starting_programs();
         let dir = std::env::temp_dir().join(format!("qb-launch-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let out = dir.join("env");

@@ -30,5 +30,7 @@ pub mod socket;
 pub mod socket_buffers;
 pub mod startup;
 pub mod sys;
+#[cfg(test)]
+mod test_forks;
 pub mod transport;
 pub mod userdb;

@@ -238,6 +238,7 @@ mod tests {
             assert_eq!(seen.stdout, b"1");
             return;
         }
+        let _starting = crate::test_forks::starting_programs();
         let child = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",

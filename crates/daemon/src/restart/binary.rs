@@ -171,13 +171,8 @@ fn exec_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_forks::{no_forks, starting_programs};
     use std::os::unix::fs::PermissionsExt;
-    use std::sync::Mutex;
-
-    /// Writing a script while another test thread forks can leave the
-    /// script open for writing in that child for a moment, and executing
-    /// it then fails with ETXTBSY: these tests write and run one at a time.
-    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
     /// A binary at a fresh path: a shell script with `body`.
     fn script(name: &str, body: &str) -> Binary {
@@ -187,48 +182,55 @@ mod tests {
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("quickbus-daemon");
+        // Written while no other thread forks: a child would hold it open
+        // for writing, and running it would fail with ETXTBSY.
+        let no_forks = no_forks();
         std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        drop(no_forks);
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         let mut binary = Binary::open(None).unwrap();
         binary.path = path;
         binary
     }
 
+    /// `binary.check()`, which runs it, while no test writes a script.
+    fn checked(binary: &Binary) -> Result<(), String> {
+        let _starting = starting_programs();
+        binary.check()
+    }
+
     #[test]
     fn a_binary_printing_our_version_may_take_over() {
-        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         let binary = script("same", &format!("echo {HANDOVER_VERSION}"));
-        assert_eq!(binary.check(), Ok(()));
+        assert_eq!(checked(&binary), Ok(()));
     }
 
     #[test]
     fn another_version_a_failing_program_or_garbage_are_refused() {
-        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         let other = script("other", &format!("echo {}", HANDOVER_VERSION + 1));
-        let why = other.check().unwrap_err();
+        let why = checked(&other).unwrap_err();
         assert!(
             why.contains(&format!("speaks handover version {}", HANDOVER_VERSION + 1)),
             "{why}"
         );
 
         let failing = script("failing", "echo unknown option >&2; exit 1");
-        let why = failing.check().unwrap_err();
+        let why = checked(&failing).unwrap_err();
         assert!(
             why.contains("not a quickbus-daemon that can restart in place"),
             "{why}"
         );
 
         let chatty = script("chatty", "echo hello");
-        let why = chatty.check().unwrap_err();
+        let why = checked(&chatty).unwrap_err();
         assert!(why.contains("not a version"), "{why}");
     }
 
     #[test]
     fn a_missing_binary_is_refused() {
-        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         let mut binary = Binary::open(None).unwrap();
         binary.path = PathBuf::from("/nonexistent/quickbus-daemon");
-        let why = binary.check().unwrap_err();
+        let why = checked(&binary).unwrap_err();
         assert!(
             why.starts_with("cannot run /nonexistent/quickbus-daemon"),
             "{why}"
