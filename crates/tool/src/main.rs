@@ -4,6 +4,7 @@
 
 mod analysis;
 mod args;
+mod bench;
 mod bus_monitor;
 mod capture;
 mod list;
@@ -95,6 +96,14 @@ enum Command {
     /// Restart a quickbus-daemon in place, keeping every connection (root
     /// or the bus's user); returns when the new process serves
     Restart,
+    /// Run the benchmark lab, quickbus-bench (built from the source tree, not
+    /// packaged), with these arguments: e.g. `quickbus bench restart`
+    #[command(disable_help_flag = true)]
+    Bench {
+        /// quickbus-bench's arguments (`quickbus bench --help` lists them)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Print quickbus(1), the manual page, in roff (for packaging)
     #[command(hide = true)]
     GenerateMan,
@@ -167,6 +176,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
     match &cli.command {
         Command::Stats(args) => return stats::run(args),
         Command::Report(args) => return report::run(args),
+        Command::Bench { args } => return Err(bench::run(args)),
         Command::GenerateMan => {
             print!("{}", man_page());
             return Ok(());

@@ -1,6 +1,7 @@
 //! The `quickbus` binary against a real bus daemon (QUICKBUS_TEST_DAEMON,
 //! default the workspace's quickbus-daemon).
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,9 +17,15 @@ fn quickbus(bus: &TestBus, args: &[&str]) -> Output {
 
 /// Run `quickbus --timeout 20 ARGS...` with only `env` as bus variables.
 fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_quickbus"))
-        .arg("--timeout")
-        .arg("20")
+    let mut argv = vec!["--timeout", "20"];
+    argv.extend_from_slice(args);
+    run_at(Path::new(env!("CARGO_BIN_EXE_quickbus")), &argv, env)
+}
+
+/// Run `program ARGS...` with only `env` as bus variables, killed if it
+/// outlives the limit.
+fn run_at(program: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut child = Command::new(program)
         .args(args)
         .env_remove("DBUS_SESSION_BUS_ADDRESS")
         .env_remove("DBUS_SYSTEM_BUS_ADDRESS")
@@ -319,4 +326,54 @@ fn the_bus_comes_from_the_environment_by_default() {
     let nowhere = run(&get_id, &[]);
     assert_eq!(nowhere.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&nowhere.stderr).contains("DBUS_SESSION_BUS_ADDRESS"));
+}
+
+/// The quickbus binary hard-linked into a directory of its own (a link,
+/// not a copy: nothing is written that a concurrent test's child could
+/// hold open), with `quickbus-bench` beside it a link to `bench` if given.
+fn quickbus_alone(name: &str, bench: Option<&str>) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bench-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let quickbus = dir.join("quickbus");
+    std::fs::hard_link(env!("CARGO_BIN_EXE_quickbus"), &quickbus).unwrap();
+    if let Some(bench) = bench {
+        std::os::unix::fs::symlink(bench, dir.join("quickbus-bench")).unwrap();
+    }
+    quickbus
+}
+
+#[test]
+fn bench_runs_the_benchmark_lab_beside_it_with_every_argument() {
+    // quickbus-bench here is echo: what it prints are the arguments it got,
+    // the global options and --help included.
+    let quickbus = quickbus_alone("echo", Some("/bin/echo"));
+    let args = ["restart", "--connections", "5", "--address", "x", "--help"];
+    let mut argv = vec!["bench"];
+    argv.extend_from_slice(&args);
+    assert_eq!(
+        stdout(&run_at(&quickbus, &argv, &[])),
+        format!("{}\n", args.join(" "))
+    );
+    // Its exit status is the command's (here a shell's).
+    let quickbus = quickbus_alone("sh", Some("/bin/sh"));
+    let exited = run_at(&quickbus, &["bench", "-c", "exit 7"], &[]);
+    assert_eq!(exited.status.code(), Some(7));
+}
+
+#[test]
+fn bench_without_the_lab_says_where_it_comes_from() {
+    let quickbus = quickbus_alone("missing", None);
+    let missing = run_at(
+        &quickbus,
+        &["bench", "restart"],
+        &[("PATH", "/nonexistent")],
+    );
+    assert_eq!(missing.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        said.contains("quickbus-bench is not installed")
+            && said.contains("cargo build --release -p quickbus-daemon -p quickbus-bench"),
+        "{said}"
+    );
 }
