@@ -43,7 +43,9 @@ pub use locate::{
     daemon_path, python_path, python_script, quickbus_daemon_path, testing_quickbus, TempDir,
 };
 pub use peer::{flags, json_string_list, Peer};
-pub use process::{run_bounded, status_kib, Background, Finished};
+pub use process::{
+    copy_executable, run_bounded, status_kib, write_executable, Background, Finished,
+};
 pub use raw::read_raw_message;
 pub use stats::{become_monitor, connection_stat};
 pub use users::{as_user, can_change_user, NOBODY};

@@ -2,6 +2,7 @@
 //! child still running when its handle drops is killed.
 
 use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -27,6 +28,32 @@ pub(crate) fn describe(cmd: &Command) -> String {
         text.push_str(&arg.to_string_lossy());
     }
     text
+}
+
+/// Writes `contents` to `path` as an executable (mode 755), in a child
+/// process. Written by the test process, the file would be open for
+/// writing in any child another test thread forks at that moment until
+/// that child execs, and running the file then fails with ETXTBSY.
+pub fn write_executable(path: &Path, contents: &str) {
+    run_bounded(
+        Command::new("sh")
+            .args(["-c", "printf %s \"$2\" > \"$1\" && chmod 755 \"$1\"", "sh"])
+            .arg(path)
+            .arg(contents),
+    )
+    .success();
+}
+
+/// Copies the executable `from` to `to` (mode 755), in a child process, for
+/// the reason [`write_executable`] gives.
+pub fn copy_executable(from: &Path, to: &Path) {
+    run_bounded(
+        Command::new("sh")
+            .args(["-c", "cp -- \"$1\" \"$2\" && chmod 755 \"$2\"", "sh"])
+            .arg(from)
+            .arg(to),
+    )
+    .success();
 }
 
 /// What a finished command did.

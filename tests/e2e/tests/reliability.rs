@@ -651,10 +651,8 @@ fn dbus_tests_pending_fd_timeout_passes_as_an_unprivileged_user() {
     // nobody must reach the daemon: a copy in a world-readable directory.
     let dir = quickbus_e2e::TempDir::new();
     let daemon = dir.path().join("daemon");
-    std::fs::copy(quickbus_e2e::daemon_path(), &daemon).expect("copy the daemon");
-    for path in [dir.path(), daemon.as_path()] {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    }
+    quickbus_e2e::copy_executable(&quickbus_e2e::daemon_path(), &daemon);
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let data = "/usr/lib/dbus-1.0/installed-tests/dbus";
     let finished = quickbus_e2e::run_bounded(
         std::process::Command::new(SETPRIV)

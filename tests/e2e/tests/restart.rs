@@ -17,8 +17,8 @@ use std::thread;
 
 use quickbus_client::{bus_call, Connection, Message, MessageBuilder, MessageType, Value};
 use quickbus_e2e::{
-    quickbus_daemon_path, read_raw_message, run_bounded, skip, write_config, Background, Bus,
-    Listen, Peer, TempDir, TIMEOUT,
+    copy_executable, quickbus_daemon_path, read_raw_message, run_bounded, skip, write_config,
+    write_executable, Background, Bus, Listen, Peer, TempDir, TIMEOUT,
 };
 use support::{
     exe_of, quickbus_restart, restart, restart_by_call, restart_by_signal, restart_call,
@@ -427,7 +427,7 @@ fn bus_from_a_copied_binary() -> (Bus, std::path::PathBuf, std::path::PathBuf) {
     let bin = dir.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let daemon = bin.join("quickbus-daemon");
-    std::fs::copy(quickbus_daemon_path(), &daemon).unwrap();
+    copy_executable(&quickbus_daemon_path(), &daemon);
     let config = write_config(dir.path(), Listen::UnixPath);
     let bus = Bus::start_command(
         dir,
@@ -447,7 +447,7 @@ fn a_restart_runs_the_binary_now_at_the_daemons_path() {
     assert_eq!(python.request_name(KEEP, 0), 1);
     // An upgrade as dpkg does it: a new file renamed over the old one.
     let staged = bin.join("quickbus-daemon.dpkg-new");
-    std::fs::copy(quickbus_daemon_path(), &staged).unwrap();
+    copy_executable(&quickbus_daemon_path(), &staged);
     std::fs::rename(&staged, &daemon).unwrap();
     assert!(
         exe_of(bus.pid()).ends_with("(deleted)"),
@@ -477,8 +477,7 @@ fn a_binary_that_cannot_take_over_is_refused_and_the_bus_serves_on() {
     let mut refusals = 0;
     for (what, contents) in broken {
         let staged = bin.join("staged");
-        std::fs::write(&staged, contents).unwrap();
-        rustix::fs::chmod(&staged, rustix::fs::Mode::from_raw_mode(0o755)).unwrap();
+        write_executable(&staged, contents);
         std::fs::rename(&staged, &daemon).unwrap();
         let refused = quickbus_restart(&bus).failure();
         assert!(
@@ -500,7 +499,7 @@ fn a_binary_that_cannot_take_over_is_refused_and_the_bus_serves_on() {
     quickbus_restart(&bus).failure();
     wait_for_log(&bus, "restart refused", refusals + 1);
     // The real binary back: the restart happens.
-    std::fs::copy(quickbus_daemon_path(), &daemon).unwrap();
+    copy_executable(&quickbus_daemon_path(), &daemon);
     restart_by_call(&bus);
     assert_eq!(owner_by_dbus_send(&bus, KEEP), python.unique_name());
 }

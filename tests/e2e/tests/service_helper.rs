@@ -208,15 +208,13 @@ fn services_started_as_their_user_get_its_supplementary_groups() {
 fn fake_helper(dir: &Path) -> PathBuf {
     let helper = dir.join("fake-helper");
     let log = dir.join("helper.log");
-    std::fs::write(
+    quickbus_e2e::write_executable(
         &helper,
-        format!(
+        &format!(
             "#!/bin/sh\necho \"$# $1 $DBUS_STARTER_BUS_TYPE $DBUS_STARTER_ADDRESS ${{SYSTEMD_NSS_BYPASS_BUS-unset}}\" >> {}\nexit \"${{1#org.example.Exit}}\"\n",
             log.display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&helper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    );
     helper
 }
 
