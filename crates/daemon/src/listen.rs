@@ -57,29 +57,53 @@ impl Drop for Listener {
     }
 }
 
-/// Bind every address of a `;`-separated list (all must succeed).
-pub fn bind_all(addresses: &str) -> io::Result<Vec<Listener>> {
-    let parsed = parse_addresses(addresses).map_err(|e| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("address '{addresses}': {e}"),
-        )
-    })?;
-    let invalid = |e: quickbus_wire::address::AddressError| {
+/// Listen on the first entry of a `;`-separated address list that can be
+/// bound, as dbus-daemon's `dbus_server_listen` does: an entry that fails
+/// to bind (a missing directory, a port in use) gives way to the next, a
+/// transport this platform does not have is passed over, and a malformed
+/// entry of a known transport stops at once. When nothing listens, the
+/// error is the first entry's that failed to bind, else "Unknown address
+/// type".
+pub fn bind_first(addresses: &str) -> io::Result<Listener> {
+    let named = |e: &dyn std::fmt::Display| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("address '{addresses}': {e}"),
         )
     };
-    let mut out = Vec::new();
-    for entry in parsed {
-        let listener = match entry.transport() {
-            "tcp" | "nonce-tcp" => bind_tcp(&TcpAddress::try_from(&entry).map_err(invalid)?)?,
-            _ => bind(&UnixAddress::try_from(&entry).map_err(invalid)?)?,
+    let entries = parse_addresses(addresses).map_err(|e| named(&e))?;
+    let mut first_failure = None;
+    for entry in &entries {
+        let bound = match entry.transport() {
+            "tcp" | "nonce-tcp" => bind_tcp(&TcpAddress::try_from(entry).map_err(|e| named(&e))?),
+            "unix" => bind(&UnixAddress::try_from(entry).map_err(|e| named(&e))?),
+            _ => continue,
         };
-        out.push(listener);
+        match bound {
+            Ok(listener) => return Ok(listener),
+            Err(e) => {
+                first_failure.get_or_insert(e);
+            }
+        }
     }
-    Ok(out)
+    Err(first_failure.unwrap_or_else(|| {
+        let transport = entries.first().map_or("", |e| e.transport());
+        named(&format!("Unknown address type '{transport}'"))
+    }))
+}
+
+/// The bus's address, as printed, logged and given to the services it
+/// starts: every listener's, each with the guid, `;`-separated. As in
+/// dbus-daemon, a later `<listen>` comes first ("later <listen> have
+/// priority"); sockets from systemd keep the order systemd passed them in.
+pub fn full_address(listeners: &[Listener], from_systemd: bool, guid: &str) -> String {
+    let with_guid = |l: &Listener| format!("{},guid={guid}", l.address);
+    let entries: Vec<String> = if from_systemd {
+        listeners.iter().map(with_guid).collect()
+    } else {
+        listeners.iter().rev().map(with_guid).collect()
+    };
+    entries.join(";")
 }
 
 /// Listen on a `tcp:` or `nonce-tcp:` address as dbus-daemon does
@@ -321,13 +345,76 @@ mod tests {
 
     #[test]
     fn bad_addresses_are_refused_with_the_address_named() {
-        let err = bind_all("tcp:host=localhost,port=x").err().unwrap();
+        let err = bind_first("tcp:host=localhost,port=x").err().unwrap();
         assert!(
             err.to_string().contains("tcp:host=localhost,port=x"),
             "{err}"
         );
-        let err = bind_all("launchd:env=X").err().unwrap();
-        assert!(err.to_string().contains("launchd"), "{err}");
+        let err = bind_first("launchd:env=X").err().unwrap();
+        assert!(
+            err.to_string().contains("Unknown address type 'launchd'"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_full_address_names_every_listener_the_last_configured_first() {
+        let dir = std::env::temp_dir().join(format!("qb-full-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let listeners: Vec<Listener> = ["a", "b"]
+            .iter()
+            .map(|name| bind_path(&dir.join(name)).unwrap())
+            .collect();
+        let (a, b) = (&listeners[0].address, &listeners[1].address);
+        assert_eq!(
+            full_address(&listeners, false, "0123"),
+            format!("{b},guid=0123;{a},guid=0123")
+        );
+        assert_eq!(
+            full_address(&listeners, true, "0123"),
+            format!("{a},guid=0123;{b},guid=0123")
+        );
+        drop(listeners);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_first_entry_that_binds_is_the_one_listened_on() {
+        let dir = std::env::temp_dir().join(format!("qb-first-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("missing/bus");
+        let fallback = dir.join("bus");
+        // A directory that does not exist and a transport Linux lacks give
+        // way; the entry after them is bound, and only it.
+        let l = bind_first(&format!(
+            "unix:path={};launchd:env=X;unix:path={};unix:path={}",
+            missing.display(),
+            fallback.display(),
+            dir.join("unused").display()
+        ))
+        .unwrap();
+        assert!(l.address.ends_with("/bus"), "{}", l.address);
+        assert!(fallback.exists() && !dir.join("unused").exists());
+        drop(l);
+        // Nothing binds: the first failure is the error.
+        let err = bind_first(&format!(
+            "unix:path={};unix:path={}",
+            missing.display(),
+            dir.join("also-missing/bus").display()
+        ))
+        .err()
+        .unwrap();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
+        // A malformed entry stops the list, even with a good one after it.
+        let err = bind_first(&format!(
+            "tcp:host=localhost,port=x;unix:path={}",
+            fallback.display()
+        ))
+        .err()
+        .unwrap();
+        assert!(err.to_string().contains("port=x"), "{err}");
+        assert!(!fallback.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     fn tcp(address: &str) -> TcpAddress {

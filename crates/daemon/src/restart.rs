@@ -52,8 +52,8 @@ pub struct Setup {
     /// The binary to execute: where the daemon was started from.
     pub exe: PathBuf,
     pub guid: String,
-    /// The first listening address, with the guid (services are started
-    /// with it).
+    /// The bus's full address: every listener's, with the guid (printed,
+    /// and given to the services it starts; `listen::full_address`).
     pub address: String,
     /// Started with --fork: `READY=1` names this process (`MAINPID=`).
     pub forked: bool,

@@ -113,8 +113,9 @@ fn serve(
     let guid = crate::sys::random_guid();
     let fd_limit = crate::fd_limit::raise();
     tracing::debug!(?fd_limit, "open-file limit");
+    let from_systemd = !systemd_sockets.is_empty();
     let mut listeners = systemd_sockets;
-    if listeners.is_empty() {
+    if !from_systemd {
         let addresses = match &opts.address {
             Some(a) => vec![a.clone()],
             None => config.listen.clone(),
@@ -126,10 +127,10 @@ fn serve(
             ));
         }
         for address in &addresses {
-            listeners.extend(listen::bind_all(address)?);
+            listeners.push(listen::bind_first(address)?);
         }
     }
-    let address = format!("{},guid={guid}", listeners[0].address);
+    let address = listen::full_address(&listeners, from_systemd, &guid);
 
     let fork = if opts.nofork {
         false

@@ -217,6 +217,61 @@ fn listens_on_unix_dir_and_unix_runtime() {
     }
 }
 
+/// Several `<listen>` elements: the bus listens on each, and prints (and
+/// gives the services it starts) all their addresses, `;`-separated, the
+/// last configured first, as dbus-daemon does. Within one element or
+/// `--address=`, the entries are alternatives: the first that can be bound
+/// is the one listened on.
+#[test]
+fn every_listen_is_printed_and_alternatives_fall_back() {
+    let dir = TempDir::new();
+    let second = dir.path().join("second");
+    let extra = format!("<listen>unix:path={}</listen>", second.display());
+    let config = quickbus_e2e::write_config_with(dir.path(), Listen::UnixPath, &extra);
+    let mut daemon = Background::spawn(
+        Command::new(daemon_path())
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--nofork", "--print-address"]),
+    );
+    let printed = daemon.read_line();
+    let addresses: Vec<&str> = printed.split(';').collect();
+    assert_eq!(addresses.len(), 2, "{printed}");
+    let first = format!("unix:path={},guid=", second.display());
+    let then = format!("unix:path={}/bus,guid=", dir.path().display());
+    assert!(addresses[0].starts_with(&first), "{printed}");
+    assert!(addresses[1].starts_with(&then), "{printed}");
+    for address in &addresses {
+        assert_guid_suffix(address);
+        assert!(list_names(address).contains("org.freedesktop.DBus"));
+    }
+    terminate(daemon.pid() as i32);
+
+    // A directory that does not exist gives way to the next entry, which
+    // is the only one listened on.
+    let fallback = dir.path().join("fallback");
+    let unused = dir.path().join("unused");
+    let mut daemon = Background::spawn(
+        Command::new(daemon_path())
+            .arg(format!("--config-file={}", config.display()))
+            .arg(format!(
+                "--address=unix:path={};unix:path={};unix:path={}",
+                dir.path().join("missing/bus").display(),
+                fallback.display(),
+                unused.display()
+            ))
+            .args(["--nofork", "--print-address"]),
+    );
+    let printed = daemon.read_line();
+    assert!(
+        printed.starts_with(&format!("unix:path={},guid=", fallback.display())),
+        "{printed}"
+    );
+    assert!(!printed.contains(';'), "{printed}");
+    assert!(list_names(&printed).contains("org.freedesktop.DBus"));
+    assert!(!unused.exists());
+    terminate(daemon.pid() as i32);
+}
+
 fn activatable_names(address: &str) -> String {
     driver_call(address, "ListActivatableNames")
         .success()

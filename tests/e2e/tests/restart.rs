@@ -11,6 +11,7 @@ mod support;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
@@ -20,6 +21,7 @@ use quickbus_e2e::{
     copy_executable, quickbus_daemon_path, read_raw_message, run_bounded, skip, write_config,
     write_executable, Background, Bus, Listen, Peer, TempDir, TIMEOUT,
 };
+use rustix::process::{kill_process, Pid, Signal};
 use support::{
     exe_of, quickbus_restart, restart, restart_by_call, restart_by_signal, restart_call,
     restarts_logged, sd_bus_ping, signal_restart, tool, wait_for_log,
@@ -859,4 +861,129 @@ fn dbus_daemon_cannot_survive_the_same_scenario() {
     assert_eq!(fresh.unique_name(), unique);
     let _ = again.kill();
     let _ = again.wait();
+}
+
+/// `pid` is a process that has not exited (a zombie has: the forked
+/// daemon's parent is not this test, which cannot reap it).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+/// A bus as an init script starts dbus-daemon: forked into the background
+/// with a pid file, listening on a unix socket, TCP and nonce-TCP (whose
+/// clients authenticate with DBUS_COOKIE_SHA1). Restarts
+/// keep the process, a client on each listener, the listeners (new clients
+/// are served on each), the nonce file and the pid file; stopping it
+/// afterwards still removes the files, as the image that made them would
+/// have.
+#[test]
+fn a_forked_bus_on_every_kind_of_socket_restarts_with_its_files() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let dir = TempDir::new();
+    let pid_file = dir.path().join("bus.pid");
+    let extra = format!(
+        "<auth>DBUS_COOKIE_SHA1</auth>\n  \
+         <listen>tcp:host=127.0.0.1,port=0</listen>\n  \
+         <listen>nonce-tcp:host=127.0.0.1,port=0</listen>\n  \
+         <pidfile>{}</pidfile>",
+        pid_file.display()
+    );
+    let config = quickbus_e2e::write_config_with(dir.path(), Listen::UnixPath, &extra);
+    let printed = dir.path().join("address");
+    let script = format!(
+        "'{}' --config-file='{}' --fork --print-address=8 8>'{}'",
+        quickbus_daemon_path().display(),
+        config.display(),
+        printed.display()
+    );
+    // The parent returns once the child serves.
+    run_bounded(Command::new("sh").arg("-c").arg(&script)).success();
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let printed = std::fs::read_to_string(&printed).unwrap();
+    // Every listener, the last configured first (as dbus-daemon prints it).
+    let addresses: Vec<&str> = printed.trim_end().split(';').collect();
+    let transports: Vec<&str> = addresses
+        .iter()
+        .map(|a| a.split(':').next().unwrap())
+        .collect();
+    assert_eq!(transports, ["nonce-tcp", "tcp", "unix"], "{printed}");
+    let nonce_file = addresses[0]
+        .split(',')
+        .find_map(|pair| pair.strip_prefix("noncefile="))
+        .unwrap_or_else(|| panic!("no noncefile in {printed}"))
+        .to_owned();
+    let nonce = std::fs::read(&nonce_file).unwrap();
+    let socket_file = dir.path().join("bus");
+    // A client on each listener, owning a name.
+    let mut clients: Vec<(Connection, String)> = addresses
+        .iter()
+        .enumerate()
+        .map(|(i, address)| {
+            let mut client = Connection::connect(address).expect("connect");
+            let name = format!("com.example.On{i}");
+            assert_eq!(client.request_name(&name, 0).unwrap(), 1);
+            (client, name)
+        })
+        .collect();
+
+    let unix = addresses[2];
+    run_bounded(Command::new(tool()).args(["--address", unix, "restart"])).success();
+    kill_process(Pid::from_raw(pid as i32).unwrap(), Signal::Usr2).unwrap();
+    // Answered by the image after the signal's (a second request while the
+    // signal's restart is under way would be refused, and retried here).
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while !run_bounded(Command::new(tool()).args(["--address", unix, "restart"]))
+        .status
+        .success()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "restart never succeeded"
+        );
+        thread::sleep(quickbus_e2e::POLL_INTERVAL);
+    }
+
+    assert!(running(pid), "the daemon {pid} is gone");
+    assert_eq!(
+        std::fs::read_to_string(&pid_file).unwrap().trim(),
+        pid.to_string()
+    );
+    assert_eq!(std::fs::read(&nonce_file).unwrap(), nonce);
+    for (client, name) in &mut clients {
+        let unique = client.unique_name().to_owned();
+        assert_eq!(client.get_name_owner(name).unwrap(), unique);
+    }
+    // New clients on every listener, dbus-send's (libdbus) among them.
+    for address in &addresses {
+        let names = quickbus_e2e::driver_call(address, "ListNames")
+            .success()
+            .stdout;
+        for i in 0..3 {
+            assert!(names.contains(&format!("com.example.On{i}")), "{names}");
+        }
+    }
+
+    drop(clients);
+    kill_process(Pid::from_raw(pid as i32).unwrap(), Signal::Term).unwrap();
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while running(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon did not stop"
+        );
+        thread::sleep(quickbus_e2e::POLL_INTERVAL);
+    }
+    for file in [&pid_file, &socket_file, Path::new(&nonce_file)] {
+        assert!(!file.exists(), "{} left behind", file.display());
+    }
 }
