@@ -4,7 +4,8 @@
 # profiles loaded and two test profiles (scripts/apparmor-guest/qbtest)
 # whose dbus rules deny a send, a receive, a bind and eavesdropping. A unit
 # inside runs the same cases (scripts/apparmor-guest/cases.py) against
-# dbus-daemon and against the quickbus-daemon given as $1, writes the
+# dbus-daemon and against the quickbus-daemon given as $1 (as started, and
+# restarted in place with its services connected), writes the
 # results to the second serial port and powers off; this script compares
 # every decision, text and AppArmor log line. Debian's kernel has no
 # AppArmor D-Bus mediation, so both daemons must allow everything and both

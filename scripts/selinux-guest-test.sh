@@ -3,7 +3,8 @@
 # qemu (software emulation) with SELinux enforcing Debian's
 # selinux-policy-default plus a small module (scripts/selinux-guest/qbtest.te).
 # A unit inside runs the same cases (scripts/selinux-guest/cases.py) against
-# dbus-daemon and against the quickbus-daemon given as $1, enforcing and then
+# dbus-daemon and against the quickbus-daemon given as $1 (as started, and
+# restarted in place with its clients connected), enforcing and then
 # permissive, writes the results to the second serial port and powers off;
 # this script compares every decision, AccessDenied text and AVC record.
 #

@@ -6,7 +6,12 @@ qbtest_service (scripts/apparmor-guest/qbtest). Writes `CONTEXT` lines (is
 AppArmor enforcing, does the kernel mediate D-Bus), `RESULT daemon case
 outcome` lines and `LOG daemon line` lines (every AppArmor line either
 daemon wrote, standard error and journal) to the file given (the second
-serial port), then `DONE`."""
+serial port), then `DONE`.
+
+quickbus runs the cases twice: as it starts, and as "quickbus-restarted",
+restarted in place (org.quickbus.Daemon1.Restart) after the services have
+connected, so that their labels cross the restart and the new image's
+AppArmor handle decides."""
 
 import os
 import re
@@ -17,10 +22,13 @@ import time
 import dbus
 import dbus.bus
 
-DAEMONS = {
-    "dbus-daemon": "/usr/bin/dbus-daemon",
-    "quickbus": "/usr/local/bin/quickbus-daemon",
-}
+QUICKBUS = "/usr/local/bin/quickbus-daemon"
+# (name in the results, binary, restart in place before the client runs)
+RUNS = [
+    ("dbus-daemon", "/usr/bin/dbus-daemon", False),
+    ("quickbus", QUICKBUS, False),
+    ("quickbus-restarted", QUICKBUS, True),
+]
 CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
@@ -160,7 +168,13 @@ def journal_lines():
     return [l for l in out.splitlines() if 'operation="dbus_' in l]
 
 
-def run_cases(name, path, emit, log):
+def restart_in_place(control):
+    """Returns once the new image serves (the reply comes from it)."""
+    control.call_blocking("org.freedesktop.DBus", "/org/freedesktop/DBus",
+                          "org.quickbus.Daemon1", "Restart", "", (), timeout=120)
+
+
+def run_cases(name, path, emit, log, restart):
     before = len(journal_lines())
     daemon = start(path, name, "")
     address = daemon.stdout.readline().strip()
@@ -173,6 +187,8 @@ def run_cases(name, path, emit, log):
         for profile, svc in SERVICES:
             services.append(subprocess.Popen(confined(profile, "serve", address, svc)))
             wait_owned(control, svc)
+        if restart:
+            restart_in_place(control)
         got = subprocess.run(confined("qbtest_client", "client", address),
                              capture_output=True, text=True, timeout=120)
         for line in got.stdout.splitlines():
@@ -221,7 +237,7 @@ def main():
     # case the boot's cache skipped it (a failure shows in the context).
     subprocess.run(["apparmor_parser", "-r", "/etc/apparmor.d/qbtest"])
     context(out)
-    for name, path in DAEMONS.items():
+    for name, path, restart in RUNS:
         def emit(case, result):
             out.write("RESULT %s %s %s\n" % (name, case, result))
 
@@ -229,7 +245,7 @@ def main():
             out.write("LOG %s %s\n" % (name, line))
         try:
             startup_cases(name, path, emit)
-            run_cases(name, path, emit, log)
+            run_cases(name, path, emit, log, restart)
         except Exception as e:  # noqa: the host reports it
             out.write("RESULT %s crash error:%r\n" % (name, e))
     out.write("DONE\n")

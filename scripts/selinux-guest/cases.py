@@ -8,7 +8,12 @@ then permissive. Each peer's socket gets its label with setsockcreatecon
 lines: the SELinux AVC records (`tclass=dbus`) the journal got while that
 daemon ran, whatever way they took there (dbus-daemon's USER_AVC through
 the audit socket and the kernel log, quickbus's through its standard
-error), with the process ids taken out."""
+error), with the process ids taken out.
+
+quickbus runs the cases twice: as it starts, and as "quickbus-restarted",
+restarted in place (org.quickbus.Daemon1.Restart) after the services and
+the clients have connected, so that their labels cross the restart and the
+new image's SELinux handle decides."""
 
 import json
 import os
@@ -21,10 +26,13 @@ import dbus
 import dbus.bus
 import selinux
 
-DAEMONS = {
-    "dbus-daemon": "/usr/bin/dbus-daemon",
-    "quickbus": "/usr/local/bin/quickbus-daemon",
-}
+QUICKBUS = "/usr/local/bin/quickbus-daemon"
+# (name in the results, binary, restart in place before the cases)
+RUNS = [
+    ("dbus-daemon", "/usr/bin/dbus-daemon", False),
+    ("quickbus", QUICKBUS, False),
+    ("quickbus-restarted", QUICKBUS, True),
+]
 CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
@@ -129,7 +137,13 @@ def wait_owned(control, name):
     raise RuntimeError("%s never appeared" % name)
 
 
-def run_cases(address, emit):
+def restart_in_place(control):
+    """Returns once the new image serves (the reply comes from it)."""
+    control.call_blocking("org.freedesktop.DBus", "/org/freedesktop/DBus",
+                          "org.quickbus.Daemon1", "Restart", "", (), timeout=120)
+
+
+def run_cases(address, emit, restart):
     control = dbus.bus.BusConnection(address)  # unconfined_t
     services = []
     for label, name in [("qb_service_t", "org.example.Service"),
@@ -139,8 +153,11 @@ def run_cases(address, emit):
             [sys.executable, __file__, "serve", address, label, name]))
         wait_owned(control, name)
     try:
-        emit("nobus_hello", outcome(lambda: connect(address, "qb_nobus_t").get_unique_name() and "hello"))
         client = connect(address, "qb_client_t")
+        service = connect(address, "qb_service_t")
+        if restart:
+            restart_in_place(control)
+        emit("nobus_hello", outcome(lambda: connect(address, "qb_nobus_t").get_unique_name() and "hello"))
         emit("client_hello", "ok")
         ping = lambda c, name, timeout=10: c.call_blocking(
             name, "/", "org.example.Test", "Ping", "", (), timeout=timeout) or "reply"
@@ -149,7 +166,6 @@ def run_cases(address, emit):
         emit("reply_withheld", outcome(lambda: ping(client, "org.example.Mute", 3)))
         emit("own_open", outcome(lambda: client.request_name("org.example.Open")))
         emit("own_secret", outcome(lambda: client.request_name("org.example.Secret")))
-        service = connect(address, "qb_service_t")
         emit("service_own_secret", outcome(lambda: service.request_name("org.example.Secret")))
         n = 500
         started = time.monotonic()
@@ -170,7 +186,7 @@ def main():
     out.write("CONTEXT %s ENFORCE %d\n" % (selinux.getcon_raw()[1], selinux.security_getenforce()))
     for mode in ["enforcing", "permissive"]:
         selinux.security_setenforce(1 if mode == "enforcing" else 0)
-        for name, path in DAEMONS.items():
+        for name, path, restart in RUNS:
             cursor = journal_cursor()
             conf = "/run/qbtest-%s.conf" % name
             with open(conf, "w") as f:
@@ -186,7 +202,7 @@ def main():
                 kind = "COST" if cost else "RESULT"
                 out.write("%s %s %s %s %s\n" % (kind, name, mode, case, result))
             try:
-                run_cases(address, emit)
+                run_cases(address, emit, restart)
             except Exception as e:  # noqa: the host reports it
                 out.write("RESULT %s %s crash error:%r\n" % (name, mode, e))
             daemon.terminate()
