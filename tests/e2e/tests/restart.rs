@@ -863,6 +863,17 @@ fn dbus_daemon_cannot_survive_the_same_scenario() {
     let _ = again.wait();
 }
 
+/// Kills a daemon this test did not start as a child (it forked).
+struct StopOnDrop(u32);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if running(self.0) {
+            let _ = kill_process(Pid::from_raw(self.0 as i32).unwrap(), Signal::Kill);
+        }
+    }
+}
+
 /// `pid` is a process that has not exited (a zombie has: the forked
 /// daemon's parent is not this test, which cannot reap it).
 fn running(pid: u32) -> bool {
@@ -909,6 +920,8 @@ fn a_forked_bus_on_every_kind_of_socket_restarts_with_its_files() {
         .trim()
         .parse()
         .unwrap();
+    // Not this test's child: should the test fail, nothing else stops it.
+    let stop = StopOnDrop(pid);
     let printed = std::fs::read_to_string(&printed).unwrap();
     // Every listener, the last configured first (as dbus-daemon prints it).
     let addresses: Vec<&str> = printed.trim_end().split(';').collect();
@@ -983,6 +996,8 @@ fn a_forked_bus_on_every_kind_of_socket_restarts_with_its_files() {
         );
         thread::sleep(quickbus_e2e::POLL_INTERVAL);
     }
+    // Stopped: its pid may be another process's from now on.
+    std::mem::forget(stop);
     for file in [&pid_file, &socket_file, Path::new(&nonce_file)] {
         assert!(!file.exists(), "{} left behind", file.display());
     }
