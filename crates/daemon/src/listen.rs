@@ -77,6 +77,12 @@ pub fn bind_first(addresses: &str) -> io::Result<Listener> {
         let bound = match entry.transport() {
             "tcp" | "nonce-tcp" => bind_tcp(&TcpAddress::try_from(entry).map_err(|e| named(&e))?),
             "unix" => bind(&UnixAddress::try_from(entry).map_err(|e| named(&e))?),
+            // The sockets systemd passes are taken before any address is
+            // bound: here there were none (dbus-daemon's words).
+            "systemd" => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "No socket received.",
+            )),
             _ => continue,
         };
         match bound {
@@ -355,6 +361,9 @@ mod tests {
             err.to_string().contains("Unknown address type 'launchd'"),
             "{err}"
         );
+        // Without sockets from systemd (taken before anything is bound).
+        let err = bind_first("systemd:").err().unwrap();
+        assert_eq!(err.to_string(), "No socket received.");
     }
 
     #[test]

@@ -60,6 +60,28 @@ fn a_missing_config_file_is_refused_naming_the_file() {
     assert!(out.stderr.contains("absent.conf"), "{out:#?}");
 }
 
+/// `--address=systemd:` (as the system bus's unit passes it) with no
+/// socket from systemd: dbus-daemon's words, nothing printed.
+#[test]
+fn a_systemd_address_without_sockets_is_refused() {
+    let dir = TempDir::new();
+    let config = write_config(dir.path(), Listen::UnixPath);
+    let out = run_bounded(
+        Command::new(daemon_path())
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--address=systemd:", "--nofork", "--print-address"])
+            .env_remove("LISTEN_FDS")
+            .env_remove("LISTEN_PID"),
+    )
+    .failure();
+    assert!(
+        out.stderr
+            .contains("Failed to start message bus: No socket received."),
+        "{out:#?}"
+    );
+    assert!(out.stdout.is_empty(), "{out:#?}");
+}
+
 #[test]
 fn print_address_without_a_descriptor_prints_to_stdout() {
     let dir = TempDir::new();
