@@ -62,6 +62,23 @@ impl Mechanism {
     }
 }
 
+/// The configuration's `<auth>` names checked at start-up, as dbus-daemon
+/// does: a name it does not implement stops the bus from starting, in
+/// dbus-daemon's words.
+pub fn check_mechanism_names(names: &[String]) -> Result<(), String> {
+    match names.iter().find(|n| Mechanism::from_name(n).is_none()) {
+        None => Ok(()),
+        Some(unknown) => {
+            let supported: Vec<&str> = Mechanism::ALL.iter().map(|m| m.name()).collect();
+            Err(format!(
+                "Unsupported auth mechanism \"{unknown}\" in bus config file detected. \
+                 Supported mechanisms are \"{}\".",
+                supported.join(", ")
+            ))
+        }
+    }
+}
+
 /// What the daemon's configuration says about authentication.
 #[derive(Clone, Debug)]
 pub struct AuthConfig {
@@ -93,9 +110,8 @@ impl AuthConfig {
     }
 
     /// Build from the config file's `<auth>` names (none: every mechanism).
-    /// Names we do not implement are dropped, as dbus-daemon drops names it
-    /// does not know; a list of only such names offers nothing, which is
-    /// the restriction that configuration asks for.
+    /// Start-up refuses names we do not implement
+    /// ([`check_mechanism_names`]); here they are dropped.
     pub fn from_config(
         auth: impl IntoIterator<Item = impl AsRef<str>>,
         allow_anonymous: bool,

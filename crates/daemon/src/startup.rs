@@ -113,6 +113,9 @@ fn serve(
     let guid = crate::sys::random_guid();
     let fd_limit = crate::fd_limit::raise();
     tracing::debug!(?fd_limit, "open-file limit");
+    // Before anything listens, as in dbus-daemon.
+    crate::auth::check_mechanism_names(&config.auth)
+        .map_err(|why| io::Error::new(io::ErrorKind::InvalidInput, why))?;
     let from_systemd = !systemd_sockets.is_empty();
     let mut listeners = systemd_sockets;
     if !from_systemd {

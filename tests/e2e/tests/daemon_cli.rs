@@ -60,6 +60,30 @@ fn a_missing_config_file_is_refused_naming_the_file() {
     assert!(out.stderr.contains("absent.conf"), "{out:#?}");
 }
 
+/// An `<auth>` mechanism the bus does not implement stops it from
+/// starting, in dbus-daemon's words, rather than being left out.
+#[test]
+fn an_unsupported_auth_mechanism_is_refused_at_start() {
+    let dir = TempDir::new();
+    let config =
+        quickbus_e2e::write_config_with(dir.path(), Listen::UnixPath, "<auth>KERBEROS_V4</auth>");
+    let out = run_bounded(
+        Command::new(daemon_path())
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--nofork", "--print-address"]),
+    )
+    .failure();
+    assert!(
+        out.stderr.contains(
+            "Failed to start message bus: Unsupported auth mechanism \"KERBEROS_V4\" in bus \
+             config file detected. Supported mechanisms are \"EXTERNAL, DBUS_COOKIE_SHA1, \
+             ANONYMOUS\"."
+        ),
+        "{out:#?}"
+    );
+    assert!(out.stdout.is_empty(), "{out:#?}");
+}
+
 /// `--address=systemd:` (as the system bus's unit passes it) with no
 /// socket from systemd: dbus-daemon's words, nothing printed.
 #[test]

@@ -476,12 +476,21 @@ fn from_config_reads_auth_element_names() {
 }
 
 #[test]
-fn auth_elements_naming_only_unsupported_mechanisms_offer_nothing() {
-    let cfg = AuthConfig::from_config(["KERBEROS_V4"], true, GUID);
-    assert!(cfg.mechanisms.is_empty());
-    let mut server = started(&cfg);
-    let line = format!("AUTH EXTERNAL {UID_HEX}\r\n");
-    assert_eq!(exchange(&mut server, &line), "REJECTED\r\n");
+fn auth_elements_naming_a_mechanism_we_lack_are_refused_in_dbus_daemons_words() {
+    let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(check_mechanism_names(&[]), Ok(()));
+    assert_eq!(
+        check_mechanism_names(&names(&["ANONYMOUS", "EXTERNAL", "DBUS_COOKIE_SHA1"])),
+        Ok(())
+    );
+    assert_eq!(
+        check_mechanism_names(&names(&["EXTERNAL", "KERBEROS_V4", "FOO"])),
+        Err(
+            "Unsupported auth mechanism \"KERBEROS_V4\" in bus config file detected. \
+             Supported mechanisms are \"EXTERNAL, DBUS_COOKIE_SHA1, ANONYMOUS\"."
+                .to_owned()
+        )
+    );
 }
 
 #[test]
