@@ -56,6 +56,31 @@ pub fn copy_executable(from: &Path, to: &Path) {
     .success();
 }
 
+/// `pid` names a process that has not exited. A zombie has: only its
+/// parent can reap it, and a daemon that forked is not the test's child.
+pub fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|state| !state.trim_start().starts_with('Z'))
+    })
+}
+
+/// SIGTERM to `pid`, then waits (bounded) until it has exited.
+pub fn terminate_and_wait(pid: u32) {
+    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(p, rustix::process::Signal::Term);
+    }
+    let deadline = Instant::now() + TIMEOUT;
+    while running(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "{pid} did not exit after SIGTERM"
+        );
+        thread::sleep(POLL_INTERVAL);
+    }
+}
+
 /// What a finished command did.
 #[derive(Debug)]
 pub struct Finished {

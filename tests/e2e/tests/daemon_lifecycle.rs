@@ -9,17 +9,13 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use quickbus_e2e::{
-    assert_guid_suffix, daemon_path, driver_call, run_bounded, skip, write_config, Background,
-    Listen, TempDir, TIMEOUT,
+    assert_guid_suffix, daemon_path, driver_call, run_bounded, running, skip, terminate_and_wait,
+    write_config, Background, Listen, TempDir, TIMEOUT,
 };
-use rustix::process::{kill_process, test_kill_process, Pid, Signal};
+use rustix::process::{kill_process, Pid, Signal};
 
 fn list_names(address: &str) -> String {
     driver_call(address, "ListNames").success().stdout
-}
-
-fn alive(pid: i32) -> bool {
-    Pid::from_raw(pid).is_some_and(|p| test_kill_process(p).is_ok())
 }
 
 fn wait_until(mut done: impl FnMut() -> bool, what: &str) {
@@ -28,28 +24,6 @@ fn wait_until(mut done: impl FnMut() -> bool, what: &str) {
         assert!(start.elapsed() < TIMEOUT, "gave up waiting: {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn terminate(pid: i32) {
-    if let Some(p) = Pid::from_raw(pid) {
-        let _ = kill_process(p, Signal::Term);
-    }
-    wait_until(
-        || !alive(pid) || is_zombie(pid),
-        "daemon exit after SIGTERM",
-    );
-}
-
-fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(true)
 }
 
 /// The contract: config read from an inherited fd, the address written to
@@ -80,8 +54,8 @@ fn config_from_an_inherited_fd_and_address_to_a_pipe_that_is_then_closed() {
     let everything = rx
         .recv_timeout(TIMEOUT)
         .expect("the address fd was never closed");
-    let pid = daemon.id() as i32;
-    assert!(alive(pid), "the daemon exited instead of closing the fd");
+    let pid = daemon.id();
+    assert!(running(pid), "the daemon exited instead of closing the fd");
     let address = everything
         .strip_suffix('\n')
         .expect("address ends in a newline");
@@ -91,7 +65,7 @@ fn config_from_an_inherited_fd_and_address_to_a_pipe_that_is_then_closed() {
     );
     assert_guid_suffix(address);
     assert!(list_names(address).contains("org.freedesktop.DBus"));
-    terminate(pid);
+    terminate_and_wait(pid);
     assert!(daemon.wait().unwrap().success());
 }
 
@@ -114,10 +88,10 @@ fn fork_prints_address_and_pid_then_the_parent_exits_zero() {
     let pid_text = std::fs::read_to_string(&pid_file).unwrap();
     assert!(address.ends_with('\n') && pid_text.ends_with('\n'));
     assert_guid_suffix(address.trim_end());
-    let pid: i32 = pid_text.trim().parse().unwrap();
-    assert!(alive(pid), "the forked daemon {pid} is not running");
+    let pid: u32 = pid_text.trim().parse().unwrap();
+    assert!(running(pid), "the forked daemon {pid} is not running");
     assert!(list_names(address.trim_end()).contains("org.freedesktop.DBus"));
-    terminate(pid);
+    terminate_and_wait(pid);
 }
 
 /// quickbus's promise (dbus-daemon itself dies of SIGINT, leaving its
@@ -179,7 +153,7 @@ fn serves_a_socket_handed_over_by_systemd() {
         printed.starts_with(&format!("{address},guid=")),
         "{printed}"
     );
-    terminate(launcher.pid() as i32);
+    terminate_and_wait(launcher.pid());
 }
 
 /// `--address=` with `unix:dir=` (a fresh socket file in the directory) and
@@ -213,7 +187,7 @@ fn listens_on_unix_dir_and_unix_runtime() {
         assert!(printed.starts_with(&expected_prefix), "{printed}");
         assert_guid_suffix(&printed);
         assert!(list_names(&printed).contains("org.freedesktop.DBus"));
-        terminate(daemon.pid() as i32);
+        terminate_and_wait(daemon.pid());
     }
 }
 
@@ -244,7 +218,7 @@ fn every_listen_is_printed_and_alternatives_fall_back() {
         assert_guid_suffix(address);
         assert!(list_names(address).contains("org.freedesktop.DBus"));
     }
-    terminate(daemon.pid() as i32);
+    terminate_and_wait(daemon.pid());
 
     // A directory that does not exist gives way to the next entry, which
     // is the only one listened on.
@@ -269,7 +243,7 @@ fn every_listen_is_printed_and_alternatives_fall_back() {
     assert!(!printed.contains(';'), "{printed}");
     assert!(list_names(&printed).contains("org.freedesktop.DBus"));
     assert!(!unused.exists());
-    terminate(daemon.pid() as i32);
+    terminate_and_wait(daemon.pid());
 }
 
 fn activatable_names(address: &str) -> String {
@@ -328,7 +302,7 @@ fn reload_picks_up_new_service_files_and_refuses_a_broken_config() {
         "the refused configuration replaced the old one"
     );
     assert!(list_names(&address).contains("org.freedesktop.DBus"));
-    terminate(daemon.pid() as i32);
+    terminate_and_wait(daemon.pid());
     assert!(daemon.wait().success());
 }
 
@@ -375,5 +349,5 @@ fn the_daemon_raises_its_soft_open_file_limit_to_the_hard_one() {
     assert_ne!(soft, "256", "the soft limit was not raised");
     assert_eq!(soft, daemon_hard);
     assert!(daemon_hard.parse::<u64>().unwrap() >= hard);
-    terminate(daemon.pid() as i32);
+    terminate_and_wait(daemon.pid());
 }

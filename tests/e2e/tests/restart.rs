@@ -18,8 +18,9 @@ use std::thread;
 
 use quickbus_client::{bus_call, Connection, Message, MessageBuilder, MessageType, Value};
 use quickbus_e2e::{
-    copy_executable, quickbus_daemon_path, read_raw_message, run_bounded, skip, write_config,
-    write_executable, Background, Bus, Listen, Peer, TempDir, TIMEOUT,
+    copy_executable, quickbus_daemon_path, read_raw_message, run_bounded, running, skip,
+    terminate_and_wait, write_config, write_executable, Background, Bus, Listen, Peer, TempDir,
+    TIMEOUT,
 };
 use rustix::process::{kill_process, Pid, Signal};
 use support::{
@@ -874,16 +875,6 @@ impl Drop for StopOnDrop {
     }
 }
 
-/// `pid` is a process that has not exited (a zombie has: the forked
-/// daemon's parent is not this test, which cannot reap it).
-fn running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit(')')
-            .next()
-            .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
-    })
-}
-
 /// A bus as an init script starts dbus-daemon: forked into the background
 /// with a pid file, listening on a unix socket, TCP and nonce-TCP (whose
 /// clients authenticate with DBUS_COOKIE_SHA1). Restarts
@@ -987,15 +978,7 @@ fn a_forked_bus_on_every_kind_of_socket_restarts_with_its_files() {
     }
 
     drop(clients);
-    kill_process(Pid::from_raw(pid as i32).unwrap(), Signal::Term).unwrap();
-    let deadline = std::time::Instant::now() + TIMEOUT;
-    while running(pid) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the daemon did not stop"
-        );
-        thread::sleep(quickbus_e2e::POLL_INTERVAL);
-    }
+    terminate_and_wait(pid);
     // Stopped: its pid may be another process's from now on.
     std::mem::forget(stop);
     for file in [&pid_file, &socket_file, Path::new(&nonce_file)] {
