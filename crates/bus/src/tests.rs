@@ -16,7 +16,6 @@ mod driver;
 mod eavesdrop;
 mod fds;
 mod handover;
-mod handover_twins;
 mod hello;
 mod introspection;
 mod limits;
