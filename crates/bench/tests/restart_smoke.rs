@@ -5,15 +5,13 @@
 
 mod support;
 
-use std::ffi::OsString;
 use std::time::Duration;
 
-use quickbus_e2e::quickbus_daemon_path;
-use support::run_bench;
+use support::{against_quickbus, run_bench};
 
 #[test]
 fn a_tiny_restart_run_reports_both_cases() {
-    let mut args: Vec<OsString> = [
+    let args = against_quickbus(&[
         "restart",
         "--connections",
         "20",
@@ -23,10 +21,7 @@ fn a_tiny_restart_run_reports_both_cases() {
         "50",
         "--reps",
         "2",
-    ]
-    .map(OsString::from)
-    .to_vec();
-    args.extend(["--quickbus".into(), quickbus_daemon_path().into()]);
+    ]);
     let output = run_bench(args, Duration::from_secs(120));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -49,11 +44,17 @@ fn a_restart_that_does_not_happen_fails_the_run() {
     // The daemon's test switch (QUICKBUS_TEST_FAIL_RESTORE): the new image
     // refuses to resume and the previous binary takes the bus back, so
     // the Restart call gets an error. The bench must stop, not report.
-    let mut args: Vec<OsString> = ["restart", "--connections", "2", "--names", "2"]
-        .map(OsString::from)
-        .to_vec();
-    args.extend(["--rules".into(), "2".into(), "--reps".into(), "1".into()]);
-    args.extend(["--quickbus".into(), quickbus_daemon_path().into()]);
+    let args = against_quickbus(&[
+        "restart",
+        "--connections",
+        "2",
+        "--names",
+        "2",
+        "--rules",
+        "2",
+        "--reps",
+        "1",
+    ]);
     let output = support::run_bench_with(
         args,
         &[("QUICKBUS_TEST_FAIL_RESTORE", "1")],

@@ -6,11 +6,9 @@
 
 mod support;
 
-use std::ffi::OsString;
 use std::time::Duration;
 
-use quickbus_e2e::quickbus_daemon_path;
-use support::run_bench;
+use support::{against_quickbus, run_bench};
 
 const PHASES: [&str; 4] = ["names", "rules", "connections", "pending"];
 const BUSES: [&str; 2] = ["quickbus", "dbus-daemon"];
@@ -22,7 +20,7 @@ fn quick_scale_run_fills_every_phase_on_both_buses() {
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("scale.json");
     let plots = dir.join("plots");
-    let mut args: Vec<OsString> = [
+    let mut args = against_quickbus(&[
         "scale",
         "--quick",
         "--names",
@@ -37,10 +35,7 @@ fn quick_scale_run_fills_every_phase_on_both_buses() {
         "3",
         "--buses",
         "quickbus,dbus-daemon",
-    ]
-    .map(OsString::from)
-    .to_vec();
-    args.extend(["--quickbus".into(), quickbus_daemon_path().into()]);
+    ]);
     args.extend(["--json".into(), json.clone().into()]);
     args.extend(["--plots".into(), plots.clone().into()]);
     let output = run_bench(args, Duration::from_secs(180));

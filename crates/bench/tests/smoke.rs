@@ -5,26 +5,21 @@
 
 mod support;
 
-use std::ffi::OsString;
 use std::time::Duration;
 
-use quickbus_e2e::quickbus_daemon_path;
-use support::run_bench;
+use support::{against_quickbus, run_bench};
 
 #[test]
 fn quick_bench_reports_every_workload_fully_received() {
     let json =
         std::env::temp_dir().join(format!("quickbus-bench-smoke-{}.json", std::process::id()));
-    let mut args: Vec<OsString> = [
+    let mut args = against_quickbus(&[
         "--quick",
         "--count",
         "20",
         "--buses",
         "quickbus,dbus-daemon",
-    ]
-    .map(OsString::from)
-    .to_vec();
-    args.extend(["--quickbus".into(), quickbus_daemon_path().into()]);
+    ]);
     args.extend(["--json".into(), json.clone().into()]);
     let output = run_bench(args, Duration::from_secs(120));
     let stdout = String::from_utf8_lossy(&output.stdout);

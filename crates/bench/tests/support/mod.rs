@@ -1,10 +1,19 @@
 //! Running `quickbus-bench` from the smoke tests: bounded, its output
 //! collected while it runs (a full pipe cannot stall it).
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+
+/// `args`, then `--quickbus` naming the workspace's quickbus-daemon (as
+/// quickbus-e2e finds it), for the bench to measure.
+pub fn against_quickbus(args: &[&str]) -> Vec<OsString> {
+    let mut all: Vec<OsString> = args.iter().map(OsString::from).collect();
+    all.push("--quickbus".into());
+    all.push(quickbus_e2e::quickbus_daemon_path().into());
+    all
+}
 
 /// Runs `quickbus-bench` with `args` to completion within `limit`; panics
 /// (after killing it) if it takes longer, or if it fails.
