@@ -104,30 +104,22 @@ pub fn take_systemd_listen_fds() -> io::Result<Option<Vec<OwnedFd>>> {
     Ok(Some(fds))
 }
 
-/// Fork into the background. Returns `Some(child_pid)` in the parent and
-/// `None` in the child (which then calls `setsid`).
-///
-/// Must be called while the process has a single thread (before the event
-/// loop starts; the daemon starts no threads of its own), so the child is a
-/// full copy with no lock held by a vanished thread.
-pub fn fork_daemon() -> io::Result<Option<i32>> {
-    // SAFETY: fork() is sound in a single-threaded process, which the
-    // daemon is at the only call site (start-up, before any thread exists).
-    let pid = unsafe { libc::fork() };
-    match pid {
-        -1 => Err(io::Error::last_os_error()),
-        0 => {
-            let _ = rustix::process::setsid();
-            Ok(None)
-        }
-        child => Ok(Some(child)),
+/// Fork into the background: [`fork_single_threaded`], the child then
+/// calling `setsid`. Called at start-up, before the event loop, while the
+/// daemon has one thread (it starts none of its own).
+pub fn fork_daemon() -> io::Result<Option<u32>> {
+    let forked = fork_single_threaded()?;
+    if forked.is_none() {
+        let _ = rustix::process::setsid();
     }
+    Ok(forked)
 }
 
-/// Fork a single-threaded process (the new image of a restart in place,
-/// checking its handover in a child: `restart::resume`): Some(child pid)
-/// in the parent, None in the child. Refused when the process has more
-/// than one thread.
+/// Fork a single-threaded process (the daemon going into the background,
+/// or the new image of a restart in place checking its handover in a
+/// child: `restart::resume`): Some(child pid) in the parent, None in the
+/// child. Refused when the process has more than one thread, where the
+/// child could inherit a lock held by a thread it does not have.
 pub fn fork_single_threaded() -> io::Result<Option<u32>> {
     let status = std::fs::read_to_string("/proc/self/status")?;
     let threads = status
