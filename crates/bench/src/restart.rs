@@ -21,6 +21,7 @@ use quickbus_client::{bus_call, Connection};
 use quickbus_wire::{MessageBuilder, MessageType, Value};
 
 use crate::buses::{BusKind, RunningBus};
+use crate::report::median;
 use crate::scale::fill::{name, pipeline, raise_fd_limit, rule, IO_TIMEOUT};
 
 #[derive(clap::Args, Debug)]
@@ -388,12 +389,6 @@ fn logged_restarts(log: &str) -> Vec<(usize, f64)> {
         .collect()
 }
 
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted[sorted.len() / 2]
-}
-
 fn max(values: &[f64]) -> f64 {
     values.iter().copied().fold(0.0, f64::max)
 }
@@ -430,9 +425,9 @@ fn report(cases: &[Case], reps: u32) -> String {
             case.names,
             case.rules,
             reps,
-            median(&case.calls),
+            median(&mut case.calls.clone()),
             worst,
-            median(&case.logged),
+            median(&mut case.logged.clone()),
             max(&case.logged),
             case.target.as_millis(),
         ));
