@@ -165,8 +165,10 @@ mod tests {
 
     #[test]
     fn a_zero_reply_timeout_is_none_as_in_dbus_daemon() {
-        let mut limits = Limits::default();
-        limits.reply_timeout_ms = Some(0);
+        let mut limits = Limits {
+            reply_timeout_ms: Some(0),
+            ..Limits::default()
+        };
         assert_eq!(LandedLimits::from_config(&limits).bus.reply_timeout, None);
         limits.reply_timeout_ms = Some(1500);
         assert_eq!(

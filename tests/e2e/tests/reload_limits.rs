@@ -163,7 +163,9 @@ fn a_reload_applies_the_limits_dbus_daemon_applies_at_once() {
     for _ in 0..200 {
         sender.send(chunk.clone(), &[]).expect("emit");
     }
-    sender.get_id().expect("the sender is served after its burst");
+    sender
+        .get_id()
+        .expect("the sender is served after its burst");
     let sink_name = sink.unique_name().to_owned();
     assert_eq!(
         refusal(&mut rules, call_to(&sink_name)).as_deref(),
@@ -241,7 +243,9 @@ fn a_reload_reaches_open_connections_survives_a_restart_and_is_logged() {
 
     // A restart in place keeps the reloaded limits, not the start-up ones.
     restart_support::restart_by_signal(&bus);
-    early.send(big, &[]).expect("send 200 KiB after the restart");
+    early
+        .send(big, &[])
+        .expect("send 200 KiB after the restart");
     early.get_id().expect(
         "a 200 KiB message after a restart closed the connection: the start-up limit came back",
     );
