@@ -163,29 +163,7 @@ mod tests {
 
     #[test]
     fn every_dbus_daemon_limit_name_is_known() {
-        let names = [
-            "max_incoming_bytes",
-            "max_incoming_unix_fds",
-            "max_outgoing_bytes",
-            "max_outgoing_unix_fds",
-            "max_message_size",
-            "max_message_unix_fds",
-            "service_start_timeout",
-            "auth_timeout",
-            "pending_fd_timeout",
-            "reply_timeout",
-            "max_completed_connections",
-            "max_incomplete_connections",
-            "max_connections_per_user",
-            "max_pending_service_starts",
-            "max_names_per_connection",
-            "max_match_rules_per_connection",
-            "max_replies_per_connection",
-            "max_containers",
-            "max_containers_per_user",
-            "max_container_metadata_bytes",
-            "max_connections_per_container",
-        ];
+        let names = table::tests::DBUS_DAEMON_NAMES;
         let mut limits = Limits::default();
         for (i, name) in names.iter().enumerate() {
             limits.set(name, &(1000 + i).to_string()).unwrap();

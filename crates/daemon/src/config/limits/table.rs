@@ -164,13 +164,13 @@ pub static TABLE: &[Entry] = &[
 ];
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::HashSet;
 
     /// The names dbus-daemon 1.14 knows (bus/config-parser.c,
     /// `set_limit`; `man dbus-daemon`).
-    const DBUS_DAEMON_NAMES: [&str; 21] = [
+    pub(crate) const DBUS_DAEMON_NAMES: [&str; 21] = [
         "max_incoming_bytes",
         "max_incoming_unix_fds",
         "max_outgoing_bytes",
