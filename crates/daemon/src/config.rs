@@ -17,7 +17,7 @@ mod tests;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use limits::{LimitError, Limits};
+pub use limits::{table as limit_table, LimitError, Limits};
 pub use policy::{Policy, PolicyScope, Rule};
 
 use crate::cli::{ConfigSource, Options};

@@ -14,6 +14,7 @@ pub mod handover_fields;
 /// Flow control's rule and bounds, applied by the bus core.
 pub use quickbus_bus::flow;
 pub mod idle_buffers;
+pub mod landed_limits;
 pub mod late_users;
 pub mod listen;
 pub mod log_limit;

@@ -57,13 +57,21 @@ pub struct Setup {
     pub address: String,
     /// Started with --fork: `READY=1` names this process (`MAINPID=`).
     pub forked: bool,
-    /// The configuration as loaded at start-up (the socket-level limits
-    /// and addresses keep their start-up values across reloads too).
+    /// The configuration as loaded at start-up (the addresses and the
+    /// authentication mechanisms keep their start-up values across
+    /// reloads too).
     pub config: crate::config::BusConfig,
     /// The configuration of the last reload, if any: the security modules'
-    /// mediators are built from it.
+    /// mediators and the limits are built from it.
     pub reloaded: Option<crate::config::BusConfig>,
     /// The pid file and socket files removed at exit.
     pub pidfile: Option<crate::startup::PidFile>,
     pub listeners: Vec<crate::listen::Listener>,
+}
+
+impl Setup {
+    /// The configuration in force: the last reload's, or the start-up one.
+    pub fn current_config(&self) -> &crate::config::BusConfig {
+        self.reloaded.as_ref().unwrap_or(&self.config)
+    }
 }

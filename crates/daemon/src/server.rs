@@ -81,7 +81,6 @@ pub struct Reloaded {
     /// The `<policy>` elements `policy` was resolved from (see
     /// [`crate::late_users`]).
     pub policies: Vec<crate::config::Policy>,
-    pub limits: quickbus_bus::Limits,
     /// `<servicehelper>`, for new activations.
     pub servicehelper: Option<std::path::PathBuf>,
     /// The SELinux mediator for the new `<associate>` list (None without
@@ -95,22 +94,12 @@ pub struct Reloaded {
 /// What the loop needs beyond the bus itself.
 pub struct ServerOptions {
     pub auth: AuthConfig,
-    pub auth_timeout: Duration,
-    pub max_incomplete_connections: usize,
-    pub max_connections: usize,
-    pub max_message_size: usize,
+    /// The `<limit>`s the loop applies itself.
+    pub limits: ServerLimits,
     /// Bounds of each connection's outgoing queue and how long a signal's
     /// sender is held back for a full receiver (see [`crate::flow`]; the
     /// bus applies them).
     pub out_bounds: OutBounds,
-    /// Most fds a connection may have sent ahead of the message that
-    /// carries them (`max_incoming_unix_fds`).
-    pub max_incoming_unix_fds: usize,
-    /// How long such fds may wait for their message (`pending_fd_timeout`).
-    pub pending_fd_timeout: Duration,
-    /// SO_SNDBUF/SO_RCVBUF asked for on accepted connections; 0 keeps the
-    /// kernel's default.
-    pub socket_buffer_bytes: usize,
     pub reload: Reloader,
     /// Starts the services the bus activates.
     pub launcher: Launcher,
@@ -126,6 +115,28 @@ pub struct ServerOptions {
     /// The binary a restart executes; None if /proc/self/exe could not be
     /// opened (a restart is then refused).
     pub binary: Option<crate::restart::Binary>,
+}
+
+/// The `<limit>`s the event loop applies itself (the others land in the
+/// bus core; `config::limit_table` says where each goes and how a reload
+/// applies it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    pub auth_timeout: Duration,
+    pub max_incomplete_connections: usize,
+    /// `max_completed_connections`: with `max_incomplete_connections`,
+    /// the connections accepted at most.
+    pub max_connections: usize,
+    /// The largest frame read, judged by its header.
+    pub max_message_size: usize,
+    /// Most fds a connection may have sent ahead of the message that
+    /// carries them (`max_incoming_unix_fds`).
+    pub max_incoming_unix_fds: usize,
+    /// How long such fds may wait for their message (`pending_fd_timeout`).
+    pub pending_fd_timeout: Duration,
+    /// SO_SNDBUF/SO_RCVBUF asked for on accepted connections; 0 keeps the
+    /// kernel's default.
+    pub socket_buffer_bytes: usize,
 }
 
 /// Where a connection is in its life (docs/architecture.md, "A
@@ -436,11 +447,11 @@ impl Server {
         None
     }
 
-    /// Re-read the configuration: the policy and the bus's limits apply
-    /// to every connection at once (none is dropped), and the set of
-    /// activatable services is replaced (ActivatableServicesChanged goes
-    /// out). Listen addresses and the socket-level limits keep their
-    /// start-up values.
+    /// Re-read the configuration: the policy applies to every connection
+    /// at once (none is dropped), each limit as `config::limit_table`
+    /// says, and the set of activatable services is replaced
+    /// (ActivatableServicesChanged goes out). Listen addresses and
+    /// authentication mechanisms keep their start-up values.
     fn reload(&mut self, why: &str) {
         self.opts.notifier.reloading("Reloading configuration");
         let outcome = self.apply_reload(why);
@@ -478,8 +489,8 @@ impl Server {
                 self.late_users = crate::late_users::LateUsers::new(reloaded.policies);
                 self.bus.set_policy(reloaded.policy);
                 self.bus.set_mediator(reloaded.mediator);
+                self.set_limits(&reloaded.config.limits);
                 self.opts.setup.reloaded = Some(reloaded.config);
-                self.bus.set_limits(reloaded.limits);
                 self.bus.set_activatable_names(names, &mut self.actions);
                 Ok(())
             }
@@ -488,6 +499,22 @@ impl Server {
                 debug!("{why}: new configuration refused, keeping the old one");
                 Err(e)
             }
+        }
+    }
+
+    /// Put every limit of a reloaded configuration where it applies
+    /// (`config::limit_table` says how each takes effect), and say which
+    /// changed, once.
+    fn set_limits(&mut self, new: &crate::config::Limits) {
+        let landed = crate::landed_limits::LandedLimits::from_config(new);
+        self.bus.set_limits(landed.bus);
+        self.bus.set_out_bounds(landed.out_bounds);
+        self.opts.out_bounds = landed.out_bounds;
+        self.retime_auth_deadlines(self.opts.limits.auth_timeout, landed.server.auth_timeout);
+        self.opts.limits = landed.server;
+        let old = &self.opts.setup.current_config().limits;
+        if let Some(report) = crate::landed_limits::reload_report(old, new) {
+            info!("{report}");
         }
     }
 
@@ -660,10 +687,10 @@ impl Server {
                         Ok(None) => return Ok(()),
                         Err(e) => return Err(format!("invalid message framing: {e}")),
                     };
-                    if total > self.opts.max_message_size {
+                    if total > self.opts.limits.max_message_size {
                         return Err(format!(
                             "message of {total} bytes exceeds max_message_size ({})",
-                            self.opts.max_message_size
+                            self.opts.limits.max_message_size
                         ));
                     }
                     if input.len() < total {

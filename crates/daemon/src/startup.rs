@@ -5,7 +5,6 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::time::Duration;
 
 use quickbus_bus::{Bus, BusOptions};
 use tracing::{error, info, warn};
@@ -14,7 +13,7 @@ use crate::activation::{Launcher, ServiceTable};
 use crate::auth::AuthConfig;
 use crate::cli::{Options, PrintTarget};
 use crate::config::BusConfig;
-use crate::flow::OutBounds;
+use crate::landed_limits::LandedLimits;
 use crate::listen::{self, Listener};
 use crate::restart::Setup;
 use crate::server::{Reloaded, Server, ServerOptions};
@@ -180,7 +179,7 @@ fn serve(
     let mut bus_opts = BusOptions {
         guid: guid.clone(),
         machine_id: crate::sys::machine_id(),
-        limits: bus_limits(&config.limits),
+        limits: LandedLimits::from_config(&config.limits).bus,
         activatable_names: services.iter().map(|s| s.name.clone()).collect(),
         bus_type: bus_type.clone(),
         systemd_activation: opts.systemd_activation,
@@ -231,29 +230,12 @@ pub fn server_options(
     binary: Option<crate::restart::Binary>,
 ) -> ServerOptions {
     let config = &setup.config;
-    let limits = &config.limits;
+    // A restart in place keeps the last reload's limits.
+    let landed = LandedLimits::from_config(&setup.current_config().limits);
     ServerOptions {
         auth: AuthConfig::from_config(&config.auth, config.allow_anonymous, setup.guid.clone()),
-        auth_timeout: Duration::from_millis(limits.auth_timeout_ms),
-        max_incomplete_connections: limits.max_incomplete_connections as usize,
-        max_connections: limits.max_completed_connections as usize,
-        max_message_size: limits.max_message_size as usize,
-        out_bounds: OutBounds {
-            max_bytes: usize::try_from(limits.max_outgoing_bytes).unwrap_or(usize::MAX),
-            max_fds: usize::try_from(limits.max_outgoing_unix_fds).unwrap_or(usize::MAX),
-            hold: Duration::from_millis(limits.overflow_hold_timeout_ms),
-            pacing: crate::flow::Pacing {
-                bytes: usize::try_from(limits.pacing_bytes).unwrap_or(usize::MAX),
-                timeout: Duration::from_millis(limits.pacing_timeout_ms),
-            },
-            memory: Duration::from_millis(limits.overflow_memory_timeout_ms),
-            queues_per_user: usize::try_from(limits.max_outgoing_queues_per_user)
-                .unwrap_or(usize::MAX),
-            hold_budget: Duration::from_millis(limits.max_hold_per_user_per_minute),
-        },
-        max_incoming_unix_fds: usize::try_from(limits.max_incoming_unix_fds).unwrap_or(usize::MAX),
-        pending_fd_timeout: Duration::from_millis(limits.pending_fd_timeout_ms),
-        socket_buffer_bytes: limits.socket_buffer_bytes as usize,
+        limits: landed.server,
+        out_bounds: landed.out_bounds,
         reload: reloader(opts.clone()),
         launcher,
         // Here, in the process that serves: after --fork, the child.
@@ -298,7 +280,6 @@ fn reloader(opts: Options) -> crate::server::Reloader {
             services,
             policy,
             policies: config.policies.clone(),
-            limits: bus_limits(&config.limits),
             servicehelper: config.servicehelper.clone(),
             mediator,
             config,
@@ -332,27 +313,6 @@ fn ensure_runtime_service_dir(config: &BusConfig) {
 fn bus_policy(config: &BusConfig) -> Result<quickbus_bus::PolicyConfig, String> {
     let db = crate::userdb::UserDb::load();
     crate::policy::bus_policy(&config.policies, &db, &mut |w| warn!("{w}"))
-}
-
-/// The configured `<limit>`s the bus core enforces.
-fn bus_limits(limits: &crate::config::Limits) -> quickbus_bus::Limits {
-    let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
-    quickbus_bus::Limits {
-        max_names_per_connection: size(limits.max_names_per_connection),
-        max_match_rules_per_connection: size(limits.max_match_rules_per_connection),
-        max_replies_per_connection: size(limits.max_replies_per_connection),
-        reply_timeout: limits.reply_timeout_ms.map(Duration::from_millis),
-        max_message_size: size(limits.max_message_size),
-        // One sendmsg carries at most SCM_MAX_FD fds and the transport
-        // sends a message's fds in one: a larger limit could not be honoured.
-        max_message_unix_fds: size(limits.max_message_unix_fds).min(crate::transport::SCM_MAX_FD),
-        max_completed_connections: size(limits.max_completed_connections),
-        max_connections_per_user: size(limits.max_connections_per_user),
-        service_start_timeout: Duration::from_millis(limits.service_start_timeout_ms),
-        max_pending_service_starts: size(limits.max_pending_service_starts),
-        max_activation_environment_variables: size(limits.max_activation_environment_variables),
-        max_activation_environment_bytes: size(limits.max_activation_environment_bytes),
-    }
 }
 
 /// Removes the pid file when the daemon exits.

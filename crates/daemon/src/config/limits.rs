@@ -1,5 +1,8 @@
 //! `<limit name="...">N</limit>`: dbus-daemon's resource limits, with its
-//! defaults, its names and its range checks.
+//! defaults, its names and its range checks. [`table`] has every name,
+//! where it applies and how it reloads.
+
+pub mod table;
 
 /// Every limit dbus-daemon 1.14 knows. Timeouts are in milliseconds.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -129,73 +132,21 @@ impl Limits {
     /// Set limit `name` from the element's text. Errors print as
     /// dbus-daemon's.
     pub fn set(&mut self, name: &str, text: &str) -> Result<(), LimitError> {
-        let Some((slot, width)) = self.slot(name) else {
+        let Some(entry) = table::entry(name) else {
             return Err(LimitError::Unknown(name.to_owned()));
         };
         let value = parse_integer(text).ok_or_else(|| LimitError::NotAnInteger(name.to_owned()))?;
         if value < 0 {
             return Err(LimitError::Negative(name.to_owned()));
         }
-        if width == Width::Int && value > i128::from(i32::MAX) {
+        if entry.width == Width::Int && value > i128::from(i32::MAX) {
             return Err(LimitError::TooLarge(name.to_owned()));
         }
         // The parse bounded the value to i64, so it fits in u64.
         let value = u64::try_from(value).map_err(|_| LimitError::TooLarge(name.to_owned()))?;
-        match slot {
-            Slot::Plain(field) => *field = value,
-            Slot::Optional(field) => *field = Some(value),
-        }
+        (entry.set)(self, value);
         Ok(())
     }
-
-    fn slot(&mut self, name: &str) -> Option<(Slot<'_>, Width)> {
-        use Width::{Int, Long};
-        let plain = |field, width| Some((Slot::Plain(field), width));
-        match name {
-            "max_incoming_bytes" => plain(&mut self.max_incoming_bytes, Long),
-            "max_incoming_unix_fds" => plain(&mut self.max_incoming_unix_fds, Long),
-            "max_outgoing_bytes" => plain(&mut self.max_outgoing_bytes, Long),
-            "max_outgoing_unix_fds" => plain(&mut self.max_outgoing_unix_fds, Long),
-            "max_message_size" => plain(&mut self.max_message_size, Long),
-            "max_message_unix_fds" => plain(&mut self.max_message_unix_fds, Long),
-            "service_start_timeout" => plain(&mut self.service_start_timeout_ms, Int),
-            "auth_timeout" => plain(&mut self.auth_timeout_ms, Int),
-            "pending_fd_timeout" => plain(&mut self.pending_fd_timeout_ms, Int),
-            "reply_timeout" => Some((Slot::Optional(&mut self.reply_timeout_ms), Int)),
-            "max_completed_connections" => plain(&mut self.max_completed_connections, Int),
-            "max_incomplete_connections" => plain(&mut self.max_incomplete_connections, Int),
-            "max_connections_per_user" => plain(&mut self.max_connections_per_user, Int),
-            "max_pending_service_starts" => plain(&mut self.max_pending_service_starts, Int),
-            "max_names_per_connection" => plain(&mut self.max_names_per_connection, Int),
-            "max_match_rules_per_connection" => {
-                plain(&mut self.max_match_rules_per_connection, Int)
-            }
-            "max_replies_per_connection" => plain(&mut self.max_replies_per_connection, Int),
-            "max_containers" => plain(&mut self.max_containers, Int),
-            "max_containers_per_user" => plain(&mut self.max_containers_per_user, Int),
-            "max_container_metadata_bytes" => plain(&mut self.max_container_metadata_bytes, Int),
-            "max_connections_per_container" => plain(&mut self.max_connections_per_container, Int),
-            "socket_buffer_bytes" => plain(&mut self.socket_buffer_bytes, Int),
-            "pacing_bytes" => plain(&mut self.pacing_bytes, Long),
-            "pacing_timeout" => plain(&mut self.pacing_timeout_ms, Int),
-            "overflow_hold_timeout" => plain(&mut self.overflow_hold_timeout_ms, Int),
-            "overflow_memory_timeout" => plain(&mut self.overflow_memory_timeout_ms, Int),
-            "max_outgoing_queues_per_user" => plain(&mut self.max_outgoing_queues_per_user, Int),
-            "max_hold_per_user_per_minute" => plain(&mut self.max_hold_per_user_per_minute, Int),
-            "max_activation_environment_variables" => {
-                plain(&mut self.max_activation_environment_variables, Int)
-            }
-            "max_activation_environment_bytes" => {
-                plain(&mut self.max_activation_environment_bytes, Long)
-            }
-            _ => None,
-        }
-    }
-}
-
-enum Slot<'a> {
-    Plain(&'a mut u64),
-    Optional(&'a mut Option<u64>),
 }
 
 /// A decimal integer with an optional sign that fits in a C `long`
@@ -212,29 +163,7 @@ mod tests {
 
     #[test]
     fn every_dbus_daemon_limit_name_is_known() {
-        let names = [
-            "max_incoming_bytes",
-            "max_incoming_unix_fds",
-            "max_outgoing_bytes",
-            "max_outgoing_unix_fds",
-            "max_message_size",
-            "max_message_unix_fds",
-            "service_start_timeout",
-            "auth_timeout",
-            "pending_fd_timeout",
-            "reply_timeout",
-            "max_completed_connections",
-            "max_incomplete_connections",
-            "max_connections_per_user",
-            "max_pending_service_starts",
-            "max_names_per_connection",
-            "max_match_rules_per_connection",
-            "max_replies_per_connection",
-            "max_containers",
-            "max_containers_per_user",
-            "max_container_metadata_bytes",
-            "max_connections_per_container",
-        ];
+        let names = table::tests::DBUS_DAEMON_NAMES;
         let mut limits = Limits::default();
         for (i, name) in names.iter().enumerate() {
             limits.set(name, &(1000 + i).to_string()).unwrap();

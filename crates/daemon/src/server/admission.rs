@@ -18,7 +18,7 @@
 //! come first.
 
 use std::cmp::Reverse;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mio::Interest;
 use quickbus_bus::ConnId;
@@ -35,7 +35,9 @@ impl Server {
         // Completed connections are bounded by the bus at Hello (with the
         // LimitsExceeded reply dbus-daemon gives); here only what could
         // exhaust fds: the incomplete ones and an overall cap.
-        if self.conns.len() >= self.opts.max_connections + self.opts.max_incomplete_connections {
+        if self.conns.len()
+            >= self.opts.limits.max_connections + self.opts.limits.max_incomplete_connections
+        {
             self.refuse_connection(None);
             return;
         }
@@ -56,18 +58,20 @@ impl Server {
         if stream.is_unix() {
             self.resolve_late_policy_users(creds.uid);
         }
-        if self.incomplete >= self.opts.max_incomplete_connections && !self.make_room_for(creds.uid)
+        if self.incomplete >= self.opts.limits.max_incomplete_connections
+            && !self.make_room_for(creds.uid)
         {
             self.refuse_connection(Some(creds.uid));
             return;
         }
-        if let Err(e) = crate::socket_buffers::apply(&stream, self.opts.socket_buffer_bytes) {
+        if let Err(e) = crate::socket_buffers::apply(&stream, self.opts.limits.socket_buffer_bytes)
+        {
             // The connection works with the kernel's default buffers.
             self.log_limiter.warn(
                 "cannot set socket buffers",
                 format_args!(
                     "cannot set socket buffers to {} bytes: {e}",
-                    self.opts.socket_buffer_bytes
+                    self.opts.limits.socket_buffer_bytes
                 ),
             );
         }
@@ -129,8 +133,10 @@ impl Server {
             },
         );
         self.incomplete += 1;
-        self.auth_deadlines
-            .push(Reverse((Instant::now() + self.opts.auth_timeout, id)));
+        self.auth_deadlines.push(Reverse((
+            Instant::now() + self.opts.limits.auth_timeout,
+            id,
+        )));
     }
 
     /// A dynamic user whose name the loaded policy could not resolve (the
@@ -168,8 +174,8 @@ impl Server {
                  (max_completed_connections={}, max_incomplete_connections={})",
                 self.conns.len(),
                 self.incomplete,
-                self.opts.max_connections,
-                self.opts.max_incomplete_connections
+                self.opts.limits.max_connections,
+                self.opts.limits.max_incomplete_connections
             ),
         );
     }
@@ -199,11 +205,31 @@ impl Server {
                 "closing an incomplete connection of uid {victim_uid} to make room for \
                  uid {uid}: it holds {holds} of max_incomplete_connections={}, uid {uid} \
                  {newcomer_holds}",
-                self.opts.max_incomplete_connections
+                self.opts.limits.max_incomplete_connections
             ),
         );
         self.close(id, "closed to make room for another user's connection");
         true
+    }
+
+    /// `auth_timeout` changed from `old` to `new` (a reload): the deadline
+    /// of every connection not yet past Hello moves by the difference, as
+    /// dbus-daemon measures each against the current value. One moved into
+    /// the past is closed at the end of this turn.
+    pub(super) fn retime_auth_deadlines(&mut self, old: Duration, new: Duration) {
+        if old == new {
+            return;
+        }
+        let moved = |deadline: Instant| match new.checked_sub(old) {
+            Some(later) => deadline + later,
+            // Never before the monotonic clock's start, where it could
+            // not be represented.
+            None => deadline.checked_sub(old - new).unwrap_or(deadline),
+        };
+        self.auth_deadlines = std::mem::take(&mut self.auth_deadlines)
+            .into_iter()
+            .map(|Reverse((deadline, id))| Reverse((moved(deadline), id)))
+            .collect();
     }
 
     /// Close connections that are still incomplete `auth_timeout` after
@@ -229,7 +255,7 @@ impl Server {
             // dbus-daemon's words, with the stage it did not reach.
             let reason = format!(
                 "Connection has not {stage} soon enough, closing it (auth_timeout={}ms)",
-                self.opts.auth_timeout.as_millis()
+                self.opts.limits.auth_timeout.as_millis()
             );
             if authenticating {
                 // (close() logs the others, naming the connection.)

@@ -71,15 +71,15 @@ impl Server {
             conn.fd_deadline = None;
             return Ok(());
         }
-        if pending > self.opts.max_incoming_unix_fds {
+        if pending > self.opts.limits.max_incoming_unix_fds {
             return Err(format!(
                 "{pending} file descriptors sent ahead of their message, more than \
                  max_incoming_unix_fds={}",
-                self.opts.max_incoming_unix_fds
+                self.opts.limits.max_incoming_unix_fds
             ));
         }
         if conn.fd_deadline.is_none() {
-            let deadline = Instant::now() + self.opts.pending_fd_timeout;
+            let deadline = Instant::now() + self.opts.limits.pending_fd_timeout;
             conn.fd_deadline = Some(deadline);
             self.fd_deadlines.push(Reverse((deadline, id)));
         }
@@ -101,7 +101,7 @@ impl Server {
                 let reason = format!(
                     "file descriptors pending for too long without their message \
                      (pending_fd_timeout={} ms)",
-                    self.opts.pending_fd_timeout.as_millis()
+                    self.opts.limits.pending_fd_timeout.as_millis()
                 );
                 self.close(id, &reason);
             }
