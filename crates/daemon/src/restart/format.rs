@@ -36,6 +36,8 @@ pub struct Handover<'a> {
     pub requesters: &'a [RestartRequester],
     pub state: &'a LoopState,
     pub bus: &'a Bus,
+    /// Whether the old image was dumpable (`dumpable`).
+    pub dumpable: bool,
 }
 
 /// What the new image reads: the same fields, owned.
@@ -47,6 +49,7 @@ pub struct Restored {
     pub requesters: Vec<RestartRequester>,
     pub state: LoopState,
     pub bus: Bus,
+    pub dumpable: bool,
 }
 
 /// `CLOCK_MONOTONIC` now, with the `Instant` of the same moment.
