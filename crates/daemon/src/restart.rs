@@ -7,10 +7,11 @@
 //! The old image (`server::restarting`) checks the binary answers
 //! `--handover-version` with [`HANDOVER_VERSION`], writes the state to a
 //! sealed memfd (`format`), clears close-on-exec on every descriptor the
-//! state names, and execs. The new image finds [`HANDOVER_FD`] in its
-//! environment and resumes (`resume`); if it cannot, it execs the binary
-//! it came from, kept open since that one started (`binary`), and that
-//! one resumes the same state.
+//! state names, and execs. The new image makes itself non-dumpable
+//! (`dumpable`), finds [`HANDOVER_FD`] in its environment and resumes
+//! (`resume`), then sets close-on-exec on everything again; if it cannot
+//! resume, it execs the binary it came from, kept open since that one
+//! started (`binary`), and that one resumes the same state.
 //!
 //! Owns: the handover's format and version, the environment variables
 //! that carry it, and what of the start-up the restart keeps

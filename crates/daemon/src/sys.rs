@@ -1,7 +1,8 @@
 //! The few operating-system calls that safe wrappers don't cover: adopting
-//! an inherited fd by number, forking into the background, reading
-//! kernel-provided peer credentials, switching a spawned service to its
-//! user, and receiving into a buffer's uninitialised spare capacity. Every
+//! an inherited fd by number, marking every fd close-on-exec, forking into
+//! the background, reading kernel-provided peer credentials, starting a
+//! service clean and as its user, and receiving into a buffer's
+//! uninitialised spare capacity. Every
 //! `unsafe` block of the daemon is here, each with the argument for its
 //! soundness, except libselinux's FFI (`mac::libselinux`): the workspace
 //! denies `unsafe_code` everywhere else.

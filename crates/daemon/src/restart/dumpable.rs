@@ -13,9 +13,13 @@
 
 use rustix::process::{dumpable_behavior, set_dumpable_behavior, DumpableBehavior};
 
-/// Whether this process is dumpable now (what the handover carries).
+/// Whether this process is dumpable by its own user now (what the
+/// handover carries). A process the kernel made dumpable by root only
+/// (`fs.suid_dumpable=2`, which systemd-coredump sets) is not: prctl
+/// cannot set that value again, so the new image stays non-dumpable,
+/// which gives its user no more than root-only did.
 pub fn current() -> bool {
-    !matches!(dumpable_behavior(), Ok(DumpableBehavior::NotDumpable))
+    matches!(dumpable_behavior(), Ok(DumpableBehavior::Dumpable))
 }
 
 /// Not dumpable, until [`restore`]: the first thing a new image does.
