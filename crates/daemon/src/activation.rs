@@ -659,34 +659,16 @@ mod tests {
         assert!(launcher.children.is_empty());
     }
 
-    #[test]
-    fn a_started_program_holds_only_stdio_and_the_fd_limit_the_bus_started_with() {
-        use std::os::fd::AsRawFd;
-        let _starting = crate::test_forks::starting_programs();
-        // A descriptor the bus holds without close-on-exec: whatever the
-        // bus holds, the program gets none of it.
-        let stray = std::fs::File::open("/dev/null").unwrap();
-        crate::sys::set_close_on_exec(stray.as_raw_fd(), false).unwrap();
-        let mut started_with = StartLimit::now();
-        started_with.soft = started_with.soft.map(|soft| soft - 1);
-        let marker = format!("3600.{}", std::process::id());
-        let mut launcher = Launcher::new(
-            table(vec![service(
-                "org.x.Sleeps",
-                Some(&format!("/bin/sleep {marker}")),
-            )]),
-            "unix:path=/nonexistent".into(),
-            "session".into(),
-            started_with,
-        );
-        launcher
-            .start("org.x.Sleeps", None, &HashMap::new())
-            .unwrap();
-        let pid = launcher.latest["org.x.Sleeps"];
+    /// What the program `launcher` started for `name` holds once it
+    /// runs (its command line contains `marker`): its descriptors and
+    /// its open-file limit as /proc shows them. The program is stopped.
+    fn started_holds(launcher: &mut Launcher, name: &str, marker: &str) -> (Vec<u32>, Vec<String>) {
+        launcher.start(name, None, &HashMap::new()).unwrap();
+        let pid = launcher.latest[name];
         // Forked, then executed: only then is what it holds its own.
         let give_up = Instant::now() + Duration::from_secs(60);
         while !std::fs::read(format!("/proc/{pid}/cmdline"))
-            .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(&marker))
+            .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(marker))
         {
             assert!(Instant::now() < give_up, "the program never ran");
             std::thread::sleep(Duration::from_millis(10));
@@ -698,7 +680,7 @@ mod tests {
             .collect();
         fds.sort_unstable();
         let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
-        let limit: Vec<String> = limits
+        let limit = limits
             .lines()
             .find_map(|l| l.strip_prefix("Max open files"))
             .unwrap()
@@ -706,12 +688,54 @@ mod tests {
             .take(2)
             .map(str::to_owned)
             .collect();
-        launcher.stop("org.x.Sleeps");
-        reap_all(&mut launcher);
-        drop(stray);
-        assert_eq!(fds, [0, 1, 2]);
+        launcher.stop(name);
+        reap_all(launcher);
+        (fds, limit)
+    }
+
+    /// A launcher whose bus started with a soft fd limit one below ours,
+    /// and that limit as /proc shows it.
+    fn launcher_started_lower(services: Vec<ServiceFile>) -> (Launcher, Vec<String>) {
+        let mut started_with = StartLimit::now();
+        started_with.soft = started_with.soft.map(|soft| soft - 1);
         let shown = |n: Option<u64>| n.map_or("unlimited".to_owned(), |n| n.to_string());
-        assert_eq!(limit, [shown(started_with.soft), shown(started_with.hard)]);
+        let limit = vec![shown(started_with.soft), shown(started_with.hard)];
+        let launcher = Launcher::new(
+            table(services),
+            "unix:path=/nonexistent".into(),
+            "session".into(),
+            started_with,
+        );
+        (launcher, limit)
+    }
+
+    #[test]
+    fn a_started_program_or_helper_holds_only_stdio_and_the_fd_limit_the_bus_started_with() {
+        use std::os::fd::AsRawFd;
+        let _starting = crate::test_forks::starting_programs();
+        // A descriptor the bus holds without close-on-exec: whatever the
+        // bus holds, the program gets none of it.
+        let stray = std::fs::File::open("/dev/null").unwrap();
+        crate::sys::set_close_on_exec(stray.as_raw_fd(), false).unwrap();
+        let marker = format!("3600.{}", std::process::id());
+        let exec = format!("/bin/sleep {marker}");
+        let (mut launcher, limit) =
+            launcher_started_lower(vec![service("org.x.Sleeps", Some(&exec))]);
+        assert_eq!(
+            started_holds(&mut launcher, "org.x.Sleeps", &marker),
+            (vec![0, 1, 2], limit)
+        );
+        // The same through `<servicehelper>`, run as `HELPER NAME`: here
+        // the helper is sleep, and the name its argument.
+        let mut helped = service(&marker, Some("/bin/false"));
+        helped.user = Some("nobody".into());
+        let (mut launcher, limit) = launcher_started_lower(vec![helped]);
+        launcher.set_helper(Some(PathBuf::from("/bin/sleep")));
+        assert_eq!(
+            started_holds(&mut launcher, &marker, &marker),
+            (vec![0, 1, 2], limit)
+        );
+        drop(stray);
     }
 
     #[test]
