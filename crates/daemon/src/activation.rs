@@ -8,9 +8,9 @@
 //! from /dev/null, no other descriptor than stdin, stdout and stderr, the
 //! open-file limit the bus started with, its own process group, and on a
 //! system bus run by root the `User=` of its file with that user's groups
-//! (`initgroups`). A child
-//! that exits with status 0 is not a failure (a service may fork into the
-//! background); any other exit before the name is taken is.
+//! (`initgroups`). A child that exits with status 0 is not a failure (a
+//! service may fork into the background); any other exit before the name
+//! is taken is.
 //!
 //! With `<servicehelper>` (Debian's system.conf names
 //! dbus-daemon-launch-helper) the daemon runs the helper instead, as

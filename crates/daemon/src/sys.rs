@@ -2,10 +2,9 @@
 //! an inherited fd by number, marking every fd close-on-exec, forking into
 //! the background, reading kernel-provided peer credentials, starting a
 //! service clean and as its user, and receiving into a buffer's
-//! uninitialised spare capacity. Every
-//! `unsafe` block of the daemon is here, each with the argument for its
-//! soundness, except libselinux's FFI (`mac::libselinux`): the workspace
-//! denies `unsafe_code` everywhere else.
+//! uninitialised spare capacity. Every `unsafe` block of the daemon is
+//! here, each with the argument for its soundness, except libselinux's FFI
+//! (`mac::libselinux`): the workspace denies `unsafe_code` everywhere else.
 #![allow(unsafe_code)]
 
 use std::fs::File;
@@ -389,7 +388,7 @@ fn close_range_cloexec() -> Result<(), i32> {
 /// whatever the bus holds (dbus-daemon's `child_setup` and its closing of
 /// every descriptor): nothing open but stdin, stdout and stderr, and
 /// `fd_limit`, the open-file limit the bus started with, instead of the
-/// one it raised for itself (`fd_limit`).
+/// one it raised for itself (`crate::fd_limit`).
 ///
 /// Descriptors are marked close-on-exec rather than closed: std's spawn
 /// keeps a close-on-exec pipe open in the child to report a failed exec,

@@ -116,10 +116,12 @@ fn a_started_service_holds_only_stdio_and_the_starting_fd_limit_after_0_to_3_res
     }
     const NAME: &str = "org.example.Inspected";
     let (_, expected_limit) = start_limit();
-    // The service sleeps, unique to this test process, while the test
-    // looks at it from outside: a program listing its own descriptors
-    // would see the one it lists them with, a shell the ones it saves.
-    let marker = format!("3600.{}", std::process::id());
+    // The service sleeps, with an argument unique to this test process
+    // (the pid at a fixed width: no other pid is a prefix of it), while
+    // the test looks at it from outside: a program listing its own
+    // descriptors would see the one it lists them with, a shell the ones
+    // it saves.
+    let marker = format!("3600.{:010}", std::process::id());
     let services = TempDir::new();
     add_service(&services, NAME, &format!("/bin/sleep {marker}"));
     let bus = bus_inheriting_a_stray_fd(&services);
