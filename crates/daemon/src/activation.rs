@@ -5,10 +5,12 @@
 //! The child gets dbus-daemon's treatment: the `Exec=` line split with
 //! shell-like quoting, the daemon's environment plus the activation
 //! environment and `DBUS_STARTER_ADDRESS`/`DBUS_STARTER_BUS_TYPE`, stdin
-//! from /dev/null, its own process group, and on a system bus run by root
-//! the `User=` of its file with that user's groups (`initgroups`). A child
-//! that exits with status 0 is not a failure (a service may fork into the
-//! background); any other exit before the name is taken is.
+//! from /dev/null, no other descriptor than stdin, stdout and stderr, the
+//! open-file limit the bus started with, its own process group, and on a
+//! system bus run by root the `User=` of its file with that user's groups
+//! (`initgroups`). A child that exits with status 0 is not a failure (a
+//! service may fork into the background); any other exit before the name
+//! is taken is.
 //!
 //! With `<servicehelper>` (Debian's system.conf names
 //! dbus-daemon-launch-helper) the daemon runs the helper instead, as
@@ -28,6 +30,7 @@ use quickbus_bus::Requester;
 use std::os::unix::process::CommandExt;
 use tracing::{debug, info, warn};
 
+use crate::fd_limit::StartLimit;
 use crate::service_file::{self, ServiceFile};
 
 /// The `.service` files the daemon knows and the directories they came
@@ -215,10 +218,17 @@ pub struct Launcher {
     /// The pid last started for each name: only its exit can fail the
     /// activation under way.
     latest: HashMap<String, u32>,
+    /// The open-file limit the bus started with, which the services get.
+    fd_limit: StartLimit,
 }
 
 impl Launcher {
-    pub fn new(services: ServiceTable, address: String, bus_type: String) -> Launcher {
+    pub fn new(
+        services: ServiceTable,
+        address: String,
+        bus_type: String,
+        fd_limit: StartLimit,
+    ) -> Launcher {
         let switch_user = bus_type == "system" && rustix::process::getuid().is_root();
         Launcher {
             services,
@@ -228,6 +238,7 @@ impl Launcher {
             helper: None,
             children: Vec::new(),
             latest: HashMap::new(),
+            fd_limit,
         }
     }
 
@@ -346,9 +357,11 @@ impl Launcher {
         Ok(command)
     }
 
-    /// What every started program gets: the daemon's environment less
-    /// what belongs to the daemon, the activation environment, the bus
-    /// address, stdin from /dev/null and a process group of its own.
+    /// What every started program gets (the service or the helper): the
+    /// daemon's environment less what belongs to the daemon, the
+    /// activation environment, the bus address, stdin from /dev/null, no
+    /// other descriptor of the bus, the bus's starting open-file limit,
+    /// and a process group of its own.
     fn set_environment(&self, command: &mut Command, env: &HashMap<String, String>) {
         for var in DAEMON_ONLY_VARIABLES {
             command.env_remove(var);
@@ -366,6 +379,7 @@ impl Launcher {
             _ => {}
         }
         command.stdin(Stdio::null());
+        crate::sys::start_as_service(command, self.fd_limit.rlimit());
         // Signals meant for the daemon's process group (a terminal's ^C)
         // are not the service's business.
         command.process_group(0);
@@ -522,6 +536,7 @@ mod tests {
             ]),
             "unix:path=/nonexistent".into(),
             "session".into(),
+            StartLimit::now(),
         );
         let env = HashMap::new();
         for name in ["org.x.Fails", "org.x.Daemonizes", "org.x.Crashes"] {
@@ -551,6 +566,7 @@ mod tests {
             table(vec![service("org.x.Slow", Some("/bin/sleep 600"))]),
             "unix:path=/nonexistent".into(),
             "session".into(),
+            StartLimit::now(),
         );
         launcher.start("org.x.Slow", None, &HashMap::new()).unwrap();
         launcher.stop("org.x.Other"); // not started: nothing happens
@@ -571,6 +587,7 @@ mod tests {
             ]),
             "unix:path=/nonexistent".into(),
             "session".into(),
+            StartLimit::now(),
         );
         assert_eq!(launcher.same_program("org.x.A"), ["org.x.B"]);
         assert!(launcher.same_program("org.x.C").is_empty());
@@ -592,6 +609,7 @@ mod tests {
             ServiceTable::new(dirs, found),
             "unix:path=/nonexistent".into(),
             "session".into(),
+            StartLimit::now(),
         );
         assert_eq!(launcher.look_up("org.x.B"), None);
         // A new file (the directory's mtime moves; a coarse clock may need
@@ -622,6 +640,7 @@ mod tests {
             ]),
             "unix:path=/nonexistent".into(),
             "session".into(),
+            StartLimit::now(),
         );
         let env = HashMap::new();
         let err = launcher.start("org.x.Missing", None, &env).unwrap_err();
@@ -640,6 +659,85 @@ mod tests {
         assert!(launcher.children.is_empty());
     }
 
+    /// What the program `launcher` started for `name` holds once it
+    /// runs (its command line contains `marker`): its descriptors and
+    /// its open-file limit as /proc shows them. The program is stopped.
+    fn started_holds(launcher: &mut Launcher, name: &str, marker: &str) -> (Vec<u32>, Vec<String>) {
+        launcher.start(name, None, &HashMap::new()).unwrap();
+        let pid = launcher.latest[name];
+        // Forked, then executed: only then is what it holds its own.
+        let give_up = Instant::now() + Duration::from_secs(60);
+        while !std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(marker))
+        {
+            assert!(Instant::now() < give_up, "the program never ran");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut fds: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+            .collect();
+        fds.sort_unstable();
+        let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+        let limit = limits
+            .lines()
+            .find_map(|l| l.strip_prefix("Max open files"))
+            .unwrap()
+            .split_whitespace()
+            .take(2)
+            .map(str::to_owned)
+            .collect();
+        launcher.stop(name);
+        reap_all(launcher);
+        (fds, limit)
+    }
+
+    /// A launcher whose bus started with a soft fd limit one below ours,
+    /// and that limit as /proc shows it.
+    fn launcher_started_lower(services: Vec<ServiceFile>) -> (Launcher, Vec<String>) {
+        let mut started_with = StartLimit::now();
+        started_with.soft = started_with.soft.map(|soft| soft - 1);
+        let shown = |n: Option<u64>| n.map_or("unlimited".to_owned(), |n| n.to_string());
+        let limit = vec![shown(started_with.soft), shown(started_with.hard)];
+        let launcher = Launcher::new(
+            table(services),
+            "unix:path=/nonexistent".into(),
+            "session".into(),
+            started_with,
+        );
+        (launcher, limit)
+    }
+
+    #[test]
+    fn a_started_program_or_helper_holds_only_stdio_and_the_fd_limit_the_bus_started_with() {
+        use std::os::fd::AsRawFd;
+        let _starting = crate::test_forks::starting_programs();
+        // A descriptor the bus holds without close-on-exec: whatever the
+        // bus holds, the program gets none of it.
+        let stray = std::fs::File::open("/dev/null").unwrap();
+        crate::sys::set_close_on_exec(stray.as_raw_fd(), false).unwrap();
+        let marker = format!("3600.{}", std::process::id());
+        let exec = format!("/bin/sleep {marker}");
+        let (mut launcher, limit) =
+            launcher_started_lower(vec![service("org.x.Sleeps", Some(&exec))]);
+        assert_eq!(
+            started_holds(&mut launcher, "org.x.Sleeps", &marker),
+            (vec![0, 1, 2], limit)
+        );
+        // The same through `<servicehelper>`, run as `HELPER NAME`: here
+        // the helper is sleep, and the name its argument.
+        let mut helped = service(&marker, Some("/bin/false"));
+        helped.user = Some("nobody".into());
+        let (mut launcher, limit) = launcher_started_lower(vec![helped]);
+        launcher.set_helper(Some(PathBuf::from("/bin/sleep")));
+        assert_eq!(
+            started_holds(&mut launcher, &marker, &marker),
+            (vec![0, 1, 2], limit)
+        );
+        drop(stray);
+    }
+
     #[test]
     fn the_child_sees_quoted_arguments_and_the_starter_environment() {
         let _starting = crate::test_forks::starting_programs();
@@ -654,6 +752,7 @@ mod tests {
             table(vec![service("org.x.Env", Some(&script))]),
             "unix:path=/the/bus".into(),
             "session".into(),
+            StartLimit::now(),
         );
         let env = HashMap::from([("FROM_UAE".to_owned(), "yes".to_owned())]);
         launcher.start("org.x.Env", None, &env).unwrap();

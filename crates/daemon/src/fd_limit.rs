@@ -3,8 +3,40 @@
 //! the hard one. Every connection holds a socket, so the usual soft limit
 //! of 1,024 would refuse connections long before the configured connection
 //! limits are reached.
+//!
+//! The services the bus starts get the limit it started with back
+//! ([`StartLimit`]), as from dbus-daemon: a program that never asked for
+//! 65,536 files should not have them.
 
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+
+/// RLIMIT_NOFILE as the daemon found it, before [`raise`]. A restart in
+/// place hands it over: the new image inherits the raised limit, which is
+/// not what the bus started with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StartLimit {
+    /// None: unlimited.
+    pub soft: Option<u64>,
+    pub hard: Option<u64>,
+}
+
+impl StartLimit {
+    /// The limit now in force (call it before [`raise`]).
+    pub fn now() -> StartLimit {
+        let limit = getrlimit(Resource::Nofile);
+        StartLimit {
+            soft: limit.current,
+            hard: limit.maximum,
+        }
+    }
+
+    pub fn rlimit(self) -> Rlimit {
+        Rlimit {
+            current: self.soft,
+            maximum: self.hard,
+        }
+    }
+}
 
 /// What dbus-daemon raises a privileged bus to.
 pub const PRIVILEGED_TARGET: u64 = 65_536;

@@ -7,10 +7,11 @@
 //! The old image (`server::restarting`) checks the binary answers
 //! `--handover-version` with [`HANDOVER_VERSION`], writes the state to a
 //! sealed memfd (`format`), clears close-on-exec on every descriptor the
-//! state names, and execs. The new image finds [`HANDOVER_FD`] in its
-//! environment and resumes (`resume`); if it cannot, it execs the binary
-//! it came from, kept open since that one started (`binary`), and that
-//! one resumes the same state.
+//! state names, and execs. The new image makes itself non-dumpable
+//! (`dumpable`), finds [`HANDOVER_FD`] in its environment and resumes
+//! (`resume`), then sets close-on-exec on everything again; if it cannot
+//! resume, it execs the binary it came from, kept open since that one
+//! started (`binary`), and that one resumes the same state.
 //!
 //! Owns: the handover's format and version, the environment variables
 //! that carry it, and what of the start-up the restart keeps
@@ -18,19 +19,20 @@
 //! start-up (to resume).
 
 mod binary;
+pub mod dumpable;
 mod format;
 mod resume;
 
 use std::path::PathBuf;
 
-pub use binary::{unblock_handled_signals, Binary};
+pub use binary::{hold_handled_signals, unblock_handled_signals, Binary};
 pub use format::{clock_now, read_handover, since_ms, write_handover, Handover, Restored};
 pub use resume::resume;
 
 /// The handover format's version: a binary restarts into another only
 /// when both print the same number for `--handover-version`. Bump it with
 /// every change to any serialized type (the bus's or the daemon's state).
-pub const HANDOVER_VERSION: u32 = 1;
+pub const HANDOVER_VERSION: u32 = 2;
 
 /// The number of the memfd holding the state, in the new image's
 /// environment.

@@ -21,6 +21,12 @@ use crate::service_file;
 
 /// Run the daemon; the returned value is the process exit code.
 pub fn main() -> i32 {
+    // A restart in place: exec made this process dumpable again, which a
+    // bus running as its `<user>` was not (restart::dumpable).
+    let resuming = std::env::var_os(crate::restart::HANDOVER_FD).is_some();
+    if resuming {
+        crate::restart::dumpable::conceal();
+    }
     let opts = match crate::cli::parse_args(std::env::args_os()) {
         Ok(opts) => opts,
         Err(exit) => return exit.print_and_code(),
@@ -34,7 +40,7 @@ pub fn main() -> i32 {
     }
     crate::userdb::bypass_bus_in_nss();
     // A restart in place: this image continues the previous one's bus.
-    if std::env::var_os(crate::restart::HANDOVER_FD).is_some() {
+    if resuming {
         return crate::restart::resume(&opts);
     }
     // Before anything else is opened: the fds the parent handed us.
@@ -51,6 +57,11 @@ pub fn main() -> i32 {
         Err(e) => return fail(format!("sockets from systemd: {e}")),
     };
     crate::logging::init();
+    // Whatever else was inherited is not passed on by an exec: a restart
+    // in place hands over only what the bus names (docs/restart.md).
+    if let Err(e) = crate::sys::close_on_exec_above_stdio() {
+        warn!("cannot mark inherited descriptors close-on-exec: {e}");
+    }
 
     let config = match crate::config::resolve(&opts) {
         Ok(c) => c,
@@ -110,6 +121,7 @@ fn serve(
     print_pid: Option<Output>,
 ) -> io::Result<()> {
     let guid = crate::sys::random_guid();
+    let start_fd_limit = crate::fd_limit::StartLimit::now();
     let fd_limit = crate::fd_limit::raise();
     tracing::debug!(?fd_limit, "open-file limit");
     // Before anything listens, as in dbus-daemon.
@@ -195,7 +207,7 @@ fn serve(
     crate::bus_identity::describe_self(&mut bus);
     bus.set_mediator(mediator);
     let table = ServiceTable::new(config.service_dirs().to_vec(), services);
-    let mut launcher = Launcher::new(table, address.clone(), bus_type);
+    let mut launcher = Launcher::new(table, address.clone(), bus_type, start_fd_limit);
     launcher.set_helper(config.servicehelper.clone());
     let mut sockets = Vec::new();
     for listener in &mut listeners {

@@ -1,10 +1,10 @@
 //! The few operating-system calls that safe wrappers don't cover: adopting
-//! an inherited fd by number, forking into the background, reading
-//! kernel-provided peer credentials, switching a spawned service to its
-//! user, and receiving into a buffer's uninitialised spare capacity. Every
-//! `unsafe` block of the daemon is here, each with the argument for its
-//! soundness, except libselinux's FFI (`mac::libselinux`): the workspace
-//! denies `unsafe_code` everywhere else.
+//! an inherited fd by number, marking every fd close-on-exec, forking into
+//! the background, reading kernel-provided peer credentials, starting a
+//! service clean and as its user, and receiving into a buffer's
+//! uninitialised spare capacity. Every `unsafe` block of the daemon is
+//! here, each with the argument for its soundness, except libselinux's FFI
+//! (`mac::libselinux`): the workspace denies `unsafe_code` everywhere else.
 #![allow(unsafe_code)]
 
 use std::fs::File;
@@ -333,6 +333,95 @@ pub fn run_as_user(command: &mut Command, uid: u32, gid: u32, groups: &[u32]) ->
         command.pre_exec(switch);
     }
     Ok(())
+}
+
+/// Mark every descriptor from 3 up close-on-exec, in this process: what
+/// the daemon inherited and does not use, and what a restart in place
+/// handed over (docs/restart.md). Nothing is closed, so no owner is
+/// harmed; an exec (a restart, a started service) passes on none of them
+/// but those explicitly made inheritable again.
+pub fn close_on_exec_above_stdio() -> io::Result<()> {
+    if close_range_cloexec().is_ok() {
+        return Ok(());
+    }
+    // Before Linux 5.11: one by one, from the list of open descriptors
+    // (collected first: the directory's own descriptor is among them).
+    let numbers: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")?
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2)
+        .collect();
+    for fd in numbers {
+        match set_close_on_exec(fd, true) {
+            Err(e) if e.raw_os_error() == Some(libc::EBADF) => {} // the directory's
+            other => other?,
+        }
+    }
+    Ok(())
+}
+
+/// `close_range(3, ~0, CLOSE_RANGE_CLOEXEC)` (Linux 5.11): flags only, a
+/// single system call, async-signal-safe (no allocation, no lock).
+fn close_range_cloexec() -> Result<(), i32> {
+    const FIRST: libc::c_uint = 3;
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC closes nothing and
+    // touches no memory of ours; it only sets a flag on the descriptors
+    // in the range. Errors (ENOSYS, EINVAL on older kernels) are returned.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            FIRST,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::ENOSYS))
+    }
+}
+
+/// Make `command`'s child get what a service started by the bus gets,
+/// whatever the bus holds (dbus-daemon's `child_setup` and its closing of
+/// every descriptor): nothing open but stdin, stdout and stderr, and
+/// `fd_limit`, the open-file limit the bus started with, instead of the
+/// one it raised for itself (`crate::fd_limit`).
+///
+/// Descriptors are marked close-on-exec rather than closed: std's spawn
+/// keeps a close-on-exec pipe open in the child to report a failed exec,
+/// and closing it would turn every exec failure into a child exiting 1.
+pub fn start_as_service(command: &mut Command, fd_limit: rustix::process::Rlimit) {
+    // The highest descriptor number there can be, for the fallback below:
+    // read here, in the parent.
+    let highest = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .and_then(|n| RawFd::try_from(n).ok())
+        .unwrap_or(1 << 20);
+    let clean = move || -> io::Result<()> {
+        if close_range_cloexec().is_err() {
+            for fd in 3..highest {
+                // SAFETY: fcntl(F_SETFD) on a number changes at most
+                // that descriptor's flags; on a closed number it fails
+                // with EBADF, which is ignored.
+                unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+            }
+        }
+        // Lowering is always allowed; a failure leaves the raised limit
+        // (dbus-daemon too starts the service anyway).
+        let _ = rustix::process::setrlimit(rustix::process::Resource::Nofile, fd_limit);
+        Ok(())
+    };
+    // SAFETY: the hook runs in the forked child before exec. It makes only
+    // raw system calls (close_range or fcntl, then prlimit64) on values
+    // prepared in the parent: no allocation, no lock, nothing the fork can
+    // have left inconsistent. Its errors are ignored, so it never builds an
+    // io::Error.
+    unsafe {
+        command.pre_exec(clean);
+    }
 }
 
 /// Credentials of the process at the other end of a connected unix socket,

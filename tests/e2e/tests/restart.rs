@@ -8,6 +8,13 @@
 #[path = "restart/support.rs"]
 mod support;
 
+#[path = "restart/privileges.rs"]
+mod privileges;
+#[path = "restart/services.rs"]
+mod services;
+#[path = "restart/signals.rs"]
+mod signals;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -611,16 +618,23 @@ fn a_second_restart_asked_in_the_same_turn_is_refused() {
     }
 }
 
-/// Waits (bounded) until a process's command line contains `text`.
-fn wait_for_process_with(text: &str) {
+/// Waits (bounded) until a process's command line contains `text`;
+/// returns its pid.
+fn wait_for_process_with(text: &str) -> u32 {
     let deadline = std::time::Instant::now() + TIMEOUT;
     loop {
-        let found = std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
-            std::fs::read(entry.path().join("cmdline"))
-                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(text))
-        });
-        if found {
-            return;
+        let found = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .find_map(|entry| {
+                let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+                let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+                String::from_utf8_lossy(&cmdline)
+                    .contains(text)
+                    .then_some(pid)
+            });
+        if let Some(pid) = found {
+            return pid;
         }
         assert!(
             std::time::Instant::now() < deadline,

@@ -141,6 +141,24 @@ pub fn unblock_handled_signals() {
     let _ = handled_signals().thread_unblock();
 }
 
+/// The handled signals, blocked until this is dropped (a restart that did
+/// not happen) or for good (the exec happened: see [`exec_with`]).
+pub struct HeldSignals(());
+
+/// Block the signals the daemon handles: while a restart is under way
+/// they wait in the kernel, which keeps them pending across the exec,
+/// instead of reaching the handler of an image about to be replaced.
+pub fn hold_handled_signals() -> HeldSignals {
+    let _ = handled_signals().thread_block();
+    HeldSignals(())
+}
+
+impl Drop for HeldSignals {
+    fn drop(&mut self) {
+        unblock_handled_signals();
+    }
+}
+
 fn exec_with(
     exec: impl FnOnce(&[CString], &[CString]) -> nix::Result<std::convert::Infallible>,
     env: &[(&str, String)],

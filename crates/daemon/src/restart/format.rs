@@ -7,9 +7,10 @@
 //!
 //! The payload is the state, serialized with serde into postcard: what
 //! the restart keeps of the start-up, the launcher and its children, the
-//! requesters of the restart, the loop's connections, and the bus. Every
-//! descriptor in it is an index into the fd numbers (see
-//! `quickbus_bus::handover`), every instant a `CLOCK_MONOTONIC` reading.
+//! requesters of the restart, the loop's connections, the bus, and whether
+//! the old image was dumpable. Every descriptor in it is an index into the
+//! fd numbers (see `quickbus_bus::handover`), every instant a
+//! `CLOCK_MONOTONIC` reading.
 //!
 //! Owns: the layout. May touch: nothing else.
 
@@ -36,6 +37,8 @@ pub struct Handover<'a> {
     pub requesters: &'a [RestartRequester],
     pub state: &'a LoopState,
     pub bus: &'a Bus,
+    /// Whether the old image was dumpable (`dumpable`).
+    pub dumpable: bool,
 }
 
 /// What the new image reads: the same fields, owned.
@@ -47,6 +50,7 @@ pub struct Restored {
     pub requesters: Vec<RestartRequester>,
     pub state: LoopState,
     pub bus: Bus,
+    pub dumpable: bool,
 }
 
 /// `CLOCK_MONOTONIC` now, with the `Instant` of the same moment.

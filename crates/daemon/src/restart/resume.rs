@@ -36,6 +36,13 @@ pub fn resume(opts: &Options) -> i32 {
         Ok(mut server) => {
             drop(memfd);
             drop(previous);
+            // The bus is ours now: no exec passes any of it on (the
+            // previous image cleared the flag on what it handed over). The
+            // services the bus starts are kept clean either way
+            // (`sys::start_as_service`).
+            if let Err(e) = crate::sys::close_on_exec_above_stdio() {
+                error!("cannot mark the bus's descriptors close-on-exec: {e}");
+            }
             match server.run() {
                 Ok(_) => 0,
                 Err(e) => {
@@ -203,7 +210,9 @@ fn rebuild(opts: &Options, restored: Restored, going_back: bool) -> Result<Serve
         requesters,
         state,
         mut bus,
+        dumpable,
     } = restored;
+    super::dumpable::restore(dumpable);
     crate::logging::configure(opts.syslog, setup.config.syslog);
     let fd_limit = crate::fd_limit::raise();
     tracing::debug!(?fd_limit, "open-file limit");

@@ -207,6 +207,13 @@ impl Server {
     /// Check the binary, write the handover, exec. Returns why not.
     fn restart_in_place(&mut self, pending: &Pending) -> String {
         let began = restart::clock_now().monotonic_ns;
+        // Until the exec, or the return if the restart fails, the signals
+        // the loop handles wait in the kernel, which keeps them across
+        // the exec: the new image (or this loop) handles a SIGUSR2, a
+        // SIGTERM or a child's exit that came meanwhile. Those that came
+        // earlier in this turn wait there too.
+        let _held = restart::hold_handled_signals();
+        self.requeue_pending_signals();
         match &self.opts.binary {
             None => return "the running binary could not be opened at start-up".into(),
             Some(binary) => {
@@ -234,6 +241,7 @@ impl Server {
             requesters: &pending.requesters,
             state,
             bus: &self.bus,
+            dumpable: restart::dumpable::current(),
         };
         let (memfd, fds) = match write_handover(&handover) {
             Ok(written) => written,
@@ -275,6 +283,22 @@ impl Server {
             let _ = crate::sys::set_close_on_exec(fd, true);
         }
         why
+    }
+
+    /// The signals the handler has already taken in but the loop has
+    /// not handled yet, sent again to this process: with the handled
+    /// signals held (`restart::hold_handled_signals`), they wait in the
+    /// kernel for the image that handles them.
+    fn requeue_pending_signals(&mut self) {
+        let me = rustix::process::getpid();
+        for number in self.signals.pending() {
+            let Some(signal) = rustix::process::Signal::from_raw(number) else {
+                continue;
+            };
+            if let Err(e) = rustix::process::kill_process(me, signal) {
+                warn!("signal {number} is lost in the restart: {e}");
+            }
+        }
     }
 
     fn take_state(&mut self) -> LoopState {
