@@ -721,10 +721,11 @@ fn a_service_started_before_a_restart_is_still_the_bus_s_child() {
     );
 }
 
-/// `quickbus restart` as `ids`, on the bus at `address`.
+/// `quickbus restart` as `ids`, on the bus at `address` (a copy of the
+/// tool another user can run: the checkout may be private).
 fn quickbus_restart_as(address: &str, ids: (u32, u32)) -> quickbus_e2e::Finished {
     run_bounded(
-        Command::new(tool())
+        Command::new(quickbus_e2e::shared_copy(&tool()))
             .args(["--address", address, "restart"])
             .uid(ids.0)
             .gid(ids.1),
@@ -750,9 +751,13 @@ fn a_system_bus_restarts_for_root_after_dropping_to_its_user() {
     }
     // The distribution's system bus with the package's policy file for
     // the Restart call: the daemon drops to messagebus after binding, and
-    // then it is as messagebus that it checks and executes its binary.
-    let policy = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../packaging/dbus/org.quickbus.Daemon1.conf");
+    // then it is as messagebus that it checks and executes its binary and
+    // reads its configuration: copies messagebus can reach, whoever owns
+    // the checkout.
+    let policy = quickbus_e2e::shared_copy(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../packaging/dbus/org.quickbus.Daemon1.conf"),
+    );
     let dir = TempDir::new();
     let config = dir.path().join("system-restart.conf");
     std::fs::write(
@@ -764,8 +769,9 @@ fn a_system_bus_restarts_for_root_after_dropping_to_its_user() {
     )
     .unwrap();
     let address = format!("--address=unix:path={}", dir.path().join("bus").display());
-    let bus = Bus::start_args(
+    let bus = Bus::start_command(
         dir,
+        Command::new(quickbus_e2e::shared_copy(&quickbus_daemon_path())),
         &[
             format!("--config-file={}", config.display()),
             address,
