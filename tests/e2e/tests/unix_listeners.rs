@@ -186,6 +186,9 @@ fn a_tmpdir_socket_file_serves_across_restarts_and_goes_when_the_bus_stops() {
         .and_then(|rest| rest.split(',').next())
         .map(PathBuf::from)
         .unwrap_or_else(|| panic!("not a socket file: {}", bus.address()));
+    // A round trip first: the daemon prints its address before its main
+    // loop (and its SIGUSR2 handler) runs.
+    driver_call(bus.address(), "ListNames").success();
     for i in 0..2 {
         restart_support::restart(&bus, i);
         assert!(
