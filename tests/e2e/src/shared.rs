@@ -1,9 +1,13 @@
 //! Copies of what another user must read or execute (the Python helpers,
-//! the daemon or tool a dropped-privilege process runs, a configuration
-//! file the daemon reads after dropping to its `<user>`), in a directory
-//! every user can reach. The checkout itself may not be: cloned as root
-//! into /root (mode 0700, Debian's default), nothing under it is
-//! reachable by `nobody` or `messagebus`.
+//! a configuration file the daemon reads after dropping to its `<user>`),
+//! in a directory every user can reach. The checkout itself may not be:
+//! cloned as root into /root (mode 0700, Debian's default), nothing under
+//! it is reachable by `nobody` or `messagebus`.
+//!
+//! The copies live as long as the test process (the next one removes
+//! them), so they are for small files; a binary another user must run
+//! (the daemon, the tool) is copied with [`crate::copy_executable`] into
+//! the test's own [`crate::TempDir`], which goes with the test.
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

@@ -721,11 +721,15 @@ fn a_service_started_before_a_restart_is_still_the_bus_s_child() {
     );
 }
 
-/// `quickbus restart` as `ids`, on the bus at `address` (a copy of the
-/// tool another user can run: the checkout may be private).
+/// `quickbus restart` as `ids`, on the bus at `address` (from a copy of
+/// the tool in a directory every user can reach: the checkout may be
+/// private).
 fn quickbus_restart_as(address: &str, ids: (u32, u32)) -> quickbus_e2e::Finished {
+    let dir = TempDir::new();
+    let copy = dir.path().join("quickbus");
+    copy_executable(&tool(), &copy);
     run_bounded(
-        Command::new(quickbus_e2e::shared_copy(&tool()))
+        Command::new(&copy)
             .args(["--address", address, "restart"])
             .uid(ids.0)
             .gid(ids.1),
@@ -759,6 +763,8 @@ fn a_system_bus_restarts_for_root_after_dropping_to_its_user() {
             .join("../../packaging/dbus/org.quickbus.Daemon1.conf"),
     );
     let dir = TempDir::new();
+    let daemon = dir.path().join("quickbus-daemon");
+    copy_executable(&quickbus_daemon_path(), &daemon);
     let config = dir.path().join("system-restart.conf");
     std::fs::write(
         &config,
@@ -771,7 +777,7 @@ fn a_system_bus_restarts_for_root_after_dropping_to_its_user() {
     let address = format!("--address=unix:path={}", dir.path().join("bus").display());
     let bus = Bus::start_command(
         dir,
-        Command::new(quickbus_e2e::shared_copy(&quickbus_daemon_path())),
+        Command::new(daemon),
         &[
             format!("--config-file={}", config.display()),
             address,
