@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/test.sh (bash): its steps, the log of the steps that
 # run tests, and the closing report. Whether the run passes or fails, the
 # report ends it: on a failure, which step failed and that the steps after

@@ -15,6 +15,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # step, logged and the closing report (which step failed, what did not run).
+# shellcheck source=scripts/test-report.sh
 source scripts/test-report.sh
 
 # dbus-send, dbus-run-session, dbus-daemon (reference), busctl, gdbus,
