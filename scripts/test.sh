@@ -7,40 +7,16 @@
 # check the tests themselves against the reference: quickbus's own promises
 # cannot run there, and skipping fails without QUICKBUS_ALLOW_SKIP=1).
 # Exits non-zero on the first failure. Whether it passes or fails, it ends
-# with the list of everything that did not run (ignored tests, skips allowed
-# by QUICKBUS_ALLOW_SKIP, the suites' own skips), so a skip is never silent.
+# with a report (scripts/test-report.sh): the step that failed, if one did,
+# and everything that did not run (ignored tests, skips allowed by
+# QUICKBUS_ALLOW_SKIP, the suites' own skips), so neither a failure nor a
+# skip is ever silent.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
-
-# The output of the steps that run tests, kept to list their skips at the end.
-test_log=$(mktemp)
-
-# Runs a command, its output (stdout and stderr) also kept in $test_log.
-logged() {
-    "$@" 2>&1 | tee -a "$test_log"
-}
-
-# What $test_log says did not run: libtest's `test NAME ... ignored[, reason]`,
-# the e2e tests' `SKIPPED: test: reason` (tests/e2e/src/skip.rs; it may
-# follow libtest's `test NAME ... ` on the same line when tests run one at
-# a time) and the boot test's `SKIPPED: boot test: ...`, the conformance
-# runner's `SKIP subtest (reason)`, and the GDBus script's `skip binary: ...`
-# and `SKIP binary: ok N /subtest # SKIP reason`.
-list_skips() {
-    local status=$? skips
-    skips=$(grep -oE '^test .* \.\.\. ignored.*|SKIPPED: .*|^SKIP .*|^skip .*' "$test_log" || true)
-    rm -f "$test_log"
-    if [[ -n $skips ]]; then
-        step "did not run ($(wc -l <<<"$skips") lines):"
-        printf '%s\n' "$skips"
-    else
-        step "nothing was skipped or ignored"
-    fi
-    return "$status"
-}
-trap list_skips EXIT
+# step, logged and the closing report (which step failed, what did not run).
+# shellcheck source=scripts/test-report.sh
+source scripts/test-report.sh
 
 # dbus-send, dbus-run-session, dbus-daemon (reference), busctl, gdbus,
 # dbus-python with GLib, and libdbus/sd-bus headers and tests for later work;

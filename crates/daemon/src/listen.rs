@@ -193,13 +193,14 @@ pub fn bind(address: &UnixAddress) -> io::Result<Listener> {
     match address {
         UnixAddress::Path(path) => bind_path(path),
         UnixAddress::Abstract(name) => bind_abstract(name),
-        // Linux has abstract sockets: tmpdir uses them, as dbus-daemon 1.14
-        // does, so nothing is left in the directory.
-        UnixAddress::Tmpdir(dir) => {
-            let name = dir.join(random_socket_name());
-            bind_abstract(name.as_os_str().as_encoded_bytes())
+        // tmpdir is dir: a socket file, never an abstract socket, as in
+        // dbus-daemon since 1.14.4 (dbus#416). An abstract socket can be
+        // reached from any process sharing the network namespace, a
+        // sandbox with its own /tmp (Flatpak) included; a file is reached
+        // only by those who can see it.
+        UnixAddress::Tmpdir(dir) | UnixAddress::Dir(dir) => {
+            bind_path(&dir.join(random_socket_name()))
         }
-        UnixAddress::Dir(dir) => bind_path(&dir.join(random_socket_name())),
         UnixAddress::Runtime => {
             let dir = std::env::var_os("XDG_RUNTIME_DIR").ok_or_else(|| {
                 io::Error::new(
@@ -327,16 +328,22 @@ mod tests {
     }
 
     #[test]
-    fn tmpdir_uses_an_abstract_socket() {
-        let l = bind(&UnixAddress::Tmpdir("/tmp".into())).unwrap();
-        assert!(
-            l.address.starts_with("unix:abstract=/tmp/dbus-"),
-            "{}",
-            l.address
-        );
-        let name = l.address.trim_start_matches("unix:abstract=");
-        let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
-        std::os::unix::net::UnixStream::connect_addr(&addr).unwrap();
+    fn tmpdir_creates_a_socket_file_never_an_abstract_socket() {
+        let dir = std::env::temp_dir().join(format!("qb-tmpdir-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let l = bind(&UnixAddress::Tmpdir(dir.clone())).unwrap();
+        let prefix = format!("unix:path={}/dbus-", dir.display());
+        assert!(l.address.starts_with(&prefix), "{}", l.address);
+        let path = l.cleanup.clone().expect("a socket file to remove");
+        assert!(path.starts_with(&dir), "{}", path.display());
+        std::os::unix::net::UnixStream::connect(&path).unwrap();
+        // Nothing of that name in the abstract namespace.
+        let name = path.as_os_str().as_encoded_bytes();
+        let abstract_addr = SocketAddr::from_abstract_name(name).unwrap();
+        assert!(std::os::unix::net::UnixStream::connect_addr(&abstract_addr).is_err());
+        drop(l);
+        assert!(!path.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -294,7 +294,8 @@ pub enum UnixAddress {
     Path(PathBuf),
     /// `abstract=`: a name in Linux's abstract namespace (no leading NUL).
     Abstract(Vec<u8>),
-    /// `tmpdir=`: a fresh `dbus-XXXXXXXXXX` socket, abstract where possible.
+    /// `tmpdir=`: a fresh `dbus-XXXXXXXXXX` socket file in that directory,
+    /// as `dir=` (never abstract: dbus-daemon 1.14.4 and later, dbus#416).
     Tmpdir(PathBuf),
     /// `dir=`: a fresh `dbus-XXXXXXXXXX` socket file in that directory.
     Dir(PathBuf),

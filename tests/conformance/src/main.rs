@@ -5,6 +5,7 @@
 //! subtest failed, 2 if the suite could not run at all.
 
 mod run;
+mod shared;
 mod suite;
 mod tap;
 
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 
 use run::{run_logged, Ended, Environment};
+use shared::SharedDaemon;
 use suite::Subtest;
 use tap::Outcome;
 
@@ -103,8 +105,10 @@ fn conform(args: &Args) -> Result<Tally, String> {
     };
     let home = logs.join("home");
     std::fs::create_dir_all(&home).map_err(|e| format!("{}: {e}", home.display()))?;
+    // Run from a copy other users can reach; the lines name the original.
+    let shared = SharedDaemon::copy(&daemon)?;
     let env = Environment {
-        daemon: daemon.clone(),
+        daemon: shared.path().to_owned(),
         tests: args.tests.clone(),
         home,
     };

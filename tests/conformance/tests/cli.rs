@@ -98,3 +98,39 @@ fn a_missing_suite_or_daemon_is_a_setup_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not an executable file"));
 }
+
+/// test-uid-permissions starts the daemon as messagebus: the runner gives
+/// the suites a copy every user can run, so a daemon in a directory only
+/// root may enter (a checkout in /root) passes as it would anywhere.
+#[test]
+fn a_daemon_in_a_private_directory_still_runs_as_another_user() {
+    use std::os::unix::fs::PermissionsExt;
+    assert!(installed(), "dbus-tests missing");
+    if quickbus_e2e::skip::unless(
+        quickbus_e2e::can_change_user(),
+        "needs root: the subtests that start the daemon as messagebus skip otherwise",
+    ) {
+        return;
+    }
+    let private = std::env::temp_dir().join(format!("qb-private-{}", std::process::id()));
+    std::fs::create_dir(&private).expect("create the private directory");
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let daemon = private.join("dbus-daemon");
+    std::fs::copy("/usr/bin/dbus-daemon", &daemon).expect("copy the daemon");
+    let out = Command::new(RUNNER)
+        .arg(&daemon)
+        .args(["--only", "test-uid-permissions"])
+        .output()
+        .expect("run the runner");
+    std::fs::remove_dir_all(&private).unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("PASS test-uid-permissions /uid-permissions/monitor/messagebus"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("# daemon: {}", daemon.display())),
+        "{stdout}"
+    );
+}

@@ -32,6 +32,7 @@ pub mod namespace;
 mod peer;
 mod process;
 mod raw;
+mod shared;
 pub mod skip;
 mod stats;
 mod users;
@@ -48,6 +49,7 @@ pub use process::{
     Background, Finished,
 };
 pub use raw::read_raw_message;
+pub use shared::shared_copy;
 pub use stats::{become_monitor, connection_stat};
 pub use users::{as_user, can_change_user, NOBODY};
 

@@ -1,5 +1,6 @@
 //! Where the programs under test live, and scratch directories.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -158,8 +159,14 @@ pub fn python_path() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/usr/bin/python3"))
 }
 
-/// A helper script from `tests/e2e/python/`.
+/// A helper script from `tests/e2e/python/`, as a copy every user can
+/// read (tests run it as other users, and the checkout may be private:
+/// see [`crate::shared_copy`]).
 pub fn python_script(name: &str) -> PathBuf {
+    crate::shared_copy(&python_script_in_checkout(name))
+}
+
+fn python_script_in_checkout(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("python")
         .join(name)
@@ -183,6 +190,11 @@ impl TempDir {
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path)
             .unwrap_or_else(|err| panic!("creating {}: {err}", path.display()));
+        // Open to other users whatever the umask: tests run clients, and
+        // daemons that dropped to their <user>, that must reach the
+        // sockets and read the files in it.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|err| panic!("chmod 755 {}: {err}", path.display()));
         TempDir { path }
     }
 
@@ -214,6 +226,8 @@ mod tests {
         assert_ne!(first.path(), second.path());
         let path = first.path().to_owned();
         assert!(path.is_dir());
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755);
         std::fs::write(path.join("file"), "x").unwrap();
         drop(first);
         assert!(!path.exists());
@@ -254,6 +268,16 @@ mod tests {
 
     #[test]
     fn the_peer_script_exists() {
-        assert!(python_script("peer.py").is_file());
+        assert!(python_script_in_checkout("peer.py").is_file());
+    }
+
+    #[test]
+    fn the_python_scripts_are_copies_outside_the_checkout() {
+        let script = python_script("peer.py");
+        assert!(!script.starts_with(env!("CARGO_MANIFEST_DIR")));
+        assert_eq!(
+            std::fs::read(&script).unwrap(),
+            std::fs::read(python_script_in_checkout("peer.py")).unwrap()
+        );
     }
 }

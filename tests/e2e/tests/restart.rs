@@ -735,10 +735,15 @@ fn a_service_started_before_a_restart_is_still_the_bus_s_child() {
     );
 }
 
-/// `quickbus restart` as `ids`, on the bus at `address`.
+/// `quickbus restart` as `ids`, on the bus at `address` (from a copy of
+/// the tool in a directory every user can reach: the checkout may be
+/// private).
 fn quickbus_restart_as(address: &str, ids: (u32, u32)) -> quickbus_e2e::Finished {
+    let dir = TempDir::new();
+    let copy = dir.path().join("quickbus");
+    copy_executable(&tool(), &copy);
     run_bounded(
-        Command::new(tool())
+        Command::new(&copy)
             .args(["--address", address, "restart"])
             .uid(ids.0)
             .gid(ids.1),
@@ -764,10 +769,16 @@ fn a_system_bus_restarts_for_root_after_dropping_to_its_user() {
     }
     // The distribution's system bus with the package's policy file for
     // the Restart call: the daemon drops to messagebus after binding, and
-    // then it is as messagebus that it checks and executes its binary.
-    let policy = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../packaging/dbus/org.quickbus.Daemon1.conf");
+    // then it is as messagebus that it checks and executes its binary and
+    // reads its configuration: copies messagebus can reach, whoever owns
+    // the checkout.
+    let policy = quickbus_e2e::shared_copy(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../packaging/dbus/org.quickbus.Daemon1.conf"),
+    );
     let dir = TempDir::new();
+    let daemon = dir.path().join("quickbus-daemon");
+    copy_executable(&quickbus_daemon_path(), &daemon);
     let config = dir.path().join("system-restart.conf");
     std::fs::write(
         &config,
@@ -778,8 +789,9 @@ fn a_system_bus_restarts_for_root_after_dropping_to_its_user() {
     )
     .unwrap();
     let address = format!("--address=unix:path={}", dir.path().join("bus").display());
-    let bus = Bus::start_args(
+    let bus = Bus::start_command(
         dir,
+        Command::new(daemon),
         &[
             format!("--config-file={}", config.display()),
             address,

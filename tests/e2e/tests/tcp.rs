@@ -14,9 +14,13 @@ mod observe_support;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use quickbus_client::Connection;
-use quickbus_e2e::{python_path, run_bounded, testing_quickbus, Bus, TIMEOUT};
+use quickbus_e2e::{
+    daemon_path, python_path, run_bounded, terminate_and_wait, testing_quickbus, Background, Bus,
+    TempDir, TIMEOUT,
+};
 use quickbus_wire::address::{parse_addresses, AddressEntry};
 
 /// A session bus listening on `listen`, ANONYMOUS allowed (quickbus's own
@@ -317,4 +321,70 @@ fn dbus_cookie_sha1_is_what_clients_use_over_tcp_by_default() {
         let out = run_bounded(bus.client(python_path()).args(["-c", script])).success();
         assert_eq!(out.stdout.trim(), uid, "{out:#?}");
     }
+}
+
+/// The fenced block of `language` that follows `marker` in `text`.
+fn fenced_block_after<'a>(text: &'a str, marker: &str, language: &str) -> &'a str {
+    let after = &text[text
+        .find(marker)
+        .unwrap_or_else(|| panic!("README.md has no {marker:?}"))..];
+    let open = format!("```{language}\n");
+    let start = after
+        .find(&open)
+        .unwrap_or_else(|| panic!("no {language} block after {marker:?}"))
+        + open.len();
+    let len = after[start..].find("```").expect("a closed block");
+    &after[start..start + len]
+}
+
+/// The README's tcp example, its configuration and its `--address=` as
+/// written there: the bus it starts serves clients over tcp (they
+/// authenticate with DBUS_COOKIE_SHA1). And what the README says of
+/// `--session` alone: its configuration offers EXTERNAL only, which no
+/// client can use over tcp.
+#[test]
+fn the_readme_tcp_example_serves_clients() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+        .expect("README.md");
+    let marker = "the_readme_tcp_example_serves_clients";
+    let config = fenced_block_after(&readme, marker, "xml").to_owned();
+    let command = fenced_block_after(&readme, marker, "sh");
+    assert!(
+        command.contains("--config-file=tcp-session.conf"),
+        "{command}"
+    );
+    let address = command
+        .split_once("--address='")
+        .and_then(|(_, rest)| rest.split_once('\''))
+        .map(|(address, _)| address.to_owned())
+        .unwrap_or_else(|| panic!("no --address='...' in {command}"));
+
+    let dir = TempDir::new();
+    let path = dir.path().join("tcp-session.conf");
+    std::fs::write(&path, config).expect("write the configuration");
+    let bus = Bus::start_args(
+        dir,
+        &[
+            format!("--config-file={}", path.display()),
+            format!("--address={address}"),
+        ],
+    );
+    assert!(bus.address().starts_with("tcp:"), "{}", bus.address());
+    assert_clients_work(&bus);
+
+    // `--session` alone: REJECTED EXTERNAL, nothing a tcp client can use.
+    let mut session = Background::spawn(
+        Command::new(daemon_path())
+            .args(["--session", "--nofork", "--print-address"])
+            .arg(format!("--address={address}")),
+    );
+    let printed = session.read_line();
+    let port: u16 = parse_addresses(&printed).expect("an address")[0]
+        .get("port")
+        .and_then(|port| port.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {printed}"));
+    let mut stream = raw_tcp(port);
+    stream.write_all(b"\0AUTH\r\n").expect("send AUTH");
+    assert_eq!(read_line(&mut stream).as_deref(), Some("REJECTED EXTERNAL"));
+    terminate_and_wait(session.pid());
 }
