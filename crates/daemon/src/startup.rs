@@ -153,6 +153,11 @@ fn serve(
     };
     let ready = if fork { Some(daemonize()?) } else { None };
 
+    // From the first sign of life anyone can act on (the pid file, the
+    // printed address or pid) until the loop's handlers are in place
+    // (`Server::with_state` unblocks them), a SIGUSR2, SIGHUP or SIGTERM
+    // waits in the kernel instead of ending the bus by default action.
+    let _held = crate::restart::hold_handled_signals();
     let pidfile = if opts.nopidfile {
         None
     } else {
