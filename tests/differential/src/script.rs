@@ -555,6 +555,7 @@ impl Script {
         let mut names = Names::default();
         names.pid(std::process::id(), "<pid>");
         names.pid(self.daemon.pid(), "<daemon-pid>");
+        names.address(self.daemon.address());
         let control = self.control.unique.clone().unwrap_or_default();
         names.label(&control, "control");
         for label in &self.order {
