@@ -287,7 +287,7 @@ impl Server {
             fd_deadlines: BinaryHeap::new(),
             incomplete: 0,
             incomplete_by_uid: FastMap::default(),
-            log_limiter: crate::log_limit::Limiter::default(),
+            log_limiter: crate::log_limit::Limiter,
             unfinished_reads: Vec::new(),
             dirty: Vec::new(),
             actions: Vec::new(),
