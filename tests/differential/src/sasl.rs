@@ -14,6 +14,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use quickbus_client::sasl::decode_hex;
 use quickbus_client::MessageBuilder;
 
 use crate::script::bus_call;
@@ -143,19 +144,4 @@ fn normalize(reply: &[u8]) -> String {
         }
     }
     text.escape_debug().to_string()
-}
-
-fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
-/// `text` in hex, as SASL carries data.
-pub fn hex(text: &[u8]) -> String {
-    text.iter().map(|b| format!("{b:02x}")).collect()
 }

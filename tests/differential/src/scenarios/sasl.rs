@@ -7,7 +7,7 @@
 //! an ERROR naming the state otherwise).
 
 use super::Scenario;
-use crate::sasl::hex;
+use quickbus_client::sasl::hex;
 
 /// Every mechanism offered, ANONYMOUS included, so that the table shows
 /// the conversation rather than which mechanisms each bus offers.
