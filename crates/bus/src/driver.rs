@@ -793,7 +793,7 @@ fn restart(_: &mut Bus, call: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
 }
 
 fn get_id(bus: &mut Bus, _: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
-    Ok(Outcome::now(vec![Value::String(bus.opts.guid.clone())]))
+    Ok(Outcome::now(vec![Value::String(bus.opts.bus_id.clone())]))
 }
 
 fn get_credentials(bus: &mut Bus, call: &Call<'_>, args: Args) -> Result<Outcome, BusError> {

@@ -238,8 +238,12 @@ pub fn loginfo(uid: u32, pid: Option<u32>, comm: Option<&str>) -> String {
 /// How the bus is set up.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct BusOptions {
-    /// The server GUID (`GetId`, the SASL `OK` line).
-    pub guid: String,
+    /// The bus's own id, answered by `GetId`: as in dbus-daemon, a UUID of
+    /// its own, not the GUID its listeners give in SASL `OK` and in the
+    /// address (dbus-daemon generates both, separately). It crosses a
+    /// restart in place with the rest of the bus, so it never changes for
+    /// the bus's lifetime.
+    pub bus_id: String,
     /// This machine's id (`org.freedesktop.DBus.Peer.GetMachineId`).
     pub machine_id: String,
     pub limits: Limits,

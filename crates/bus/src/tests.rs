@@ -45,7 +45,7 @@ pub(crate) struct Harness {
 
 pub(crate) fn options() -> BusOptions {
     BusOptions {
-        guid: "0123456789abcdef0123456789abcdef".into(),
+        bus_id: "0123456789abcdef0123456789abcdef".into(),
         machine_id: "fedcba9876543210fedcba9876543210".into(),
         limits: Limits::default(),
         activatable_names: vec!["org.example.Activatable".into()],

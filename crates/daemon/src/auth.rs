@@ -10,13 +10,14 @@
 //!   authenticates the user the daemon runs as.
 //! - ANONYMOUS is only offered when the configuration allows anonymous
 //!   peers, rather than accepted and then disconnected.
-//! - EXTERNAL identities must be numeric uids (the spec allows refusing
-//!   user names, and resolving them would need I/O).
+//! - (Not a difference: EXTERNAL identities must be numeric uids, as in
+//!   dbus-daemon, read as libdbus reads them: [`numeric_uid`].)
 //! - At most [`MAX_AUTH_LINES`] lines per connection, so a peer that never
 //!   reads cannot make us queue unbounded ERROR replies.
 
 mod command;
 pub mod keyring;
+mod numeric_uid;
 #[cfg(test)]
 mod tests;
 
@@ -259,6 +260,8 @@ impl SaslServer {
     /// the previous call first, then new bytes). Reply lines are appended to
     /// `out`. Only whole lines are consumed, and nothing after BEGIN's line.
     /// After `Begin`, further calls consume nothing and return `Begin`.
+    /// On an error `out` still holds the replies to send before closing
+    /// (dbus-daemon says the sixth REJECTED, then disconnects).
     pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<AuthProgress, AuthError> {
         let mut pos = 0;
         match self.state {
@@ -504,8 +507,13 @@ impl SaslServer {
             }
             Mechanism::External => self.external_identity(&response, out),
             Mechanism::CookieSha1 => self.cookie_start(&response, out),
-            // The optional "trace" text must be UTF-8; it means nothing.
-            Mechanism::Anonymous if std::str::from_utf8(&response).is_err() => self.reject(out),
+            // The optional "trace" text must be UTF-8 without NULs (libdbus's
+            // UTF-8 check refuses NUL too); it means nothing.
+            Mechanism::Anonymous
+                if std::str::from_utf8(&response).is_err() || response.contains(&0) =>
+            {
+                self.reject(out)
+            }
             Mechanism::Anonymous => {
                 self.accept(AuthIdentity::Anonymous, out);
                 Ok(())
@@ -563,13 +571,11 @@ fn find_line_end(bytes: &[u8]) -> Option<usize> {
     bytes.windows(2).position(|pair| pair == b"\r\n")
 }
 
-/// An authorization identity that is a numeric uid: ASCII digits only.
-/// `u32::MAX` is `(uid_t) -1`, which names no user.
+/// An authorization identity that is a numeric uid, spelled in any way
+/// libdbus reads one ([`numeric_uid`]). `u32::MAX` is `(uid_t) -1`, which
+/// names no user.
 fn parse_uid(identity: &[u8]) -> Option<u32> {
-    if identity.is_empty() || !identity.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let uid: u32 = std::str::from_utf8(identity).ok()?.parse().ok()?;
+    let uid = u32::try_from(numeric_uid::parse(identity)?).ok()?;
     (uid != u32::MAX).then_some(uid)
 }
 

@@ -4,9 +4,17 @@
 //! the lines are counted, and when the interval ends one line says how
 //! many of that kind were left out (as journald's rate limit would, but
 //! per kind, so that one flood does not hide other warnings).
+//!
+//! One count for the whole process ([`SHARED`]): the daemon's own
+//! warnings ask it through [`Limiter`], and the warnings and errors the
+//! bus core logs itself (`quickbus_bus`, which a peer can trigger too: a
+//! forged ActivationFailure, for one) are asked about by the log's router
+//! ([`admits_core_event`]), each call site of the core a kind of its own.
+//! So there is one rate-limited path, and one summary line per kind.
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use tracing::warn;
@@ -86,11 +94,44 @@ impl RateLimit {
     }
 }
 
-/// [`RateLimit`] writing to the log.
-#[derive(Debug, Default)]
-pub struct Limiter {
-    limit: RateLimit,
+/// The process's one count. Logging is process-wide, and so is its limit:
+/// the core's lines reach it from the log's router, which has no server.
+static SHARED: LazyLock<Mutex<RateLimit>> = LazyLock::new(Mutex::default);
+
+fn admit(kind: &'static str, now: Instant) -> bool {
+    // A panic elsewhere while holding the lock leaves a usable count.
+    let mut limit = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    limit.admit(kind, now) == Admit::Log
 }
+
+/// The crate whose own warnings are limited here (its target prefix).
+const CORE: &str = "quickbus_bus";
+
+/// The kind a line of the bus core is counted as, if it is rate-limited:
+/// warnings and errors (the lines a peer can repeat at will), each call
+/// site a kind (`crates/bus/src/bus/activating.rs:499`). The core's info
+/// lines (activations, policy denials) are dbus-daemon's and stay whole.
+pub fn core_kind(metadata: &tracing::Metadata<'static>) -> Option<&'static str> {
+    let target = metadata.target();
+    let from_core = target == CORE || target.starts_with("quickbus_bus::");
+    let limited = *metadata.level() <= tracing::Level::WARN;
+    (from_core && limited).then(|| {
+        let name = metadata.name();
+        name.strip_prefix("event ").unwrap_or(name)
+    })
+}
+
+/// Whether the log's router may write this event now: always, unless it
+/// is one of the core's limited lines and too many of its kind came lately
+/// ([`core_kind`]).
+pub fn admits_core_event(metadata: &tracing::Metadata<'static>) -> bool {
+    core_kind(metadata).is_none_or(|kind| admit(kind, Instant::now()))
+}
+
+/// The daemon's handle on the process's count ([`SHARED`]), writing to
+/// the log.
+#[derive(Debug, Default)]
+pub struct Limiter;
 
 impl Limiter {
     /// `warn!("{line}")`, unless too many lines of `kind` came lately
@@ -105,15 +146,20 @@ impl Limiter {
     /// so), for lines that carry structured fields and so cannot go
     /// through [`Limiter::warn`].
     pub fn admits(&mut self, kind: &'static str) -> bool {
-        self.limit.admit(kind, Instant::now()) == Admit::Log
+        admit(kind, Instant::now())
     }
 
     /// Log the summaries of the intervals that ended.
     pub fn summarize(&mut self, now: Instant) {
-        if self.limit.kinds.is_empty() {
-            return;
-        }
-        for (kind, count) in self.limit.end_intervals(now) {
+        let summaries = {
+            let mut limit = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+            if limit.kinds.is_empty() {
+                return;
+            }
+            limit.end_intervals(now)
+        };
+        // Logged with the lock released: the router takes it too.
+        for (kind, count) in summaries {
             warn!(
                 "{count} more lines of the kind \"{kind}\" in the last {}s were not logged",
                 INTERVAL.as_secs()
@@ -123,7 +169,7 @@ impl Limiter {
 
     /// When [`Limiter::summarize`] next has something to do.
     pub fn next_summary(&self) -> Option<Instant> {
-        self.limit.next_end()
+        SHARED.lock().unwrap_or_else(|e| e.into_inner()).next_end()
     }
 }
 

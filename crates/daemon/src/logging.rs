@@ -206,6 +206,10 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        // The core's warnings go through the daemon's one rate limit.
+        if !crate::log_limit::admits_core_event(event.metadata()) {
+            return;
+        }
         let Ok(sinks) = SINKS.read() else {
             return;
         };

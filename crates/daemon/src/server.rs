@@ -298,7 +298,7 @@ impl Server {
             fd_deadlines: BinaryHeap::new(),
             incomplete: 0,
             incomplete_by_uid: FastMap::default(),
-            log_limiter: crate::log_limit::Limiter::default(),
+            log_limiter: crate::log_limit::Limiter,
             unfinished_reads: Vec::new(),
             dirty: Vec::new(),
             actions: Vec::new(),
@@ -641,13 +641,14 @@ impl Server {
                 }
                 Phase::Authenticating { sasl, creds } => {
                     let mut reply = Vec::new();
-                    let progress = sasl
-                        .feed(conn.transport.input(), &mut reply)
-                        .map_err(|e| format!("authentication failed: {e}"))?;
+                    let fed = sasl.feed(conn.transport.input(), &mut reply);
+                    // Queued even when the exchange failed: the last word
+                    // (the sixth REJECTED) goes out before the close.
                     if !reply.is_empty() {
                         conn.transport.queue(OutItem::raw(reply.into()));
                         self.dirty.push(id);
                     }
+                    let progress = fed.map_err(|e| format!("authentication failed: {e}"))?;
                     match progress {
                         AuthProgress::NeedMore { consumed } => {
                             conn.transport.consume(consumed);
@@ -860,6 +861,8 @@ impl Server {
                     uid = conn.uid,
                     "connection closed during authentication: {reason}"
                 );
+                // Best effort, as below: a last SASL reply goes out.
+                let _ = conn.transport.flush();
             }
             Phase::Running => {
                 if reason == HUNG_UP {

@@ -194,7 +194,8 @@ fn serve(
     let bus_type = config.bus_type.clone().unwrap_or_else(|| "session".into());
     let policy = bus_policy(&config).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     let mut bus_opts = BusOptions {
-        guid: guid.clone(),
+        // Not the address's GUID: dbus-daemon's bus id is its own UUID.
+        bus_id: crate::sys::random_guid(),
         machine_id: crate::sys::machine_id(),
         limits: LandedLimits::from_config(&config.limits).bus,
         activatable_names: services.iter().map(|s| s.name.clone()).collect(),

@@ -10,7 +10,9 @@
 //!   (dbus-daemon answers a call with no destination without one; every
 //!   peer's message carries the sender the bus stamped); clients' serials
 //!   are the harness's and stay;
-//! - 32 hex digits (GetId's bus id, GetMachineId, GUIDs) become `<hex32>`;
+//! - 32 hex digits (GetId's bus id, GetMachineId, GUIDs) become `<hex32>`,
+//!   except the GUID of the bus's address, which becomes `<address-guid>`
+//!   (dbus-daemon's bus id is not its address GUID: GetId shows which);
 //! - this process's pid (every scenario client runs in it) becomes `<pid>`,
 //!   the daemon's `<daemon-pid>`;
 //! - the entries of dicts are sorted by key, and the string arrays of the
@@ -31,6 +33,8 @@ pub struct Names {
     others: usize,
     /// Process ids and what they stand for (`<pid>`, `<daemon-pid>`).
     pids: Vec<(u32, &'static str)>,
+    /// The GUID in the bus's address.
+    address_guid: Option<String>,
 }
 
 impl Names {
@@ -42,6 +46,14 @@ impl Names {
     /// Shows `pid` as `stand_in` wherever a u32 equals it.
     pub fn pid(&mut self, pid: u32, stand_in: &'static str) {
         self.pids.push((pid, stand_in));
+    }
+
+    /// Shows the GUID of `address` (`...,guid=<32 hex>`) as `<address-guid>`.
+    pub fn address(&mut self, address: &str) {
+        self.address_guid = address
+            .split([',', ';'])
+            .find_map(|part| part.strip_prefix("guid="))
+            .map(str::to_ascii_lowercase);
     }
 
     fn unique(&mut self, unique: &str) -> String {
@@ -72,7 +84,12 @@ impl Names {
                 .count();
             let starts_word = i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
             if run == 32 && starts_word {
-                out.push_str("<hex32>");
+                let hex = text[i..i + run].to_ascii_lowercase();
+                if self.address_guid.as_deref() == Some(hex.as_str()) {
+                    out.push_str("<address-guid>");
+                } else {
+                    out.push_str("<hex32>");
+                }
                 i += run;
                 continue;
             }
@@ -238,6 +255,16 @@ mod tests {
         assert_eq!(
             names.text("0123456789abcdef0123456789abcdef0"),
             "0123456789abcdef0123456789abcdef0"
+        );
+    }
+
+    #[test]
+    fn the_address_guid_has_its_own_stand_in() {
+        let mut names = Names::default();
+        names.address("unix:path=/tmp/x/bus,guid=0123456789ABCDEF0123456789abcdef");
+        assert_eq!(
+            names.text("0123456789abcdef0123456789abcdef fedcba98765432100123456789abcdef"),
+            "<address-guid> <hex32>"
         );
     }
 

@@ -72,6 +72,8 @@ pub struct Script {
     /// NameOwnerChanged signals the control connection saw, and whether a
     /// step already waited for each.
     owner_changes: Vec<([String; 3], bool)>,
+    /// SASL conversations ([`Script::sasl`]), by label.
+    sasl: BTreeMap<String, Vec<String>>,
 }
 
 const MONITOR: &str = "monitor";
@@ -104,6 +106,7 @@ impl Script {
             order: Vec::new(),
             hidden: HashSet::new(),
             owner_changes: Vec::new(),
+            sasl: BTreeMap::new(),
         };
         script.client(MONITOR);
         script.become_monitor(MONITOR, &[]);
@@ -158,6 +161,17 @@ impl Script {
             "scenario bug: client {label:?} twice"
         );
         self.order.push(label.to_owned());
+    }
+
+    /// A SASL conversation on a fresh connection named `label`: the nul
+    /// byte, then `lines` one at a time, each with the bus's answer
+    /// recorded ([`crate::sasl`]).
+    pub fn sasl(&mut self, label: &str, lines: &[Vec<u8>]) {
+        let transcript = crate::sasl::converse(&self.daemon.socket_path(), lines);
+        assert!(
+            self.sasl.insert(label.to_owned(), transcript).is_none(),
+            "scenario bug: SASL conversation {label:?} twice"
+        );
     }
 
     /// `label`'s unique name (":" when it has none, which no bus accepts).
@@ -541,6 +555,7 @@ impl Script {
         let mut names = Names::default();
         names.pid(std::process::id(), "<pid>");
         names.pid(self.daemon.pid(), "<daemon-pid>");
+        names.address(self.daemon.address());
         let control = self.control.unique.clone().unwrap_or_default();
         names.label(&control, "control");
         for label in &self.order {
@@ -570,6 +585,9 @@ impl Script {
                 format!("client {label}")
             };
             transcript.insert(stream, lines);
+        }
+        for (label, lines) in &self.sasl {
+            transcript.insert(format!("sasl {label}"), lines.clone());
         }
         transcript
     }

@@ -401,3 +401,46 @@ fn a_client_that_exits_with_replies_unread_is_no_warning() {
         "a normal exit was logged as a problem: {log}"
     );
 }
+
+/// The bus core's own warnings go through the daemon's rate limit: a peer
+/// forging systemd's ActivationFailure signal 50 times gets at most the
+/// limit's 5 lines into the log (the count of lines, not a time, is
+/// checked: the interval is 10 s, far longer than this takes).
+#[test]
+fn a_peer_repeating_a_core_warning_is_rate_limited() {
+    if skip::quickbus_only("quickbus's log rate limit") {
+        return;
+    }
+    const FORGED: &str = "ignoring forged ActivationFailure";
+    const TIMES: usize = 50;
+    const LIMIT: usize = 5; // crates/daemon/src/log_limit.rs BURST
+    let bus = Bus::start();
+    let mut forger = bus.connect();
+    for _ in 0..TIMES {
+        forger
+            .send(
+                MessageBuilder::signal(
+                    "/org/freedesktop/systemd1",
+                    "org.freedesktop.systemd1.Activator",
+                    "ActivationFailure",
+                )
+                .destination("org.freedesktop.DBus")
+                .body(vec![
+                    quickbus_wire::Value::String("x.service".into()),
+                    quickbus_wire::Value::String("org.example.Error".into()),
+                    quickbus_wire::Value::String("forged".into()),
+                ]),
+                &[],
+            )
+            .unwrap();
+    }
+    // The bus handles one connection's messages in order: once this is
+    // answered, every forged signal was seen (and logged or counted).
+    forger.get_id().expect("GetId after the forged signals");
+    let log = bus.log();
+    let lines = log.lines().filter(|l| l.contains(FORGED)).count();
+    assert!(
+        (1..=LIMIT).contains(&lines),
+        "{lines} lines for {TIMES} forged signals (at most {LIMIT}):\n{log}"
+    );
+}

@@ -143,6 +143,132 @@ fn monitor_prints_what_dbus_monitor_prints() {
     }
 }
 
+/// Signals carrying file descriptors of every kind dbus-monitor tells
+/// apart (a socket pair, a pipe, a regular file, a memfd, a character
+/// device, a directory; unix sockets listening on a path, connected to
+/// one, abstract; tcp sockets listening and connected), at the top level
+/// and inside a variant, a struct, an array and dicts: `quickbus monitor`
+/// describes each as dbus-monitor does, line for line.
+#[test]
+fn monitor_prints_file_descriptors_as_dbus_monitor_prints_them() {
+    use std::os::fd::{AsFd, BorrowedFd};
+    use std::os::unix::net::{UnixListener, UnixStream};
+
+    let bus = Bus::start();
+    let mut ours = Background::spawn(bus.client(tool()).arg("monitor"));
+    let mut theirs = Background::spawn(bus.client("dbus-monitor").arg("--session"));
+    ours.read_line();
+    theirs.read_line();
+
+    let dir = TempDir::new();
+    let (pair, _pair_end) = UnixStream::pair().unwrap();
+    let (pipe_read, pipe_write) = rustix::pipe::pipe().unwrap();
+    let file = std::fs::File::create(dir.path().join("file")).unwrap();
+    let memfd =
+        rustix::fs::memfd_create("quickbus-observe", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+    let null = std::fs::File::open("/dev/null").unwrap();
+    let directory = std::fs::File::open(dir.path()).unwrap();
+    let listening = UnixListener::bind(dir.path().join("socket")).unwrap();
+    let connected = UnixStream::connect(dir.path().join("socket")).unwrap();
+    let (accepted, _) = listening.accept().unwrap();
+    let tcp_listening = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let tcp_connected = std::net::TcpStream::connect(tcp_listening.local_addr().unwrap()).unwrap();
+    // An abstract socket: its name is unique to this test process.
+    let abstract_name = format!("quickbus-observe-{}", std::process::id());
+    let abstract_socket = {
+        let fd = rustix::net::socket(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::STREAM,
+            None,
+        )
+        .unwrap();
+        let addr =
+            rustix::net::SocketAddrUnix::new_abstract_name(abstract_name.as_bytes()).unwrap();
+        rustix::net::bind_unix(&fd, &addr).unwrap();
+        fd
+    };
+
+    let fd = |i: u32| Value::UnixFd(i);
+    let kinds: Vec<BorrowedFd<'_>> = vec![
+        pair.as_fd(),
+        pipe_read.as_fd(),
+        file.as_fd(),
+        memfd.as_fd(),
+        null.as_fd(),
+        directory.as_fd(),
+    ];
+    let sockets: Vec<BorrowedFd<'_>> = vec![
+        listening.as_fd(),
+        connected.as_fd(),
+        accepted.as_fd(),
+        abstract_socket.as_fd(),
+        tcp_listening.as_fd(),
+        tcp_connected.as_fd(),
+    ];
+    let containers: Vec<BorrowedFd<'_>> = vec![pair.as_fd(), pipe_write.as_fd(), memfd.as_fd()];
+    let signals: Vec<(&str, Vec<Value>, Vec<BorrowedFd<'_>>)> = vec![
+        ("Kinds", (0..6).map(fd).collect(), kinds),
+        ("Sockets", (0..6).map(fd).collect(), sockets),
+        (
+            "Containers",
+            vec![
+                Value::Variant(Box::new(fd(0))),
+                Value::Struct(vec![fd(1), Value::String("s".into())]),
+                Value::Array {
+                    elem_sig: "h".into(),
+                    items: vec![fd(0), fd(1), fd(2)],
+                },
+                Value::Array {
+                    elem_sig: "{sh}".into(),
+                    items: vec![Value::DictEntry(
+                        Box::new(Value::String("k".into())),
+                        Box::new(fd(2)),
+                    )],
+                },
+                Value::Array {
+                    elem_sig: "{sv}".into(),
+                    items: vec![Value::DictEntry(
+                        Box::new(Value::String("v".into())),
+                        Box::new(Value::Variant(Box::new(Value::Variant(Box::new(fd(1)))))),
+                    )],
+                },
+            ],
+            containers,
+        ),
+    ];
+
+    let mut session = Session::start(&bus);
+    session.marker("Begin");
+    let mut sender = bus.connect();
+    for (member, body, fds) in signals {
+        sender
+            .send(
+                MessageBuilder::signal("/fds", "com.example.Fds", member).body(body),
+                &fds,
+            )
+            .unwrap();
+    }
+    sender.get_id().unwrap();
+    session.marker("End");
+    let ours_lines = between_markers(&mut ours, false);
+    let theirs_lines = between_markers(&mut theirs, false);
+    assert_eq!(ours_lines, theirs_lines);
+    // Every fd was described with its type, and the sockets with addresses.
+    let text = theirs_lines.join("\n");
+    for wanted in [
+        "type: fifo",
+        "type: file",
+        "type: char",
+        "type: directory",
+        "name @\n",
+        &format!("name @{abstract_name}"),
+        "address family: inet",
+        "         peer 127.0.0.1 port ",
+    ] {
+        assert!(text.contains(wanted), "{wanted:?} missing:\n{text}");
+    }
+}
+
 /// Start `quickbus capture`, run the scripted session, stop the capture
 /// with SIGINT; returns the file and what the session did.
 fn capture_session(bus: &Bus, dir: &TempDir) -> (std::path::PathBuf, SessionCounts) {

@@ -151,6 +151,26 @@ fn clients_keep_their_names_match_rules_and_calls_across_restarts() {
 }
 
 #[test]
+fn the_bus_id_is_not_the_address_guid_and_survives_restarts() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let bus = Bus::start();
+    let mut client = bus.connect();
+    let id = client.get_id().expect("GetId");
+    // As dbus-daemon's: a UUID of the bus's own, not its address's GUID
+    // (tests/differential compares the two daemons on this).
+    let guid = bus.address().rsplit("guid=").next().unwrap_or_default();
+    assert_eq!(id.len(), 32, "{id}");
+    assert_ne!(id, guid, "GetId answered the address's GUID");
+    for i in 0..3 {
+        restart(&bus, i);
+        assert_eq!(client.get_id().expect("GetId after a restart"), id);
+        assert_eq!(bus.connect().get_id().expect("a new client's GetId"), id);
+    }
+}
+
+#[test]
 fn a_call_pending_across_a_restart_gets_its_reply() {
     if skip::quickbus_only("restarting in place") {
         return;

@@ -73,14 +73,20 @@ fn split_word(s: &str) -> (&str, &str) {
     }
 }
 
-/// Decode hex text (either case). `None` on an odd length or a non-hex digit.
+/// Decode hex text (either case) as libdbus's `_dbus_string_hex_decode`
+/// does: `None` at a non-hex digit; an odd last digit is taken as the high
+/// half of a last byte (`"3"` is the byte `0x30`), which dbus-daemon
+/// accepts, so `AUTH EXTERNAL 3` is uid 0 there and here.
 pub(super) fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    let pairs = text.as_bytes().chunks_exact(2);
-    if !pairs.remainder().is_empty() {
-        return None;
-    }
-    pairs
-        .map(|pair| Some(hex_value(pair[0])? << 4 | hex_value(pair[1])?))
+    text.as_bytes()
+        .chunks(2)
+        .map(|pair| {
+            let high = hex_value(pair[0])? << 4;
+            match pair.get(1) {
+                Some(&low) => Some(high | hex_value(low)?),
+                None => Some(high),
+            }
+        })
         .collect()
 }
 
@@ -180,9 +186,15 @@ mod tests {
     }
 
     #[test]
-    fn hex_refuses_odd_length_and_non_digits() {
-        assert_eq!(decode_hex("313"), None);
+    fn hex_refuses_non_digits() {
         assert_eq!(decode_hex("3g"), None);
         assert_eq!(decode_hex("31 "), None);
+        assert_eq!(decode_hex("31z"), None);
+    }
+
+    #[test]
+    fn an_odd_last_digit_is_a_high_half_as_in_libdbus() {
+        assert_eq!(decode_hex("3"), Some(b"0".to_vec()));
+        assert_eq!(decode_hex("313"), Some(b"10".to_vec()));
     }
 }

@@ -67,11 +67,11 @@ impl Keyring {
         self.uid
     }
 
-    /// Whether a DBUS_COOKIE_SHA1 identity (a uid in decimal, or a user
-    /// name) names the keyring's owner.
+    /// Whether a DBUS_COOKIE_SHA1 identity (a number as libdbus reads one,
+    /// or a user name) names the keyring's owner.
     pub fn names_owner(&self, identity: &str) -> bool {
-        if !identity.is_empty() && identity.bytes().all(|b| b.is_ascii_digit()) {
-            return identity.parse() == Ok(self.uid);
+        if let Some(uid) = super::numeric_uid::parse(identity.as_bytes()) {
+            return uid == u64::from(self.uid);
         }
         let passwd = fs::read_to_string("/etc/passwd").unwrap_or_default();
         passwd.lines().any(|line| {

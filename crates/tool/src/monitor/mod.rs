@@ -2,6 +2,7 @@
 //! formats (default and `--profile`), as pcap (`--pcap`), or as JSON lines
 //! (`--json`).
 
+mod fd_text;
 mod json;
 mod profile;
 pub mod text;

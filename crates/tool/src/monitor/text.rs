@@ -71,7 +71,7 @@ pub fn format_message(msg: &Message, sec: u64, usec: u32, fds: &[OwnedFd]) -> St
     out
 }
 
-fn indent(depth: usize, out: &mut String) {
+pub(super) fn indent(depth: usize, out: &mut String) {
     for _ in 0..depth {
         out.push_str(INDENT);
     }
@@ -141,7 +141,7 @@ fn format_bare(value: &Value, depth: usize, fds: &[OwnedFd], out: &mut String) {
             Ok(())
         }
         Value::UnixFd(index) => {
-            format_fd(fds.get(*index as usize), depth + 1, out);
+            super::fd_text::describe(fds.get(*index as usize), depth, out);
             Ok(())
         }
     };
@@ -180,28 +180,6 @@ fn format_bytes(bytes: &[u8], depth: usize, out: &mut String) {
     out.push('\n');
     indent(depth, out);
     out.push_str("]\n");
-}
-
-/// A passed fd: its inode and file type, as dbus-monitor shows them.
-fn format_fd(fd: Option<&OwnedFd>, depth: usize, out: &mut String) {
-    out.push_str("file descriptor\n");
-    let Some(stat) = fd.and_then(|fd| rustix::fs::fstat(fd).ok()) else {
-        return;
-    };
-    indent(depth, out);
-    let _ = writeln!(out, "inode: {}", stat.st_ino as i32);
-    indent(depth, out);
-    let kind = match rustix::fs::FileType::from_raw_mode(stat.st_mode) {
-        rustix::fs::FileType::RegularFile => "file",
-        rustix::fs::FileType::Directory => "directory",
-        rustix::fs::FileType::CharacterDevice => "char",
-        rustix::fs::FileType::BlockDevice => "block",
-        rustix::fs::FileType::Fifo => "fifo",
-        rustix::fs::FileType::Symlink => "link",
-        rustix::fs::FileType::Socket => "socket",
-        rustix::fs::FileType::Unknown => "",
-    };
-    let _ = writeln!(out, "type: {kind}");
 }
 
 #[cfg(test)]

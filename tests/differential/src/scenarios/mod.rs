@@ -11,6 +11,7 @@ mod matching;
 mod monitors;
 mod names;
 mod routing;
+mod sasl;
 
 use quickbus_client::{MessageBuilder, Value};
 
@@ -69,6 +70,7 @@ pub fn all() -> Vec<Scenario> {
     all.extend(monitors::scenarios());
     all.extend(fds::scenarios());
     all.extend(malformed::scenarios());
+    all.extend(sasl::scenarios());
     all
 }
 
