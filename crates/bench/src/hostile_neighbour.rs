@@ -28,21 +28,21 @@ use quickbus_client::{CallError, Connection, Error, Message, MessageBuilder, Val
 use super::buses::{BusKind, RunningBus};
 
 const ECHO_NAME: &str = "org.quickbus.Bench.Echo";
-const INNOCENT_INTERFACE: &str = "org.quickbus.Bench.Innocent";
+pub(crate) const INNOCENT_INTERFACE: &str = "org.quickbus.Bench.Innocent";
 const FLOOD_INTERFACE: &str = "org.quickbus.Bench.Flood";
 /// The queue bound every bus is started with for this workload.
 pub const MAX_OUTGOING_BYTES: u64 = 1 << 20;
-const INNOCENT_PERIOD: Duration = Duration::from_millis(20);
+pub(crate) const INNOCENT_PERIOD: Duration = Duration::from_millis(20);
 const FLOOD_PERIOD: Duration = Duration::from_millis(25);
 const FLOOD_PAYLOAD: usize = 64 * 1024;
 const READER_STOPS: Duration = Duration::from_millis(1500);
 const READER_DRAINS: Duration = Duration::from_millis(500);
 /// Longest single wait of any client: a bus that stalls longer ends the
 /// run with an error instead of hanging it.
-const IO_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// At the end the reader reads until the bus is this quiet.
 const QUIET: Duration = Duration::from_secs(1);
-const NOBODY: (u32, u32) = (65534, 65534);
+pub(crate) const NOBODY: (u32, u32) = (65534, 65534);
 
 /// One run on one bus.
 #[derive(Clone, Debug, Default)]
@@ -108,18 +108,8 @@ pub fn run(
 }
 
 fn run_on(bus: &RunningBus, duration: Duration) -> Result<NeighbourSample, String> {
-    let connect = |what: &str| {
-        let mut conn = bus
-            .connect(IO_TIMEOUT)
-            .map_err(|e| format!("{what} cannot connect: {e}"))?;
-        conn.set_timeout(Some(IO_TIMEOUT))
-            .map_err(|e| format!("{what}: {e}"))?;
-        Ok::<_, String>(conn)
-    };
-    let mut innocent = connect("the well-behaved client")?;
-    let mut echo = connect("the echo peer")?;
-    echo.request_name(ECHO_NAME, 0)
-        .map_err(|e| format!("RequestName: {e}"))?;
+    let mut innocent = connect(bus, "the well-behaved client")?;
+    let echo_thread = start_echo(bus)?;
     let (mut reader, flooder, other_user) = hostile_pair(bus)?;
     reader
         .add_match("type='signal'")
@@ -129,7 +119,6 @@ fn run_on(bus: &RunningBus, duration: Duration) -> Result<NeighbourSample, Strin
         .map_err(|e| e.to_string())?;
 
     let stop = Arc::new(AtomicBool::new(false));
-    let echo_thread = thread::spawn(move || serve_echo(echo));
     let flood_stop = stop.clone();
     let flood_thread = thread::spawn(move || flood(flooder, &flood_stop));
     let read_stop = stop.clone();
@@ -142,21 +131,13 @@ fn run_on(bus: &RunningBus, duration: Duration) -> Result<NeighbourSample, Strin
     let start = Instant::now();
     let mut innocent_sent = 0;
     while start.elapsed() < duration {
-        let began = Instant::now();
-        let signal = MessageBuilder::signal("/org/quickbus/Bench", INNOCENT_INTERFACE, "Tick")
-            .body(vec![Value::String("tick".into())]);
-        let emitted = innocent.send(signal, &[]);
-        let call = MessageBuilder::method_call("/org/quickbus/Bench", "Ping")
-            .interface(ECHO_NAME)
-            .destination(ECHO_NAME);
-        let answered = emitted
-            .map_err(CallError::Connection)
-            .and_then(|_| innocent.call(call));
-        let took = began.elapsed();
-        if let Err(e) = answered {
-            sample.errors.push(format!("well-behaved client: {e}"));
-            break;
-        }
+        let took = match signal_and_round_trip(&mut innocent) {
+            Ok(took) => took,
+            Err(e) => {
+                sample.errors.push(e);
+                break;
+            }
+        };
         innocent_sent += 1;
         sample.round_trips += 1;
         sample.waited_seconds += took.as_secs_f64();
@@ -177,6 +158,46 @@ fn run_on(bus: &RunningBus, duration: Duration) -> Result<NeighbourSample, Strin
     sample.errors.extend(flooded.errors);
     sample.errors.extend(read.errors);
     Ok(sample)
+}
+
+/// A connection of this user's to `bus`, each wait bounded by
+/// [`IO_TIMEOUT`]; `what` names it in errors.
+pub(crate) fn connect(bus: &RunningBus, what: &str) -> Result<Connection, String> {
+    let mut conn = bus
+        .connect(IO_TIMEOUT)
+        .map_err(|e| format!("{what} cannot connect: {e}"))?;
+    conn.set_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| format!("{what}: {e}"))?;
+    Ok(conn)
+}
+
+/// The well-behaved client's turn: a small signal, then a round trip to
+/// the echo peer ([`serve_echo`], serving [`ECHO_NAME`]). Returns how long
+/// the two took.
+pub(crate) fn signal_and_round_trip(innocent: &mut Connection) -> Result<Duration, String> {
+    let began = Instant::now();
+    let signal = MessageBuilder::signal("/org/quickbus/Bench", INNOCENT_INTERFACE, "Tick")
+        .body(vec![Value::String("tick".into())]);
+    let emitted = innocent.send(signal, &[]);
+    let call = MessageBuilder::method_call("/org/quickbus/Bench", "Ping")
+        .interface(ECHO_NAME)
+        .destination(ECHO_NAME);
+    emitted
+        .map_err(CallError::Connection)
+        .and_then(|_| innocent.call(call))
+        .map_err(|e| format!("well-behaved client: {e}"))?;
+    Ok(began.elapsed())
+}
+
+/// The echo peer, serving [`ECHO_NAME`] on its own thread until its
+/// caller hangs up.
+pub(crate) fn start_echo(
+    bus: &RunningBus,
+) -> Result<thread::JoinHandle<()>, String> {
+    let mut echo = connect(bus, "the echo peer")?;
+    echo.request_name(ECHO_NAME, 0)
+        .map_err(|e| format!("RequestName: {e}"))?;
+    Ok(thread::spawn(move || serve_echo(echo)))
 }
 
 /// The hostile user's reader and flooder, as nobody if we may.
@@ -202,7 +223,7 @@ fn hostile_pair(bus: &RunningBus) -> Result<(Connection, Connection, bool), Stri
 
 /// Runs `f` on a thread whose uid and gid are `ids`: Linux keeps them per
 /// thread, and sockets connected there carry them (SO_PEERCRED).
-fn as_user<T: Send + 'static>(
+pub(crate) fn as_user<T: Send + 'static>(
     (uid, gid): (u32, u32),
     f: impl FnOnce() -> Result<T, String> + Send + 'static,
 ) -> Result<T, String> {
@@ -308,16 +329,25 @@ fn read_one(reader: &mut Connection, read: &mut Read) -> bool {
 }
 
 fn count(message: &Message, read: &mut Read) {
-    match (message.interface(), message.member()) {
-        (Some(INNOCENT_INTERFACE | FLOOD_INTERFACE), _) => read.received += 1,
-        (Some("org.quickbus.Bus"), Some("MessagesLost")) => {
-            if let Ok(values) = message.body_values() {
-                if let [Value::Uint32(n)] = values.as_slice() {
-                    read.told_lost += u64::from(*n);
-                }
-            }
-        }
-        _ => {}
+    if matches!(
+        message.interface(),
+        Some(INNOCENT_INTERFACE | FLOOD_INTERFACE)
+    ) {
+        read.received += 1;
+    } else if let Some(n) = messages_lost(message) {
+        read.told_lost += n;
+    }
+}
+
+/// The count of quickbus's `MessagesLost` signal, if `message` is one.
+pub(crate) fn messages_lost(message: &Message) -> Option<u64> {
+    if (message.interface(), message.member()) != (Some("org.quickbus.Bus"), Some("MessagesLost"))
+    {
+        return None;
+    }
+    match message.body_values().ok()?.as_slice() {
+        [Value::Uint32(n)] => Some(u64::from(*n)),
+        _ => None,
     }
 }
 
