@@ -29,8 +29,8 @@ use quickbus_client::{Connection, Error, Message, MessageBuilder, Value};
 
 use super::buses::{BusKind, RunningBus};
 use super::hostile_neighbour::{
-    as_user, connect, messages_lost, signal_and_round_trip, start_echo, INNOCENT_INTERFACE, INNOCENT_PERIOD,
-    IO_TIMEOUT, MAX_OUTGOING_BYTES, NOBODY,
+    as_user, connect, messages_lost, signal_and_round_trip, start_echo, INNOCENT_INTERFACE,
+    INNOCENT_PERIOD, IO_TIMEOUT, MAX_OUTGOING_BYTES, NOBODY,
 };
 
 /// The hostile user's receivers: one less than dbus-daemon's
@@ -152,7 +152,9 @@ fn run_on(bus: &RunningBus, duration: Duration) -> Result<DrainSample, String> {
     sample.seconds = start.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     drop(innocent);
-    let published = publish_thread.join().unwrap_or_else(|_| Err("panicked".into()));
+    let published = publish_thread
+        .join()
+        .unwrap_or_else(|_| Err("panicked".into()));
     let connected = newcomer_thread.join().unwrap_or_default();
     let drained = drain_thread.join().unwrap_or_default();
     let _ = echo_thread.join();

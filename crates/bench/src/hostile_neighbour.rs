@@ -191,9 +191,7 @@ pub(crate) fn signal_and_round_trip(innocent: &mut Connection) -> Result<Duratio
 
 /// The echo peer, serving [`ECHO_NAME`] on its own thread until its
 /// caller hangs up.
-pub(crate) fn start_echo(
-    bus: &RunningBus,
-) -> Result<thread::JoinHandle<()>, String> {
+pub(crate) fn start_echo(bus: &RunningBus) -> Result<thread::JoinHandle<()>, String> {
     let mut echo = connect(bus, "the echo peer")?;
     echo.request_name(ECHO_NAME, 0)
         .map_err(|e| format!("RequestName: {e}"))?;
@@ -341,8 +339,7 @@ fn count(message: &Message, read: &mut Read) {
 
 /// The count of quickbus's `MessagesLost` signal, if `message` is one.
 pub(crate) fn messages_lost(message: &Message) -> Option<u64> {
-    if (message.interface(), message.member()) != (Some("org.quickbus.Bus"), Some("MessagesLost"))
-    {
+    if (message.interface(), message.member()) != (Some("org.quickbus.Bus"), Some("MessagesLost")) {
         return None;
     }
     match message.body_values().ok()?.as_slice() {
