@@ -28,6 +28,8 @@ pub(crate) struct UserTally {
     /// owed (MessagesLost) and their return to normal may wait for its
     /// queues to drain (see `overflow::Queues::watch`).
     pub watched: Vec<ConnId>,
+    /// One of them lost a signal since they were last looked at.
+    pub unseen_losses: bool,
 }
 
 impl UserTally {

@@ -168,8 +168,8 @@ pub(crate) struct Written {
     /// Bytes queued before and after.
     pub before: usize,
     pub after: usize,
-    /// The receiver's user's queues got to a lower [`UserLevel`]: its
-    /// watched receivers are to be looked at.
+    /// The receiver's user's queues got to a lower [`UserLevel`], and its
+    /// watched receivers are to be looked at (see `Queues::worth_a_look`).
     pub user_drained: Option<UserSlot>,
 }
 
@@ -282,7 +282,11 @@ impl Queues {
                     .min(bounds.hold)
             }
         });
-        q.flow.judge(kind, fill, hold, now)
+        let verdict = q.flow.judge(kind, fill, hold, now);
+        if verdict == Verdict::Drop {
+            user.unseen_losses = true;
+        }
+        verdict
     }
 
     /// `q`, connection `id`'s queue, is in an overflow episode: it
@@ -454,8 +458,24 @@ impl Queues {
         Written {
             before,
             after: q.bytes,
-            user_drained: (self.user_level(q.user) < level).then_some(q.user),
+            user_drained: self.worth_a_look(q.user, level).then_some(q.user),
         }
+    }
+
+    /// Whether `user`'s watched receivers are worth looking at, now that
+    /// its queues were at `level`: they went down to half their bound
+    /// (episodes may end), or got room again after a receiver lost a
+    /// signal since the last look (it may be told). A user whose queues
+    /// hover about their bound is thus looked at once per loss at most,
+    /// not once per write.
+    fn worth_a_look(&mut self, user: UserSlot, level: UserLevel) -> bool {
+        let now = self.user_level(user);
+        let tally = self.users.get_mut(user);
+        let worth = now < level && (now == UserLevel::Drained || tally.unseen_losses);
+        if worth {
+            tally.unseen_losses = false;
+        }
+        worth
     }
 
     fn user_level(&self, user: UserSlot) -> UserLevel {
@@ -525,7 +545,7 @@ impl Queues {
     pub(crate) fn leave(&mut self, queue: &OutQueue) -> Option<UserSlot> {
         let level = self.user_level(queue.user);
         let stays = self.users.leave(queue.user, queue.bytes, queue.fds);
-        (stays && self.user_level(queue.user) < level).then_some(queue.user)
+        (stays && self.worth_a_look(queue.user, level)).then_some(queue.user)
     }
 }
 
