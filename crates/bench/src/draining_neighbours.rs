@@ -29,8 +29,8 @@ use quickbus_client::{Connection, Error, Message, MessageBuilder, Value};
 
 use super::buses::{BusKind, RunningBus};
 use super::hostile_neighbour::{
-    as_user, connect, messages_lost, signal_and_round_trip, start_echo, INNOCENT_INTERFACE,
-    INNOCENT_PERIOD, IO_TIMEOUT, MAX_OUTGOING_BYTES, NOBODY,
+    as_user, connect, messages_lost, start_echo, well_behaved, ClientWaits, INNOCENT_INTERFACE,
+    IO_TIMEOUT, MAX_OUTGOING_BYTES, NOBODY,
 };
 
 /// The hostile user's receivers: one less than dbus-daemon's
@@ -50,12 +50,7 @@ const QUIET: Duration = Duration::from_secs(1);
 /// One run on one bus.
 #[derive(Clone, Debug, Default)]
 pub struct DrainSample {
-    /// The well-behaved client's run, and the part of it spent in its
-    /// signal and round trip (the rest is its 20 ms pauses).
-    pub seconds: f64,
-    pub waited_seconds: f64,
-    pub worst_ms: f64,
-    pub round_trips: u64,
+    pub client: ClientWaits,
     /// New connections made during the run, and the longest one took.
     pub connects: u64,
     pub worst_connect_ms: f64,
@@ -76,16 +71,6 @@ pub struct DrainSample {
     /// The hostile clients ran as another user (nobody).
     pub other_user: bool,
     pub errors: Vec<String>,
-}
-
-impl DrainSample {
-    pub fn waited_percent(&self) -> f64 {
-        if self.seconds > 0.0 {
-            100.0 * self.waited_seconds / self.seconds
-        } else {
-            0.0
-        }
-    }
 }
 
 /// Start `kind` for this workload and run it for `duration`.
@@ -129,27 +114,13 @@ fn run_on(bus: &RunningBus, duration: Duration) -> Result<DrainSample, String> {
     let fill_for = duration / 4;
     let drain_thread = thread::spawn(move || drain_in_turn(receivers, fill_for, &drain_stop));
 
+    let (client, error) = well_behaved(&mut innocent, duration);
     let mut sample = DrainSample {
+        client,
         other_user,
+        errors: error.into_iter().collect(),
         ..DrainSample::default()
     };
-    let start = Instant::now();
-    let mut ticks = 0;
-    while start.elapsed() < duration {
-        let took = match signal_and_round_trip(&mut innocent) {
-            Ok(took) => took,
-            Err(e) => {
-                sample.errors.push(e);
-                break;
-            }
-        };
-        ticks += 1;
-        sample.round_trips += 1;
-        sample.waited_seconds += took.as_secs_f64();
-        sample.worst_ms = sample.worst_ms.max(took.as_secs_f64() * 1e3);
-        thread::sleep(INNOCENT_PERIOD);
-    }
-    sample.seconds = start.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     drop(innocent);
     let published = publish_thread
@@ -159,7 +130,7 @@ fn run_on(bus: &RunningBus, duration: Duration) -> Result<DrainSample, String> {
     let drained = drain_thread.join().unwrap_or_default();
     let _ = echo_thread.join();
     match published {
-        Ok(sent) => sample.sent = ticks + sent,
+        Ok(sent) => sample.sent = sample.client.round_trips + sent,
         Err(e) => sample.errors.push(format!("publisher: {e}")),
     }
     sample.connects = connected.connects;

@@ -32,7 +32,7 @@ pub(crate) const INNOCENT_INTERFACE: &str = "org.quickbus.Bench.Innocent";
 const FLOOD_INTERFACE: &str = "org.quickbus.Bench.Flood";
 /// The queue bound every bus is started with for this workload.
 pub const MAX_OUTGOING_BYTES: u64 = 1 << 20;
-pub(crate) const INNOCENT_PERIOD: Duration = Duration::from_millis(20);
+const INNOCENT_PERIOD: Duration = Duration::from_millis(20);
 const FLOOD_PERIOD: Duration = Duration::from_millis(25);
 const FLOOD_PAYLOAD: usize = 64 * 1024;
 const READER_STOPS: Duration = Duration::from_millis(1500);
@@ -44,15 +44,32 @@ pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(10);
 const QUIET: Duration = Duration::from_secs(1);
 pub(crate) const NOBODY: (u32, u32) = (65534, 65534);
 
-/// One run on one bus.
+/// What its neighbours cost the well-behaved client.
 #[derive(Clone, Debug, Default)]
-pub struct NeighbourSample {
-    /// The well-behaved client's run, and the part of it spent in its
-    /// signal and round trip (the rest is its 20 ms pauses).
+pub struct ClientWaits {
+    /// Its run, and the part of it spent in its signal and round trip
+    /// (the rest is its 20 ms pauses).
     pub seconds: f64,
     pub waited_seconds: f64,
     pub worst_ms: f64,
+    /// Its turns: each a signal every subscriber gets, and a round trip.
     pub round_trips: u64,
+}
+
+impl ClientWaits {
+    pub fn waited_percent(&self) -> f64 {
+        if self.seconds > 0.0 {
+            100.0 * self.waited_seconds / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+/// One run on one bus.
+#[derive(Clone, Debug, Default)]
+pub struct NeighbourSample {
+    pub client: ClientWaits,
     /// Overflow episodes the reader went through.
     pub episodes: u64,
     /// Signals meant for the reader: sent, received, and told lost
@@ -66,14 +83,6 @@ pub struct NeighbourSample {
 }
 
 impl NeighbourSample {
-    pub fn waited_percent(&self) -> f64 {
-        if self.seconds > 0.0 {
-            100.0 * self.waited_seconds / self.seconds
-        } else {
-            0.0
-        }
-    }
-
     pub fn lost_silently(&self) -> u64 {
         self.sent.saturating_sub(self.received + self.told_lost)
     }
@@ -124,34 +133,20 @@ fn run_on(bus: &RunningBus, duration: Duration) -> Result<NeighbourSample, Strin
     let read_stop = stop.clone();
     let reader_thread = thread::spawn(move || read_in_cycles(reader, &read_stop));
 
+    let (client, error) = well_behaved(&mut innocent, duration);
     let mut sample = NeighbourSample {
+        client,
         other_user,
+        errors: error.into_iter().collect(),
         ..NeighbourSample::default()
     };
-    let start = Instant::now();
-    let mut innocent_sent = 0;
-    while start.elapsed() < duration {
-        let took = match signal_and_round_trip(&mut innocent) {
-            Ok(took) => took,
-            Err(e) => {
-                sample.errors.push(e);
-                break;
-            }
-        };
-        innocent_sent += 1;
-        sample.round_trips += 1;
-        sample.waited_seconds += took.as_secs_f64();
-        sample.worst_ms = sample.worst_ms.max(took.as_secs_f64() * 1e3);
-        thread::sleep(INNOCENT_PERIOD);
-    }
-    sample.seconds = start.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     // The echo peer ends when its caller hangs up.
     drop(innocent);
     let flooded = flood_thread.join().unwrap_or_default();
     let read = reader_thread.join().unwrap_or_default();
     let _ = echo_thread.join();
-    sample.sent = innocent_sent + flooded.sent;
+    sample.sent = sample.client.round_trips + flooded.sent;
     sample.received = read.received;
     sample.told_lost = read.told_lost;
     sample.episodes = read.episodes;
@@ -171,10 +166,37 @@ pub(crate) fn connect(bus: &RunningBus, what: &str) -> Result<Connection, String
     Ok(conn)
 }
 
+/// The well-behaved client's turns, every [`INNOCENT_PERIOD`] for
+/// `duration`, and the error that ended them early, if one did.
+pub(crate) fn well_behaved(
+    innocent: &mut Connection,
+    duration: Duration,
+) -> (ClientWaits, Option<String>) {
+    let mut waits = ClientWaits::default();
+    let start = Instant::now();
+    let mut error = None;
+    while start.elapsed() < duration {
+        match signal_and_round_trip(innocent) {
+            Ok(took) => {
+                waits.round_trips += 1;
+                waits.waited_seconds += took.as_secs_f64();
+                waits.worst_ms = waits.worst_ms.max(took.as_secs_f64() * 1e3);
+            }
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        }
+        thread::sleep(INNOCENT_PERIOD);
+    }
+    waits.seconds = start.elapsed().as_secs_f64();
+    (waits, error)
+}
+
 /// The well-behaved client's turn: a small signal, then a round trip to
 /// the echo peer ([`serve_echo`], serving [`ECHO_NAME`]). Returns how long
 /// the two took.
-pub(crate) fn signal_and_round_trip(innocent: &mut Connection) -> Result<Duration, String> {
+fn signal_and_round_trip(innocent: &mut Connection) -> Result<Duration, String> {
     let began = Instant::now();
     let signal = MessageBuilder::signal("/org/quickbus/Bench", INNOCENT_INTERFACE, "Tick")
         .body(vec![Value::String("tick".into())]);
@@ -355,16 +377,19 @@ mod tests {
     #[test]
     fn shares_and_silent_losses_are_derived_from_the_counts() {
         let s = NeighbourSample {
-            seconds: 40.0,
-            waited_seconds: 1.0,
+            client: ClientWaits {
+                seconds: 40.0,
+                waited_seconds: 1.0,
+                ..ClientWaits::default()
+            },
             sent: 100,
             received: 60,
             told_lost: 30,
             ..NeighbourSample::default()
         };
-        assert!((s.waited_percent() - 2.5).abs() < 1e-9);
+        assert!((s.client.waited_percent() - 2.5).abs() < 1e-9);
         assert_eq!(s.lost_silently(), 10);
-        assert_eq!(NeighbourSample::default().waited_percent(), 0.0);
+        assert_eq!(ClientWaits::default().waited_percent(), 0.0);
         // Told more than sent (MessagesLost may also count others'
         // signals): never negative.
         let over = NeighbourSample {

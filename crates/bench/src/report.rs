@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::buses::BusKind;
 use super::draining_neighbours::{DrainSample, RECEIVERS};
-use super::hostile_neighbour::NeighbourSample;
+use super::hostile_neighbour::{ClientWaits, NeighbourSample};
 use super::workloads::Sample;
 use super::{Workload, FAN_OUT_RECEIVERS};
 use quickbus_chart::{Axis, Chart, Series};
@@ -328,26 +328,21 @@ impl Results {
             "silently"
         );
         for (bus, s) in &self.neighbours {
-            let errors = if s.errors.is_empty() {
-                "-".to_owned()
-            } else {
-                s.errors.join("; ")
-            };
             let _ = writeln!(
                 out,
                 "{:<17} {:>12} {:>7.2}% {:>10.1} {:>9.1} {:>9} {:>8} {:>9} {:>9} {:>9}  {}{}",
                 "hostile-neighbour",
                 bus.name(),
-                s.waited_percent(),
-                s.seconds,
-                s.worst_ms,
-                s.round_trips,
+                s.client.waited_percent(),
+                s.client.seconds,
+                s.client.worst_ms,
+                s.client.round_trips,
                 s.episodes,
                 s.sent,
                 s.told_lost,
                 s.lost_silently(),
                 if s.other_user { "" } else { "(same user) " },
-                errors
+                errors_text(&s.errors)
             );
         }
         out
@@ -382,20 +377,15 @@ impl Results {
             "cut off"
         );
         for (bus, s) in &self.draining {
-            let errors = if s.errors.is_empty() {
-                "-".to_owned()
-            } else {
-                s.errors.join("; ")
-            };
             let _ = writeln!(
                 out,
                 "{:<19} {:>12} {:>7.2}% {:>7.1} {:>9.1} {:>7} {:>11.1} {:>7} {:>9} {:>9} {:>9} {:>7}  {}{}",
                 "draining-neighbours",
                 bus.name(),
-                s.waited_percent(),
-                s.seconds,
-                s.worst_ms,
-                s.round_trips,
+                s.client.waited_percent(),
+                s.client.seconds,
+                s.client.worst_ms,
+                s.client.round_trips,
                 s.worst_connect_ms,
                 s.turns,
                 s.sent,
@@ -403,7 +393,7 @@ impl Results {
                 s.lost_silently,
                 s.cut_off,
                 if s.other_user { "" } else { "(same user) " },
-                errors
+                errors_text(&s.errors)
             );
         }
         out
@@ -547,13 +537,10 @@ impl Results {
             .neighbours
             .iter()
             .map(|(bus, s)| {
-                json!({
-                    "bus": bus.name(),
-                    "seconds": s.seconds,
-                    "waited_seconds": s.waited_seconds,
-                    "waited_percent": s.waited_percent(),
-                    "worst_ms": s.worst_ms,
-                    "round_trips": s.round_trips,
+                client_json(
+                    bus,
+                    &s.client,
+                    json!({
                     "episodes": s.episodes,
                     "signals_to_reader": s.sent,
                     "received_by_reader": s.received,
@@ -561,20 +548,18 @@ impl Results {
                     "lost_silently": s.lost_silently(),
                     "other_user": s.other_user,
                     "errors": s.errors,
-                })
+                    }),
+                )
             })
             .collect();
         let draining: Vec<Value> = self
             .draining
             .iter()
             .map(|(bus, s)| {
-                json!({
-                    "bus": bus.name(),
-                    "seconds": s.seconds,
-                    "waited_seconds": s.waited_seconds,
-                    "waited_percent": s.waited_percent(),
-                    "worst_ms": s.worst_ms,
-                    "round_trips": s.round_trips,
+                client_json(
+                    bus,
+                    &s.client,
+                    json!({
                     "connects": s.connects,
                     "worst_connect_ms": s.worst_connect_ms,
                     "turns": s.turns,
@@ -585,7 +570,8 @@ impl Results {
                     "receivers_cut_off": s.cut_off,
                     "other_user": s.other_user,
                     "errors": s.errors,
-                })
+                    }),
+                )
             })
             .collect();
         json!({
@@ -598,6 +584,32 @@ impl Results {
             "hostile_neighbour": neighbours,
             "draining_neighbours": draining,
         })
+    }
+}
+
+/// A neighbour workload's row of JSON: the bus, what the well-behaved
+/// client waited, and the workload's own `fields`.
+fn client_json(bus: &BusKind, client: &ClientWaits, fields: Value) -> Value {
+    let mut row = json!({
+        "bus": bus.name(),
+        "seconds": client.seconds,
+        "waited_seconds": client.waited_seconds,
+        "waited_percent": client.waited_percent(),
+        "worst_ms": client.worst_ms,
+        "round_trips": client.round_trips,
+    });
+    if let (Some(row), Value::Object(fields)) = (row.as_object_mut(), fields) {
+        row.extend(fields);
+    }
+    row
+}
+
+/// A row's errors, or "-".
+fn errors_text(errors: &[String]) -> String {
+    if errors.is_empty() {
+        "-".to_owned()
+    } else {
+        errors.join("; ")
     }
 }
 

@@ -180,14 +180,9 @@ fn lossy_receivers_of_one_user_that_drain_in_turn_are_each_told_without_another_
     if !usable() {
         return;
     }
-    let scene = Scene::start_with(&config(""));
-    let Scene {
-        bus,
-        victim: mut sender,
-        witness: mut observer,
-    } = scene;
-    let mut readers: Vec<Connection> = (0..4).map(|_| reader(&bus)).collect();
-    send_signals(&mut sender);
+    let mut scene = Scene::start_with(&config(""));
+    let mut readers: Vec<Connection> = (0..4).map(|_| reader(&scene.bus)).collect();
+    send_signals(&mut scene.victim);
     for (n, reader) in readers.iter_mut().enumerate() {
         let name = reader.unique_name().to_owned();
         let (received, lost) = read_until_accounted(reader);
@@ -197,7 +192,7 @@ fn lossy_receivers_of_one_user_that_drain_in_turn_are_each_told_without_another_
             "receiver {n} lost nothing: the test overflowed nobody"
         );
         assert_eq!(
-            connection_stat(&mut observer, &name, "Dropped"),
+            connection_stat(&mut scene.witness, &name, "Dropped"),
             lost,
             "receiver {n} was told exactly what it lost"
         );
