@@ -21,9 +21,9 @@
 //!
 //! Owns: `Queues` (the bounds, each user's tally and the receivers to
 //! look at when its queues drain, held senders, the connection being
-//! routed and the event's time) and each connection's `OutQueue` (bytes and fds queued,
-//! its flow state, its hold), behind private fields. May touch: the
-//! per-user tallies ([`crate::accounting`]) and the flow rule
+//! routed and the event's time) and each connection's `OutQueue` (bytes
+//! and fds queued, its flow state, its hold), behind private fields. May
+//! touch: the per-user tallies ([`crate::accounting`]) and the flow rule
 //! ([`crate::flow`]); nothing of the bus. Where the bus applies it as it
 //! routes (who is a monitor, what is counted, what is sent) is
 //! `bus::queueing`.
