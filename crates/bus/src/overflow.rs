@@ -140,6 +140,11 @@ impl OutQueue {
         self.flow.hold_expired()
     }
 
+    /// It is in an overflow episode (see [`Receiver::is_overflowing`]).
+    pub(crate) fn in_episode(&self) -> bool {
+        self.flow.is_overflowing()
+    }
+
     /// It lost signals it has not been told of.
     #[inline]
     pub(crate) fn owes(&self) -> bool {

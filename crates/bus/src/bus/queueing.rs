@@ -365,6 +365,14 @@ impl Bus {
         let Some(lost) = self.queues.lost_on_drain(&mut conn.queue) else {
             return;
         };
+        if conn.queue.in_episode() {
+            // Told before its episode ends (its user's queues are not
+            // down to half yet), which a reader about its bound can make
+            // happen at every read: not a line at info each time.
+            tracing::debug!("telling {id:?} {lost} signals were dropped for it");
+            self.tell_messages_lost(id, lost, out);
+            return;
+        }
         let name = conn.unique().as_deref().unwrap_or("(no name)");
         let c = conn.creds();
         tracing::info!(
