@@ -28,7 +28,7 @@ use quickbus_client::{CallError, Connection, Error, Message, MessageBuilder, Val
 use super::buses::{BusKind, RunningBus};
 
 const ECHO_NAME: &str = "org.quickbus.Bench.Echo";
-const INNOCENT_INTERFACE: &str = "org.quickbus.Bench.Innocent";
+pub(crate) const INNOCENT_INTERFACE: &str = "org.quickbus.Bench.Innocent";
 const FLOOD_INTERFACE: &str = "org.quickbus.Bench.Flood";
 /// The queue bound every bus is started with for this workload.
 pub const MAX_OUTGOING_BYTES: u64 = 1 << 20;
@@ -39,20 +39,37 @@ const READER_STOPS: Duration = Duration::from_millis(1500);
 const READER_DRAINS: Duration = Duration::from_millis(500);
 /// Longest single wait of any client: a bus that stalls longer ends the
 /// run with an error instead of hanging it.
-const IO_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// At the end the reader reads until the bus is this quiet.
 const QUIET: Duration = Duration::from_secs(1);
-const NOBODY: (u32, u32) = (65534, 65534);
+pub(crate) const NOBODY: (u32, u32) = (65534, 65534);
+
+/// What its neighbours cost the well-behaved client.
+#[derive(Clone, Debug, Default)]
+pub struct ClientWaits {
+    /// Its run, and the part of it spent in its signal and round trip
+    /// (the rest is its 20 ms pauses).
+    pub seconds: f64,
+    pub waited_seconds: f64,
+    pub worst_ms: f64,
+    /// Its turns: each a signal every subscriber gets, and a round trip.
+    pub round_trips: u64,
+}
+
+impl ClientWaits {
+    pub fn waited_percent(&self) -> f64 {
+        if self.seconds > 0.0 {
+            100.0 * self.waited_seconds / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
 
 /// One run on one bus.
 #[derive(Clone, Debug, Default)]
 pub struct NeighbourSample {
-    /// The well-behaved client's run, and the part of it spent in its
-    /// signal and round trip (the rest is its 20 ms pauses).
-    pub seconds: f64,
-    pub waited_seconds: f64,
-    pub worst_ms: f64,
-    pub round_trips: u64,
+    pub client: ClientWaits,
     /// Overflow episodes the reader went through.
     pub episodes: u64,
     /// Signals meant for the reader: sent, received, and told lost
@@ -66,14 +83,6 @@ pub struct NeighbourSample {
 }
 
 impl NeighbourSample {
-    pub fn waited_percent(&self) -> f64 {
-        if self.seconds > 0.0 {
-            100.0 * self.waited_seconds / self.seconds
-        } else {
-            0.0
-        }
-    }
-
     pub fn lost_silently(&self) -> u64 {
         self.sent.saturating_sub(self.received + self.told_lost)
     }
@@ -108,18 +117,8 @@ pub fn run(
 }
 
 fn run_on(bus: &RunningBus, duration: Duration) -> Result<NeighbourSample, String> {
-    let connect = |what: &str| {
-        let mut conn = bus
-            .connect(IO_TIMEOUT)
-            .map_err(|e| format!("{what} cannot connect: {e}"))?;
-        conn.set_timeout(Some(IO_TIMEOUT))
-            .map_err(|e| format!("{what}: {e}"))?;
-        Ok::<_, String>(conn)
-    };
-    let mut innocent = connect("the well-behaved client")?;
-    let mut echo = connect("the echo peer")?;
-    echo.request_name(ECHO_NAME, 0)
-        .map_err(|e| format!("RequestName: {e}"))?;
+    let mut innocent = connect(bus, "the well-behaved client")?;
+    let echo_thread = start_echo(bus)?;
     let (mut reader, flooder, other_user) = hostile_pair(bus)?;
     reader
         .add_match("type='signal'")
@@ -129,54 +128,96 @@ fn run_on(bus: &RunningBus, duration: Duration) -> Result<NeighbourSample, Strin
         .map_err(|e| e.to_string())?;
 
     let stop = Arc::new(AtomicBool::new(false));
-    let echo_thread = thread::spawn(move || serve_echo(echo));
     let flood_stop = stop.clone();
     let flood_thread = thread::spawn(move || flood(flooder, &flood_stop));
     let read_stop = stop.clone();
     let reader_thread = thread::spawn(move || read_in_cycles(reader, &read_stop));
 
+    let (client, error) = well_behaved(&mut innocent, duration);
     let mut sample = NeighbourSample {
+        client,
         other_user,
+        errors: error.into_iter().collect(),
         ..NeighbourSample::default()
     };
-    let start = Instant::now();
-    let mut innocent_sent = 0;
-    while start.elapsed() < duration {
-        let began = Instant::now();
-        let signal = MessageBuilder::signal("/org/quickbus/Bench", INNOCENT_INTERFACE, "Tick")
-            .body(vec![Value::String("tick".into())]);
-        let emitted = innocent.send(signal, &[]);
-        let call = MessageBuilder::method_call("/org/quickbus/Bench", "Ping")
-            .interface(ECHO_NAME)
-            .destination(ECHO_NAME);
-        let answered = emitted
-            .map_err(CallError::Connection)
-            .and_then(|_| innocent.call(call));
-        let took = began.elapsed();
-        if let Err(e) = answered {
-            sample.errors.push(format!("well-behaved client: {e}"));
-            break;
-        }
-        innocent_sent += 1;
-        sample.round_trips += 1;
-        sample.waited_seconds += took.as_secs_f64();
-        sample.worst_ms = sample.worst_ms.max(took.as_secs_f64() * 1e3);
-        thread::sleep(INNOCENT_PERIOD);
-    }
-    sample.seconds = start.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     // The echo peer ends when its caller hangs up.
     drop(innocent);
     let flooded = flood_thread.join().unwrap_or_default();
     let read = reader_thread.join().unwrap_or_default();
     let _ = echo_thread.join();
-    sample.sent = innocent_sent + flooded.sent;
+    sample.sent = sample.client.round_trips + flooded.sent;
     sample.received = read.received;
     sample.told_lost = read.told_lost;
     sample.episodes = read.episodes;
     sample.errors.extend(flooded.errors);
     sample.errors.extend(read.errors);
     Ok(sample)
+}
+
+/// A connection of this user's to `bus`, each wait bounded by
+/// [`IO_TIMEOUT`]; `what` names it in errors.
+pub(crate) fn connect(bus: &RunningBus, what: &str) -> Result<Connection, String> {
+    let mut conn = bus
+        .connect(IO_TIMEOUT)
+        .map_err(|e| format!("{what} cannot connect: {e}"))?;
+    conn.set_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| format!("{what}: {e}"))?;
+    Ok(conn)
+}
+
+/// The well-behaved client's turns, every [`INNOCENT_PERIOD`] for
+/// `duration`, and the error that ended them early, if one did.
+pub(crate) fn well_behaved(
+    innocent: &mut Connection,
+    duration: Duration,
+) -> (ClientWaits, Option<String>) {
+    let mut waits = ClientWaits::default();
+    let start = Instant::now();
+    let mut error = None;
+    while start.elapsed() < duration {
+        match signal_and_round_trip(innocent) {
+            Ok(took) => {
+                waits.round_trips += 1;
+                waits.waited_seconds += took.as_secs_f64();
+                waits.worst_ms = waits.worst_ms.max(took.as_secs_f64() * 1e3);
+            }
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        }
+        thread::sleep(INNOCENT_PERIOD);
+    }
+    waits.seconds = start.elapsed().as_secs_f64();
+    (waits, error)
+}
+
+/// The well-behaved client's turn: a small signal, then a round trip to
+/// the echo peer ([`serve_echo`], serving [`ECHO_NAME`]). Returns how long
+/// the two took.
+fn signal_and_round_trip(innocent: &mut Connection) -> Result<Duration, String> {
+    let began = Instant::now();
+    let signal = MessageBuilder::signal("/org/quickbus/Bench", INNOCENT_INTERFACE, "Tick")
+        .body(vec![Value::String("tick".into())]);
+    let emitted = innocent.send(signal, &[]);
+    let call = MessageBuilder::method_call("/org/quickbus/Bench", "Ping")
+        .interface(ECHO_NAME)
+        .destination(ECHO_NAME);
+    emitted
+        .map_err(CallError::Connection)
+        .and_then(|_| innocent.call(call))
+        .map_err(|e| format!("well-behaved client: {e}"))?;
+    Ok(began.elapsed())
+}
+
+/// The echo peer, serving [`ECHO_NAME`] on its own thread until its
+/// caller hangs up.
+pub(crate) fn start_echo(bus: &RunningBus) -> Result<thread::JoinHandle<()>, String> {
+    let mut echo = connect(bus, "the echo peer")?;
+    echo.request_name(ECHO_NAME, 0)
+        .map_err(|e| format!("RequestName: {e}"))?;
+    Ok(thread::spawn(move || serve_echo(echo)))
 }
 
 /// The hostile user's reader and flooder, as nobody if we may.
@@ -202,7 +243,7 @@ fn hostile_pair(bus: &RunningBus) -> Result<(Connection, Connection, bool), Stri
 
 /// Runs `f` on a thread whose uid and gid are `ids`: Linux keeps them per
 /// thread, and sockets connected there carry them (SO_PEERCRED).
-fn as_user<T: Send + 'static>(
+pub(crate) fn as_user<T: Send + 'static>(
     (uid, gid): (u32, u32),
     f: impl FnOnce() -> Result<T, String> + Send + 'static,
 ) -> Result<T, String> {
@@ -308,16 +349,24 @@ fn read_one(reader: &mut Connection, read: &mut Read) -> bool {
 }
 
 fn count(message: &Message, read: &mut Read) {
-    match (message.interface(), message.member()) {
-        (Some(INNOCENT_INTERFACE | FLOOD_INTERFACE), _) => read.received += 1,
-        (Some("org.quickbus.Bus"), Some("MessagesLost")) => {
-            if let Ok(values) = message.body_values() {
-                if let [Value::Uint32(n)] = values.as_slice() {
-                    read.told_lost += u64::from(*n);
-                }
-            }
-        }
-        _ => {}
+    if matches!(
+        message.interface(),
+        Some(INNOCENT_INTERFACE | FLOOD_INTERFACE)
+    ) {
+        read.received += 1;
+    } else if let Some(n) = messages_lost(message) {
+        read.told_lost += n;
+    }
+}
+
+/// The count of quickbus's `MessagesLost` signal, if `message` is one.
+pub(crate) fn messages_lost(message: &Message) -> Option<u64> {
+    if (message.interface(), message.member()) != (Some("org.quickbus.Bus"), Some("MessagesLost")) {
+        return None;
+    }
+    match message.body_values().ok()?.as_slice() {
+        [Value::Uint32(n)] => Some(u64::from(*n)),
+        _ => None,
     }
 }
 
@@ -328,16 +377,19 @@ mod tests {
     #[test]
     fn shares_and_silent_losses_are_derived_from_the_counts() {
         let s = NeighbourSample {
-            seconds: 40.0,
-            waited_seconds: 1.0,
+            client: ClientWaits {
+                seconds: 40.0,
+                waited_seconds: 1.0,
+                ..ClientWaits::default()
+            },
             sent: 100,
             received: 60,
             told_lost: 30,
             ..NeighbourSample::default()
         };
-        assert!((s.waited_percent() - 2.5).abs() < 1e-9);
+        assert!((s.client.waited_percent() - 2.5).abs() < 1e-9);
         assert_eq!(s.lost_silently(), 10);
-        assert_eq!(NeighbourSample::default().waited_percent(), 0.0);
+        assert_eq!(ClientWaits::default().waited_percent(), 0.0);
         // Told more than sent (MessagesLost may also count others'
         // signals): never negative.
         let over = NeighbourSample {

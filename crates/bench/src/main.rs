@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod buses;
+mod draining_neighbours;
 mod endpoint;
 mod hostile_neighbour;
 mod messages;
@@ -50,7 +51,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
     /// Run only these workloads (signal-burst, fan-out, round-trip,
-    /// hostile-neighbour)
+    /// hostile-neighbour, draining-neighbours)
     #[arg(long, value_name = "WORKLOAD", value_delimiter = ',')]
     only: Vec<String>,
     /// Buses to compare
@@ -81,8 +82,8 @@ pub struct BenchArgs {
     /// --only: the signal burst and round trip workloads.
     #[arg(long)]
     tcp: bool,
-    /// How long the hostile-neighbour workload runs on each bus (default
-    /// 30 s, 4 s with --quick)
+    /// How long the hostile-neighbour and draining-neighbours workloads
+    /// run on each bus (default 30 s, 4 s with --quick)
     #[arg(long, value_name = "SECONDS")]
     neighbour_seconds: Option<u64>,
 }
@@ -105,6 +106,10 @@ pub enum Workload {
     /// A well-behaved client's waiting while another user's reader
     /// overflows and drains at will (see `hostile_neighbour`).
     HostileNeighbour,
+    /// The same client's waiting, and a newcomer's connecting, while
+    /// another user's many receivers fill and drain in turn (see
+    /// `draining_neighbours`).
+    DrainingNeighbours,
 }
 
 /// The socket buffer sizes of a sweep (seed 002): 0 is the kernel's
@@ -140,11 +145,12 @@ const CALL_SIZES: [usize; 9] = [1, 32, 128, 512, KIB, 4 * KIB, 8 * KIB, 32 * KIB
 const QUICK_CALL_SIZES: [usize; 2] = [1, 128 * KIB];
 
 impl Workload {
-    const ALL: [Workload; 4] = [
+    const ALL: [Workload; 5] = [
         Workload::SignalBurst,
         Workload::FanOut,
         Workload::RoundTrip,
         Workload::HostileNeighbour,
+        Workload::DrainingNeighbours,
     ];
 
     pub fn name(self) -> &'static str {
@@ -153,6 +159,7 @@ impl Workload {
             Workload::FanOut => "fan-out",
             Workload::RoundTrip => "round-trip",
             Workload::HostileNeighbour => "hostile-neighbour",
+            Workload::DrainingNeighbours => "draining-neighbours",
         }
     }
 
@@ -182,7 +189,7 @@ impl Workload {
             (Workload::SignalBurst, true) => 1_000,
             (_, true) => 200,
             // Runs for a time, not a count (--neighbour-seconds).
-            (Workload::HostileNeighbour, false) => 0,
+            (Workload::HostileNeighbour | Workload::DrainingNeighbours, false) => 0,
         }
     }
 }
@@ -290,15 +297,23 @@ fn run(args: &BenchArgs) -> Result<(), String> {
         // carries from one repetition into the next.
         let running = start_buses(&plan, &daemon, &mut notes);
         for &workload in &plan.workloads {
-            if workload == Workload::HostileNeighbour {
+            if matches!(
+                workload,
+                Workload::HostileNeighbour | Workload::DrainingNeighbours
+            ) {
                 let seconds = args
                     .neighbour_seconds
                     .unwrap_or(if args.quick { 4 } else { 30 });
+                let duration = std::time::Duration::from_secs(seconds);
                 for &kind in &plan.buses {
-                    eprintln!("hostile-neighbour on {} for {seconds} s", kind.name());
-                    let duration = std::time::Duration::from_secs(seconds);
-                    let sample = hostile_neighbour::run(kind, &daemon, duration);
-                    results.add_neighbour(kind, sample);
+                    eprintln!("{} on {} for {seconds} s", workload.name(), kind.name());
+                    if workload == Workload::HostileNeighbour {
+                        let sample = hostile_neighbour::run(kind, &daemon, duration);
+                        results.add_neighbour(kind, sample);
+                    } else {
+                        let sample = draining_neighbours::run(kind, &daemon, duration);
+                        results.add_draining(kind, sample);
+                    }
                 }
                 continue;
             }
@@ -435,7 +450,8 @@ mod tests {
         let bad = ["burst".to_owned()];
         assert_eq!(
             pick_by_name(&bad, &Workload::ALL, Workload::name, "workload").unwrap_err(),
-            "unknown workload \"burst\" (signal-burst, fan-out, round-trip, hostile-neighbour)"
+            "unknown workload \"burst\" (signal-burst, fan-out, round-trip, hostile-neighbour, \
+             draining-neighbours)"
         );
     }
     #[test]

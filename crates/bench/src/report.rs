@@ -7,7 +7,8 @@ use std::fmt::Write;
 use serde_json::{json, Value};
 
 use super::buses::BusKind;
-use super::hostile_neighbour::NeighbourSample;
+use super::draining_neighbours::{DrainSample, RECEIVERS};
+use super::hostile_neighbour::{ClientWaits, NeighbourSample};
 use super::workloads::Sample;
 use super::{Workload, FAN_OUT_RECEIVERS};
 use quickbus_chart::{Axis, Chart, Series};
@@ -73,6 +74,8 @@ pub struct Results {
     samples: BTreeMap<Key, Vec<Sample>>,
     /// The hostile-neighbour runs, by bus, in the order they ran.
     neighbours: Vec<(BusKind, NeighbourSample)>,
+    /// The draining-neighbours runs, likewise.
+    draining: Vec<(BusKind, DrainSample)>,
 }
 
 pub fn median(values: &mut [f64]) -> f64 {
@@ -153,6 +156,7 @@ fn title(workload: Workload, count: u32) -> String {
             "round-trip: {count} method calls + replies, same payload both ways (rate = calls/s, latency = RTT)"
         ),
         Workload::HostileNeighbour => "hostile-neighbour".to_owned(),
+        Workload::DrainingNeighbours => "draining-neighbours".to_owned(),
     }
 }
 
@@ -163,6 +167,10 @@ impl Results {
 
     pub fn add_neighbour(&mut self, bus: BusKind, sample: NeighbourSample) {
         self.neighbours.push((bus, sample));
+    }
+
+    pub fn add_draining(&mut self, bus: BusKind, sample: DrainSample) {
+        self.draining.push((bus, sample));
     }
 
     fn summaries(&self) -> BTreeMap<Key, Summary> {
@@ -284,6 +292,7 @@ impl Results {
         out.push_str(&super::targets::section(&summaries));
         out.push_str(&socket_buffer_sweep(&summaries));
         out.push_str(&self.neighbour_table());
+        out.push_str(&self.draining_table());
         if !notes.is_empty() {
             out.push('\n');
             for note in notes {
@@ -319,26 +328,72 @@ impl Results {
             "silently"
         );
         for (bus, s) in &self.neighbours {
-            let errors = if s.errors.is_empty() {
-                "-".to_owned()
-            } else {
-                s.errors.join("; ")
-            };
             let _ = writeln!(
                 out,
                 "{:<17} {:>12} {:>7.2}% {:>10.1} {:>9.1} {:>9} {:>8} {:>9} {:>9} {:>9}  {}{}",
                 "hostile-neighbour",
                 bus.name(),
-                s.waited_percent(),
-                s.seconds,
-                s.worst_ms,
-                s.round_trips,
+                s.client.waited_percent(),
+                s.client.seconds,
+                s.client.worst_ms,
+                s.client.round_trips,
                 s.episodes,
                 s.sent,
                 s.told_lost,
                 s.lost_silently(),
                 if s.other_user { "" } else { "(same user) " },
-                errors
+                errors_text(&s.errors)
+            );
+        }
+        out
+    }
+
+    /// One row per draining-neighbours run.
+    fn draining_table(&self) -> String {
+        let mut out = String::new();
+        if self.draining.is_empty() {
+            return out;
+        }
+        let _ = writeln!(
+            out,
+            "\n== draining-neighbours: a client's signal + round trip every 20 ms and a new \
+             connection every 200 ms while another user's {RECEIVERS} receivers fill, then \
+             drain one at a time (max_outgoing_bytes 1 MiB) =="
+        );
+        let _ = writeln!(
+            out,
+            "{:<19} {:>12} {:>8} {:>7} {:>9} {:>7} {:>11} {:>7} {:>9} {:>9} {:>9} {:>7}  errors",
+            "workload",
+            "bus",
+            "waited",
+            "of s",
+            "worst ms",
+            "trips",
+            "connect ms",
+            "turns",
+            "sent",
+            "told lost",
+            "silently",
+            "cut off"
+        );
+        for (bus, s) in &self.draining {
+            let _ = writeln!(
+                out,
+                "{:<19} {:>12} {:>7.2}% {:>7.1} {:>9.1} {:>7} {:>11.1} {:>7} {:>9} {:>9} {:>9} {:>7}  {}{}",
+                "draining-neighbours",
+                bus.name(),
+                s.client.waited_percent(),
+                s.client.seconds,
+                s.client.worst_ms,
+                s.client.round_trips,
+                s.worst_connect_ms,
+                s.turns,
+                s.sent,
+                s.told_lost,
+                s.lost_silently,
+                s.cut_off,
+                if s.other_user { "" } else { "(same user) " },
+                errors_text(&s.errors)
             );
         }
         out
@@ -404,7 +459,7 @@ impl Results {
                 Workload::FanOut => ("deliveries/s", "send-to-receive latency, mean µs"),
                 Workload::RoundTrip => ("calls/s", "round-trip time, mean µs"),
                 // Its rows are not per payload size: no chart.
-                Workload::HostileNeighbour => continue,
+                Workload::HostileNeighbour | Workload::DrainingNeighbours => continue,
             };
             let metrics: [(&str, &str, Metric); 3] = [
                 ("rate", rate_label, |s| s.rate),
@@ -482,13 +537,10 @@ impl Results {
             .neighbours
             .iter()
             .map(|(bus, s)| {
-                json!({
-                    "bus": bus.name(),
-                    "seconds": s.seconds,
-                    "waited_seconds": s.waited_seconds,
-                    "waited_percent": s.waited_percent(),
-                    "worst_ms": s.worst_ms,
-                    "round_trips": s.round_trips,
+                client_json(
+                    bus,
+                    &s.client,
+                    json!({
                     "episodes": s.episodes,
                     "signals_to_reader": s.sent,
                     "received_by_reader": s.received,
@@ -496,7 +548,30 @@ impl Results {
                     "lost_silently": s.lost_silently(),
                     "other_user": s.other_user,
                     "errors": s.errors,
-                })
+                    }),
+                )
+            })
+            .collect();
+        let draining: Vec<Value> = self
+            .draining
+            .iter()
+            .map(|(bus, s)| {
+                client_json(
+                    bus,
+                    &s.client,
+                    json!({
+                    "connects": s.connects,
+                    "worst_connect_ms": s.worst_connect_ms,
+                    "turns": s.turns,
+                    "signals_to_each_receiver": s.sent,
+                    "received_by_receivers": s.received,
+                    "told_lost": s.told_lost,
+                    "lost_silently": s.lost_silently,
+                    "receivers_cut_off": s.cut_off,
+                    "other_user": s.other_user,
+                    "errors": s.errors,
+                    }),
+                )
             })
             .collect();
         json!({
@@ -507,7 +582,34 @@ impl Results {
             "notes": notes,
             "results": rows,
             "hostile_neighbour": neighbours,
+            "draining_neighbours": draining,
         })
+    }
+}
+
+/// A neighbour workload's row of JSON: the bus, what the well-behaved
+/// client waited, and the workload's own `fields`.
+fn client_json(bus: &BusKind, client: &ClientWaits, fields: Value) -> Value {
+    let mut row = json!({
+        "bus": bus.name(),
+        "seconds": client.seconds,
+        "waited_seconds": client.waited_seconds,
+        "waited_percent": client.waited_percent(),
+        "worst_ms": client.worst_ms,
+        "round_trips": client.round_trips,
+    });
+    if let (Some(row), Value::Object(fields)) = (row.as_object_mut(), fields) {
+        row.extend(fields);
+    }
+    row
+}
+
+/// A row's errors, or "-".
+fn errors_text(errors: &[String]) -> String {
+    if errors.is_empty() {
+        "-".to_owned()
+    } else {
+        errors.join("; ")
     }
 }
 

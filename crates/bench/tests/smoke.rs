@@ -52,14 +52,17 @@ fn quick_bench_reports_every_workload_fully_received() {
         );
     }
     assert!(stdout.contains("qb/daemon"), "no ratio rows:\n{stdout}");
-    // The hostile neighbour: a row per bus, every round trip answered (no
-    // error), and quickbus told the reader of everything it lost.
-    for subject in ["quickbus", "dbus-daemon"] {
-        let row = stdout
-            .lines()
-            .find(|l| l.starts_with("hostile-neighbour") && l.contains(&format!(" {subject} ")))
-            .unwrap_or_else(|| panic!("no hostile-neighbour row for {subject}:\n{stdout}"));
-        assert!(row.trim_end().ends_with(" -"), "errors reported: {row}");
+    // The hostile and draining neighbours: a row per bus, every round
+    // trip answered and every connection made (no error), and quickbus
+    // told the receivers of everything they lost.
+    for workload in ["hostile-neighbour", "draining-neighbours"] {
+        for subject in ["quickbus", "dbus-daemon"] {
+            let row = stdout
+                .lines()
+                .find(|l| l.starts_with(workload) && l.contains(&format!(" {subject} ")))
+                .unwrap_or_else(|| panic!("no {workload} row for {subject}:\n{stdout}"));
+            assert!(row.trim_end().ends_with(" -"), "errors reported: {row}");
+        }
     }
 
     let report: serde_json::Value =
@@ -77,4 +80,11 @@ fn quick_bench_reports_every_workload_fully_received() {
         .unwrap_or_else(|| panic!("no hostile_neighbour JSON for quickbus: {report}"));
     assert!(quickbus["round_trips"].as_u64() > Some(0), "{quickbus}");
     assert_eq!(quickbus["lost_silently"], 0, "{quickbus}");
+    let quickbus = report["draining_neighbours"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["bus"] == "quickbus"))
+        .unwrap_or_else(|| panic!("no draining_neighbours JSON for quickbus: {report}"));
+    assert!(quickbus["connects"].as_u64() > Some(0), "{quickbus}");
+    assert_eq!(quickbus["lost_silently"], 0, "{quickbus}");
+    assert_eq!(quickbus["receivers_cut_off"], 0, "{quickbus}");
 }

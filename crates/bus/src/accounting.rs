@@ -5,13 +5,14 @@
 //! lookup per message; the tally goes when the user's last connection
 //! does, and its slot is then reused for a new user.
 //!
-//! Owns: the per-user tallies (`Users`). May touch: the user's
+//! Owns: the per-user tallies (`Users`), with the receivers each user's
+//! draining concerns. May touch: the user's
 //! [`crate::hold_budget::HoldBudget`].
 
 use std::time::{Duration, Instant};
 
 use crate::hold_budget::HoldBudget;
-use crate::FastMap;
+use crate::{ConnId, FastMap};
 
 /// What one user's connections have queued.
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
@@ -23,6 +24,12 @@ pub(crate) struct UserTally {
     connections: usize,
     /// How long its receivers may still hold other users' senders.
     hold_budget: HoldBudget,
+    /// Its receivers in an overflow episode, each once: what they are
+    /// owed (MessagesLost) and their return to normal may wait for its
+    /// queues to drain (see `overflow::Queues::watch`).
+    pub watched: Vec<ConnId>,
+    /// One of them lost a signal since they were last looked at.
+    pub unseen_losses: bool,
 }
 
 impl UserTally {
@@ -97,14 +104,15 @@ impl Users {
 
     /// A connection of the user in `slot` left, taking `bytes` and `fds`
     /// still queued for it; the tally goes with the user's last one.
-    pub fn leave(&mut self, slot: UserSlot, bytes: usize, fds: usize) {
+    /// Returns whether the user has connections left.
+    pub fn leave(&mut self, slot: UserSlot, bytes: usize, fds: usize) -> bool {
         let Some(tally) = &mut self.slots[slot.0] else {
-            return;
+            return false;
         };
         tally.sent(bytes, fds);
         tally.connections -= 1;
         if tally.connections > 0 {
-            return;
+            return true;
         }
         // The tests run debug builds: a tally that leaks fails them.
         debug_assert!(
@@ -117,6 +125,7 @@ impl Users {
         self.by_uid.remove(&tally.uid);
         self.slots[slot.0] = None;
         self.free.push(slot.0);
+        false
     }
 
     pub fn get(&self, slot: UserSlot) -> &UserTally {

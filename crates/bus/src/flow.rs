@@ -20,8 +20,11 @@
 //!   sent itself) the signal is dropped and counted at once.
 //! - A receiver still full when a hold ends is *lossy*: further signals to
 //!   it are dropped and counted, nobody is held for it any more, and a log
-//!   line names it. Once it drains to half its bound it gets one
-//!   `MessagesLost(u count)` signal from the bus, which monitors see too.
+//!   line names it. It gets one `MessagesLost(u count)` signal from the
+//!   bus, which monitors see too, before anything else is queued for it,
+//!   and at the latest once its queue is down to half its bound and its
+//!   user's queues have room again. It is back to normal once its queue
+//!   and its user's are both down to half their bounds.
 //! - A receiver that overflowed recently holds nobody: for
 //!   `overflow_memory_timeout` after an episode ends (it drained after
 //!   being lossy, or emptied after a pacing pause for it timed out), a
@@ -339,6 +342,17 @@ impl Receiver {
         if std::mem::take(&mut self.lossy) {
             self.remember(now, memory);
         }
+        self.take_lost()
+    }
+
+    /// It lost signals it has not been told of.
+    pub fn owes(&self) -> bool {
+        self.lost > 0
+    }
+
+    /// How many signals it lost since it was last told, if any: it is
+    /// being told now.
+    pub fn take_lost(&mut self) -> Option<u64> {
         let lost = std::mem::take(&mut self.lost);
         (lost > 0).then_some(lost)
     }

@@ -7,7 +7,8 @@
 //!   its receiver's queue and its user's until the daemon reports it
 //!   written ([`crate::Bus::flushed`]);
 //! - a signal dropped for a full receiver never leaves the bus (Debug.Stats
-//!   counts it, and the receiver gets `MessagesLost` once it drains);
+//!   counts it, and the receiver gets `MessagesLost` before anything else
+//!   reaches it, and at the latest once it drains: see [`Queues::watch`]);
 //! - a call to a full receiver is answered with `LimitsExceeded` before
 //!   monitors or the reply table see it (see `Bus::route_watched`);
 //! - a sender to hold back is an [`crate::Action::HoldSender`], and an
@@ -18,11 +19,11 @@
 //!
 //! The daemon only carries these out: it keeps no queue accounting.
 //!
-//! Owns: `Queues` (the bounds, each user's tally, held senders, receivers
-//! to look at when anything drains, the connection being routed and the
-//! event's time) and each connection's `OutQueue` (bytes and fds queued,
-//! its flow state, its hold), behind private fields. May touch: the
-//! per-user tallies ([`crate::accounting`]) and the flow rule
+//! Owns: `Queues` (the bounds, each user's tally and the receivers to
+//! look at when its queues drain, held senders, the connection being
+//! routed and the event's time) and each connection's `OutQueue` (bytes
+//! and fds queued, its flow state, its hold), behind private fields. May
+//! touch: the per-user tallies ([`crate::accounting`]) and the flow rule
 //! ([`crate::flow`]); nothing of the bus. Where the bus applies it as it
 //! routes (who is a monitor, what is counted, what is sent) is
 //! `bus::queueing`.
@@ -49,10 +50,6 @@ pub(crate) struct Queues {
     users: Users,
     /// Connections held back (see [`Hold`]).
     held: Vec<ConnId>,
-    /// Receivers that lost a signal because their user's queues were full
-    /// while theirs was not: nothing of theirs may be left to write, so
-    /// they are looked at whenever something is written.
-    drain_watch: Vec<ConnId>,
     /// The connection whose message is being routed, if any: the sender to
     /// hold back when a receiver is full.
     sending: Option<ConnId>,
@@ -61,6 +58,10 @@ pub(crate) struct Queues {
     /// sets it here). None before the first event, when nothing is queued.
     #[serde(with = "crate::handover::optional_instant")]
     now: Option<Instant>,
+    /// Receivers looked at to see whether they drained, for the tests.
+    #[cfg(test)]
+    #[serde(skip)]
+    drain_checks: usize,
 }
 
 /// One connection's outgoing queue, as the bus counts it.
@@ -74,6 +75,9 @@ pub(crate) struct OutQueue {
     hold: Option<Hold>,
     /// A Disconnect for it is out: nothing more goes in.
     closing: bool,
+    /// It is in its user's list of receivers to look at when the user's
+    /// queues drain (see [`Queues::watch`]).
+    watched: bool,
 }
 
 /// A sender held back for one receiver.
@@ -113,12 +117,6 @@ impl OutQueue {
         self.closing
     }
 
-    /// It lost signals and has not drained since.
-    #[inline]
-    pub(crate) fn is_overflowing(&self) -> bool {
-        self.flow.is_overflowing()
-    }
-
     /// Its user's slot (for [`Queues::hold`]).
     #[inline]
     pub(crate) fn user(&self) -> UserSlot {
@@ -141,6 +139,43 @@ impl OutQueue {
     pub(crate) fn hold_expired(&mut self) -> bool {
         self.flow.hold_expired()
     }
+
+    /// It is in an overflow episode (see [`Receiver::is_overflowing`]).
+    pub(crate) fn in_episode(&self) -> bool {
+        self.flow.is_overflowing()
+    }
+
+    /// It lost signals it has not been told of.
+    #[inline]
+    pub(crate) fn owes(&self) -> bool {
+        self.flow.owes()
+    }
+
+    /// The signals it lost and is being told of now, if any.
+    pub(crate) fn take_lost(&mut self) -> Option<u64> {
+        self.flow.take_lost()
+    }
+}
+
+/// How far a user's queues together are from their bound; the order is
+/// from emptiest to fullest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum UserLevel {
+    /// Down to half the bound: its receivers may be back to normal.
+    Drained,
+    /// Below the bound: its receivers may be told what they lost.
+    Room,
+    Full,
+}
+
+/// What writing part of a queue changed (see [`Queues::flushed`]).
+pub(crate) struct Written {
+    /// Bytes queued before and after.
+    pub before: usize,
+    pub after: usize,
+    /// The receiver's user's queues got to a lower [`UserLevel`], and its
+    /// watched receivers are to be looked at (see `Queues::worth_a_look`).
+    pub user_drained: Option<UserSlot>,
 }
 
 impl Queues {
@@ -181,6 +216,7 @@ impl Queues {
             user: self.users.join(uid),
             hold: None,
             closing: false,
+            watched: false,
         }
     }
 
@@ -251,31 +287,47 @@ impl Queues {
                     .min(bounds.hold)
             }
         });
-        q.flow.judge(kind, fill, hold, now)
+        let verdict = q.flow.judge(kind, fill, hold, now);
+        if verdict == Verdict::Drop {
+            user.unseen_losses = true;
+        }
+        verdict
     }
 
-    /// `to` lost a signal while its own queue had room: look at it
-    /// whenever anything is written.
-    pub(crate) fn watch_drain(&mut self, to: ConnId) {
-        self.drain_watch.push(to);
+    /// `q`, connection `id`'s queue, is in an overflow episode: it
+    /// joins its user's list of receivers to look at when the user's
+    /// queues drain (once). Whatever it waits for that its own writes do
+    /// not bring (its user's queues getting room, then draining to half),
+    /// another connection's writes do: those look at the list when they
+    /// take the user's queues to a lower level ([`Written::user_drained`]).
+    /// A receiver leaves the list once its episode is over, so a write
+    /// looks at each receiver of the user at most once, however many
+    /// signals they lost.
+    pub(crate) fn watch(&mut self, id: ConnId, q: &mut OutQueue) {
+        if !q.watched && q.flow.is_overflowing() {
+            q.watched = true;
+            self.users.get_mut(q.user).watched.push(id);
+        }
     }
 
-    /// Whether any receiver is watched (see [`Queues::watch_drain`]).
-    #[inline]
-    pub(crate) fn watches_drains(&self) -> bool {
-        !self.drain_watch.is_empty()
-    }
-
-    /// The watched receivers, to look at; give back the ones still to
+    /// `user`'s watched receivers, to look at; give back those still to
     /// watch with [`Queues::rewatch`].
-    pub(crate) fn take_watched(&mut self) -> Vec<ConnId> {
-        std::mem::take(&mut self.drain_watch)
+    pub(crate) fn take_watched(&mut self, user: UserSlot) -> Vec<ConnId> {
+        std::mem::take(&mut self.users.get_mut(user).watched)
     }
 
     /// `watch` are still to be watched, before any added meanwhile.
-    pub(crate) fn rewatch(&mut self, mut watch: Vec<ConnId>) {
-        watch.append(&mut self.drain_watch);
-        self.drain_watch = watch;
+    pub(crate) fn rewatch(&mut self, user: UserSlot, mut watch: Vec<ConnId>) {
+        let watched = &mut self.users.get_mut(user).watched;
+        watch.append(watched);
+        *watched = watch;
+    }
+
+    /// Whether `q`, taken from its user's list, stays in it: only while
+    /// its episode lasts.
+    pub(crate) fn keep_watching(&self, q: &mut OutQueue) -> bool {
+        q.watched = q.flow.is_overflowing();
+        q.watched
     }
 
     /// Close `q` (nothing more goes in): the reason for its Disconnect.
@@ -392,33 +444,80 @@ impl Queues {
         Some(now.saturating_duration_since(hold.since))
     }
 
-    /// The daemon wrote `bytes` and `fds` of `q` at `now`. Returns the
-    /// bytes queued before and after.
+    /// The daemon wrote `bytes` and `fds` of `q` at `now`.
     pub(crate) fn flushed(
         &mut self,
         q: &mut OutQueue,
         bytes: usize,
         fds: usize,
         now: Instant,
-    ) -> (usize, usize) {
+    ) -> Written {
         let before = q.bytes;
+        let level = self.user_level(q.user);
         q.bytes = q.bytes.saturating_sub(bytes);
         q.fds = q.fds.saturating_sub(fds);
         self.users.get_mut(q.user).sent(bytes, fds);
         if q.bytes == 0 {
             q.flow.emptied(now, self.bounds.memory);
         }
-        (before, q.bytes)
+        Written {
+            before,
+            after: q.bytes,
+            user_drained: self.worth_a_look(q.user, level).then_some(q.user),
+        }
     }
 
-    /// `q` was overflowing and it, and its user's queues together, went
-    /// down to half their bounds: how many signals it lost, if any.
-    pub(crate) fn lost_on_drain(&self, q: &mut OutQueue) -> Option<u64> {
-        if !q.flow.is_overflowing() || !self.drained(q) {
+    /// Whether `user`'s watched receivers are worth looking at, now that
+    /// its queues were at `level`: they went down to half their bound
+    /// (episodes may end), or got room again after a receiver lost a
+    /// signal since the last look (it may be told). A user whose queues
+    /// hover about their bound is thus looked at once per loss at most,
+    /// not once per write.
+    fn worth_a_look(&mut self, user: UserSlot, level: UserLevel) -> bool {
+        let now = self.user_level(user);
+        let tally = self.users.get_mut(user);
+        let worth = now < level && (now == UserLevel::Drained || tally.unseen_losses);
+        if worth {
+            tally.unseen_losses = false;
+        }
+        worth
+    }
+
+    fn user_level(&self, user: UserSlot) -> UserLevel {
+        let user = self.users.get(user);
+        if self.user_bounds.drained(user.out_bytes, user.out_fds) {
+            UserLevel::Drained
+        } else if self.user_bounds.full(user.out_bytes, user.out_fds) {
+            UserLevel::Full
+        } else {
+            UserLevel::Room
+        }
+    }
+
+    /// Receivers looked at so far to see whether they drained.
+    #[cfg(test)]
+    pub(crate) fn drain_checks(&self) -> usize {
+        self.drain_checks
+    }
+
+    /// What `q` is to be told it lost now, if anything: its queue is down
+    /// to half its bound and its user's queues have room. When they are
+    /// down to half theirs too, its episode is over (see
+    /// [`Receiver::drained`]).
+    pub(crate) fn lost_on_drain(&mut self, q: &mut OutQueue) -> Option<u64> {
+        #[cfg(test)]
+        {
+            self.drain_checks += 1;
+        }
+        if !q.flow.is_overflowing() || !self.bounds.drained(q.bytes, q.fds) {
             return None;
         }
         let now = self.now?;
-        q.flow.drained(now, self.bounds.memory)
+        match self.user_level(q.user) {
+            UserLevel::Drained => q.flow.drained(now, self.bounds.memory),
+            UserLevel::Room => q.flow.take_lost(),
+            UserLevel::Full => None,
+        }
     }
 
     /// A queue, and its user's queues together, went down to half their
@@ -433,18 +532,25 @@ impl Queues {
     /// for it to drain. Returns the time, to look at the holds again, if
     /// anything happened yet; then [`Queues::leave`].
     pub(crate) fn forget(&mut self, id: ConnId, queue: &OutQueue) -> Option<Instant> {
+        if queue.watched {
+            self.users.get_mut(queue.user).watched.retain(|&w| w != id);
+        }
         let now = self.now?;
         if let Some(hold) = &queue.hold {
             give_back(&mut self.users, hold, now);
             self.held.retain(|&s| s != id);
         }
-        self.drain_watch.retain(|&w| w != id);
         Some(now)
     }
 
-    /// What was queued in `queue` leaves its user's tally.
-    pub(crate) fn leave(&mut self, queue: &OutQueue) {
-        self.users.leave(queue.user, queue.bytes, queue.fds);
+    /// What was queued in `queue` leaves its user's tally. Returns the
+    /// user if that took its queues to a lower level and it has other
+    /// connections: their watched receivers are to be looked at, as after
+    /// a write.
+    pub(crate) fn leave(&mut self, queue: &OutQueue) -> Option<UserSlot> {
+        let level = self.user_level(queue.user);
+        let stays = self.users.leave(queue.user, queue.bytes, queue.fds);
+        (stays && self.worth_a_look(queue.user, level)).then_some(queue.user)
     }
 }
 

@@ -71,12 +71,23 @@ fn holds_of(observer: &mut Connection, name: &str) -> u64 {
 /// leaves it waiting until TIMEOUT, which fails the test. Returns
 /// (signals received, total of the MessagesLost counts).
 fn episode(sender: &mut Connection, reader: &mut Connection) -> (u64, u64) {
+    send_signals(sender);
+    read_until_accounted(reader)
+}
+
+/// The sender emits SIGNALS, whoever reads them.
+fn send_signals(sender: &mut Connection) {
     let text = "n".repeat(PAYLOAD);
     for _ in 0..SIGNALS {
         let signal = MessageBuilder::signal("/org/example/Neighbour", INTERFACE, "Tick")
             .body(vec![Value::String(text.clone())]);
         sender.send(signal, &[]).expect("send a signal");
     }
+}
+
+/// Read until every one of SIGNALS either arrived or was told lost;
+/// returns (received, told lost).
+fn read_until_accounted(reader: &mut Connection) -> (u64, u64) {
     let (mut received, mut lost) = (0, 0);
     while received + lost < SIGNALS {
         let (message, _) = reader
@@ -158,4 +169,32 @@ fn with_no_hold_budget_another_users_reader_never_holds_the_sender() {
     let (_, lost) = episode(&mut sender, &mut reader);
     assert!(lost > 0, "the episode did not overflow the reader");
     assert_eq!(holds_of(&mut observer, &sender_name), 0);
+}
+
+#[test]
+fn lossy_receivers_of_one_user_that_drain_in_turn_are_each_told_without_another_signal() {
+    // Issue 24, item 7: the first receivers of a user to drain heard of
+    // their losses only when a later signal reached them. Here no signal
+    // follows: each must be told as it drains (a receiver left waiting
+    // fails at the read's time-out).
+    if !usable() {
+        return;
+    }
+    let mut scene = Scene::start_with(&config(""));
+    let mut readers: Vec<Connection> = (0..4).map(|_| reader(&scene.bus)).collect();
+    send_signals(&mut scene.victim);
+    for (n, reader) in readers.iter_mut().enumerate() {
+        let name = reader.unique_name().to_owned();
+        let (received, lost) = read_until_accounted(reader);
+        eprintln!("receiver {n}: {received} received, {lost} told lost");
+        assert!(
+            lost > 0,
+            "receiver {n} lost nothing: the test overflowed nobody"
+        );
+        assert_eq!(
+            connection_stat(&mut scene.witness, &name, "Dropped"),
+            lost,
+            "receiver {n} was told exactly what it lost"
+        );
+    }
 }

@@ -108,6 +108,23 @@ impl Bus {
         fds: Vec<OwnedFd>,
         out: &mut Vec<Action>,
     ) {
+        self.send_from_bus(to, builder, fds, false, out);
+    }
+
+    /// [`Bus::send_to`] of what `to` is owed (MessagesLost): it goes into
+    /// `to`'s queue whatever its bounds (see [`Bus::deliver_owed`]).
+    pub(super) fn send_owed(&mut self, to: ConnId, builder: MessageBuilder, out: &mut Vec<Action>) {
+        self.send_from_bus(to, builder, Vec::new(), true, out);
+    }
+
+    fn send_from_bus(
+        &mut self,
+        to: ConnId,
+        builder: MessageBuilder,
+        fds: Vec<OwnedFd>,
+        owed: bool,
+        out: &mut Vec<Action>,
+    ) {
         let builder = match self.unique_name(to) {
             Some(name) => builder.destination(name.to_owned()),
             None => builder,
@@ -127,6 +144,7 @@ impl Bus {
                 requested_reply: true,
             };
             match self.check_policy(&msg, delivery) {
+                Ok(()) if owed => self.deliver_owed(to, out_msg, out),
                 Ok(()) => self.deliver(to, &out_msg, out),
                 Err(denial) if !self.monitors.is_empty() => {
                     // Monitors see why, addressed as dbus-daemon does: an

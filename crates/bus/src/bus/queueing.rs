@@ -1,7 +1,8 @@
 //! Flow control as the bus routes (the rule and the queues are
 //! [`crate::overflow`]'s and [`crate::flow`]'s): each delivery is counted
 //! and judged as it is made, senders are held and released, and a
-//! receiver that drains hears what it lost.
+//! receiver that lost signals hears of it before anything else reaches
+//! it, and at the latest once it drains.
 //!
 //! Owns: nothing. May touch: queues (through their methods), peers (each
 //! connection's `OutQueue`, credentials and counters), monitors (monitors
@@ -12,6 +13,7 @@ use std::time::Instant;
 
 use quickbus_wire::{MessageBuilder, Value};
 
+use crate::accounting::UserSlot;
 use crate::errors::{self, BusError};
 use crate::flow::{Fill, HoldReason, Kind, OutBounds, Verdict};
 use crate::overflow::{Admit, OutQueue, MESSAGES_LOST, QUICKBUS_INTERFACE};
@@ -42,10 +44,14 @@ impl Bus {
         conn.traffic.count_out(len);
         self.traffic.count_out(len);
         let q = &mut conn.queue;
+        let owes = q.owes();
         // The common case: room everywhere (and one lookup of the
         // receiver).
         let (own, user_full) = match self.queues.admit(q, len, nfds) {
             Admit::In { paces } => {
+                if owes {
+                    self.tell_before_next(to, out);
+                }
                 out.push(Action::Deliver { to, msg });
                 if paces {
                     self.pace_sender(to, out);
@@ -76,17 +82,18 @@ impl Bus {
                 self.push_delivery(to, msg, len, nfds, out);
                 self.hold_sender(to, HoldReason::Full, out);
             }
-            Verdict::Drop | Verdict::RefuseCall => {
-                self.record_dropped(to);
-                if own == Fill::Room {
-                    self.queues.watch_drain(to);
-                }
-            }
+            Verdict::Drop | Verdict::RefuseCall => self.record_dropped(to),
             Verdict::DisconnectReceiver => {
                 let q = &mut self.conns.get_mut(&to).expect("looked up above").queue;
                 let reason = self.queues.close(q);
                 out.push(Action::Disconnect { conn: to, reason });
+                return;
             }
+        }
+        // Its episode may end with another connection's writes (its
+        // user's queues draining): it is looked at then.
+        if let Some(conn) = self.conns.get_mut(&to) {
+            self.queues.watch(to, &mut conn.queue);
         }
     }
 
@@ -131,8 +138,9 @@ impl Bus {
         }
     }
 
-    /// Count it in its receiver's queue and user's, and hand it over.
-    /// Returns the bytes now queued for the receiver.
+    /// Count it in its receiver's queue and user's, and hand it over,
+    /// after a MessagesLost if the receiver is owed one. Returns the bytes
+    /// now queued for the receiver.
     fn push_delivery(
         &mut self,
         to: ConnId,
@@ -141,6 +149,9 @@ impl Bus {
         nfds: usize,
         out: &mut Vec<Action>,
     ) -> usize {
+        if self.conns.get(&to).is_some_and(|c| c.queue.owes()) {
+            self.tell_before_next(to, out);
+        }
         let q = &mut self
             .conns
             .get_mut(&to)
@@ -149,6 +160,22 @@ impl Bus {
         let queued = self.queues.push(q, len, nfds);
         out.push(Action::Deliver { to, msg });
         queued
+    }
+
+    /// Queue what `to` is owed (MessagesLost) whatever its bounds: it is
+    /// small, and comes at most once per message queued for `to` after a
+    /// loss, or once per drain.
+    pub(super) fn deliver_owed(&mut self, to: ConnId, msg: OutMessage, out: &mut Vec<Action>) {
+        let Some(conn) = self.conns.get_mut(&to) else {
+            return;
+        };
+        if conn.queue.is_closing() {
+            return;
+        }
+        let (len, nfds) = (msg.frame.header.len() + msg.frame.body.len(), msg.fds.len());
+        conn.traffic.count_out(len);
+        self.traffic.count_out(len);
+        self.push_delivery(to, msg, len, nfds, out);
     }
 
     /// The error the caller of a method call to `target` gets when the
@@ -298,25 +325,39 @@ impl Bus {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        let (before, after) = self.queues.flushed(&mut c.queue, bytes, fds, now);
+        let written = self.queues.flushed(&mut c.queue, bytes, fds, now);
         // Debug.Stats shows the queue at its fullest (before the write).
         let t = &mut c.traffic;
-        t.peak_queued_bytes = t.peak_queued_bytes.max(before as u64);
-        t.queued_bytes = after as u64;
+        t.peak_queued_bytes = t.peak_queued_bytes.max(written.before as u64);
+        t.queued_bytes = written.after as u64;
         self.note_drained(conn, out);
-        if self.queues.watches_drains() {
-            let mut watch = self.queues.take_watched();
-            watch.retain(|&w| {
-                self.note_drained(w, out);
-                self.conns.get(&w).is_some_and(|c| c.queue.is_overflowing())
-            });
-            self.queues.rewatch(watch);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            self.queues.watch(conn, &mut c.queue);
+        }
+        if let Some(user) = written.user_drained {
+            self.look_at_watched(user, out);
         }
         self.check_holds(now, out);
     }
 
-    /// A receiver whose queue, and its user's queues together, went down
-    /// to half their bounds is told how many signals it lost, if any.
+    /// `user`'s queues went down a level (they have room again, or are
+    /// down to half their bound): each of its receivers in an overflow
+    /// episode is looked at once, told what it lost if it can be, and
+    /// kept in the list while its episode lasts.
+    fn look_at_watched(&mut self, user: UserSlot, out: &mut Vec<Action>) {
+        let mut watched = self.queues.take_watched(user);
+        watched.retain(|&w| {
+            self.note_drained(w, out);
+            self.conns
+                .get_mut(&w)
+                .is_some_and(|c| self.queues.keep_watching(&mut c.queue))
+        });
+        self.queues.rewatch(user, watched);
+    }
+
+    /// A receiver whose queue went down to half its bound, while its
+    /// user's queues have room, is told how many signals it lost, if any
+    /// (see [`crate::overflow::Queues::lost_on_drain`]).
     fn note_drained(&mut self, id: ConnId, out: &mut Vec<Action>) {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
@@ -324,6 +365,14 @@ impl Bus {
         let Some(lost) = self.queues.lost_on_drain(&mut conn.queue) else {
             return;
         };
+        if conn.queue.in_episode() {
+            // Told before its episode ends (its user's queues are not
+            // down to half yet), which a reader about its bound can make
+            // happen at every read: not a line at info each time.
+            tracing::debug!("telling {id:?} {lost} signals were dropped for it");
+            self.tell_messages_lost(id, lost, out);
+            return;
+        }
         let name = conn.unique().as_deref().unwrap_or("(no name)");
         let c = conn.creds();
         tracing::info!(
@@ -344,16 +393,31 @@ impl Bus {
         if let Some(now) = self.queues.forget(id, queue) {
             self.check_holds(now, out);
         } // else no event yet: nothing was queued or held
-        self.queues.leave(queue);
+        if let Some(user) = self.queues.leave(queue) {
+            self.look_at_watched(user, out);
+        }
+    }
+
+    /// Something is about to be queued for `to`, which lost signals it was
+    /// not told of: it hears of them first.
+    fn tell_before_next(&mut self, to: ConnId, out: &mut Vec<Action>) {
+        let Some(lost) = self.conns.get_mut(&to).and_then(|c| c.queue.take_lost()) else {
+            return;
+        };
+        tracing::debug!(
+            "telling {to:?} {lost} signals were dropped for it before its next message"
+        );
+        self.tell_messages_lost(to, lost, out);
     }
 
     /// Tell `to` that `count` signals for it were dropped while its queue
-    /// was full. It goes through [`Bus::send_to`], so monitors see it.
+    /// was full. It goes through [`Bus::send_owed`], so monitors see it,
+    /// and into `to`'s queue whatever its bounds.
     fn tell_messages_lost(&mut self, to: ConnId, count: u64, out: &mut Vec<Action>) {
         let count = u32::try_from(count).unwrap_or(u32::MAX);
         let builder = MessageBuilder::signal(BUS_PATH, QUICKBUS_INTERFACE, MESSAGES_LOST)
             .body(vec![Value::Uint32(count)]);
-        self.send_to(to, builder, out);
+        self.send_owed(to, builder, out);
     }
 }
 
@@ -404,6 +468,18 @@ mod tests {
             ),
             _ => (bytes, fds),
         })
+    }
+
+    /// A connection of `uid` past Hello.
+    fn client_of(h: &mut Harness, uid: u32, pid: u32) -> (ConnId, String) {
+        let id = h.bus.add_connection(creds(uid, pid), true);
+        let hello = h.call(id, call_bus("Hello", vec![]));
+        let name = match &hello.body_values().unwrap()[0] {
+            quickbus_wire::Value::String(name) => name.clone(),
+            other => panic!("{other:?}"),
+        };
+        h.take();
+        (id, name)
     }
 
     fn delivered_to(out: &[Action], to: ConnId) -> Vec<Message> {
@@ -620,13 +696,7 @@ mod tests {
     fn another_users_receiver_holds_a_sender_only_as_long_as_its_users_budget_lasts() {
         let mut h = harness(BOUNDS);
         let (a, _) = h.client();
-        let b = h.bus.add_connection(creds(1001, 101), true);
-        let hello = h.call(b, call_bus("Hello", vec![]));
-        let name_b = match &hello.body_values().unwrap()[0] {
-            quickbus_wire::Value::String(name) => name.clone(),
-            other => panic!("{other:?}"),
-        };
-        h.take();
+        let (b, name_b) = client_of(&mut h, 1001, 101);
         settle(&mut h, &[a, b]);
         let got = fill(&mut h, a, &name_b);
         // 100 ms a minute, not the 1 s hold.
@@ -645,12 +715,7 @@ mod tests {
         );
         // Spent: another receiver of that user, full, holds nobody; what
         // finds it full is dropped and counted at once.
-        let b2 = h.bus.add_connection(creds(1001, 102), true);
-        let hello = h.call(b2, call_bus("Hello", vec![]));
-        let name_b2 = match &hello.body_values().unwrap()[0] {
-            quickbus_wire::Value::String(name) => name.clone(),
-            other => panic!("{other:?}"),
-        };
+        let (b2, name_b2) = client_of(&mut h, 1001, 102);
         settle(&mut h, &[b2]);
         for _ in 0..4 {
             h.send(a, signal_to(&name_b2));
@@ -739,5 +804,162 @@ mod tests {
         // c's queue still counts toward uid 1000's, and goes with it.
         h.bus.remove_connection(c, &mut h.out);
         assert_eq!(h.bus.queues.users(), 0);
+    }
+
+    /// A broadcast signal of about 400 bytes.
+    fn broadcast() -> MessageBuilder {
+        MessageBuilder::signal("/", "org.example.T", "S").body(vec![s(&"x".repeat(300))])
+    }
+
+    /// `n` connections of uid 1001, each subscribed to [`broadcast`]s,
+    /// with nothing queued.
+    fn subscribers(h: &mut Harness, n: u32) -> Vec<ConnId> {
+        (0..n)
+            .map(|i| {
+                let (r, _) = client_of(h, 1001, 200 + i);
+                h.add_match(r, "type='signal',interface='org.example.T'");
+                settle(h, &[r]);
+                r
+            })
+            .collect()
+    }
+
+    /// `from` (uid 1000) broadcasts until uid 1001's queues are full and
+    /// its hold budget is spent: from then on every broadcast is dropped
+    /// for every subscriber of 1001 that has not drained. Returns what
+    /// was delivered meanwhile.
+    fn overflow_user(h: &mut Harness, from: ConnId) -> Vec<Action> {
+        let mut got = Vec::new();
+        let held = |out: &[Action]| {
+            out.iter()
+                .any(|a| matches!(a, Action::HoldSender { conn } if *conn == from))
+        };
+        while !held(&got) {
+            h.send(from, broadcast());
+            got.append(&mut h.out);
+        }
+        h.now += BOUNDS.hold_budget;
+        h.bus.handle_timeouts(h.now, &mut h.out);
+        got.append(&mut h.out);
+        got
+    }
+
+    /// The daemon writes everything `so_far` delivered to `r`, which
+    /// reads it all; returns what that made the bus do.
+    fn drain(h: &mut Harness, r: ConnId, so_far: &[Action]) -> Vec<Action> {
+        write_all(h, r, so_far);
+        std::mem::take(&mut h.out)
+    }
+
+    /// The MessagesLost counts among `msgs`.
+    fn lost_counts(msgs: &[Message]) -> Vec<u32> {
+        msgs.iter()
+            .filter(|m| m.member() == Some(MESSAGES_LOST))
+            .map(|m| match m.body_values().unwrap().as_slice() {
+                [quickbus_wire::Value::Uint32(n)] => *n,
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn receivers_of_a_full_user_are_looked_at_once_each_per_write_not_once_per_loss() {
+        // Issue 24, item 5: every signal dropped for a subscriber of a
+        // full user was remembered once more, and every write looked at
+        // all of them again: the bus's turns grew with the losses.
+        const RECEIVERS: u32 = 40;
+        let mut h = harness(BOUNDS);
+        let (a, _) = h.client();
+        let receivers = subscribers(&mut h, RECEIVERS);
+        settle(&mut h, &[a]);
+        let mut got = overflow_user(&mut h, a);
+        for _ in 0..100 {
+            h.send(a, broadcast());
+            got.append(&mut h.out);
+        }
+        for &r in &receivers {
+            let before = h.bus.queues.drain_checks();
+            let out = drain(&mut h, r, &got);
+            let checks = h.bus.queues.drain_checks() - before;
+            // The receiver written to, and each watched one at most once.
+            assert!(
+                checks <= RECEIVERS as usize + 1,
+                "one write looked at {checks} receivers; there are {RECEIVERS}"
+            );
+            got.extend(out);
+        }
+        // Every one of them lost signals, and heard how many.
+        for &r in &receivers {
+            let lost = h.bus.traffic(r).unwrap().dropped;
+            assert!(lost > 0, "{r:?} lost nothing");
+            let told: u32 = lost_counts(&delivered_to(&got, r)).iter().sum();
+            assert_eq!(u64::from(told), lost, "{r:?}");
+        }
+    }
+
+    #[test]
+    fn lossy_receivers_that_drain_in_turn_each_hear_of_their_losses_at_once() {
+        // Issue 24, item 7: four receivers of one user, each lossy; as
+        // each drains it is told at once, not when a later signal comes
+        // (and after it).
+        let mut h = harness(BOUNDS);
+        let (a, _) = h.client();
+        let receivers = subscribers(&mut h, 4);
+        settle(&mut h, &[a]);
+        let mut got = Vec::new();
+        while h.bus.traffic(receivers[3]).unwrap().dropped == 0 {
+            h.send(a, broadcast());
+            got.append(&mut h.out);
+            h.now += BOUNDS.hold;
+            h.bus.handle_timeouts(h.now, &mut h.out);
+            got.append(&mut h.out);
+        }
+        for _ in 0..3 {
+            h.send(a, broadcast());
+        }
+        got.append(&mut h.out);
+        for &r in &receivers {
+            let lost = h.bus.traffic(r).unwrap().dropped;
+            assert!(lost > 0, "{r:?} lost nothing");
+            let out = drain(&mut h, r, &got);
+            assert_eq!(
+                lost_counts(&delivered_to(&out, r)),
+                [lost as u32],
+                "{r:?} drained and was not told at once: {out:?}"
+            );
+            got.extend(out);
+        }
+    }
+
+    #[test]
+    fn a_receiver_hears_of_its_losses_before_the_next_message_it_gets() {
+        // Its queue has room again but is not down to half: the next
+        // signal that goes in comes after the MessagesLost.
+        let mut h = harness(BOUNDS);
+        let (a, _) = h.client();
+        let receivers = subscribers(&mut h, 4);
+        settle(&mut h, &[a]);
+        let mut got = overflow_user(&mut h, a);
+        for _ in 0..3 {
+            h.send(a, broadcast());
+        }
+        got.append(&mut h.out);
+        let r = receivers[0];
+        let lost = h.bus.traffic(r).unwrap().dropped;
+        assert!(lost > 0);
+        // Two others drain: the user's queues have room again.
+        for &other in &receivers[2..] {
+            got.extend(drain(&mut h, other, &got));
+        }
+        // r reads a little, not down to half its bound.
+        let (queued, _) = written(&got, r);
+        assert!(queued > BOUNDS.max_bytes, "{queued}");
+        h.bus.flushed(r, queued - 700, 0, h.now, &mut h.out);
+        h.out.clear();
+        h.send(a, broadcast());
+        let to_r = delivered_to(&h.out, r);
+        let members: Vec<_> = to_r.iter().map(|m| m.member().unwrap()).collect();
+        assert_eq!(members, [MESSAGES_LOST, "S"], "{:?}", h.out);
+        assert_eq!(lost_counts(&to_r), [lost as u32]);
     }
 }
