@@ -153,6 +153,13 @@ fn serve(
     };
     let ready = if fork { Some(daemonize()?) } else { None };
 
+    // Before `<user>`, which may not be allowed to read /proc/self/exe,
+    // and before anyone learns of the bus: a file renamed over or from the
+    // daemon's path after that (an upgrade) must not change which path
+    // a restart runs.
+    let binary = crate::restart::Binary::open(None)
+        .map_err(|e| warn!("cannot open the running binary, so no restart in place: {e}"))
+        .ok();
     // From the first sign of life anyone can act on (the pid file, the
     // printed address or pid) until the loop's handlers are in place
     // (`Server::with_state` unblocks them), a SIGUSR2, SIGHUP or SIGTERM
@@ -173,10 +180,6 @@ fn serve(
     if let Some(out) = print_pid {
         out.emit(&format!("{}\n", std::process::id()))?;
     }
-    // Before `<user>`, which may not be allowed to read /proc/self/exe.
-    let binary = crate::restart::Binary::open(None)
-        .map_err(|e| warn!("cannot open the running binary, so no restart in place: {e}"))
-        .ok();
     // Sockets bound and pid file written: now `<user>`, as dbus-daemon.
     if let Some(user) = &config.user {
         become_configured_user(user)?;
