@@ -206,9 +206,8 @@ fn restart_once(
         ));
     }
     eprintln!(
-        "{label}: restart {}/{}: {:.1} ms (the daemon: {pause:.1} ms)",
+        "{label}: restart {}: {:.1} ms (the daemon: {pause:.1} ms)",
         rep + 1,
-        case.calls.len().max(rep as usize + 1),
         case.calls[rep as usize]
     );
     Ok(())

@@ -24,13 +24,15 @@ mod resume;
 use std::path::PathBuf;
 
 pub use binary::{unblock_handled_signals, Binary};
-pub use format::{clock_now, read_handover, since_ms, write_handover, Handover, Restored};
+pub use format::{
+    clock_now, read_handover, since_ms, write_handover, HandedOver, Handover, Restored,
+};
 pub use resume::resume;
 
 /// The handover format's version: a binary restarts into another only
 /// when both print the same number for `--handover-version`. Bump it with
 /// every change to any serialized type (the bus's or the daemon's state).
-pub const HANDOVER_VERSION: u32 = 1;
+pub const HANDOVER_VERSION: u32 = 2;
 
 /// The number of the memfd holding the state, in the new image's
 /// environment.

@@ -93,8 +93,9 @@ fn restarted(h: &Harness) -> Harness {
         instant: h.now,
         monotonic_ns: MONOTONIC_AT_RESTART,
     };
-    let (bytes, raw_fds) = saving(before, || postcard::to_stdvec(&h.bus).unwrap());
-    let fds: Vec<OwnedFd> = raw_fds
+    let (bytes, saved) = saving(before, || postcard::to_stdvec(&h.bus).unwrap());
+    let fds: Vec<OwnedFd> = saved
+        .fds
         .iter()
         .map(|raw| OwnedFd::from(std::fs::File::open(format!("/proc/self/fd/{raw}")).unwrap()))
         .collect();
@@ -102,7 +103,15 @@ fn restarted(h: &Harness) -> Harness {
         instant: h.now + SHIFT,
         monotonic_ns: MONOTONIC_AT_RESTART,
     };
-    let (bus, unused) = restoring(after, fds, || postcard::from_bytes::<Bus>(&bytes).unwrap());
+    // The buffers as the new process reads them: each in a new allocation.
+    let buffers = saved
+        .buffers
+        .iter()
+        .map(|b| Bytes::copy_from_slice(b))
+        .collect();
+    let (bus, unused) = restoring(after, fds, buffers, || {
+        postcard::from_bytes::<Bus>(&bytes).unwrap()
+    });
     assert_eq!(unused, 0, "every fd handed over belongs to the state");
     let mut bus = bus;
     bus.restored(None);
@@ -561,8 +570,8 @@ fn without_the_fix_up_a_restored_connection_has_no_rules() {
         instant: h.now,
         monotonic_ns: MONOTONIC_AT_RESTART,
     };
-    let (bytes, _) = saving(before, || postcard::to_stdvec(&h.bus));
-    let (bus, _) = restoring(before, Vec::new(), || {
+    let (bytes, saved) = saving(before, || postcard::to_stdvec(&h.bus));
+    let (bus, _) = restoring(before, Vec::new(), saved.buffers, || {
         postcard::from_bytes::<Bus>(&bytes.unwrap())
     });
     let mut bus = bus.unwrap();
