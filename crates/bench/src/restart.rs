@@ -43,18 +43,18 @@ pub struct RestartArgs {
     /// Restarts measured per case
     #[arg(long, value_name = "N", default_value_t = 5)]
     reps: u32,
-    /// The backlog case: MiB of distinct 1 MiB signals queued, unread, for
-    /// each of its receivers (0 skips the case)
+    /// The backlog case: MiB of distinct signals queued, unread, for each
+    /// of its receivers (0 skips the case)
     #[arg(long, value_name = "MIB", default_value_t = 128)]
     backlog_mib: usize,
+    /// The backlog case: the size of each signal, in KiB
+    #[arg(long, value_name = "KIB", default_value_t = 1024)]
+    backlog_signal_kib: usize,
     /// The backlog case: receivers (of one user, like the sender) that
     /// never read, each queued every signal
     #[arg(long, value_name = "N", default_value_t = 4)]
     backlog_receivers: usize,
 }
-
-/// The size of one signal of the backlog case.
-const BACKLOG_SIGNAL: usize = 1024 * 1024;
 
 /// The targets.
 const IDLE_TARGET: Duration = Duration::from_millis(50);
@@ -118,6 +118,7 @@ pub fn run(args: &RestartArgs) -> Result<(), String> {
             &daemon,
             args.backlog_receivers.max(1),
             args.backlog_mib,
+            args.backlog_signal_kib.max(1),
             args.reps,
         )?);
     }
@@ -227,8 +228,8 @@ fn show_steps(bus: &RunningBus, shown: usize) -> usize {
 }
 
 /// The backlog case: `receivers` connections of one user subscribe to the
-/// bench's signals and never read; the same user sends `mib` signals of
-/// 1 MiB, so each receiver's queue holds all of them (those the kernel's
+/// bench's signals and never read; the same user sends `mib` MiB of
+/// signals of `signal_kib` KiB each, so each receiver's queue holds all of them (those the kernel's
 /// socket buffer took aside). Flow control is set out of the way (no
 /// pacing, queues large enough), so everything stays queued. After the
 /// last restart one receiver reads its whole backlog: every signal, in
@@ -237,17 +238,22 @@ fn measure_backlog(
     daemon: &std::path::Path,
     receivers: usize,
     mib: usize,
+    signal_kib: usize,
     reps: u32,
 ) -> Result<Case, String> {
     let label = "backlog";
-    let queue = (mib + 16) * BACKLOG_SIGNAL;
+    let size = signal_kib * 1024;
+    let count = mib * 1024 / signal_kib;
+    let queue = (mib + 16) * 1024 * 1024;
     let limits = [
         ("pacing_bytes", 0),
         ("max_outgoing_bytes", queue as u64),
         ("max_outgoing_queues_per_user", receivers as u64 + 2),
     ];
     let bus = RunningBus::start_with_limits(BusKind::Quickbus, daemon, &limits)?;
-    eprintln!("{label}: {receivers} receivers that do not read, {mib} signals of 1 MiB each");
+    eprintln!(
+        "{label}: {receivers} receivers that do not read, {count} signals of {signal_kib} KiB each"
+    );
     let mut readers = Vec::with_capacity(receivers);
     for i in 0..receivers {
         let mut conn = bus
@@ -258,8 +264,9 @@ fn measure_backlog(
         readers.push(conn);
     }
     let mut admin = bus.connect(IO_TIMEOUT).map_err(|e| e.to_string())?;
-    let mut signal = crate::messages::Template::signal(BACKLOG_SIGNAL - 256);
-    for i in 0..mib {
+    // The size with its header (and the bench's timestamp) about `size`.
+    let mut signal = crate::messages::Template::signal(size.saturating_sub(256).max(8));
+    for i in 0..count {
         signal
             .with_serial(BACKLOG_SERIALS + i as u32)
             .with_timestamp(i as u64);
@@ -279,7 +286,7 @@ fn measure_backlog(
         logged: Vec::new(),
         backlog: Some(Backlog {
             receivers,
-            distinct: mib * signal.bytes().len(),
+            distinct: count * signal.bytes().len(),
             rss_before: bus.rss_bytes(),
             rss_after: Vec::new(),
         }),
@@ -296,7 +303,7 @@ fn measure_backlog(
         .map_err(|e| e.to_string())?
         .body()
         .len();
-    read_backlog(&mut readers[0], mib, body)
+    read_backlog(&mut readers[0], count, body)
         .map_err(|e| format!("{label}: after {reps} restarts: {e}"))?;
     Ok(case)
 }
