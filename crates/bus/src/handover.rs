@@ -540,7 +540,7 @@ pub mod within_an_event {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[derive(Serialize, Deserialize)]
@@ -629,35 +629,39 @@ mod tests {
         fds: Arc<Vec<OwnedFd>>,
     }
 
-    /// `value` through a handover: saved, its buffers copied to
-    /// allocations of their own (as the new process reads them), its fds
-    /// duplicated, restored. Returns the state's size, the buffers' sizes,
-    /// how many fds crossed, and what was restored.
-    #[allow(clippy::disallowed_methods)] // a test's own descriptors and clock
-    fn crossed<T: Serialize + serde::de::DeserializeOwned>(
-        value: &T,
-    ) -> (usize, Vec<usize>, usize, T) {
-        let clock = clock_at(Instant::now(), 0);
-        let (bytes, saved) = saving(clock, || postcard::to_stdvec(value).unwrap());
-        let fds: Vec<OwnedFd> = saved
+    /// What the new process gets of `saved`, within this one: the same
+    /// files open again (through /proc/self/fd; the originals stay open)
+    /// and a copy of each buffer in an allocation of its own.
+    #[allow(clippy::disallowed_methods)] // a test's own descriptors
+    pub(crate) fn as_handed_over(saved: &Saved) -> (Vec<OwnedFd>, Vec<Bytes>) {
+        let fds = saved
             .fds
             .iter()
-            .map(|&raw| {
-                // A descriptor of the value's, which stays open.
-                let file = std::fs::File::open(format!("/proc/self/fd/{raw}")).unwrap();
-                OwnedFd::from(file)
-            })
+            .map(|raw| OwnedFd::from(std::fs::File::open(format!("/proc/self/fd/{raw}")).unwrap()))
             .collect();
-        let sizes = saved.buffers.iter().map(Bytes::len).collect();
         let buffers = saved
             .buffers
             .iter()
             .map(|b| Bytes::copy_from_slice(b))
             .collect();
+        (fds, buffers)
+    }
+
+    /// `value` through a handover ([`as_handed_over`]). Returns the
+    /// state's size, the buffers' sizes, how many fds crossed, and what
+    /// was restored.
+    #[allow(clippy::disallowed_methods)] // a test's clock
+    fn crossed<T: Serialize + serde::de::DeserializeOwned>(
+        value: &T,
+    ) -> (usize, Vec<usize>, usize, T) {
+        let clock = clock_at(Instant::now(), 0);
+        let (bytes, saved) = saving(clock, || postcard::to_stdvec(value).unwrap());
+        let (fds, buffers) = as_handed_over(&saved);
         let (restored, unused) = restoring(clock, fds, buffers, || {
             postcard::from_bytes::<T>(&bytes).unwrap()
         });
         assert_eq!(unused, 0);
+        let sizes = saved.buffers.iter().map(Bytes::len).collect();
         (bytes.len(), sizes, saved.fds.len(), restored)
     }
 

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::*;
 use crate::flow::{OutBounds, Pacing};
+use crate::handover::tests::as_handed_over;
 use crate::handover::{restoring, saving, Clock};
 use crate::policy::{NameMatch, PolicyRule, RuleKind};
 use crate::registry::{ALLOW_REPLACEMENT, DO_NOT_QUEUE};
@@ -84,8 +85,9 @@ fn distinct_files(n: usize) -> Vec<OwnedFd> {
 }
 
 /// What the daemon does across exec, in one process: write the bus out,
-/// hand its fds over (here: open the same files again, as the fd table
-/// of the new process would hold them), and read it back in a process
+/// hand its fds and buffers over (here: open the same files again, as
+/// the fd table of the new process would hold them, and copy the
+/// buffers), and read it back in a process
 /// whose `Instant`s are [`SHIFT`] later. The new harness has the same
 /// state as `h` and its clock reads `h.now + SHIFT`.
 fn restarted(h: &Harness) -> Harness {
@@ -94,21 +96,11 @@ fn restarted(h: &Harness) -> Harness {
         monotonic_ns: MONOTONIC_AT_RESTART,
     };
     let (bytes, saved) = saving(before, || postcard::to_stdvec(&h.bus).unwrap());
-    let fds: Vec<OwnedFd> = saved
-        .fds
-        .iter()
-        .map(|raw| OwnedFd::from(std::fs::File::open(format!("/proc/self/fd/{raw}")).unwrap()))
-        .collect();
+    let (fds, buffers) = as_handed_over(&saved);
     let after = Clock {
         instant: h.now + SHIFT,
         monotonic_ns: MONOTONIC_AT_RESTART,
     };
-    // The buffers as the new process reads them: each in a new allocation.
-    let buffers = saved
-        .buffers
-        .iter()
-        .map(|b| Bytes::copy_from_slice(b))
-        .collect();
     let (bus, unused) = restoring(after, fds, buffers, || {
         postcard::from_bytes::<Bus>(&bytes).unwrap()
     });
