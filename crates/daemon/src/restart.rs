@@ -19,6 +19,7 @@
 
 mod binary;
 mod format;
+mod mapped;
 mod resume;
 
 use std::path::PathBuf;

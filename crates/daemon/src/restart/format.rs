@@ -3,7 +3,8 @@
 //! ```text
 //! "QUICKBUS" | version: u32 LE | fd count: u32 LE | fd numbers: i32 LE each
 //!            | buffer count: u32 LE | buffer lengths: u64 LE each
-//!            | payload length: u64 LE | payload (postcard) | buffers
+//!            | payload length: u64 LE | payload (postcard)
+//!            | zeros to a page boundary | buffers
 //! ```
 //!
 //! The payload is the state, serialized with serde into postcard: what
@@ -11,22 +12,23 @@
 //! requesters of the restart, the loop's connections, and the bus. Every
 //! descriptor in it is an index into the fd numbers, every message's
 //! bytes a slice of one of the buffers, every instant a `CLOCK_MONOTONIC`
-//! reading (see `quickbus_bus::handover`). The buffers follow the
-//! payload back to back, each once however many queues share it: they
-//! go from the old image's memory into the memfd, and from the memfd into
-//! one allocation each of the new image's, without passing through
-//! postcard.
+//! reading (see `quickbus_bus::handover`). The buffers follow in order,
+//! each once however many queues share it, and without passing through
+//! postcard: a small one right after the one before, a large one on the
+//! next page boundary (`mapped::place`), where the new image maps it
+//! instead of copying it.
 //!
 //! Owns: the layout. May touch: nothing else.
 
 use std::io::{self, BufReader, BufWriter, Read, Seek, Write};
 use std::os::fd::{OwnedFd, RawFd};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use quickbus_bus::handover::Clock;
 use quickbus_bus::{Bus, RestartRequester};
 
-use super::{Setup, HANDOVER_VERSION};
+use super::{mapped, Setup, HANDOVER_VERSION};
 use crate::activation::Launcher;
 use crate::server::LoopState;
 
@@ -89,22 +91,35 @@ fn write_state<T: serde::Serialize>(state: &T) -> io::Result<(OwnedFd, Vec<RawFd
     // Large buffers go straight to the memfd; small ones are gathered
     // first, so that many small messages are not a write each.
     let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::from(memfd));
-    out.write_all(&header(&saved.fds, &saved.buffers, payload.len()))?;
+    let header = header(&saved.fds, &saved.buffers, payload.len());
+    out.write_all(&header)?;
     out.write_all(&payload)?;
+    // The buffer area starts on a page, and each large buffer in it too,
+    // so that the new image can map them (`mapped`).
+    let page = rustix::param::page_size();
+    let head = header.len() + payload.len();
+    pad(&mut out, head.next_multiple_of(page) - head)?;
+    let mut at = 0;
     for buffer in &saved.buffers {
+        let start = mapped::place(at, buffer.len(), page);
+        pad(&mut out, start - at)?;
         out.write_all(buffer)?;
+        at = start + buffer.len();
     }
     let mut file = out.into_inner().map_err(|e| e.into_error())?;
     file.rewind()?;
-    // Nobody changes it from here on: the new image reads what was written.
+    // Its size and contents are fixed from here on. (Not sealed against
+    // writing: the new image punches drained buffers out of it.)
     rustix::fs::fcntl_add_seals(
         &file,
-        rustix::fs::SealFlags::SHRINK
-            | rustix::fs::SealFlags::GROW
-            | rustix::fs::SealFlags::WRITE
-            | rustix::fs::SealFlags::SEAL,
+        rustix::fs::SealFlags::SHRINK | rustix::fs::SealFlags::GROW | rustix::fs::SealFlags::SEAL,
     )?;
     Ok((file.into(), saved.fds))
+}
+
+/// `n` zero bytes.
+fn pad(out: &mut impl Write, n: usize) -> io::Result<()> {
+    io::copy(&mut io::repeat(0).take(n as u64), out).map(|_| ())
 }
 
 /// Everything before the payload.
@@ -127,25 +142,77 @@ fn header(fds: &[RawFd], buffers: &[Bytes], payload_len: usize) -> Vec<u8> {
 /// A handover as read: the fd numbers it names, the bytes to deserialize
 /// and the buffers their messages lie in (both inside
 /// `quickbus_bus::handover::restoring`).
-#[derive(Debug)]
 pub struct HandedOver {
     pub fds: Vec<RawFd>,
     pub payload: Vec<u8>,
     pub buffers: Vec<Bytes>,
+    /// Where the large buffers lie, if any.
+    mapped: Option<Arc<mapped::Buffers>>,
 }
 
-/// Read the handover in `memfd`.
+impl HandedOver {
+    /// The new image serves: the memory of buffers that drain is given
+    /// back from now on (until then the handover stays whole, for the
+    /// way back).
+    pub fn serving(&self) {
+        if let Some(mapped) = &self.mapped {
+            mapped.serving();
+        }
+    }
+}
+
+/// Read the handover in `memfd`: the header and the state are read, the
+/// buffers mapped (`mapped`: large ones stay where they are, small ones
+/// are copied out).
 pub fn read_handover(memfd: &OwnedFd) -> io::Result<HandedOver> {
     let mut file = std::fs::File::from(memfd.try_clone()?);
     file.rewind()?;
     let size = file.metadata()?.len();
-    read_from(BufReader::with_capacity(1 << 20, file), size)
+    let mut input = Fields {
+        input: BufReader::with_capacity(1 << 16, file),
+        left: size,
+    };
+    let (fds, lengths, payload) = read_head(&mut input)?;
+    let page = rustix::param::page_size();
+    let area = (size - input.left).next_multiple_of(page as u64);
+    // Each buffer's place in the area, checked against the memfd's size.
+    let mut places = Vec::with_capacity(lengths.len());
+    let room = size.saturating_sub(area);
+    let mut at = 0usize;
+    for len in lengths {
+        // `at` stays within the memfd, so nothing below overflows.
+        if len > room - at as u64 {
+            return Err(bad("the handover is cut short"));
+        }
+        let start = mapped::place(at, len as usize, page);
+        at = start + len as usize;
+        if at as u64 > room {
+            return Err(bad("the handover is cut short"));
+        }
+        places.push((start, len as usize));
+    }
+    let mapped = match at {
+        0 => None,
+        _ => Some(mapped::Buffers::map(memfd, area, at, page)?),
+    };
+    let buffers = places
+        .into_iter()
+        .map(|(start, len)| match &mapped {
+            Some(mapped) if len > 0 => mapped.buffer(start, len),
+            _ => Bytes::new(),
+        })
+        .collect();
+    Ok(HandedOver {
+        fds,
+        payload,
+        buffers,
+        mapped,
+    })
 }
 
-/// Parse a handover of `size` bytes from `input`: each buffer is read
-/// into an allocation of its own, once.
-fn read_from(input: impl Read, size: u64) -> io::Result<HandedOver> {
-    let mut input = Fields { input, left: size };
+/// What precedes the buffers: the fd numbers, the buffers' lengths, and
+/// the state.
+fn read_head(input: &mut Fields<impl Read>) -> io::Result<(Vec<RawFd>, Vec<u64>, Vec<u8>)> {
     if input.bytes(8)? != MAGIC {
         return Err(bad("not a quickbus handover"));
     }
@@ -165,15 +232,7 @@ fn read_from(input: impl Read, size: u64) -> io::Result<HandedOver> {
         .collect::<io::Result<Vec<u64>>>()?;
     let payload_len = input.u64()?;
     let payload = input.bytes(payload_len)?;
-    let buffers = lengths
-        .into_iter()
-        .map(|len| input.bytes(len).map(Bytes::from))
-        .collect::<io::Result<_>>()?;
-    Ok(HandedOver {
-        fds,
-        payload,
-        buffers,
-    })
+    Ok((fds, lengths, payload))
 }
 
 fn bad(what: &str) -> io::Error {
@@ -221,19 +280,30 @@ mod tests {
     use crate::socket::Stream;
     use crate::transport::{OutItem, Transport};
 
+    /// A handover laid out as the old image lays it out (small buffers).
     fn framed(version: u32, fds: &[i32], buffers: &[&[u8]], payload: &[u8]) -> Vec<u8> {
         let buffers: Vec<Bytes> = buffers.iter().map(|b| Bytes::copy_from_slice(b)).collect();
         let mut v = header(fds, &buffers, payload.len());
         v[8..12].copy_from_slice(&version.to_le_bytes());
         v.extend_from_slice(payload);
+        v.resize(v.len().next_multiple_of(rustix::param::page_size()), 0);
         for buffer in &buffers {
             v.extend_from_slice(buffer);
         }
         v
     }
 
+    /// `all` in a memfd sealed as the old image seals it, read back.
     fn parse(all: &[u8]) -> io::Result<HandedOver> {
-        read_from(all, all.len() as u64)
+        let memfd = rustix::fs::memfd_create(
+            "quickbus-handover-test",
+            rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
+        )
+        .unwrap();
+        let mut file = std::fs::File::from(memfd);
+        file.write_all(all).unwrap();
+        rustix::fs::fcntl_add_seals(&file, rustix::fs::SealFlags::SHRINK).unwrap();
+        read_handover(&file.into())
     }
 
     #[test]
@@ -252,7 +322,9 @@ mod tests {
 
     #[test]
     fn another_version_a_foreign_file_or_a_cut_are_refused() {
-        let other = parse(&framed(HANDOVER_VERSION + 1, &[], &[], b"")).unwrap_err();
+        let Err(other) = parse(&framed(HANDOVER_VERSION + 1, &[], &[], b"")) else {
+            panic!("another version was read");
+        };
         assert!(other.to_string().contains("handover version"), "{other}");
         assert!(parse(b"NOTQUICKxxxxxxxxxxxxxxxx").is_err());
         let whole = framed(HANDOVER_VERSION, &[3], &[b"buffer"], b"payload");
@@ -332,5 +404,53 @@ mod tests {
                 first.fds.as_ref().unwrap()
             ));
         }
+    }
+
+    /// The bytes of the memfd backed by memory.
+    fn allocated(memfd: &OwnedFd) -> u64 {
+        rustix::fs::fstat(memfd).unwrap().st_blocks as u64 * 512
+    }
+
+    #[test]
+    fn a_large_buffer_is_read_in_place_and_given_back_once_drained_after_the_restart() {
+        const LARGE: usize = 1 << 20;
+        let big = Bytes::from(vec![b'x'; LARGE]);
+        let small = Bytes::from(vec![b's'; 100]);
+        #[derive(serde::Serialize, serde::Deserialize)]
+        struct Two(
+            #[serde(with = "quickbus_bus::handover::shared_bytes")] Bytes,
+            #[serde(with = "quickbus_bus::handover::shared_bytes")] Bytes,
+        );
+        let (memfd, _) = write_state(&Two(small.clone(), big.clone())).unwrap();
+        let whole = allocated(&memfd);
+        assert!(whole >= LARGE as u64);
+        let restore = |read: &HandedOver| {
+            let buffers = read.buffers.clone();
+            let (two, _) =
+                quickbus_bus::handover::restoring(clock_now(), Vec::new(), buffers, || {
+                    postcard::from_bytes::<Two>(&read.payload).unwrap()
+                });
+            two
+        };
+        // Restored and dropped before the new image serves (a failed
+        // restore): the handover stays whole for the way back.
+        let read = read_handover(&memfd).unwrap();
+        let Two(s, b) = restore(&read);
+        assert_eq!((s, b), (small.clone(), big.clone()));
+        drop(read);
+        assert_eq!(allocated(&memfd), whole);
+        // Serving, the large buffer's memory goes once its message does.
+        let read = read_handover(&memfd).unwrap();
+        let Two(s, b) = restore(&read);
+        read.serving();
+        drop(read);
+        assert_eq!(b, big);
+        drop(b);
+        assert!(
+            allocated(&memfd) <= whole - LARGE as u64,
+            "{} of {whole} bytes still allocated",
+            allocated(&memfd)
+        );
+        assert_eq!(s, small, "a small buffer was copied out");
     }
 }

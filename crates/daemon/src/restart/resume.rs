@@ -122,7 +122,9 @@ fn restore(opts: &Options, memfd: &OwnedFd, going_back: bool) -> Result<Server, 
         handed.fds.len(),
         since_ms(started) - read - checked
     );
-    rebuild(opts, restored, going_back)
+    let server = rebuild(opts, restored, going_back)?;
+    handed.serving();
+    Ok(server)
 }
 
 /// The descriptor table, taken over: each number once, and a duplicate
