@@ -295,7 +295,9 @@ fn measure_backlog(
     for rep in 0..reps {
         restart_once(&bus, &mut admin, &mut case, rep, receivers + 1)?;
         if let Some(backlog) = &mut case.backlog {
-            backlog.rss_after.push(daemon_memory(bus.pid())?);
+            let memory = daemon_memory(bus.pid())?;
+            eprintln!("  the daemon's memory: {} MiB", memory >> 20);
+            backlog.rss_after.push(memory);
         }
         shown_steps = show_steps(&bus, shown_steps);
     }
@@ -332,23 +334,27 @@ fn resident_kib(status: &str, fields: &[&str]) -> u64 {
         .sum()
 }
 
-/// The bytes allocated to handover memfds `pid` holds open.
+/// The bytes allocated to handover memfds `pid` holds open (each once,
+/// though it may hold one by two descriptors for a moment).
 fn handover_bytes(pid: u32) -> u64 {
     use std::os::unix::fs::MetadataExt;
     let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return 0;
     };
-    fds.flatten()
-        .filter(|fd| {
-            std::fs::read_link(fd.path()).is_ok_and(|target| {
-                target
-                    .to_string_lossy()
-                    .starts_with("/memfd:quickbus-handover")
-            })
+    let is_handover = |fd: &std::fs::DirEntry| {
+        std::fs::read_link(fd.path()).is_ok_and(|target| {
+            target
+                .to_string_lossy()
+                .starts_with("/memfd:quickbus-handover")
         })
+    };
+    let memfds: std::collections::HashMap<u64, u64> = fds
+        .flatten()
+        .filter(is_handover)
         .filter_map(|fd| std::fs::metadata(fd.path()).ok())
-        .map(|meta| meta.blocks() * 512)
-        .sum()
+        .map(|meta| (meta.ino(), meta.blocks() * 512))
+        .collect();
+    memfds.values().sum()
 }
 
 /// Serials of the backlog's signals, far from the client's own.

@@ -9,7 +9,10 @@
 //! buffer starts on a page of its own (`format` lays them out), so once
 //! the last message lying in it is gone its pages are punched out of the
 //! memfd: the bus gives that memory back as it would have given back the
-//! buffer's allocation, and holds no more than before the restart.
+//! buffer's allocation, and holds no more than before the restart. The
+//! rest of the memfd (the header, the state, the small buffers, all
+//! copied out) is punched out as soon as the new image serves; without a
+//! large buffer the memfd is not kept at all.
 //!
 //! Punching starts only once the new image serves ([`Buffers::serving`]):
 //! until then the previous binary may still need the handover whole, to
@@ -42,11 +45,11 @@ pub fn place(at: usize, len: usize, page: usize) -> usize {
     }
 }
 
-pub fn is_large(len: usize, page: usize) -> bool {
+fn is_large(len: usize, page: usize) -> bool {
     len >= LARGE_IN_PAGES * page
 }
 
-/// The handover's buffer area, mapped.
+/// The handover's buffer area, mapped, while large buffers lie in it.
 pub struct Buffers {
     map: MappedMemfd,
     /// A descriptor of the memfd's own, kept to punch drained buffers out
@@ -55,40 +58,88 @@ pub struct Buffers {
     /// The area's offset in the memfd.
     base: u64,
     page: usize,
+    /// The pages of the memfd no large buffer lies in (the header, the
+    /// state, the small buffers, all copied out), given back as soon as
+    /// the new image serves.
+    unused: Vec<(u64, u64)>,
     /// Whether drained buffers are punched out (the new image serves).
     serving: AtomicBool,
 }
 
-impl Buffers {
-    /// Map the `len` bytes of `memfd` from `base` (page-aligned).
-    pub fn map(memfd: &OwnedFd, base: u64, len: usize, page: usize) -> io::Result<Arc<Buffers>> {
-        Ok(Arc::new(Buffers {
-            map: MappedMemfd::map(memfd.as_fd(), base, len)?,
-            memfd: memfd.try_clone()?,
-            base,
-            page,
-            serving: AtomicBool::new(false),
-        }))
+/// The `len` bytes of `memfd` from `base` (page-aligned) hold buffers at
+/// `places` (offset in the area, length): each of them, large ones read in
+/// place, small ones copied; and the mapping, if a large one keeps it.
+pub fn read(
+    memfd: &OwnedFd,
+    base: u64,
+    len: usize,
+    page: usize,
+    places: &[(usize, usize)],
+) -> io::Result<(Vec<Bytes>, Option<Arc<Buffers>>)> {
+    if len == 0 {
+        return Ok((places.iter().map(|_| Bytes::new()).collect(), None));
     }
+    let map = MappedMemfd::map(memfd.as_fd(), base, len)?;
+    if !places.iter().any(|&(_, len)| is_large(len, page)) {
+        let copied = places
+            .iter()
+            .map(|&(at, len)| Bytes::copy_from_slice(&map.bytes()[at..at + len]))
+            .collect();
+        return Ok((copied, None));
+    }
+    let mut unused = Vec::new();
+    let mut free_from = 0;
+    for &(at, len) in places.iter().filter(|&&(_, len)| is_large(len, page)) {
+        unused.push((free_from, base + at as u64));
+        free_from = base + (at + len).next_multiple_of(page) as u64;
+    }
+    unused.push((free_from, base + len as u64));
+    let area = Arc::new(Buffers {
+        map,
+        memfd: memfd.try_clone()?,
+        base,
+        page,
+        unused,
+        serving: AtomicBool::new(false),
+    });
+    let buffers = places
+        .iter()
+        .map(|&(at, len)| {
+            if is_large(len, page) {
+                Bytes::from_owner(InPlace {
+                    area: area.clone(),
+                    at,
+                    len,
+                })
+            } else {
+                Bytes::copy_from_slice(&area.map.bytes()[at..at + len])
+            }
+        })
+        .collect();
+    Ok((buffers, Some(area)))
+}
 
-    /// The buffer of `len` bytes at `at` in the area: a large one in
-    /// place, a small one copied.
-    pub fn buffer(self: &Arc<Buffers>, at: usize, len: usize) -> Bytes {
-        if is_large(len, self.page) {
-            Bytes::from_owner(InPlace {
-                area: self.clone(),
-                at,
-                len,
-            })
-        } else {
-            Bytes::copy_from_slice(&self.map.bytes()[at..at + len])
+impl Buffers {
+    /// The new image serves: what it copied out of the memfd is given
+    /// back now, and from now on the pages of each large buffer once
+    /// nothing refers to it any more.
+    pub fn serving(&self) {
+        self.serving.store(true, Ordering::Relaxed);
+        for &(from, to) in &self.unused {
+            self.punch(from, to.saturating_sub(from));
         }
     }
 
-    /// The new image serves: from now on, the pages of a buffer nothing
-    /// refers to any more are given back.
-    pub fn serving(&self) {
-        self.serving.store(true, Ordering::Relaxed);
+    fn punch(&self, offset: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        let _ = rustix::fs::fallocate(
+            &self.memfd,
+            rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE,
+            offset,
+            len,
+        );
     }
 }
 
@@ -107,17 +158,11 @@ impl AsRef<[u8]> for InPlace {
 
 impl Drop for InPlace {
     fn drop(&mut self) {
-        if !self.area.serving.load(Ordering::Relaxed) {
-            return;
+        if self.area.serving.load(Ordering::Relaxed) {
+            // Its pages, to the page where the next large buffer may
+            // start (what else lies there was copied out).
+            let len = self.len.next_multiple_of(self.area.page);
+            self.area.punch(self.area.base + self.at as u64, len as u64);
         }
-        // Its pages, to the page where the next large buffer may start
-        // (a small buffer there was copied out at restore).
-        let len = self.len.next_multiple_of(self.area.page);
-        let _ = rustix::fs::fallocate(
-            &self.area.memfd,
-            rustix::fs::FallocateFlags::PUNCH_HOLE | rustix::fs::FallocateFlags::KEEP_SIZE,
-            self.area.base + self.at as u64,
-            len as u64,
-        );
     }
 }
