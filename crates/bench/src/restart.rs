@@ -295,6 +295,11 @@ fn measure_backlog(
     for rep in 0..reps {
         restart_once(&bus, &mut admin, &mut case, rep, receivers + 1)?;
         if let Some(backlog) = &mut case.backlog {
+            // The new image replies to Restart just before it lets go of
+            // what it no longer needs (the handover's memfd, unless it
+            // reads buffers from it): measured once it answers from its
+            // loop.
+            admin.get_id().map_err(|e| format!("{label}: GetId: {e}"))?;
             let memory = daemon_memory(bus.pid())?;
             eprintln!("  the daemon's memory: {} MiB", memory >> 20);
             backlog.rss_after.push(memory);

@@ -238,6 +238,15 @@ fn a_signal_burst_crossing_ten_restarts_arrives_whole_and_in_order() {
     assert_eq!(restarts_logged(&bus), 10, "log:\n{}", bus.log());
 }
 
+/// A bus with small socket buffers: most of what is sent to a receiver
+/// that does not read waits in the bus.
+fn bus_that_queues() -> Bus {
+    Bus::start_with_config(
+        Listen::UnixPath,
+        r#"<limit name="socket_buffer_bytes">16384</limit>"#,
+    )
+}
+
 #[test]
 fn queued_messages_a_half_written_one_and_their_fds_cross_a_restart() {
     if skip::quickbus_only("restarting in place") {
@@ -245,11 +254,7 @@ fn queued_messages_a_half_written_one_and_their_fds_cross_a_restart() {
     }
     const BULK: usize = 10;
     const SIZE: usize = 60_000;
-    // Small socket buffers: most of what is sent waits in the bus.
-    let bus = Bus::start_with_config(
-        Listen::UnixPath,
-        r#"<limit name="socket_buffer_bytes">16384</limit>"#,
-    );
+    let bus = bus_that_queues();
     // A receiver that reads nothing until after the restarts.
     let mut receiver = bus.connect();
     assert!(receiver.can_pass_fds());
@@ -331,10 +336,7 @@ fn a_broadcast_queued_for_many_receivers_stays_one_message_across_restarts() {
     }
     const RECEIVERS: usize = 8;
     const SIZE: usize = 300_000;
-    let bus = Bus::start_with_config(
-        Listen::UnixPath,
-        r#"<limit name="socket_buffer_bytes">16384</limit>"#,
-    );
+    let bus = bus_that_queues();
     let rule = format!("type='signal',interface='{SIGNALS}'");
     let mut receivers: Vec<Connection> = (0..RECEIVERS)
         .map(|_| {
