@@ -521,7 +521,7 @@ pub struct MappedMemfd {
     len: usize,
 }
 
-// SAFETY: the mapping is read-only memory that no thread owns; `bytes`
+// SAFETY: the mapping is read-only memory that no thread owns; `slice`
 // hands out shared references only.
 unsafe impl Send for MappedMemfd {}
 // SAFETY: as above: concurrent reads of read-only memory.
@@ -533,9 +533,9 @@ impl MappedMemfd {
     ///
     /// `memfd` must be sealed against shrinking, which is checked: every
     /// mapped byte then stays backed by the file, so no access faults with
-    /// SIGBUS. The caller must not write the mapped range while a slice
-    /// of it is borrowed (a restart punches a hole only where no buffer
-    /// lies any more).
+    /// SIGBUS. The caller must not write a range while a slice of it is
+    /// borrowed (a restart punches a hole only where no buffer lies any
+    /// more).
     pub fn map(memfd: BorrowedFd<'_>, offset: u64, len: usize) -> io::Result<MappedMemfd> {
         if len == 0 {
             return Err(io::Error::new(
@@ -569,12 +569,20 @@ impl MappedMemfd {
         Ok(MappedMemfd { ptr, len })
     }
 
-    pub fn bytes(&self) -> &[u8] {
-        // SAFETY: `ptr` is a live mapping of `len` readable bytes until
-        // drop; the file cannot shrink (checked at map), so every byte is
-        // backed; and the caller writes no range that a slice borrows
-        // (`map`'s contract).
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    /// The `len` bytes at `at` of the mapping (only those: the rest may
+    /// be punched out meanwhile). Panics if they are not all mapped.
+    pub fn slice(&self, at: usize, len: usize) -> &[u8] {
+        assert!(
+            at.checked_add(len).is_some_and(|end| end <= self.len),
+            "bytes {at}+{len} outside a mapping of {}",
+            self.len
+        );
+        // SAFETY: `at..at + len` lies within the live mapping of `len`
+        // readable bytes (checked above), which stays until drop (the
+        // slice borrows `self`); the file cannot shrink (checked at map),
+        // so every byte is backed; and the caller writes no range that a
+        // slice borrows (`map`'s contract).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(at), len) }
     }
 }
 

@@ -83,7 +83,7 @@ pub fn read(
     if !places.iter().any(|&(_, len)| is_large(len, page)) {
         let copied = places
             .iter()
-            .map(|&(at, len)| Bytes::copy_from_slice(&map.bytes()[at..at + len]))
+            .map(|&(at, len)| Bytes::copy_from_slice(map.slice(at, len)))
             .collect();
         return Ok((copied, None));
     }
@@ -112,7 +112,7 @@ pub fn read(
                     len,
                 })
             } else {
-                Bytes::copy_from_slice(&area.map.bytes()[at..at + len])
+                Bytes::copy_from_slice(area.map.slice(at, len))
             }
         })
         .collect();
@@ -152,7 +152,7 @@ struct InPlace {
 
 impl AsRef<[u8]> for InPlace {
     fn as_ref(&self) -> &[u8] {
-        &self.area.map.bytes()[self.at..self.at + self.len]
+        self.area.map.slice(self.at, self.len)
     }
 }
 
