@@ -364,6 +364,42 @@ fn a_restored_bus_keeps_names_rules_calls_activations_and_counters() {
 }
 
 #[test]
+fn a_message_waiting_for_an_activation_crosses_once() {
+    // The message as received and the copy stamped from it for the
+    // service, whose body lies in it: one buffer, not two copies.
+    const BODY: usize = 64 * 1024;
+    let mut h = Harness::new();
+    let (c, _) = h.client();
+    h.send(
+        c,
+        MessageBuilder::method_call("/", "Start")
+            .destination("org.example.Activatable")
+            .body(vec![Value::Array {
+                elem_sig: "y".into(),
+                items: vec![Value::Byte(1); BODY],
+            }]),
+    );
+    assert!(h.bus.activation_pending("org.example.Activatable"));
+    let clock = Clock {
+        instant: h.now,
+        monotonic_ns: MONOTONIC_AT_RESTART,
+    };
+    let (state, saved) = saving(clock, || postcard::to_stdvec(&h.bus).unwrap());
+    let held: usize = saved.buffers.iter().map(Bytes::len).sum();
+    assert!(held < BODY + 1024, "{held} bytes of buffers");
+    assert!(state.len() < BODY, "{} bytes of state", state.len());
+    // And it still reaches the service after the restart.
+    let mut r = restarted(&h);
+    let (service, _) = r.client();
+    r.request_name(service, "org.example.Activatable", 0);
+    let delivered = seen(std::mem::take(&mut r.out));
+    assert!(delivered.iter().any(|d| matches!(
+        d,
+        Seen::Deliver { to, bytes, .. } if *to == service && bytes.len() > BODY
+    )));
+}
+
+#[test]
 fn a_reply_pending_across_the_restart_still_routes() {
     let mut h = Harness::new();
     // Unrequested replies are refused: only the pending call lets one by.
