@@ -1,6 +1,8 @@
 //! `quickbus-bench restart` (issue 16): how long a restart in place
-//! (docs/restart.md) keeps the bus from serving, on an idle bus and on one
-//! holding 10,000 connections, 100,000 names and 100,000 match rules.
+//! (docs/restart.md) keeps the bus from serving, on an idle bus, on one
+//! holding 10,000 connections, 100,000 names and 100,000 match rules, and
+//! (issue 24) on one whose non-reading receivers hold a large backlog of
+//! the same broadcasts, with the daemon's memory before and after.
 //!
 //! Each repetition calls `org.quickbus.Daemon1.Restart`, whose reply the
 //! new image sends once it serves: the call's duration is the pause as a
@@ -41,6 +43,17 @@ pub struct RestartArgs {
     /// Restarts measured per case
     #[arg(long, value_name = "N", default_value_t = 5)]
     reps: u32,
+    /// The backlog case: MiB of distinct signals queued, unread, for each
+    /// of its receivers (0 skips the case)
+    #[arg(long, value_name = "MIB", default_value_t = 128)]
+    backlog_mib: usize,
+    /// The backlog case: the size of each signal, in KiB
+    #[arg(long, value_name = "KIB", default_value_t = 1024)]
+    backlog_signal_kib: usize,
+    /// The backlog case: receivers (of one user, like the sender) that
+    /// never read, each queued every signal
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    backlog_receivers: usize,
 }
 
 /// The issue's targets.
@@ -57,6 +70,18 @@ struct Case {
     /// The Restart call's durations, and the daemon's own figures (ms).
     calls: Vec<f64>,
     logged: Vec<f64>,
+    /// The backlog case's queues and the daemon's memory.
+    backlog: Option<Backlog>,
+}
+
+/// What the backlog case queued, and the daemon's memory
+/// ([`daemon_memory`]) before the first restart and after each.
+struct Backlog {
+    receivers: usize,
+    /// Distinct bytes: the signals, each queued for every receiver.
+    distinct: usize,
+    rss_before: u64,
+    rss_after: Vec<u64>,
 }
 
 pub fn run(args: &RestartArgs) -> Result<(), String> {
@@ -87,7 +112,17 @@ pub fn run(args: &RestartArgs) -> Result<(), String> {
         LOADED_TARGET,
         args.reps,
     )?;
-    print!("{}", report(&[idle, loaded], args.reps));
+    let mut cases = vec![idle, loaded];
+    if args.backlog_mib > 0 {
+        cases.push(measure_backlog(
+            &daemon,
+            args.backlog_receivers.max(1),
+            args.backlog_mib,
+            args.backlog_signal_kib.max(1),
+            args.reps,
+        )?);
+    }
+    print!("{}", report(&cases, args.reps));
     Ok(())
 }
 
@@ -125,52 +160,237 @@ fn measure(
         target,
         calls: Vec::new(),
         logged: Vec::new(),
+        backlog: None,
     };
     let mut shown_steps = 0;
     for rep in 0..reps {
-        let restarted = Instant::now();
-        admin
-            .call(
-                MessageBuilder::method_call(quickbus_wire::BUS_PATH, "Restart")
-                    .interface(quickbus_wire::DAEMON_INTERFACE)
-                    .destination(quickbus_wire::BUS_NAME),
-            )
-            .map_err(|e| format!("{label}: Restart: {e}; the daemon's log:\n{}", bus.log()))?;
-        case.calls.push(restarted.elapsed().as_secs_f64() * 1000.0);
-        let logged = logged_restarts(&bus.log());
-        let Some(&(kept, pause)) = logged.get(rep as usize) else {
-            return Err(format!(
-                "{label}: the daemon logged {} restarts after {} calls:\n{}",
-                logged.len(),
-                rep + 1,
-                bus.log()
-            ));
-        };
-        case.logged.push(pause);
-        // Every client and the admin connection crossed.
-        if kept != clients.conns.len() + 1 {
-            return Err(format!(
-                "{label}: the daemon kept {kept} connections of {}",
-                clients.conns.len() + 1
-            ));
-        }
+        restart_once(&bus, &mut admin, &mut case, rep, clients.conns.len() + 1)?;
         expected.check(&mut admin, &mut clients, label)?;
-        eprintln!(
-            "{label}: restart {}/{reps}: {:.1} ms (the daemon: {pause:.1} ms)",
-            rep + 1,
-            case.calls[rep as usize]
-        );
-        // The daemon's breakdown, when its log level shows it
-        // (QUICKBUS_LOG=info,quickbus_daemon::restart=debug,quickbus_daemon::server::restarting=debug).
-        let log = bus.log();
-        let steps: Vec<&str> = log.lines().filter(|l| l.contains("handover ")).collect();
-        for line in steps.iter().skip(shown_steps) {
-            eprintln!("  {line}");
-        }
-        shown_steps = steps.len();
+        shown_steps = show_steps(&bus, shown_steps);
     }
     drop(clients);
     Ok(case)
+}
+
+/// One Restart call, timed, and the daemon's figure for restart `rep`;
+/// every one of `connections` must have crossed.
+fn restart_once(
+    bus: &RunningBus,
+    admin: &mut Connection,
+    case: &mut Case,
+    rep: u32,
+    connections: usize,
+) -> Result<(), String> {
+    let label = case.label;
+    let restarted = Instant::now();
+    admin
+        .call(
+            MessageBuilder::method_call(quickbus_wire::BUS_PATH, "Restart")
+                .interface(quickbus_wire::DAEMON_INTERFACE)
+                .destination(quickbus_wire::BUS_NAME),
+        )
+        .map_err(|e| format!("{label}: Restart: {e}; the daemon's log:\n{}", bus.log()))?;
+    case.calls.push(restarted.elapsed().as_secs_f64() * 1000.0);
+    let logged = logged_restarts(&bus.log());
+    let Some(&(kept, pause)) = logged.get(rep as usize) else {
+        return Err(format!(
+            "{label}: the daemon logged {} restarts after {} calls:\n{}",
+            logged.len(),
+            rep + 1,
+            bus.log()
+        ));
+    };
+    case.logged.push(pause);
+    if kept != connections {
+        return Err(format!(
+            "{label}: the daemon kept {kept} connections of {connections}"
+        ));
+    }
+    eprintln!(
+        "{label}: restart {}: {:.1} ms (the daemon: {pause:.1} ms)",
+        rep + 1,
+        case.calls[rep as usize]
+    );
+    Ok(())
+}
+
+/// Print the daemon's breakdown of the restarts logged since `shown`
+/// lines, when its log level shows it
+/// (QUICKBUS_LOG=info,quickbus_daemon::restart=debug,quickbus_daemon::server::restarting=debug);
+/// returns how many there are now.
+fn show_steps(bus: &RunningBus, shown: usize) -> usize {
+    let log = bus.log();
+    let steps: Vec<&str> = log.lines().filter(|l| l.contains("handover ")).collect();
+    for line in steps.iter().skip(shown) {
+        eprintln!("  {line}");
+    }
+    steps.len()
+}
+
+/// The backlog case: `receivers` connections of one user subscribe to the
+/// bench's signals and never read; the same user sends `mib` MiB of
+/// signals of `signal_kib` KiB each, so each receiver's queue holds all of them (those the kernel's
+/// socket buffer took aside). Flow control is set out of the way (no
+/// pacing, queues large enough), so everything stays queued. After the
+/// last restart one receiver reads its whole backlog: every signal, in
+/// order, with its bytes.
+fn measure_backlog(
+    daemon: &std::path::Path,
+    receivers: usize,
+    mib: usize,
+    signal_kib: usize,
+    reps: u32,
+) -> Result<Case, String> {
+    let label = "backlog";
+    let size = signal_kib * 1024;
+    let count = mib * 1024 / signal_kib;
+    let queue = (mib + 16) * 1024 * 1024;
+    let limits = [
+        ("pacing_bytes", 0),
+        ("max_outgoing_bytes", queue as u64),
+        ("max_outgoing_queues_per_user", receivers as u64 + 2),
+    ];
+    let bus = RunningBus::start_with_limits(BusKind::Quickbus, daemon, &limits)?;
+    eprintln!(
+        "{label}: {receivers} receivers that do not read, {count} signals of {signal_kib} KiB each"
+    );
+    let mut readers = Vec::with_capacity(receivers);
+    for i in 0..receivers {
+        let mut conn = bus
+            .connect(IO_TIMEOUT)
+            .map_err(|e| format!("{label}: receiver {i}: {e}"))?;
+        conn.add_match(crate::messages::MATCH_RULE)
+            .map_err(|e| format!("{label}: AddMatch: {e}"))?;
+        readers.push(conn);
+    }
+    let mut admin = bus.connect(IO_TIMEOUT).map_err(|e| e.to_string())?;
+    // The size with its header (and the bench's timestamp) about `size`.
+    let mut signal = crate::messages::Template::signal(size.saturating_sub(256).max(8));
+    for i in 0..count {
+        signal
+            .with_serial(BACKLOG_SERIALS + i as u32)
+            .with_timestamp(i as u64);
+        admin
+            .send_raw(signal.bytes(), &[])
+            .map_err(|e| format!("{label}: signal {i}: {e}"))?;
+    }
+    // Answered once every signal before it was routed and queued.
+    admin.get_id().map_err(|e| format!("{label}: GetId: {e}"))?;
+    let mut case = Case {
+        label,
+        connections: receivers + 1,
+        names: 0,
+        rules: receivers,
+        target: LOADED_TARGET,
+        calls: Vec::new(),
+        logged: Vec::new(),
+        backlog: Some(Backlog {
+            receivers,
+            distinct: count * signal.bytes().len(),
+            rss_before: daemon_memory(bus.pid())?,
+            rss_after: Vec::new(),
+        }),
+    };
+    let mut shown_steps = 0;
+    for rep in 0..reps {
+        restart_once(&bus, &mut admin, &mut case, rep, receivers + 1)?;
+        if let Some(backlog) = &mut case.backlog {
+            // The new image replies to Restart just before it lets go of
+            // what it no longer needs (the handover's memfd, unless it
+            // reads buffers from it): measured once it answers from its
+            // loop.
+            admin.get_id().map_err(|e| format!("{label}: GetId: {e}"))?;
+            let memory = daemon_memory(bus.pid())?;
+            eprintln!("  the daemon's memory: {} MiB", memory >> 20);
+            backlog.rss_after.push(memory);
+        }
+        shown_steps = show_steps(&bus, shown_steps);
+    }
+    let body = quickbus_wire::Message::parse(bytes::Bytes::copy_from_slice(signal.bytes()))
+        .map_err(|e| e.to_string())?
+        .body()
+        .len();
+    read_backlog(&mut readers[0], count, body)
+        .map_err(|e| format!("{label}: after {reps} restarts: {e}"))?;
+    Ok(case)
+}
+
+/// The memory the daemon holds: its resident anonymous and file-backed
+/// pages, and the pages of the handover memfd it still reads large
+/// buffers from after a restart (docs/restart.md), whether touched yet
+/// or not (VmRSS counts shared memory only once touched).
+fn daemon_memory(pid: u32) -> Result<u64, String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("the daemon's status: {e}"))?;
+    Ok(resident_kib(&status, &["RssAnon:", "RssFile:"]) * 1024 + handover_bytes(pid))
+}
+
+/// The sum of `fields` (kB) in a /proc/PID/status text.
+fn resident_kib(status: &str, fields: &[&str]) -> u64 {
+    status
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let field = words.next()?;
+            fields
+                .contains(&field)
+                .then(|| words.next()?.parse::<u64>().ok())?
+        })
+        .sum()
+}
+
+/// The bytes allocated to handover memfds `pid` holds open (each once,
+/// though it may hold one by two descriptors for a moment).
+fn handover_bytes(pid: u32) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return 0;
+    };
+    let is_handover = |fd: &std::fs::DirEntry| {
+        std::fs::read_link(fd.path()).is_ok_and(|target| {
+            target
+                .to_string_lossy()
+                .starts_with("/memfd:quickbus-handover")
+        })
+    };
+    let memfds: std::collections::HashMap<u64, u64> = fds
+        .flatten()
+        .filter(is_handover)
+        .filter_map(|fd| std::fs::metadata(fd.path()).ok())
+        .map(|meta| (meta.ino(), meta.blocks() * 512))
+        .collect();
+    memfds.values().sum()
+}
+
+/// Serials of the backlog's signals, far from the client's own.
+const BACKLOG_SERIALS: u32 = 0x4000_0000;
+
+/// Every one of the `count` backlog signals, in order and whole: signal
+/// `i` has serial [`BACKLOG_SERIALS`] + `i`, `i` as its timestamp, and
+/// the body it was sent with (`body` bytes).
+fn read_backlog(reader: &mut Connection, count: usize, body: usize) -> Result<(), String> {
+    let mut next = 0;
+    while next < count {
+        let (msg, _) = reader
+            .receive()
+            .map_err(|e| format!("signal {next} of {count} did not arrive: {e}"))?;
+        if !crate::messages::is_burst(&msg) {
+            continue;
+        }
+        let stamp = crate::messages::timestamp_of(&msg);
+        if msg.serial() != BACKLOG_SERIALS + next as u32
+            || stamp != Some(next as u64)
+            || msg.body().len() != body
+        {
+            return Err(format!(
+                "signal {next} arrived as serial {:#x}, timestamp {stamp:?}, {} bytes of body",
+                msg.serial(),
+                msg.body().len()
+            ));
+        }
+        next += 1;
+    }
+    Ok(())
 }
 
 /// The loaded bus's clients: each owns names and rules, `i`-th item on
@@ -432,8 +652,29 @@ fn report(cases: &[Case], reps: u32) -> String {
             case.target.as_millis(),
         ));
     }
+    for case in cases {
+        if let Some(backlog) = &case.backlog {
+            out.push_str(&backlog_line(case.label, backlog));
+        }
+    }
     out.push_str("dbus-daemon and dbus-broker cannot restart in place: no row to compare.\n");
     out
+}
+
+/// What the backlog case queued, and the daemon's memory around its
+/// restarts.
+fn backlog_line(label: &str, backlog: &Backlog) -> String {
+    const MIB: f64 = 1024.0 * 1024.0;
+    let after = backlog.rss_after.iter().copied().max().unwrap_or(0);
+    format!(
+        "{label}: {:.0} MiB of distinct signals queued for each of {} receivers ({:.0} MiB queued in all); \
+         daemon memory {:.0} MiB before the first restart, at most {:.0} MiB after one\n",
+        backlog.distinct as f64 / MIB,
+        backlog.receivers,
+        (backlog.distinct * backlog.receivers) as f64 / MIB,
+        backlog.rss_before as f64 / MIB,
+        after as f64 / MIB,
+    )
 }
 
 #[cfg(test)]
@@ -481,6 +722,7 @@ mod tests {
             target,
             logged: calls.clone(),
             calls,
+            backlog: None,
         };
         let text = report(
             &[
@@ -494,5 +736,27 @@ mod tests {
         assert!(idle.contains("4.0 ms"), "{idle}");
         let loaded = text.lines().find(|l| l.starts_with("loaded")).unwrap();
         assert!(loaded.ends_with("within"), "{loaded}");
+    }
+
+    #[test]
+    fn the_daemons_memory_counts_anonymous_and_file_pages() {
+        let status = "Name:\tquickbus-daemon\nVmRSS:\t  900 kB\nRssAnon:\t  500 kB\n\
+                      RssFile:\t  100 kB\nRssShmem:\t  300 kB\n";
+        assert_eq!(resident_kib(status, &["RssAnon:", "RssFile:"]), 600);
+    }
+
+    #[test]
+    fn the_backlog_line_shows_the_memory_before_and_the_worst_after() {
+        let backlog = Backlog {
+            receivers: 4,
+            distinct: 128 << 20,
+            rss_before: 150 << 20,
+            rss_after: vec![160 << 20, 700 << 20, 170 << 20],
+        };
+        let line = backlog_line("backlog", &backlog);
+        assert!(line.contains("128 MiB of distinct"), "{line}");
+        assert!(line.contains("512 MiB queued in all"), "{line}");
+        assert!(line.contains("memory 150 MiB before"), "{line}");
+        assert!(line.contains("at most 700 MiB after"), "{line}");
     }
 }

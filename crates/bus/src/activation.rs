@@ -80,6 +80,9 @@ pub(crate) enum Waiter {
     /// to the new owner as if it had just arrived.
     Message {
         from: ConnId,
+        /// Written before `stamped`, whose body lies in it: the handover
+        /// then holds the bytes once.
+        #[serde(with = "crate::handover::shared_message")]
         msg: Message,
         stamped: OutMessage,
     },
@@ -87,7 +90,11 @@ pub(crate) enum Waiter {
     /// ActivationRequest or SetEnvironment), already built.
     FromBus(OutMessage),
     /// A StartServiceByName call awaiting its reply.
-    Start { from: ConnId, call: Message },
+    Start {
+        from: ConnId,
+        #[serde(with = "crate::handover::shared_message")]
+        call: Message,
+    },
 }
 
 impl Waiter {

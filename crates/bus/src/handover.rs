@@ -1,9 +1,11 @@
 //! What the state needs to cross an `exec` (docs/restart.md): file
-//! descriptors and instants, which serde cannot write as plain data.
+//! descriptors and instants, which serde cannot write as plain data, and
+//! messages, which must stay shared.
 //!
 //! A restart serializes the bus and the daemon's connections in one go,
 //! inside [`saving`], and reads them back inside [`restoring`]. Fields
-//! that hold an fd or an [`Instant`] name one of the `with` modules here:
+//! that hold an fd, an [`Instant`] or a message's bytes name one of the
+//! `with` modules here:
 //!
 //! - an fd is written as its index in a table the caller gets back from
 //!   [`saving`] (the daemon clears close-on-exec on those descriptors and
@@ -11,19 +13,31 @@
 //!   that index from the table the caller passes to [`restoring`];
 //! - an instant is written as nanoseconds of `CLOCK_MONOTONIC`, which
 //!   `exec` does not reset: [`Clock`] pairs an `Instant` with that
-//!   reading, taken by the daemon (the core reads no clock).
+//!   reading, taken by the daemon (the core reads no clock);
+//! - a message's bytes ([`Bytes`]) are written as a slice of a buffer in
+//!   a second table the caller gets back ([`Saved::buffers`]), which
+//!   holds each buffer once however many queues share it: a broadcast
+//!   queued for 100 receivers crosses as one copy and 100 references, not
+//!   100 copies. The caller writes those buffers beside the state, and
+//!   passes them back to [`restoring`], one allocation each: the slices
+//!   read back share them as the originals shared theirs, so the bus
+//!   holds no more memory after a restart than before;
+//! - the fds of a message, shared by the receivers of a broadcast
+//!   ([`shared_fds`]), likewise cross once and are shared again.
 //!
 //! Outside those two calls, serializing such a field is an error, not a
-//! silent loss.
+//! silent loss (or a silent copy).
 //!
 //! Owns: the thread's handover scope while one of the calls runs. May
 //! touch: nothing else.
 
 use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use serde::de::Error as _;
 use serde::ser::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -62,10 +76,17 @@ enum Scope {
     Saving {
         clock: Clock,
         fds: Vec<RawFd>,
+        buffers: BufferTable,
+        /// Each fd list written so far (by its `Arc`'s address): its
+        /// number in the order of first writing.
+        fd_lists: HashMap<usize, u32>,
     },
     Restoring {
         clock: Clock,
         fds: Vec<Option<OwnedFd>>,
+        buffers: Vec<Bytes>,
+        /// The fd lists read so far, in the order they were written.
+        fd_lists: Vec<Arc<Vec<OwnedFd>>>,
     },
 }
 
@@ -73,30 +94,116 @@ thread_local! {
     static SCOPE: RefCell<Option<Scope>> = const { RefCell::new(None) };
 }
 
-/// Runs `save` (which serializes) with fds and instants writable; returns
-/// its result and the fds it referred to, by index. The fds stay owned by
-/// the state: the caller only learns their numbers.
-pub fn saving<R>(clock: Clock, save: impl FnOnce() -> R) -> (R, Vec<RawFd>) {
+/// What a handover refers to outside its serialized state.
+pub struct Saved {
+    /// The fds, by index (still owned by the state: these are their
+    /// numbers).
+    pub fds: Vec<RawFd>,
+    /// The buffers, by index: each distinct piece of memory a message's
+    /// bytes lie in, once.
+    pub buffers: Vec<Bytes>,
+}
+
+/// The buffers written while saving, each once, found by address: bytes
+/// that lie inside a buffer already written are written as a slice of
+/// it. Two live [`Bytes`] whose memory overlaps lie in one allocation, so
+/// the slices read back can share one allocation too.
+#[derive(Default)]
+struct BufferTable {
+    /// Each buffer's index, by the address of its first byte.
+    by_start: BTreeMap<usize, u32>,
+    buffers: Vec<Bytes>,
+}
+
+/// How bytes are written: a slice of a buffer of the table.
+#[derive(Serialize, Deserialize)]
+struct Slice {
+    buffer: u32,
+    offset: u64,
+    len: u64,
+}
+
+impl BufferTable {
+    fn slice_of(&mut self, bytes: &Bytes) -> Result<Slice, String> {
+        if bytes.is_empty() {
+            return Ok(Slice {
+                buffer: 0,
+                offset: 0,
+                len: 0,
+            });
+        }
+        let start = bytes.as_ptr() as usize;
+        let len = bytes.len();
+        // The buffer that starts closest before: it holds these bytes if
+        // it reaches their end. (Bytes overlapping it otherwise, or
+        // starting before it and reaching into it, get a buffer of their
+        // own: a copy too many, never a wrong one.)
+        if let Some((&at, &index)) = self.by_start.range(..=start).next_back() {
+            if start + len <= at + self.buffers[index as usize].len() {
+                return Ok(Slice {
+                    buffer: index,
+                    offset: (start - at) as u64,
+                    len: len as u64,
+                });
+            }
+        }
+        let index = u32::try_from(self.buffers.len()).map_err(|_| "too many buffers")?;
+        self.buffers.push(bytes.clone());
+        self.by_start.insert(start, index);
+        Ok(Slice {
+            buffer: index,
+            offset: 0,
+            len: len as u64,
+        })
+    }
+}
+
+/// Runs `save` (which serializes) with fds, instants and shared buffers
+/// writable; returns its result and what it referred to, by index. The
+/// fds stay owned by the state: the caller only learns their numbers.
+pub fn saving<R>(clock: Clock, save: impl FnOnce() -> R) -> (R, Saved) {
     SCOPE.with(|s| {
         *s.borrow_mut() = Some(Scope::Saving {
             clock,
             fds: Vec::new(),
+            buffers: BufferTable::default(),
+            fd_lists: HashMap::new(),
         })
     });
     let result = save();
     let scope = SCOPE.with(|s| s.borrow_mut().take());
-    match scope {
-        Some(Scope::Saving { fds, .. }) => (result, fds),
-        _ => (result, Vec::new()),
-    }
+    let saved = match scope {
+        Some(Scope::Saving { fds, buffers, .. }) => Saved {
+            fds,
+            buffers: buffers.buffers,
+        },
+        _ => Saved {
+            fds: Vec::new(),
+            buffers: Vec::new(),
+        },
+    };
+    (result, saved)
 }
 
-/// Runs `restore` (which deserializes) with `fds` as the table indices
-/// refer to. Returns its result and how many fds of the table nothing
-/// took (they are closed).
-pub fn restoring<R>(clock: Clock, fds: Vec<OwnedFd>, restore: impl FnOnce() -> R) -> (R, usize) {
+/// Runs `restore` (which deserializes) with `fds` and `buffers` as the
+/// tables indices refer to (the buffers as [`Saved::buffers`] had them,
+/// each in an allocation of its own). Returns its result and how many fds
+/// of the table nothing took (they are closed).
+pub fn restoring<R>(
+    clock: Clock,
+    fds: Vec<OwnedFd>,
+    buffers: Vec<Bytes>,
+    restore: impl FnOnce() -> R,
+) -> (R, usize) {
     let fds = fds.into_iter().map(Some).collect();
-    SCOPE.with(|s| *s.borrow_mut() = Some(Scope::Restoring { clock, fds }));
+    SCOPE.with(|s| {
+        *s.borrow_mut() = Some(Scope::Restoring {
+            clock,
+            fds,
+            buffers,
+            fd_lists: Vec::new(),
+        })
+    });
     let result = restore();
     let scope = SCOPE.with(|s| s.borrow_mut().take());
     let unused = match scope {
@@ -137,6 +244,90 @@ fn clock() -> Result<Clock, String> {
     })
 }
 
+fn save_bytes(bytes: &Bytes) -> Result<Slice, String> {
+    SCOPE.with(|s| match &mut *s.borrow_mut() {
+        Some(Scope::Saving { buffers, .. }) => buffers.slice_of(bytes),
+        _ => Err("a message is written only while saving the bus for a restart".into()),
+    })
+}
+
+fn restore_bytes(slice: Slice) -> Result<Bytes, String> {
+    if slice.len == 0 {
+        return Ok(Bytes::new());
+    }
+    SCOPE.with(|s| match &*s.borrow() {
+        Some(Scope::Restoring { buffers, .. }) => {
+            let buffer = buffers
+                .get(slice.buffer as usize)
+                .ok_or_else(|| format!("buffer {} of the handover is missing", slice.buffer))?;
+            let range = usize::try_from(slice.offset)
+                .ok()
+                .zip(usize::try_from(slice.len).ok())
+                .and_then(|(offset, len)| Some(offset..offset.checked_add(len)?))
+                .filter(|range| range.end <= buffer.len())
+                .ok_or_else(|| format!("a slice beyond buffer {} of the handover", slice.buffer))?;
+            Ok(buffer.slice(range))
+        }
+        _ => Err("a message is read only while restoring the bus after a restart".into()),
+    })
+}
+
+/// An fd list as it crosses: in full where it is first written, by its
+/// number after that.
+#[derive(Serialize, Deserialize)]
+enum FdList {
+    First(Vec<u32>),
+    Again(u32),
+}
+
+fn save_fd_list(list: &Arc<Vec<OwnedFd>>) -> Result<FdList, String> {
+    let key = Arc::as_ptr(list) as usize;
+    let seen = SCOPE.with(|s| match &*s.borrow() {
+        Some(Scope::Saving { fd_lists, .. }) => Ok(fd_lists.get(&key).copied()),
+        _ => Err("an fd is written only while saving the bus for a restart".to_owned()),
+    })?;
+    if let Some(number) = seen {
+        return Ok(FdList::Again(number));
+    }
+    let indices = list
+        .iter()
+        .map(|fd| save_fd(fd.as_fd()))
+        .collect::<Result<Vec<u32>, String>>()?;
+    SCOPE.with(|s| {
+        if let Some(Scope::Saving { fd_lists, .. }) = &mut *s.borrow_mut() {
+            let number = fd_lists.len() as u32;
+            fd_lists.insert(key, number);
+        }
+    });
+    Ok(FdList::First(indices))
+}
+
+fn restore_fd_list(list: FdList) -> Result<Arc<Vec<OwnedFd>>, String> {
+    let read = match list {
+        FdList::Again(number) => {
+            return SCOPE.with(|s| match &*s.borrow() {
+                Some(Scope::Restoring { fd_lists, .. }) => {
+                    fd_lists.get(number as usize).cloned().ok_or_else(|| {
+                        format!("fd list {number} of the handover is named before it is read")
+                    })
+                }
+                _ => Err("an fd is read only while restoring the bus after a restart".into()),
+            });
+        }
+        FdList::First(indices) => indices
+            .into_iter()
+            .map(restore_fd)
+            .collect::<Result<Vec<OwnedFd>, String>>()?,
+    };
+    let read = Arc::new(read);
+    SCOPE.with(|s| {
+        if let Some(Scope::Restoring { fd_lists, .. }) = &mut *s.borrow_mut() {
+            fd_lists.push(read.clone());
+        }
+    });
+    Ok(read)
+}
+
 /// `#[serde(with = "handover::fd")]` for an [`OwnedFd`].
 pub mod fd {
     use super::*;
@@ -168,19 +359,97 @@ pub mod fds {
     }
 }
 
-/// `#[serde(with = "handover::shared_fds")]` for an `Arc<Vec<OwnedFd>>`.
-/// Each holder writes its own copy of the indices, and each gets its own
-/// fds back (the daemon duplicates the descriptor per index): what a
-/// receiver is sent is the same open file either way.
+/// `#[serde(with = "handover::shared_fds")]` for an `Arc<Vec<OwnedFd>>`,
+/// the fds of a message: the list crosses once however many holders
+/// share it (the receivers of a broadcast), and they share it again
+/// afterwards, so a restart does not multiply the bus's descriptors.
 pub mod shared_fds {
     use super::*;
 
     pub fn serialize<S: Serializer>(fds: &Arc<Vec<OwnedFd>>, s: S) -> Result<S::Ok, S::Error> {
-        super::fds::serialize(fds, s)
+        save_fd_list(fds).map_err(S::Error::custom)?.serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Vec<OwnedFd>>, D::Error> {
-        super::fds::deserialize(d).map(Arc::new)
+        restore_fd_list(FdList::deserialize(d)?).map_err(D::Error::custom)
+    }
+}
+
+/// `#[serde(with = "handover::optional_shared_fds")]` for an
+/// `Option<Arc<Vec<OwnedFd>>>` (as [`shared_fds`]).
+pub mod optional_shared_fds {
+    use super::*;
+
+    #[derive(Serialize, Deserialize)]
+    struct Shared(#[serde(with = "super::shared_fds")] Arc<Vec<OwnedFd>>);
+
+    pub fn serialize<S: Serializer>(
+        fds: &Option<Arc<Vec<OwnedFd>>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        fds.clone().map(Shared).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Arc<Vec<OwnedFd>>>, D::Error> {
+        Ok(Option::<Shared>::deserialize(d)?.map(|Shared(fds)| fds))
+    }
+}
+
+/// `#[serde(with = "handover::shared_bytes")]` for [`Bytes`] that queues
+/// may share (a message's header or body): written as a slice of the
+/// handover's buffer table, read back sharing that buffer.
+pub mod shared_bytes {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(bytes: &Bytes, s: S) -> Result<S::Ok, S::Error> {
+        save_bytes(bytes).map_err(S::Error::custom)?.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+        restore_bytes(Slice::deserialize(d)?).map_err(D::Error::custom)
+    }
+}
+
+/// `#[serde(with = "handover::shared_frame")]` for a message ready to go
+/// out ([`quickbus_wire::Frame`]): its header and body as
+/// [`shared_bytes`].
+pub mod shared_frame {
+    use super::*;
+    use quickbus_wire::Frame;
+
+    #[derive(Serialize, Deserialize)]
+    struct Shared(
+        #[serde(with = "super::shared_bytes")] Bytes,
+        #[serde(with = "super::shared_bytes")] Bytes,
+    );
+
+    pub fn serialize<S: Serializer>(frame: &Frame, s: S) -> Result<S::Ok, S::Error> {
+        Shared(frame.header.clone(), frame.body.clone()).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Frame, D::Error> {
+        let Shared(header, body) = Shared::deserialize(d)?;
+        Ok(Frame { header, body })
+    }
+}
+
+/// `#[serde(with = "handover::shared_message")]` for a received
+/// [`quickbus_wire::Message`]: its bytes as [`shared_bytes`] (the body of
+/// the message stamped from it is a slice of the same buffer), validated
+/// again when read back.
+pub mod shared_message {
+    use super::*;
+    use quickbus_wire::Message;
+
+    pub fn serialize<S: Serializer>(msg: &Message, s: S) -> Result<S::Ok, S::Error> {
+        super::shared_bytes::serialize(msg.raw(), s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Message, D::Error> {
+        let raw = super::shared_bytes::deserialize(d)?;
+        Message::parse(raw).map_err(D::Error::custom)
     }
 }
 
@@ -271,7 +540,7 @@ pub mod within_an_event {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[derive(Serialize, Deserialize)]
@@ -301,16 +570,17 @@ mod tests {
             maybe: Some(t0 - Duration::from_millis(20)),
             fds: vec![a.into()],
         };
-        let (bytes, fds) = saving(clock_at(t0, 10_000_000_000), || {
+        let (bytes, saved) = saving(clock_at(t0, 10_000_000_000), || {
             postcard::to_stdvec(&value).unwrap()
         });
-        assert_eq!(fds.len(), 1);
+        assert_eq!(saved.fds.len(), 1);
         // The other side of the exec: another Instant for the same
         // monotonic reading, half a second later.
         let t1 = t0 + Duration::from_secs(7);
         let (restored, unused) = restoring(
             clock_at(t1, 10_500_000_000),
             vec![std::os::unix::net::UnixStream::pair().unwrap().0.into()],
+            Vec::new(),
             || postcard::from_bytes::<Timed>(&bytes).unwrap(),
         );
         assert_eq!(unused, 0);
@@ -341,8 +611,161 @@ mod tests {
         let (result, _) = restoring(
             clock_at(now, 0),
             vec![std::os::unix::net::UnixStream::pair().unwrap().0.into()],
+            Vec::new(),
             || postcard::from_bytes::<Two>(&bytes),
         );
         assert!(result.is_err());
+    }
+
+    /// What a broadcast is to its receivers' queues: the same header, body
+    /// and fds, shared.
+    #[derive(Serialize, Deserialize)]
+    struct Queued {
+        #[serde(with = "shared_bytes")]
+        header: Bytes,
+        #[serde(with = "shared_bytes")]
+        body: Bytes,
+        #[serde(with = "shared_fds")]
+        fds: Arc<Vec<OwnedFd>>,
+    }
+
+    /// What the new process gets of `saved`, within this one: the same
+    /// files open again (through /proc/self/fd; the originals stay open)
+    /// and a copy of each buffer in an allocation of its own.
+    #[allow(clippy::disallowed_methods)] // a test's own descriptors
+    pub(crate) fn as_handed_over(saved: &Saved) -> (Vec<OwnedFd>, Vec<Bytes>) {
+        let fds = saved
+            .fds
+            .iter()
+            .map(|raw| OwnedFd::from(std::fs::File::open(format!("/proc/self/fd/{raw}")).unwrap()))
+            .collect();
+        let buffers = saved
+            .buffers
+            .iter()
+            .map(|b| Bytes::copy_from_slice(b))
+            .collect();
+        (fds, buffers)
+    }
+
+    /// `value` through a handover ([`as_handed_over`]). Returns the
+    /// state's size, the buffers' sizes, how many fds crossed, and what
+    /// was restored.
+    #[allow(clippy::disallowed_methods)] // a test's clock
+    fn crossed<T: Serialize + serde::de::DeserializeOwned>(
+        value: &T,
+    ) -> (usize, Vec<usize>, usize, T) {
+        let clock = clock_at(Instant::now(), 0);
+        let (bytes, saved) = saving(clock, || postcard::to_stdvec(value).unwrap());
+        let (fds, buffers) = as_handed_over(&saved);
+        let (restored, unused) = restoring(clock, fds, buffers, || {
+            postcard::from_bytes::<T>(&bytes).unwrap()
+        });
+        assert_eq!(unused, 0);
+        let sizes = saved.buffers.iter().map(Bytes::len).collect();
+        (bytes.len(), sizes, saved.fds.len(), restored)
+    }
+
+    #[test]
+    fn a_broadcast_queued_for_many_crosses_once_and_stays_shared() {
+        const RECEIVERS: usize = 100;
+        const BODY: usize = 64 * 1024;
+        let file = tempfile_fd();
+        let one = Queued {
+            header: Bytes::from(vec![1u8; 128]),
+            body: Bytes::from(vec![2u8; BODY]),
+            fds: Arc::new(vec![file]),
+        };
+        let queues: Vec<Queued> = (0..RECEIVERS)
+            .map(|_| Queued {
+                header: one.header.clone(),
+                body: one.body.clone(),
+                fds: one.fds.clone(),
+            })
+            .collect();
+        let (state, buffers, fds, restored) = crossed(&queues);
+        // The bytes once, and a few bytes of references per queue.
+        assert_eq!(buffers, vec![128, BODY]);
+        assert!(state < 16 * RECEIVERS, "{state} bytes of state");
+        // One descriptor, not one per receiver.
+        assert_eq!(fds, 1);
+        let first = &restored[0];
+        assert_eq!(&first.body[..], &one.body[..]);
+        assert_eq!(&first.header[..], &one.header[..]);
+        for queued in &restored {
+            assert_eq!(queued.body.as_ptr(), first.body.as_ptr());
+            assert_eq!(queued.header.as_ptr(), first.header.as_ptr());
+            assert!(Arc::ptr_eq(&queued.fds, &first.fds));
+        }
+        // A copy, not the original memory.
+        assert_ne!(first.body.as_ptr(), one.body.as_ptr());
+    }
+
+    #[test]
+    fn slices_of_one_buffer_cross_as_slices_of_one_copy() {
+        // A message as received, and the body of the copy stamped from
+        // it: the body lies inside the message's bytes.
+        let raw = Bytes::from((0..=255u8).cycle().take(4096).collect::<Vec<u8>>());
+        let parts = vec![
+            raw.clone(),
+            raw.slice(1000..3000),
+            raw.slice(..0),
+            raw.slice(4000..),
+        ];
+        #[derive(Serialize, Deserialize)]
+        struct Parts(#[serde(with = "shared_bytes_list")] Vec<Bytes>);
+        mod shared_bytes_list {
+            use super::*;
+            #[derive(Serialize, Deserialize)]
+            struct One(#[serde(with = "super::super::shared_bytes")] Bytes);
+            pub fn serialize<S: Serializer>(v: &[Bytes], s: S) -> Result<S::Ok, S::Error> {
+                s.collect_seq(v.iter().map(|b| One(b.clone())))
+            }
+            pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Bytes>, D::Error> {
+                Ok(Vec::<One>::deserialize(d)?
+                    .into_iter()
+                    .map(|One(b)| b)
+                    .collect())
+            }
+        }
+        let (_, buffers, _, Parts(restored)) = crossed(&Parts(parts.clone()));
+        assert_eq!(buffers, vec![4096]);
+        for (before, after) in parts.iter().zip(&restored) {
+            assert_eq!(before, after);
+        }
+        let base = restored[0].as_ptr() as usize;
+        assert_eq!(restored[1].as_ptr() as usize, base + 1000);
+        assert_eq!(restored[3].as_ptr() as usize, base + 4000);
+    }
+
+    #[test]
+    fn a_slice_beyond_its_buffer_is_refused() {
+        let bytes = postcard::to_stdvec(&Slice {
+            buffer: 0,
+            offset: 10,
+            len: 10,
+        })
+        .unwrap();
+        #[derive(Deserialize)]
+        struct One(
+            #[serde(with = "shared_bytes")]
+            #[allow(dead_code)]
+            Bytes,
+        );
+        #[allow(clippy::disallowed_methods)]
+        let clock = clock_at(Instant::now(), 0);
+        let (result, _) = restoring(clock, Vec::new(), vec![Bytes::from(vec![0u8; 15])], || {
+            postcard::from_bytes::<One>(&bytes)
+        });
+        assert!(result.is_err());
+    }
+
+    /// A file of its own, unlinked at once.
+    #[allow(clippy::disallowed_methods)] // a test's own file
+    fn tempfile_fd() -> OwnedFd {
+        let path =
+            std::env::temp_dir().join(format!("quickbus-handover-shared-{}", std::process::id()));
+        let file = std::fs::File::create(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        OwnedFd::from(file)
     }
 }

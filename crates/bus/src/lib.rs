@@ -135,6 +135,7 @@ pub enum UserGroups {
 /// every receiver of a broadcast gets a clone of the same `OutMessage`.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct OutMessage {
+    #[serde(with = "crate::handover::shared_frame")]
     pub frame: Frame,
     #[serde(with = "crate::handover::shared_fds")]
     pub fds: Arc<Vec<OwnedFd>>,

@@ -1,15 +1,16 @@
 //! serde `with` modules for the daemon's fields that hold descriptors: a
-//! connection's or listener's socket, a queue of received fds, the fds
-//! riding on a queued message. Each descriptor is written as its index in
-//! the restart's fd table (`quickbus_bus::handover`), which crosses
-//! `exec` beside the state (docs/restart.md).
+//! connection's or listener's socket, a queue of received fds. (The fds
+//! riding on a queued message are shared between queues:
+//! `quickbus_bus::handover::optional_shared_fds`.) Each descriptor is
+//! written as its index in the restart's fd table
+//! (`quickbus_bus::handover`), which crosses `exec` beside the state
+//! (docs/restart.md).
 //!
 //! Owns: nothing. May touch: the handover's fd table, through
 //! `quickbus_bus::handover`.
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::Arc;
 
 use quickbus_bus::handover::{restore_fd, save_fd};
 use serde::de::Error as _;
@@ -95,34 +96,5 @@ pub mod fd_queue {
             .into_iter()
             .map(take::<D>)
             .collect()
-    }
-}
-
-/// The fds of a queued message, shared by every receiver of a broadcast.
-/// Each receiver's copy crosses on its own (a duplicate of the same open
-/// file, which is what it would have been sent anyway).
-pub mod optional_shared_fds {
-    use super::*;
-
-    pub fn serialize<S: Serializer>(
-        fds: &Option<Arc<Vec<OwnedFd>>>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        let indices: Option<Result<Vec<u32>, S::Error>> =
-            fds.as_ref().map(|fds| fds.iter().map(index::<S>).collect());
-        indices.transpose()?.serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<Arc<Vec<OwnedFd>>>, D::Error> {
-        match Option::<Vec<u32>>::deserialize(d)? {
-            None => Ok(None),
-            Some(indices) => {
-                let fds: Result<Vec<OwnedFd>, D::Error> =
-                    indices.into_iter().map(take::<D>).collect();
-                Ok(Some(Arc::new(fds?)))
-            }
-        }
     }
 }

@@ -21,12 +21,15 @@
 mod binary;
 pub mod dumpable;
 mod format;
+mod mapped;
 mod resume;
 
 use std::path::PathBuf;
 
 pub use binary::{hold_handled_signals, unblock_handled_signals, Binary};
-pub use format::{clock_now, read_handover, since_ms, write_handover, Handover, Restored};
+pub use format::{
+    clock_now, read_handover, since_ms, write_handover, HandedOver, Handover, Restored,
+};
 pub use resume::resume;
 
 /// The handover format's version: a binary restarts into another only

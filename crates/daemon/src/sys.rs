@@ -1,10 +1,11 @@
 //! The few operating-system calls that safe wrappers don't cover: adopting
 //! an inherited fd by number, marking every fd close-on-exec, forking into
 //! the background, reading kernel-provided peer credentials, starting a
-//! service clean and as its user, and receiving into a buffer's
-//! uninitialised spare capacity. Every `unsafe` block of the daemon is
-//! here, each with the argument for its soundness, except libselinux's FFI
-//! (`mac::libselinux`): the workspace denies `unsafe_code` everywhere else.
+//! service clean and as its user, receiving into a buffer's uninitialised
+//! spare capacity, and mapping a restart's memfd. Every `unsafe` block of
+//! the daemon is here, each with the argument for its soundness, except
+//! libselinux's FFI (`mac::libselinux`): the workspace denies
+//! `unsafe_code` everywhere else.
 #![allow(unsafe_code)]
 
 use std::fs::File;
@@ -599,6 +600,87 @@ pub fn machine_id() -> String {
         }
     }
     random_guid()
+}
+
+/// Part of a memfd mapped read-only and shared: a restart's large message
+/// buffers, which the new image reads in place instead of copying them
+/// during the pause (`restart::mapped`). Unmapped on drop.
+pub struct MappedMemfd {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is read-only memory that no thread owns; `slice`
+// hands out shared references only.
+unsafe impl Send for MappedMemfd {}
+// SAFETY: as above: concurrent reads of read-only memory.
+unsafe impl Sync for MappedMemfd {}
+
+impl MappedMemfd {
+    /// Map `len` (> 0) bytes of `memfd` from `offset` (a multiple of the
+    /// page size).
+    ///
+    /// `memfd` must be sealed against shrinking, which is checked: every
+    /// mapped byte then stays backed by the file, so no access faults with
+    /// SIGBUS. The caller must not write a range while a slice of it is
+    /// borrowed (a restart punches a hole only where no buffer lies any
+    /// more).
+    pub fn map(memfd: BorrowedFd<'_>, offset: u64, len: usize) -> io::Result<MappedMemfd> {
+        if len == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "nothing to map",
+            ));
+        }
+        if !rustix::fs::fcntl_get_seals(memfd)?.contains(rustix::fs::SealFlags::SHRINK) {
+            return Err(io::Error::other("the memfd can shrink under a mapping"));
+        }
+        let offset = libc::off_t::try_from(offset)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
+        // SAFETY: a new mapping at an address the kernel picks, so no
+        // memory of the process is replaced; the arguments are checked by
+        // the kernel (a bad offset or length fails with EINVAL).
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                memfd.as_raw_fd(),
+                offset,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = std::ptr::NonNull::new(ptr.cast::<u8>())
+            .ok_or_else(|| io::Error::other("mmap returned null"))?;
+        Ok(MappedMemfd { ptr, len })
+    }
+
+    /// The `len` bytes at `at` of the mapping (only those: the rest may
+    /// be punched out meanwhile). Panics if they are not all mapped.
+    pub fn slice(&self, at: usize, len: usize) -> &[u8] {
+        assert!(
+            at.checked_add(len).is_some_and(|end| end <= self.len),
+            "bytes {at}+{len} outside a mapping of {}",
+            self.len
+        );
+        // SAFETY: `at..at + len` lies within the live mapping of `len`
+        // readable bytes (checked above), which stays until drop (the
+        // slice borrows `self`); the file cannot shrink (checked at map),
+        // so every byte is backed; and the caller writes no range that a
+        // slice borrows (`map`'s contract).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(at), len) }
+    }
+}
+
+impl Drop for MappedMemfd {
+    fn drop(&mut self) {
+        // SAFETY: the mapping is ours, made by `map` with this length, and
+        // no slice of it outlives `self` (`bytes` borrows `self`).
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {

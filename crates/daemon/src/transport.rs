@@ -29,12 +29,15 @@ const MAX_MESSAGES_PER_WRITE: usize = 256;
 type IoVec<'a> = SmallVec<[IoSlice<'a>; 16]>;
 
 /// Something queued for writing: a header and a body sent back to back,
-/// with fds attached to its first byte.
+/// with fds attached to its first byte. The receivers of a broadcast
+/// share all three, and keep sharing them across a restart in place.
 #[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct OutItem {
+    #[serde(with = "quickbus_bus::handover::shared_bytes")]
     pub header: Bytes,
+    #[serde(with = "quickbus_bus::handover::shared_bytes")]
     pub body: Bytes,
-    #[serde(with = "crate::handover_fields::optional_shared_fds")]
+    #[serde(with = "quickbus_bus::handover::optional_shared_fds")]
     pub fds: Option<Arc<Vec<OwnedFd>>>,
 }
 
@@ -247,6 +250,12 @@ impl Transport {
 
     pub fn has_output(&self) -> bool {
         !self.out.is_empty()
+    }
+
+    /// What is queued, in order (tests).
+    #[cfg(test)]
+    pub fn queued_items(&self) -> impl Iterator<Item = &OutItem> {
+        self.out.iter()
     }
 
     /// Write as much queued output as the socket takes. Ok(true) when the

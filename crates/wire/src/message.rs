@@ -50,24 +50,12 @@ pub struct Message {
     unknown_fields: bool,
 }
 
-/// A message crosses a restart in place of the bus (docs/restart.md) as
-/// its bytes, and is validated again on the other side.
-impl serde::Serialize for Message {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.raw.serialize(s)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Message {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Message, D::Error> {
-        let raw = Bytes::deserialize(d)?;
-        Message::parse(raw).map_err(serde::de::Error::custom)
-    }
-}
-
 /// A message split for sending: the stamped header and the shared body.
 /// `header ++ body` is a valid message and `header.len() % 8 == 0`.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+///
+/// A restart in place writes it with `quickbus_bus::handover::shared_frame`,
+/// which keeps the bytes shared with every other queue that holds them.
+#[derive(Clone, Debug)]
 pub struct Frame {
     pub header: Bytes,
     pub body: Bytes,

@@ -265,6 +265,15 @@ fn a_signal_burst_crossing_ten_restarts_arrives_whole_and_in_order() {
     assert_eq!(restarts_logged(&bus), 10, "log:\n{}", bus.log());
 }
 
+/// A bus with small socket buffers: most of what is sent to a receiver
+/// that does not read waits in the bus.
+fn bus_that_queues() -> Bus {
+    Bus::start_with_config(
+        Listen::UnixPath,
+        r#"<limit name="socket_buffer_bytes">16384</limit>"#,
+    )
+}
+
 #[test]
 fn queued_messages_a_half_written_one_and_their_fds_cross_a_restart() {
     if skip::quickbus_only("restarting in place") {
@@ -272,11 +281,7 @@ fn queued_messages_a_half_written_one_and_their_fds_cross_a_restart() {
     }
     const BULK: usize = 10;
     const SIZE: usize = 60_000;
-    // Small socket buffers: most of what is sent waits in the bus.
-    let bus = Bus::start_with_config(
-        Listen::UnixPath,
-        r#"<limit name="socket_buffer_bytes">16384</limit>"#,
-    );
+    let bus = bus_that_queues();
     // A receiver that reads nothing until after the restarts.
     let mut receiver = bus.connect();
     assert!(receiver.can_pass_fds());
@@ -338,6 +343,85 @@ fn queued_messages_a_half_written_one_and_their_fds_cross_a_restart() {
         .read_to_string(&mut text)
         .unwrap();
     assert_eq!(text, "through the restart");
+}
+
+/// The descriptors the daemon holds.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("the daemon's fd table")
+        .count()
+}
+
+#[test]
+fn a_broadcast_queued_for_many_receivers_stays_one_message_across_restarts() {
+    // Issue 24: a restart carried one copy of a broadcast, and of its
+    // fds, per receiver (the new image held a duplicate of each fd for
+    // every receiver). The bulk signal is large enough that the new image
+    // reads it in place from the handover's memfd (docs/restart.md).
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    const RECEIVERS: usize = 8;
+    const SIZE: usize = 300_000;
+    let bus = bus_that_queues();
+    let rule = format!("type='signal',interface='{SIGNALS}'");
+    let mut receivers: Vec<Connection> = (0..RECEIVERS)
+        .map(|_| {
+            let mut receiver = bus.connect();
+            assert!(receiver.can_pass_fds());
+            receiver.add_match(&rule).unwrap();
+            receiver
+        })
+        .collect();
+    let mut sender = bus.connect();
+    // A bulk signal the receivers' sockets cannot take whole, so that the
+    // one with the fd waits in the bus behind it.
+    let bulk = MessageBuilder::signal("/q", SIGNALS, "Bulk").body(vec![Value::Array {
+        elem_sig: "y".into(),
+        items: vec![Value::Byte(7); SIZE],
+    }]);
+    sender.send(bulk, &[]).unwrap();
+    let dir = TempDir::new();
+    let path = dir.path().join("shared");
+    std::fs::write(&path, "one file for every receiver").unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let inode = file.metadata().unwrap().ino();
+    let with_fd = MessageBuilder::signal("/q", SIGNALS, "WithFd")
+        .unix_fds(1)
+        .body(vec![Value::UnixFd(0)]);
+    use std::os::fd::AsFd;
+    sender.send(with_fd, &[file.as_fd()]).unwrap();
+    drop(file);
+    sender.get_id().unwrap();
+    let before = open_fds(bus.pid());
+    restart_by_signal(&bus);
+    restart_by_signal(&bus);
+    // The message's fd is still one descriptor of the daemon's, not one
+    // per receiver; one more is the handover's memfd, which the bulk
+    // signal lies in until every receiver has it.
+    assert_eq!(open_fds(bus.pid()), before + 1, "log:\n{}", bus.log());
+    for receiver in &mut receivers {
+        let mut next = || loop {
+            let (msg, fds) = receiver.receive().expect("a queued signal");
+            // NameAcquired and the like come first.
+            if msg.interface() == Some(SIGNALS) {
+                break (msg, fds);
+            }
+        };
+        let (msg, _) = next();
+        assert_eq!(msg.member(), Some("Bulk"));
+        assert_eq!(msg.body().len(), 4 + SIZE);
+        assert!(msg.body()[4..].iter().all(|&b| b == 7));
+        let (msg, fds) = next();
+        assert_eq!(msg.member(), Some("WithFd"));
+        assert_eq!(fds.len(), 1);
+        let received = std::fs::File::from(fds.into_iter().next().unwrap());
+        assert_eq!(received.metadata().unwrap().ino(), inode);
+    }
+    // Delivered everywhere, the message and its memfd are gone.
+    sender.get_id().unwrap();
+    assert_eq!(open_fds(bus.pid()), before - 1, "log:\n{}", bus.log());
 }
 
 #[test]

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::*;
 use crate::flow::{OutBounds, Pacing};
+use crate::handover::tests::as_handed_over;
 use crate::handover::{restoring, saving, Clock};
 use crate::policy::{NameMatch, PolicyRule, RuleKind};
 use crate::registry::{ALLOW_REPLACEMENT, DO_NOT_QUEUE};
@@ -84,8 +85,9 @@ fn distinct_files(n: usize) -> Vec<OwnedFd> {
 }
 
 /// What the daemon does across exec, in one process: write the bus out,
-/// hand its fds over (here: open the same files again, as the fd table
-/// of the new process would hold them), and read it back in a process
+/// hand its fds and buffers over (here: open the same files again, as
+/// the fd table of the new process would hold them, and copy the
+/// buffers), and read it back in a process
 /// whose `Instant`s are [`SHIFT`] later. The new harness has the same
 /// state as `h` and its clock reads `h.now + SHIFT`.
 fn restarted(h: &Harness) -> Harness {
@@ -93,16 +95,15 @@ fn restarted(h: &Harness) -> Harness {
         instant: h.now,
         monotonic_ns: MONOTONIC_AT_RESTART,
     };
-    let (bytes, raw_fds) = saving(before, || postcard::to_stdvec(&h.bus).unwrap());
-    let fds: Vec<OwnedFd> = raw_fds
-        .iter()
-        .map(|raw| OwnedFd::from(std::fs::File::open(format!("/proc/self/fd/{raw}")).unwrap()))
-        .collect();
+    let (bytes, saved) = saving(before, || postcard::to_stdvec(&h.bus).unwrap());
+    let (fds, buffers) = as_handed_over(&saved);
     let after = Clock {
         instant: h.now + SHIFT,
         monotonic_ns: MONOTONIC_AT_RESTART,
     };
-    let (bus, unused) = restoring(after, fds, || postcard::from_bytes::<Bus>(&bytes).unwrap());
+    let (bus, unused) = restoring(after, fds, buffers, || {
+        postcard::from_bytes::<Bus>(&bytes).unwrap()
+    });
     assert_eq!(unused, 0, "every fd handed over belongs to the state");
     let mut bus = bus;
     bus.restored(None);
@@ -363,6 +364,42 @@ fn a_restored_bus_keeps_names_rules_calls_activations_and_counters() {
 }
 
 #[test]
+fn a_message_waiting_for_an_activation_crosses_once() {
+    // The message as received and the copy stamped from it for the
+    // service, whose body lies in it: one buffer, not two copies.
+    const BODY: usize = 64 * 1024;
+    let mut h = Harness::new();
+    let (c, _) = h.client();
+    h.send(
+        c,
+        MessageBuilder::method_call("/", "Start")
+            .destination("org.example.Activatable")
+            .body(vec![Value::Array {
+                elem_sig: "y".into(),
+                items: vec![Value::Byte(1); BODY],
+            }]),
+    );
+    assert!(h.bus.activation_pending("org.example.Activatable"));
+    let clock = Clock {
+        instant: h.now,
+        monotonic_ns: MONOTONIC_AT_RESTART,
+    };
+    let (state, saved) = saving(clock, || postcard::to_stdvec(&h.bus).unwrap());
+    let held: usize = saved.buffers.iter().map(Bytes::len).sum();
+    assert!(held < BODY + 1024, "{held} bytes of buffers");
+    assert!(state.len() < BODY, "{} bytes of state", state.len());
+    // And it still reaches the service after the restart.
+    let mut r = restarted(&h);
+    let (service, _) = r.client();
+    r.request_name(service, "org.example.Activatable", 0);
+    let delivered = seen(std::mem::take(&mut r.out));
+    assert!(delivered.iter().any(|d| matches!(
+        d,
+        Seen::Deliver { to, bytes, .. } if *to == service && bytes.len() > BODY
+    )));
+}
+
+#[test]
 fn a_reply_pending_across_the_restart_still_routes() {
     let mut h = Harness::new();
     // Unrequested replies are refused: only the pending call lets one by.
@@ -561,8 +598,8 @@ fn without_the_fix_up_a_restored_connection_has_no_rules() {
         instant: h.now,
         monotonic_ns: MONOTONIC_AT_RESTART,
     };
-    let (bytes, _) = saving(before, || postcard::to_stdvec(&h.bus));
-    let (bus, _) = restoring(before, Vec::new(), || {
+    let (bytes, saved) = saving(before, || postcard::to_stdvec(&h.bus));
+    let (bus, _) = restoring(before, Vec::new(), saved.buffers, || {
         postcard::from_bytes::<Bus>(&bytes.unwrap())
     });
     let mut bus = bus.unwrap();

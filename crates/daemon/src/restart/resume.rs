@@ -11,8 +11,8 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use tracing::{error, info};
 
 use super::{
-    clock_now, read_handover, since_ms, Binary, Restored, FAIL_RESTORE_FOR_TESTS, GOING_BACK,
-    HANDOVER_FD, PREVIOUS_BINARY_FD,
+    clock_now, read_handover, since_ms, Binary, HandedOver, Restored, FAIL_RESTORE_FOR_TESTS,
+    GOING_BACK, HANDOVER_FD, PREVIOUS_BINARY_FD,
 };
 use crate::cli::Options;
 use crate::server::Server;
@@ -115,18 +115,23 @@ fn restore(opts: &Options, memfd: &OwnedFd, going_back: bool) -> Result<Server, 
             "{FAIL_RESTORE_FOR_TESTS}=1 (a test of the way back)"
         ));
     }
-    let (numbers, payload) = read_handover(memfd).map_err(|e| e.to_string())?;
     let started = clock_now().monotonic_ns;
-    check_in_a_child(&numbers, &payload)?;
-    let checked = since_ms(started);
-    let restored = deserialize(&numbers, &payload)?;
+    let handed = read_handover(memfd).map_err(|e| e.to_string())?;
+    let read = since_ms(started);
+    check_in_a_child(&handed)?;
+    let checked = since_ms(started) - read;
+    let restored = deserialize(&handed)?;
     tracing::debug!(
-        "handover read: {} bytes, {} descriptors; checked in a child in {checked:.1} ms, deserialized in {:.1} ms",
-        payload.len(),
-        numbers.len(),
-        since_ms(started) - checked
+        "handover read: {} bytes of state, {} buffers of {} bytes, {} descriptors; read in {read:.1} ms, checked in a child in {checked:.1} ms, deserialized in {:.1} ms",
+        handed.payload.len(),
+        handed.buffers.len(),
+        handed.buffers.iter().map(|b| b.len()).sum::<usize>(),
+        handed.fds.len(),
+        since_ms(started) - read - checked
     );
-    rebuild(opts, restored, going_back)
+    let server = rebuild(opts, restored, going_back)?;
+    handed.serving();
+    Ok(server)
 }
 
 /// The descriptor table, taken over: each number once, and a duplicate
@@ -148,10 +153,13 @@ fn take_over(numbers: &[RawFd]) -> Result<Vec<OwnedFd>, String> {
     Ok(table)
 }
 
-fn deserialize(numbers: &[RawFd], payload: &[u8]) -> Result<Restored, String> {
-    let table = take_over(numbers)?;
-    let (restored, unused) = quickbus_bus::handover::restoring(clock_now(), table, || {
-        postcard::from_bytes::<Restored>(payload)
+/// The state, from the handover; its queues share the handover's buffers
+/// (read before any child is forked, so a check shares them too).
+fn deserialize(handed: &HandedOver) -> Result<Restored, String> {
+    let table = take_over(&handed.fds)?;
+    let buffers = handed.buffers.clone();
+    let (restored, unused) = quickbus_bus::handover::restoring(clock_now(), table, buffers, || {
+        postcard::from_bytes::<Restored>(&handed.payload)
     });
     let restored = restored.map_err(|e| format!("cannot read the state: {e}"))?;
     if unused > 0 {
@@ -161,11 +169,11 @@ fn deserialize(numbers: &[RawFd], payload: &[u8]) -> Result<Restored, String> {
 }
 
 /// Deserialize the state in a child process: exit status 0 if it can be.
-fn check_in_a_child(numbers: &[RawFd], payload: &[u8]) -> Result<(), String> {
+fn check_in_a_child(handed: &HandedOver) -> Result<(), String> {
     match crate::sys::fork_single_threaded() {
         Err(e) => Err(format!("cannot check the handover: {e}")),
         Ok(None) => {
-            let code = match deserialize(numbers, payload) {
+            let code = match deserialize(handed) {
                 Ok(restored) => {
                     // Not dropped: its guards would remove the bus's
                     // socket, pid and nonce files.
