@@ -16,6 +16,7 @@ mod report;
 mod restart;
 mod round_trip;
 mod scale;
+mod storm;
 mod targets;
 mod workloads;
 
@@ -50,7 +51,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
     /// Run only these workloads (signal-burst, fan-out, round-trip,
-    /// hostile-neighbour)
+    /// hostile-neighbour, storm)
     #[arg(long, value_name = "WORKLOAD", value_delimiter = ',')]
     only: Vec<String>,
     /// Buses to compare
@@ -105,6 +106,9 @@ pub enum Workload {
     /// A well-behaved client's waiting while another user's reader
     /// overflows and drains at will (see `hostile_neighbour`).
     HostileNeighbour,
+    /// Paced method calls while another client floods signals (see
+    /// `storm`).
+    Storm,
 }
 
 /// The socket buffer sizes of a sweep (seed 002): 0 is the kernel's
@@ -140,11 +144,12 @@ const CALL_SIZES: [usize; 9] = [1, 32, 128, 512, KIB, 4 * KIB, 8 * KIB, 32 * KIB
 const QUICK_CALL_SIZES: [usize; 2] = [1, 128 * KIB];
 
 impl Workload {
-    const ALL: [Workload; 4] = [
+    const ALL: [Workload; 5] = [
         Workload::SignalBurst,
         Workload::FanOut,
         Workload::RoundTrip,
         Workload::HostileNeighbour,
+        Workload::Storm,
     ];
 
     pub fn name(self) -> &'static str {
@@ -153,6 +158,7 @@ impl Workload {
             Workload::FanOut => "fan-out",
             Workload::RoundTrip => "round-trip",
             Workload::HostileNeighbour => "hostile-neighbour",
+            Workload::Storm => "storm",
         }
     }
 
@@ -179,6 +185,8 @@ impl Workload {
             (Workload::FanOut, false) if size <= 8 * KIB => 10_000,
             (Workload::FanOut, false) => 2_000,
             (Workload::RoundTrip, false) => (64 * KIB * KIB / size).clamp(500, 2_000) as u32,
+            (Workload::Storm, false) => storm::CALLS,
+            (Workload::Storm, true) => storm::QUICK_CALLS,
             (Workload::SignalBurst, true) => 1_000,
             (_, true) => 200,
             // Runs for a time, not a count (--neighbour-seconds).
@@ -283,6 +291,7 @@ fn run(args: &BenchArgs) -> Result<(), String> {
         .unwrap_or_else(default_quickbus_daemon);
     let mut notes = Vec::new();
     let mut results = Results::default();
+    let mut storms = storm::Storms::default();
     for rep in 0..plan.reps {
         eprintln!("rep {}/{}", rep + 1, plan.reps);
         // Fresh daemons every repetition, so that no state a daemon's
@@ -300,6 +309,10 @@ fn run(args: &BenchArgs) -> Result<(), String> {
                     let sample = hostile_neighbour::run(kind, &daemon, duration);
                     results.add_neighbour(kind, sample);
                 }
+                continue;
+            }
+            if workload == Workload::Storm {
+                run_storms(&running, workload.count(0, args), rep, &mut storms);
                 continue;
             }
             for &size in workload.sizes(args) {
@@ -343,8 +356,10 @@ fn run(args: &BenchArgs) -> Result<(), String> {
     }
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     print!("{}", results.table(&notes));
+    print!("{}", storms.table());
     if let Some(path) = &args.json {
-        let json = results.json(&command, plan.reps, &notes);
+        let mut json = results.json(&command, plan.reps, &notes);
+        json["storm"] = storms.json();
         std::fs::write(
             path,
             serde_json::to_string_pretty(&json).expect("JSON of numbers"),
@@ -353,12 +368,25 @@ fn run(args: &BenchArgs) -> Result<(), String> {
     }
     if let Some(dir) = &args.plots {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        for (name, svg) in results.plots() {
+        for (name, svg) in results.plots().into_iter().chain(storms.plots()) {
             let path = dir.join(name);
             std::fs::write(&path, svg).map_err(|e| format!("{}: {e}", path.display()))?;
         }
     }
     Ok(())
+}
+
+/// The storm workload on every bus at every flood rate, the buses in a
+/// different order each repetition.
+fn run_storms(running: &[RunningBus], calls: u32, rep: u32, storms: &mut storm::Storms) {
+    for flood_rate in storm::FLOOD_RATES {
+        let n = running.len().max(1);
+        for i in 0..running.len() {
+            let bus = &running[(i + rep as usize) % n];
+            eprintln!("storm on {} (flood rate {flood_rate})", bus.kind.name());
+            storms.add(flood_rate, bus.kind, storm::run(bus, calls, flood_rate));
+        }
+    }
 }
 
 /// Every bus of the plan (and each socket buffer size of a sweep), those
@@ -435,7 +463,7 @@ mod tests {
         let bad = ["burst".to_owned()];
         assert_eq!(
             pick_by_name(&bad, &Workload::ALL, Workload::name, "workload").unwrap_err(),
-            "unknown workload \"burst\" (signal-burst, fan-out, round-trip, hostile-neighbour)"
+            "unknown workload \"burst\" (signal-burst, fan-out, round-trip, hostile-neighbour, storm)"
         );
     }
     #[test]

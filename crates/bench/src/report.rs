@@ -153,6 +153,7 @@ fn title(workload: Workload, count: u32) -> String {
             "round-trip: {count} method calls + replies, same payload both ways (rate = calls/s, latency = RTT)"
         ),
         Workload::HostileNeighbour => "hostile-neighbour".to_owned(),
+        Workload::Storm => "storm".to_owned(),
     }
 }
 
@@ -404,7 +405,7 @@ impl Results {
                 Workload::FanOut => ("deliveries/s", "send-to-receive latency, mean µs"),
                 Workload::RoundTrip => ("calls/s", "round-trip time, mean µs"),
                 // Its rows are not per payload size: no chart.
-                Workload::HostileNeighbour => continue,
+                Workload::HostileNeighbour | Workload::Storm => continue,
             };
             let metrics: [(&str, &str, Metric); 3] = [
                 ("rate", rate_label, |s| s.rate),
