@@ -86,6 +86,10 @@ pub struct BenchArgs {
     /// 30 s, 4 s with --quick)
     #[arg(long, value_name = "SECONDS")]
     neighbour_seconds: Option<u64>,
+    /// The storm workload's flood rates in signals/s, 0 for as fast as
+    /// the bus takes them
+    #[arg(long, value_name = "RATE", value_delimiter = ',', default_values_t = storm::FLOOD_RATES)]
+    flood_rates: Vec<u32>,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -312,7 +316,8 @@ fn run(args: &BenchArgs) -> Result<(), String> {
                 continue;
             }
             if workload == Workload::Storm {
-                run_storms(&running, workload.count(0, args), rep, &mut storms);
+                let calls = workload.count(0, args);
+                run_storms(&running, &args.flood_rates, calls, rep, &mut storms);
                 continue;
             }
             for &size in workload.sizes(args) {
@@ -378,8 +383,14 @@ fn run(args: &BenchArgs) -> Result<(), String> {
 
 /// The storm workload on every bus at every flood rate, the buses in a
 /// different order each repetition.
-fn run_storms(running: &[RunningBus], calls: u32, rep: u32, storms: &mut storm::Storms) {
-    for flood_rate in storm::FLOOD_RATES {
+fn run_storms(
+    running: &[RunningBus],
+    flood_rates: &[u32],
+    calls: u32,
+    rep: u32,
+    storms: &mut storm::Storms,
+) {
+    for &flood_rate in flood_rates {
         let n = running.len().max(1);
         for i in 0..running.len() {
             let bus = &running[(i + rep as usize) % n];
