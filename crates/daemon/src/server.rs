@@ -1,7 +1,8 @@
 //! The event loop: edge-triggered epoll (mio) over the listening sockets,
-//! every connection and the signal pipe. On each wake-up it reads what the
-//! sockets have, hands each complete message to the sans-I/O [`Bus`], queues
-//! the resulting deliveries, and flushes every touched connection once.
+//! every connection and the signal pipe. On each wake-up (a turn) it hands
+//! at most one budget of each connection's complete messages to the
+//! sans-I/O [`Bus`] ([`turns`], [`fair_share`]), queues the resulting
+//! deliveries, and flushes every touched connection once.
 //!
 //! A connection is known by one [`ConnId`], given by the bus at accept and
 //! used as its mio token; the bus owns its identity and credentials once
