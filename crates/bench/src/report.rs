@@ -133,7 +133,7 @@ fn buffer_text(bytes: usize) -> String {
     }
 }
 
-fn ratio(a: f64, b: f64) -> String {
+pub(crate) fn ratio(a: f64, b: f64) -> String {
     if b > 0.0 && a > 0.0 {
         format!("{:.2}x", a / b)
     } else {
@@ -605,7 +605,7 @@ fn socket_buffer_sweep(summaries: &BTreeMap<Key, Summary>) -> String {
     out
 }
 
-fn short(kind: BusKind) -> &'static str {
+pub(crate) fn short(kind: BusKind) -> &'static str {
     match kind {
         BusKind::Quickbus => "qb",
         BusKind::DbusDaemon => "daemon",

@@ -30,7 +30,7 @@ use serde_json::{json, Value};
 use super::buses::{BusKind, RunningBus};
 use super::endpoint::Endpoint;
 use super::messages::{self, Template};
-use super::report::median;
+use super::report::{median, ratio, short};
 use super::round_trip::serve_echo;
 use super::workloads::percentile;
 use quickbus_chart::{Axis, Chart, Series};
@@ -127,14 +127,6 @@ fn rate_text(rate: u32) -> String {
         "max".to_owned()
     } else {
         format!("{rate}/s")
-    }
-}
-
-fn ratio(a: f64, b: f64) -> String {
-    if a > 0.0 && b > 0.0 {
-        format!("{:.2}x", a / b)
-    } else {
-        "-".to_owned()
     }
 }
 
@@ -296,14 +288,6 @@ impl Storms {
             })
             .collect();
         Value::Array(rows)
-    }
-}
-
-fn short(kind: BusKind) -> &'static str {
-    match kind {
-        BusKind::Quickbus => "qb",
-        BusKind::DbusDaemon => "daemon",
-        BusKind::DbusBroker => "broker",
     }
 }
 
