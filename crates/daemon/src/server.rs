@@ -391,30 +391,8 @@ impl Server {
                     }
                 }
             }
-            // Oldest connection first, whatever order epoll listed them in:
-            // when a caller's new calls and a callee's replies arrive in the
-            // same wake-up, the calls are seen first, as dbus-daemon (which
-            // walks its connections in order) sees them; the pending-reply
-            // limit depends on that order (dbus-tests
-            // /limits/max-replies-per-connection).
             let turn_began = Instant::now();
-            let pausing = self.fair_share.pausing(turn_began);
-            if !pausing {
-                ready.append(&mut self.deferred_reads);
-            }
-            // One turn per connection however often it was listed (left
-            // unfinished and raising a new edge): one budget each.
-            ready.sort_unstable_by_key(|&(id, _)| id);
-            ready.dedup_by(|later, first| {
-                let same = later.0 == first.0;
-                if same {
-                    first.1 |= later.1;
-                }
-                same
-            });
-            if pausing {
-                self.defer_heavy(&mut ready);
-            }
+            self.order_turn(&mut ready, turn_began);
             let limits = self.contention.limits(turn_began);
             for &(id, hung_up) in &ready {
                 let mut budget = TurnBudget::new(limits);
@@ -621,6 +599,35 @@ impl Server {
                 }
             };
             self.add_connection(stream, nonce);
+        }
+    }
+
+    /// Who is served in a turn beginning at `now`, in what order: each
+    /// connection with input once, oldest first, the heavy senders only
+    /// if no pause keeps them out ([`fair_share`]).
+    fn order_turn(&mut self, ready: &mut Vec<(ConnId, bool)>, now: Instant) {
+        let pausing = self.fair_share.pausing(now);
+        if !pausing {
+            ready.append(&mut self.deferred_reads);
+        }
+        // Oldest connection first, whatever order epoll listed them in:
+        // when a caller's new calls and a callee's replies arrive in the
+        // same wake-up, the calls are seen first, as dbus-daemon (which
+        // walks its connections in order) sees them; the pending-reply
+        // limit depends on that order (dbus-tests
+        // /limits/max-replies-per-connection).
+        ready.sort_unstable_by_key(|&(id, _)| id);
+        // One turn per connection however often it was listed (left
+        // unfinished and raising a new edge): one budget each.
+        ready.dedup_by(|later, first| {
+            let same = later.0 == first.0;
+            if same {
+                first.1 |= later.1;
+            }
+            same
+        });
+        if pausing {
+            self.defer_heavy(ready);
         }
     }
 
