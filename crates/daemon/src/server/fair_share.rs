@@ -13,9 +13,10 @@
 //! send little, the heavy senders are not read:
 //!
 //! - a method call that expects a reply, from a light connection to
-//!   another peer, starts or extends a pause, for at most [`MAX_PAUSE`];
-//! - the pause ends when as many replies (returns or errors) have come
-//!   from light connections, or at that deadline;
+//!   another peer, starts a pause or extends the current one, to at most
+//!   [`MAX_PAUSE`] after that call and four times that in all;
+//! - the pause ends when as many replies (returns or errors) as it saw
+//!   calls have come from light connections, or at that deadline;
 //! - a connection a call was delivered to never sits out until it has
 //!   replied: its reply may be what the caller waits for;
 //! - after a pause the heavy senders are read for at least as long as it
@@ -34,8 +35,9 @@ pub const MAX_PAUSE: Duration = Duration::from_millis(1);
 /// The rule's state: the calls in flight and the current pause.
 #[derive(Debug, Default)]
 pub struct FairShare {
-    /// Calls from light connections not answered yet (by count: replies
-    /// from light connections end them, whichever they answer).
+    /// Calls from light connections that began or extended the current
+    /// pause and are not answered yet (by count: replies from light
+    /// connections end them, whichever they answer).
     in_flight: u32,
     /// While pausing: when the pause began and when it ends at the latest.
     pause: Option<(Instant, Instant)>,
@@ -84,16 +86,14 @@ impl FairShare {
     /// A message from a light connection was routed at `now`.
     pub fn routed(&mut self, exchange: Exchange, now: Instant) {
         match exchange {
-            Exchange::Call => {
-                self.in_flight += 1;
-                self.begin_or_extend(now);
-            }
-            Exchange::Reply => {
+            Exchange::Call => self.begin_or_extend(now),
+            Exchange::Reply if self.pause.is_some() => {
                 self.in_flight = self.in_flight.saturating_sub(1);
                 if self.in_flight == 0 {
                     self.end(now);
                 }
             }
+            Exchange::Reply => {}
             Exchange::Other => {}
         }
     }
@@ -101,10 +101,15 @@ impl FairShare {
     fn begin_or_extend(&mut self, now: Instant) {
         match self.pause {
             Some((began, _)) => {
-                self.pause = Some((began, (now + MAX_PAUSE).min(began + MAX_PAUSE * 4)))
+                self.in_flight = self.in_flight.saturating_add(1);
+                self.pause = Some((began, (now + MAX_PAUSE).min(began + MAX_PAUSE * 4)));
             }
+            // Heavy senders have not had their time since the last pause.
             None if self.next_allowed.is_some_and(|t| now < t) => {}
-            None => self.pause = Some((now, now + MAX_PAUSE)),
+            None => {
+                self.in_flight = 1;
+                self.pause = Some((now, now + MAX_PAUSE));
+            }
         }
     }
 
@@ -165,6 +170,20 @@ mod tests {
         assert!(fair.pausing(t0 + MAX_PAUSE / 2));
         fair.routed(Exchange::Reply, t0 + MAX_PAUSE / 2);
         assert!(!fair.pausing(t0 + MAX_PAUSE / 2));
+    }
+
+    #[test]
+    fn a_pause_ends_when_every_call_it_saw_is_answered() {
+        let t0 = Instant::now();
+        let mut fair = FairShare::default();
+        // Replies outside a pause count for nothing.
+        fair.routed(Exchange::Reply, t0);
+        fair.routed(Exchange::Call, t0);
+        fair.routed(Exchange::Call, t0);
+        fair.routed(Exchange::Reply, t0);
+        assert!(fair.pausing(t0));
+        fair.routed(Exchange::Reply, t0);
+        assert!(!fair.pausing(t0));
     }
 
     #[test]
