@@ -91,6 +91,17 @@ fn tick_number(message: &Message) -> Option<u32> {
     }
 }
 
+/// A Ping call from `caller` to `to`, and its serial.
+fn ping(caller: &mut Connection, to: &str) -> (Bytes, u32) {
+    let serial = caller.next_serial();
+    let call = MessageBuilder::method_call("/storm", "Ping")
+        .interface(INTERFACE)
+        .destination(to)
+        .build(serial)
+        .expect("the call marshals");
+    (call, serial)
+}
+
 fn receive(conn: &mut Connection) -> Message {
     conn.receive().expect("a message arrives").0
 }
@@ -109,12 +120,7 @@ fn a_call_is_routed_within_one_budget_of_a_flood_that_waits_in_the_read_buffers(
         .add_match(&format!("type='signal',interface='{INTERFACE}'"))
         .expect("AddMatch");
     let flood = ticks(&mut flooder, FLOOD);
-    let serial = caller.next_serial();
-    let call = MessageBuilder::method_call("/storm", "Ping")
-        .interface(INTERFACE)
-        .destination(callee.unique_name())
-        .build(serial)
-        .expect("the call marshals");
+    let (call, serial) = ping(&mut caller, callee.unique_name());
     {
         let _stopped = Stopped::daemon(&bus);
         flooder.send_raw(&flood, &[]).expect("the flood is written");
@@ -172,12 +178,7 @@ fn a_reply_never_overtakes_the_signals_its_sender_sent_first_across_turns() {
     caller
         .add_match(&format!("type='signal',interface='{INTERFACE}'"))
         .expect("AddMatch");
-    let serial = caller.next_serial();
-    let call = MessageBuilder::method_call("/storm", "Ping")
-        .interface(INTERFACE)
-        .destination(service.unique_name())
-        .build(serial)
-        .expect("the call marshals");
+    let (call, serial) = ping(&mut caller, service.unique_name());
     caller.send_raw(&call, &[]).expect("the call is written");
     let the_call = loop {
         let message = receive(&mut service);
