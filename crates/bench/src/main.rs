@@ -17,6 +17,7 @@ mod report;
 mod restart;
 mod round_trip;
 mod scale;
+mod storm;
 mod targets;
 mod workloads;
 
@@ -51,7 +52,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
     /// Run only these workloads (signal-burst, fan-out, round-trip,
-    /// hostile-neighbour, draining-neighbours)
+    /// hostile-neighbour, draining-neighbours, storm)
     #[arg(long, value_name = "WORKLOAD", value_delimiter = ',')]
     only: Vec<String>,
     /// Buses to compare
@@ -86,6 +87,10 @@ pub struct BenchArgs {
     /// run on each bus (default 30 s, 4 s with --quick)
     #[arg(long, value_name = "SECONDS")]
     neighbour_seconds: Option<u64>,
+    /// The storm workload's flood rates in signals/s, 0 for as fast as
+    /// the bus takes them
+    #[arg(long, value_name = "RATE", value_delimiter = ',', default_values_t = storm::FLOOD_RATES)]
+    flood_rates: Vec<u32>,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -110,6 +115,9 @@ pub enum Workload {
     /// another user's many receivers fill and drain in turn (see
     /// `draining_neighbours`).
     DrainingNeighbours,
+    /// Paced method calls while another client floods signals (see
+    /// `storm`).
+    Storm,
 }
 
 /// The socket buffer sizes of a sweep (seed 002): 0 is the kernel's
@@ -145,12 +153,13 @@ const CALL_SIZES: [usize; 9] = [1, 32, 128, 512, KIB, 4 * KIB, 8 * KIB, 32 * KIB
 const QUICK_CALL_SIZES: [usize; 2] = [1, 128 * KIB];
 
 impl Workload {
-    const ALL: [Workload; 5] = [
+    const ALL: [Workload; 6] = [
         Workload::SignalBurst,
         Workload::FanOut,
         Workload::RoundTrip,
         Workload::HostileNeighbour,
         Workload::DrainingNeighbours,
+        Workload::Storm,
     ];
 
     pub fn name(self) -> &'static str {
@@ -160,6 +169,7 @@ impl Workload {
             Workload::RoundTrip => "round-trip",
             Workload::HostileNeighbour => "hostile-neighbour",
             Workload::DrainingNeighbours => "draining-neighbours",
+            Workload::Storm => "storm",
         }
     }
 
@@ -186,6 +196,8 @@ impl Workload {
             (Workload::FanOut, false) if size <= 8 * KIB => 10_000,
             (Workload::FanOut, false) => 2_000,
             (Workload::RoundTrip, false) => (64 * KIB * KIB / size).clamp(500, 2_000) as u32,
+            (Workload::Storm, false) => storm::CALLS,
+            (Workload::Storm, true) => storm::QUICK_CALLS,
             (Workload::SignalBurst, true) => 1_000,
             (_, true) => 200,
             // Runs for a time, not a count (--neighbour-seconds).
@@ -290,6 +302,7 @@ fn run(args: &BenchArgs) -> Result<(), String> {
         .unwrap_or_else(default_quickbus_daemon);
     let mut notes = Vec::new();
     let mut results = Results::default();
+    let mut storms = storm::Storms::default();
     for rep in 0..plan.reps {
         eprintln!("rep {}/{}", rep + 1, plan.reps);
         // Fresh daemons every repetition, so that no state a daemon's
@@ -315,6 +328,11 @@ fn run(args: &BenchArgs) -> Result<(), String> {
                         results.add_draining(kind, sample);
                     }
                 }
+                continue;
+            }
+            if workload == Workload::Storm {
+                let calls = workload.count(0, args);
+                run_storms(&running, &args.flood_rates, calls, rep, &mut storms);
                 continue;
             }
             for &size in workload.sizes(args) {
@@ -358,8 +376,10 @@ fn run(args: &BenchArgs) -> Result<(), String> {
     }
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     print!("{}", results.table(&notes));
+    print!("{}", storms.table());
     if let Some(path) = &args.json {
-        let json = results.json(&command, plan.reps, &notes);
+        let mut json = results.json(&command, plan.reps, &notes);
+        json["storm"] = storms.json();
         std::fs::write(
             path,
             serde_json::to_string_pretty(&json).expect("JSON of numbers"),
@@ -368,12 +388,31 @@ fn run(args: &BenchArgs) -> Result<(), String> {
     }
     if let Some(dir) = &args.plots {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        for (name, svg) in results.plots() {
+        for (name, svg) in results.plots().into_iter().chain(storms.plots()) {
             let path = dir.join(name);
             std::fs::write(&path, svg).map_err(|e| format!("{}: {e}", path.display()))?;
         }
     }
     Ok(())
+}
+
+/// The storm workload on every bus at every flood rate, the buses in a
+/// different order each repetition.
+fn run_storms(
+    running: &[RunningBus],
+    flood_rates: &[u32],
+    calls: u32,
+    rep: u32,
+    storms: &mut storm::Storms,
+) {
+    for &flood_rate in flood_rates {
+        let n = running.len().max(1);
+        for i in 0..running.len() {
+            let bus = &running[(i + rep as usize) % n];
+            eprintln!("storm on {} (flood rate {flood_rate})", bus.kind.name());
+            storms.add(flood_rate, bus.kind, storm::run(bus, calls, flood_rate));
+        }
+    }
 }
 
 /// Every bus of the plan (and each socket buffer size of a sweep), those
@@ -451,7 +490,7 @@ mod tests {
         assert_eq!(
             pick_by_name(&bad, &Workload::ALL, Workload::name, "workload").unwrap_err(),
             "unknown workload \"burst\" (signal-burst, fan-out, round-trip, hostile-neighbour, \
-             draining-neighbours)"
+             draining-neighbours, storm)"
         );
     }
     #[test]

@@ -136,7 +136,7 @@ fn buffer_text(bytes: usize) -> String {
     }
 }
 
-fn ratio(a: f64, b: f64) -> String {
+pub(crate) fn ratio(a: f64, b: f64) -> String {
     if b > 0.0 && a > 0.0 {
         format!("{:.2}x", a / b)
     } else {
@@ -157,6 +157,7 @@ fn title(workload: Workload, count: u32) -> String {
         ),
         Workload::HostileNeighbour => "hostile-neighbour".to_owned(),
         Workload::DrainingNeighbours => "draining-neighbours".to_owned(),
+        Workload::Storm => "storm".to_owned(),
     }
 }
 
@@ -459,7 +460,9 @@ impl Results {
                 Workload::FanOut => ("deliveries/s", "send-to-receive latency, mean µs"),
                 Workload::RoundTrip => ("calls/s", "round-trip time, mean µs"),
                 // Its rows are not per payload size: no chart.
-                Workload::HostileNeighbour | Workload::DrainingNeighbours => continue,
+                Workload::HostileNeighbour | Workload::DrainingNeighbours | Workload::Storm => {
+                    continue
+                }
             };
             let metrics: [(&str, &str, Metric); 3] = [
                 ("rate", rate_label, |s| s.rate),
@@ -706,7 +709,7 @@ fn socket_buffer_sweep(summaries: &BTreeMap<Key, Summary>) -> String {
     out
 }
 
-fn short(kind: BusKind) -> &'static str {
+pub(crate) fn short(kind: BusKind) -> &'static str {
     match kind {
         BusKind::Quickbus => "qb",
         BusKind::DbusDaemon => "daemon",

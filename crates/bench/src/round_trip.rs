@@ -312,7 +312,7 @@ impl Pinger {
 }
 
 /// Answers Echo calls with a reply of the same size until Quit.
-fn serve_echo(mut server: impl Endpoint) -> Vec<String> {
+pub(crate) fn serve_echo(mut server: impl Endpoint) -> Vec<String> {
     let mut replies: HashMap<(String, usize), Template> = HashMap::new();
     let mut serial = 0u32;
     loop {

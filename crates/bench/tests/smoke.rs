@@ -88,3 +88,30 @@ fn quick_bench_reports_every_workload_fully_received() {
     assert_eq!(quickbus["lost_silently"], 0, "{quickbus}");
     assert_eq!(quickbus["receivers_cut_off"], 0, "{quickbus}");
 }
+
+#[test]
+fn quick_storm_reports_every_bus_at_every_flood_rate_with_every_call_answered() {
+    let args = against_quickbus(&[
+        "--quick",
+        "--count",
+        "20",
+        "--only",
+        "storm",
+        "--buses",
+        "quickbus,dbus-daemon",
+    ]);
+    let output = run_bench(args, Duration::from_secs(120));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(!stdout.contains("skipped"), "{stdout}");
+    for flood in ["max ", "10000/s "] {
+        for subject in ["quickbus", "dbus-daemon"] {
+            let row = stdout
+                .lines()
+                .find(|l| l.starts_with(flood) && l.contains(&format!(" {subject} ")))
+                .unwrap_or_else(|| panic!("no storm row for {subject} at {flood}:\n{stdout}"));
+            assert!(row.contains(" 20/20 "), "calls unanswered: {row}");
+            assert!(row.trim_end().ends_with(" -"), "errors reported: {row}");
+        }
+    }
+    assert!(stdout.contains("qb/daemon"), "no ratio rows:\n{stdout}");
+}

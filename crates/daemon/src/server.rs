@@ -1,7 +1,8 @@
 //! The event loop: edge-triggered epoll (mio) over the listening sockets,
-//! every connection and the signal pipe. On each wake-up it reads what the
-//! sockets have, hands each complete message to the sans-I/O [`Bus`], queues
-//! the resulting deliveries, and flushes every touched connection once.
+//! every connection and the signal pipe. On each wake-up (a turn) it hands
+//! at most one budget of each connection's complete messages to the
+//! sans-I/O [`Bus`] ([`turns`], [`fair_share`]), queues the resulting
+//! deliveries, and flushes every touched connection once.
 //!
 //! A connection is known by one [`ConnId`], given by the bus at accept and
 //! used as its mio token; the bus owns its identity and credentials once
@@ -28,10 +29,14 @@ use crate::nonce::NONCE_LEN;
 use crate::service_file::ServiceFile;
 use crate::socket::{ListenSocket, Listening};
 use crate::transport::{OutItem, ReadStatus, Transport};
+use fair_share::{Exchange, FairShare};
+use turns::{Contention, TurnBudget, READS_PER_TURN};
 
 mod admission;
 mod backpressure;
+mod fair_share;
 mod restarting;
+mod turns;
 
 pub use restarting::{LoopState, Unbuilt};
 
@@ -44,8 +49,6 @@ const LAST_LISTENER: usize = usize::MAX - 1;
 const MAX_LISTENERS: usize = 1 << 16;
 /// Tokens above this are not connections.
 const LAST_CONNECTION: usize = LAST_LISTENER - MAX_LISTENERS;
-/// `recvmsg` calls per connection per wake-up before others get a turn.
-const READS_PER_TURN: usize = 32;
 /// The connection map is looked up several times per message: foldhash,
 /// not std's SipHash (callgrind: SipHash was 14 % of the instructions per
 /// round trip, with the bus's maps).
@@ -183,6 +186,24 @@ struct Conn {
     /// starts counting turns anew.
     #[serde(skip)]
     last_read_turn: u64,
+    /// It spent its whole budget in its last turn (see [`turns`]): it
+    /// sits out while a light connection's call is in flight (see
+    /// [`fair_share`]).
+    #[serde(skip)]
+    heavy: bool,
+    /// A call that expects a reply was delivered to it and it has not
+    /// replied since: it never sits out, its reply may be what a caller
+    /// waits for.
+    #[serde(skip)]
+    answering: bool,
+}
+
+impl Conn {
+    /// Whether its input holds a message to route without reading (SASL
+    /// text is not framed: before BEGIN it always reads).
+    fn has_whole_message(&self) -> bool {
+        matches!(self.phase, Phase::Running) && self.transport.has_complete_frame()
+    }
 }
 
 /// Why the loop stopped.
@@ -212,6 +233,12 @@ pub struct Server {
     log_limiter: crate::log_limit::Limiter,
     /// Connections with data possibly left unread after their turn.
     unfinished_reads: Vec<(ConnId, bool)>,
+    /// Heavy senders sitting out while a light connection's call is in
+    /// flight, read again once it is answered (see [`fair_share`]).
+    deferred_reads: Vec<(ConnId, bool)>,
+    fair_share: FairShare,
+    /// Whether connections contend, which sets the turn's budgets.
+    contention: Contention,
     /// Connections with queued output to flush at the end of the turn.
     dirty: Vec<ConnId>,
     actions: Vec<Action>,
@@ -300,6 +327,9 @@ impl Server {
             incomplete_by_uid: FastMap::default(),
             log_limiter: crate::log_limit::Limiter,
             unfinished_reads: Vec::new(),
+            deferred_reads: Vec::new(),
+            fair_share: FairShare::default(),
+            contention: Contention::default(),
             dirty: Vec::new(),
             actions: Vec::new(),
             spare: Spare::default(),
@@ -361,15 +391,13 @@ impl Server {
                     }
                 }
             }
-            // Oldest connection first, whatever order epoll listed them in:
-            // when a caller's new calls and a callee's replies arrive in the
-            // same wake-up, the calls are seen first, as dbus-daemon (which
-            // walks its connections in order) sees them; the pending-reply
-            // limit depends on that order (dbus-tests
-            // /limits/max-replies-per-connection).
-            ready.sort_unstable_by_key(|&(id, _)| id);
+            let turn_began = Instant::now();
+            self.order_turn(&mut ready, turn_began);
+            let limits = self.contention.limits(turn_began);
             for &(id, hung_up) in &ready {
-                self.read_connection(id, hung_up);
+                let mut budget = TurnBudget::new(limits);
+                self.read_connection(id, hung_up, &mut budget);
+                self.contention.served(&budget, turn_began);
             }
             ready.clear();
             self.spare.ready = ready;
@@ -416,6 +444,11 @@ impl Server {
     }
 
     fn poll_timeout(&self) -> Option<Duration> {
+        let deferred_until = match self.fair_share.deadline() {
+            _ if self.deferred_reads.is_empty() => None,
+            None => return Some(Duration::ZERO),
+            Some(until) => Some(until),
+        };
         if !self.unfinished_reads.is_empty() {
             return Some(Duration::ZERO);
         }
@@ -423,10 +456,17 @@ impl Server {
         let fds = self.fd_deadlines.peek().map(|Reverse((t, _))| *t);
         let logs = self.log_limiter.next_summary();
         let watchdog = self.opts.notifier.next_deadline();
-        let deadline = [auth, fds, logs, watchdog, self.bus.next_deadline()]
-            .into_iter()
-            .flatten()
-            .min()?;
+        let deadline = [
+            auth,
+            fds,
+            logs,
+            watchdog,
+            deferred_until,
+            self.bus.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()?;
         Some(deadline.saturating_duration_since(Instant::now()))
     }
 
@@ -562,9 +602,54 @@ impl Server {
         }
     }
 
-    /// Read and process what one connection has, up to its per-turn budget.
-    fn read_connection(&mut self, id: ConnId, hung_up: bool) {
-        for _ in 0..READS_PER_TURN {
+    /// Who is served in a turn beginning at `now`, in what order: each
+    /// connection with input once, oldest first, the heavy senders only
+    /// if no pause keeps them out ([`fair_share`]).
+    fn order_turn(&mut self, ready: &mut Vec<(ConnId, bool)>, now: Instant) {
+        let pausing = self.fair_share.pausing(now);
+        if !pausing {
+            ready.append(&mut self.deferred_reads);
+        }
+        // Oldest connection first, whatever order epoll listed them in:
+        // when a caller's new calls and a callee's replies arrive in the
+        // same wake-up, the calls are seen first, as dbus-daemon (which
+        // walks its connections in order) sees them; the pending-reply
+        // limit depends on that order (dbus-tests
+        // /limits/max-replies-per-connection).
+        ready.sort_unstable_by_key(|&(id, _)| id);
+        // One turn per connection however often it was listed (left
+        // unfinished and raising a new edge): one budget each.
+        ready.dedup_by(|later, first| {
+            let same = later.0 == first.0;
+            if same {
+                first.1 |= later.1;
+            }
+            same
+        });
+        if pausing {
+            self.defer_heavy(ready);
+        }
+    }
+
+    /// Move the heavy senders out of this turn's `ready` list until the
+    /// pause ends (see [`fair_share`]).
+    fn defer_heavy(&mut self, ready: &mut Vec<(ConnId, bool)>) {
+        let conns = &self.conns;
+        let deferred = &mut self.deferred_reads;
+        ready.retain(|&(id, hung_up)| {
+            let heavy = conns.get(&id).is_some_and(|c| c.heavy && !c.answering);
+            if heavy {
+                deferred.push((id, hung_up));
+            }
+            !heavy
+        });
+    }
+
+    /// Route what one connection has, up to its budget for the turn
+    /// ([`turns`]); what is left waits for its next turn.
+    fn read_connection(&mut self, id: ConnId, hung_up: bool, budget: &mut TurnBudget) {
+        let mut reads = 0;
+        loop {
             let Some(conn) = self.conns.get_mut(&id) else {
                 return;
             };
@@ -573,18 +658,29 @@ impl Server {
                 conn.hung_up_while_held |= hung_up;
                 return;
             }
-            let status = match conn.transport.read_once() {
-                Ok(s) => s,
-                Err(e) if is_hang_up(e) => {
-                    self.close(id, HUNG_UP);
-                    return;
-                }
-                Err(e) => {
-                    self.close(id, &format!("read error: {e}"));
-                    return;
+            // Messages already read go first: reading more before they
+            // are routed would only move a flood from the kernel, where
+            // it pushes back on its sender, into the bus's memory.
+            let status = if conn.has_whole_message() {
+                None
+            } else if reads == READS_PER_TURN {
+                self.unfinished_reads.push((id, hung_up));
+                return;
+            } else {
+                reads += 1;
+                match conn.transport.read_once() {
+                    Ok(s) => Some(s),
+                    Err(e) if is_hang_up(e) => {
+                        self.close(id, HUNG_UP);
+                        return;
+                    }
+                    Err(e) => {
+                        self.close(id, &format!("read error: {e}"));
+                        return;
+                    }
                 }
             };
-            if let Err(reason) = self.process_input(id) {
+            if let Err(reason) = self.process_input(id, budget) {
                 self.close(id, &reason);
                 return;
             }
@@ -592,11 +688,26 @@ impl Server {
                 self.close(id, &reason);
                 return;
             }
+            let emptied = matches!(status, Some(ReadStatus::Short | ReadStatus::Drained));
+            if let Some(conn) = self.conns.get_mut(&id) {
+                conn.heavy = budget.spent();
+            }
+            if budget.spent() {
+                // Its turn is over. With the socket emptied and no whole
+                // message left, nothing waits: a new edge will come.
+                let left = self.conns.get(&id).is_some_and(Conn::has_whole_message);
+                if !emptied || left || hung_up {
+                    self.unfinished_reads.push((id, hung_up));
+                    return;
+                }
+            }
             match status {
+                // Routed what was buffered, with budget left: read on.
+                None => {}
                 // A short read says the socket is empty, but when the peer
                 // also hung up no further event will come: read on to EOF.
-                ReadStatus::Short if hung_up => {}
-                ReadStatus::Short | ReadStatus::Drained => {
+                Some(ReadStatus::Short) if hung_up => {}
+                Some(ReadStatus::Short | ReadStatus::Drained) => {
                     if let Some(conn) = self.conns.get_mut(&id) {
                         conn.last_read_turn = self.idle_buffers.turn();
                         if conn.transport.input().is_empty() {
@@ -605,18 +716,17 @@ impl Server {
                     }
                     return;
                 }
-                ReadStatus::Closed => {
+                Some(ReadStatus::Closed) => {
                     self.close(id, HUNG_UP);
                     return;
                 }
-                ReadStatus::Budget => {}
+                Some(ReadStatus::Budget) => {}
             }
         }
-        self.unfinished_reads.push((id, hung_up));
     }
 
     /// Consume whatever complete units (SASL lines, messages) the input has.
-    fn process_input(&mut self, id: ConnId) -> Result<(), String> {
+    fn process_input(&mut self, id: ConnId, budget: &mut TurnBudget) -> Result<(), String> {
         loop {
             let Some(conn) = self.conns.get_mut(&id) else {
                 return Ok(());
@@ -678,8 +788,9 @@ impl Server {
                     }
                 }
                 Phase::Running => {
-                    if conn.held {
-                        // The rest of its input waits for the release.
+                    if conn.held || budget.spent() {
+                        // The rest of its input waits for the release, or
+                        // for its next turn.
                         return Ok(());
                     }
                     let input = conn.transport.input();
@@ -698,6 +809,7 @@ impl Server {
                         conn.transport.reserve_frame(total);
                         return Ok(());
                     }
+                    budget.charge(total);
                     let frame = conn.transport.take_frame(total);
                     let msg = match Message::parse(frame) {
                         Ok(msg) => msg,
@@ -721,8 +833,16 @@ impl Server {
                         )
                     })?;
                     let before_hello = conn.incomplete;
-                    self.bus
-                        .receive(id, msg, fds, Instant::now(), &mut self.actions);
+                    let light = !conn.heavy;
+                    let exchange = Exchange::of(&msg);
+                    if exchange == Exchange::Reply {
+                        conn.answering = false;
+                    }
+                    let now = Instant::now();
+                    self.bus.receive(id, msg, fds, now, &mut self.actions);
+                    if light {
+                        self.fair_share.routed(exchange, now);
+                    }
                     self.apply_actions();
                     if before_hello {
                         self.after_message_before_hello(id);

@@ -173,6 +173,16 @@ impl Transport {
         self.fd_passing
     }
 
+    /// Whether the input holds a whole message (or a framing error, which
+    /// is as final): routing it needs no read.
+    pub fn has_complete_frame(&self) -> bool {
+        match quickbus_wire::frame_length(&self.inbuf) {
+            Ok(Some(total)) => self.inbuf.len() >= total,
+            Ok(None) => false,
+            Err(_) => true,
+        }
+    }
+
     /// Make room so the next read can complete a frame of `total` bytes.
     /// The input then holds only the start of that frame. A buffer too
     /// small is replaced by one of the frame's size holding a copy of that

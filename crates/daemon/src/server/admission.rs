@@ -130,6 +130,8 @@ impl Server {
                 fd_deadline: None,
                 watching_writable: false,
                 last_read_turn: 0,
+                heavy: false,
+                answering: false,
             },
         );
         self.incomplete += 1;

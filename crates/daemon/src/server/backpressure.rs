@@ -18,6 +18,7 @@ impl Server {
         let Some(conn) = self.conns.get_mut(&to) else {
             return;
         };
+        conn.answering |= super::fair_share::expects_reply(&msg.frame.header);
         conn.transport.queue(OutItem {
             header: msg.frame.header,
             body: msg.frame.body,

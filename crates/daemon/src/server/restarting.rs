@@ -313,7 +313,13 @@ impl Server {
                 &mut self.late_users,
                 LateUsers::new(Vec::new()),
             )),
-            unfinished_reads: std::mem::take(&mut self.unfinished_reads),
+            unfinished_reads: {
+                // Heavy senders sitting out are read again at once by the
+                // new image.
+                let mut unfinished = std::mem::take(&mut self.unfinished_reads);
+                unfinished.append(&mut self.deferred_reads);
+                unfinished
+            },
         }
     }
 

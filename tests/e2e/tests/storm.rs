@@ -1,0 +1,219 @@
+//! Bounded turns (issue 25, crates/daemon/src/server/turns.rs): a call
+//! that arrives while another connection's flood waits in the bus's read
+//! buffers is routed within one budget of that flood, not after all of
+//! it; and the order the bus gives is kept across turns: each sender's
+//! messages in the order sent, and a reply after the signals its sender
+//! sent first.
+//!
+//! Deterministic: the daemon is stopped (SIGSTOP) while the clients write,
+//! so that when it resumes the whole flood and the call are in its
+//! sockets at once; what the tests count is the order the messages
+//! arrive in, never time.
+
+use std::process::Command;
+use std::time::Instant;
+
+use bytes::Bytes;
+use quickbus_client::{Connection, Message, MessageBuilder, MessageType, Value};
+use quickbus_e2e::{skip, Bus, POLL_INTERVAL, TIMEOUT};
+
+const INTERFACE: &str = "org.example.Storm";
+/// Small signals, so that the whole flood fits in a socket's buffer
+/// (about 80 bytes each, 120 KiB in all) while the daemon is stopped.
+const FLOOD: u32 = 1500;
+/// A connection that has the bus to itself routes at most this many
+/// messages per turn (`turns::ALONE`): the most a call may wait behind.
+const ALONE_MESSAGES: u32 = 1024;
+
+/// The daemon stopped until dropped.
+struct Stopped(u32);
+
+impl Stopped {
+    fn daemon(bus: &Bus) -> Stopped {
+        signal(bus.pid(), "-STOP");
+        let pid = bus.pid();
+        let began = Instant::now();
+        // Stopped once /proc says so ("T"): every write from now on waits
+        // in the sockets.
+        while process_state(pid) != Some('T') {
+            assert!(began.elapsed() < TIMEOUT, "the daemon did not stop");
+            std::thread::sleep(POLL_INTERVAL);
+        }
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        signal(self.0, "-CONT");
+    }
+}
+
+fn signal(pid: u32, which: &str) {
+    let status = Command::new("kill")
+        .args([which, &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill {which} {pid}");
+}
+
+/// The state letter of /proc/PID/stat (after the command's parenthesis).
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+/// `count` Tick signals numbered from 0, marshalled one after another
+/// (one write: a batch of separate iovecs would pass IOV_MAX).
+fn ticks(conn: &mut Connection, count: u32) -> Vec<u8> {
+    tick_frames(conn, count).concat()
+}
+
+fn tick_frames(conn: &mut Connection, count: u32) -> Vec<Bytes> {
+    (0..count)
+        .map(|i| {
+            let serial = conn.next_serial();
+            MessageBuilder::signal("/storm", INTERFACE, "Tick")
+                .body(vec![Value::Uint32(i)])
+                .build(serial)
+                .expect("a tick marshals")
+        })
+        .collect()
+}
+
+fn tick_number(message: &Message) -> Option<u32> {
+    if message.msg_type() != MessageType::Signal || message.member() != Some("Tick") {
+        return None;
+    }
+    match message.body_values().ok()?.as_slice() {
+        [Value::Uint32(n)] => Some(*n),
+        _ => None,
+    }
+}
+
+/// A Ping call from `caller` to `to`, and its serial.
+fn ping(caller: &mut Connection, to: &str) -> (Bytes, u32) {
+    let serial = caller.next_serial();
+    let call = MessageBuilder::method_call("/storm", "Ping")
+        .interface(INTERFACE)
+        .destination(to)
+        .build(serial)
+        .expect("the call marshals");
+    (call, serial)
+}
+
+fn receive(conn: &mut Connection) -> Message {
+    conn.receive().expect("a message arrives").0
+}
+
+#[test]
+fn a_call_is_routed_within_one_budget_of_a_flood_that_waits_in_the_read_buffers() {
+    if skip::quickbus_only("bounded turns") {
+        return;
+    }
+    let bus = Bus::start();
+    // Oldest first: the flooder is served before the caller in a turn.
+    let mut flooder = bus.connect();
+    let mut caller = bus.connect();
+    let mut callee = bus.connect();
+    callee
+        .add_match(&format!("type='signal',interface='{INTERFACE}'"))
+        .expect("AddMatch");
+    let flood = ticks(&mut flooder, FLOOD);
+    let (call, serial) = ping(&mut caller, callee.unique_name());
+    {
+        let _stopped = Stopped::daemon(&bus);
+        flooder.send_raw(&flood, &[]).expect("the flood is written");
+        caller.send_raw(&call, &[]).expect("the call is written");
+    }
+
+    // The callee sees the bus's routing order: the ticks routed before
+    // the call, then the call, then the rest of the flood.
+    let mut next_tick = 0;
+    let the_call = loop {
+        let message = receive(&mut callee);
+        if let Some(n) = tick_number(&message) {
+            assert_eq!(n, next_tick, "ticks out of order");
+            next_tick += 1;
+        } else if message.member() == Some("Ping") {
+            break message;
+        }
+    };
+    assert!(
+        next_tick < FLOOD,
+        "the call waited for the whole flood ({next_tick} ticks first)"
+    );
+    assert!(
+        next_tick <= ALONE_MESSAGES,
+        "the call waited for {next_tick} ticks, more than one turn's budget"
+    );
+    let reply = MessageBuilder::method_return(the_call.serial())
+        .destination(the_call.sender().expect("the call's sender"));
+    callee.send(reply, &[]).expect("reply");
+    let answer = loop {
+        let message = receive(&mut caller);
+        if message.reply_serial() == Some(serial) {
+            break message;
+        }
+    };
+    assert_eq!(answer.msg_type(), MessageType::MethodReturn);
+    // The rest of the flood, in order, none lost.
+    while next_tick < FLOOD {
+        let message = receive(&mut callee);
+        if let Some(n) = tick_number(&message) {
+            assert_eq!(n, next_tick, "ticks out of order");
+            next_tick += 1;
+        }
+    }
+}
+
+#[test]
+fn a_reply_never_overtakes_the_signals_its_sender_sent_first_across_turns() {
+    if skip::quickbus_only("bounded turns") {
+        return;
+    }
+    let bus = Bus::start();
+    let mut caller = bus.connect();
+    let mut service = bus.connect();
+    caller
+        .add_match(&format!("type='signal',interface='{INTERFACE}'"))
+        .expect("AddMatch");
+    let (call, serial) = ping(&mut caller, service.unique_name());
+    caller.send_raw(&call, &[]).expect("the call is written");
+    let the_call = loop {
+        let message = receive(&mut service);
+        if message.member() == Some("Ping") {
+            break message;
+        }
+    };
+    // More signals than one turn routes, then the reply, in one write:
+    // the bus takes them in several turns.
+    let mut batch = tick_frames(&mut service, FLOOD);
+    let reply_serial = service.next_serial();
+    batch.push(
+        MessageBuilder::method_return(the_call.serial())
+            .destination(caller.unique_name())
+            .build(reply_serial)
+            .expect("the reply marshals"),
+    );
+    {
+        let _stopped = Stopped::daemon(&bus);
+        service
+            .send_raw(&batch.concat(), &[])
+            .expect("signals and reply written");
+    }
+    let mut next_tick = 0;
+    loop {
+        let message = receive(&mut caller);
+        if let Some(n) = tick_number(&message) {
+            assert_eq!(n, next_tick, "signals out of order");
+            next_tick += 1;
+        } else if message.reply_serial() == Some(serial) {
+            assert_eq!(
+                next_tick, FLOOD,
+                "the reply overtook signals its sender sent before it"
+            );
+            break;
+        }
+    }
+}
