@@ -673,6 +673,14 @@ mod tests {
             assert!(Instant::now() < give_up, "the program never ran");
             std::thread::sleep(Duration::from_millis(10));
         }
+        // The new command line shows before exec has closed the
+        // close-on-exec descriptors; once sleep sleeps, exec is over.
+        while !std::fs::read_to_string(format!("/proc/{pid}/wchan"))
+            .is_ok_and(|wchan| wchan.contains("nanosleep"))
+        {
+            assert!(Instant::now() < give_up, "the program never slept");
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let mut fds: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/fd"))
             .unwrap()
             .flatten()

@@ -20,6 +20,22 @@ fn start_limit() -> (u64, String) {
     (soft, format!("{soft} {hard}"))
 }
 
+/// Waits (bounded) until process `pid`, a `sleep`, sleeps: its new
+/// command line shows before its exec has closed the close-on-exec
+/// descriptors, so only then is what it holds its own.
+fn wait_until_sleeping(pid: u32) {
+    let deadline = std::time::Instant::now() + quickbus_e2e::TIMEOUT;
+    while !std::fs::read_to_string(format!("/proc/{pid}/wchan"))
+        .is_ok_and(|wchan| wchan.contains("nanosleep"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process {pid} never slept"
+        );
+        std::thread::sleep(quickbus_e2e::POLL_INTERVAL);
+    }
+}
+
 /// The descriptors process `pid` has open, in order.
 fn open_fds(pid: u32) -> Vec<u32> {
     let mut fds: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -139,6 +155,7 @@ fn a_started_service_holds_only_stdio_and_the_starting_fd_limit_after_0_to_3_res
         }
         peer.send(&format!("call {NAME} /x org.example.X Y - []"));
         let service = wait_for_process_with(&marker);
+        wait_until_sleeping(service);
         let fds = open_fds(service);
         let limit = fd_limit(service);
         rustix::process::kill_process(
