@@ -834,10 +834,14 @@ mod tests {
             out.iter()
                 .any(|a| matches!(a, Action::HoldSender { conn } if *conn == from))
         };
-        while !held(&got) {
+        for _ in 0..100_000 {
+            if held(&got) {
+                break;
+            }
             h.send(from, broadcast());
             got.append(&mut h.out);
         }
+        assert!(held(&got), "the sender was never held");
         h.now += BOUNDS.hold_budget;
         h.bus.handle_timeouts(h.now, &mut h.out);
         got.append(&mut h.out);
@@ -907,13 +911,18 @@ mod tests {
         let receivers = subscribers(&mut h, 4);
         settle(&mut h, &[a]);
         let mut got = Vec::new();
-        while h.bus.traffic(receivers[3]).unwrap().dropped == 0 {
+        let dropped = |h: &Harness| h.bus.traffic(receivers[3]).unwrap().dropped;
+        for _ in 0..100_000 {
+            if dropped(&h) > 0 {
+                break;
+            }
             h.send(a, broadcast());
             got.append(&mut h.out);
             h.now += BOUNDS.hold;
             h.bus.handle_timeouts(h.now, &mut h.out);
             got.append(&mut h.out);
         }
+        assert!(dropped(&h) > 0, "nothing was ever dropped for the last receiver");
         for _ in 0..3 {
             h.send(a, broadcast());
         }
