@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::sasl::hex;
 use sha1::{Digest, Sha1};
 
 /// What we answer to the server's challenge `data` ("<context> <cookie id>
@@ -64,10 +65,6 @@ pub fn challenge() -> Option<String> {
         }
     }
     Some(hex(&bytes))
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

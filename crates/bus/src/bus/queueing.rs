@@ -922,7 +922,10 @@ mod tests {
             h.bus.handle_timeouts(h.now, &mut h.out);
             got.append(&mut h.out);
         }
-        assert!(dropped(&h) > 0, "nothing was ever dropped for the last receiver");
+        assert!(
+            dropped(&h) > 0,
+            "nothing was ever dropped for the last receiver"
+        );
         for _ in 0..3 {
             h.send(a, broadcast());
         }
