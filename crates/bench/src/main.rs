@@ -396,8 +396,9 @@ fn run(args: &BenchArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// The storm workload on every bus at every flood rate, the buses in a
-/// different order each repetition.
+/// The storm workload on every plain bus (not the tcp or socket-buffer
+/// variants of a sweep, whose samples would be filed under the same bus)
+/// at every flood rate, the buses in a different order each repetition.
 fn run_storms(
     running: &[RunningBus],
     flood_rates: &[u32],
@@ -405,10 +406,14 @@ fn run_storms(
     rep: u32,
     storms: &mut storm::Storms,
 ) {
+    let plain: Vec<&RunningBus> = running
+        .iter()
+        .filter(|bus| subject_of(bus) == Subject::Bus(bus.kind))
+        .collect();
     for &flood_rate in flood_rates {
-        let n = running.len().max(1);
-        for i in 0..running.len() {
-            let bus = &running[(i + rep as usize) % n];
+        let n = plain.len().max(1);
+        for i in 0..plain.len() {
+            let bus = plain[(i + rep as usize) % n];
             eprintln!("storm on {} (flood rate {flood_rate})", bus.kind.name());
             storms.add(flood_rate, bus.kind, storm::run(bus, calls, flood_rate));
         }

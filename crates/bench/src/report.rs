@@ -608,7 +608,7 @@ fn client_json(bus: &BusKind, client: &ClientWaits, fields: Value) -> Value {
 }
 
 /// A row's errors, or "-".
-fn errors_text(errors: &[String]) -> String {
+pub(crate) fn errors_text(errors: &[String]) -> String {
     if errors.is_empty() {
         "-".to_owned()
     } else {

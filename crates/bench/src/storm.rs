@@ -145,7 +145,7 @@ impl Storms {
         }
         let _ = writeln!(
             out,
-            "\n== storm: {CALLS} calls of {CALL_SIZE} B, 1 ms apart, while a client floods \
+            "\n== storm: calls of {CALL_SIZE} B, 1 ms apart, while a client floods \
              {SIGNAL_SIZE} B signals to {RECEIVERS} receivers (medians) =="
         );
         let _ = writeln!(
@@ -167,11 +167,7 @@ impl Storms {
             .map(|(key, samples)| (*key, summarize(samples)))
             .collect();
         for (&(rate, bus), s) in &summaries {
-            let errors = if s.errors.is_empty() {
-                "-".to_owned()
-            } else {
-                s.errors.join("; ")
-            };
+            let errors = crate::report::errors_text(&s.errors);
             let _ = writeln!(
                 out,
                 "{:<8} {:>12} {:>10.0} {:>10.0} {:>10.0} {:>12.0} {:>12.0} {:>9.3} {:>4.0}/{:<4}  {}",

@@ -1,5 +1,5 @@
-//! A tiny run of `quickbus-bench restart`: both cases (idle, loaded) are
-//! measured and reported, the bus holding everything after every restart
+//! A tiny run of `quickbus-bench restart`: every case (idle, loaded, and
+//! a small shared backlog) is measured and reported, the bus holding everything after every restart
 //! (the bench fails otherwise). No timing is checked. quickbus-daemon is
 //! built by quickbus-e2e's `quickbus_daemon_path`.
 
@@ -10,7 +10,7 @@ use std::time::Duration;
 use support::{against_quickbus, run_bench};
 
 #[test]
-fn a_tiny_restart_run_reports_both_cases() {
+fn a_tiny_restart_run_reports_every_case() {
     let args = against_quickbus(&[
         "restart",
         "--connections",
@@ -20,6 +20,12 @@ fn a_tiny_restart_run_reports_both_cases() {
         "--rules",
         "50",
         "--reps",
+        "2",
+        "--backlog-mib",
+        "4",
+        "--backlog-signal-kib",
+        "64",
+        "--backlog-receivers",
         "2",
     ]);
     let output = run_bench(args, Duration::from_secs(120));
@@ -36,6 +42,16 @@ fn a_tiny_restart_run_reports_both_cases() {
     assert_eq!(&columns[1..5], ["20", "50", "50", "2"], "{loaded}");
     // Each restart was checked (counts, owners) and logged by the daemon.
     assert_eq!(stderr.matches("loaded: restart ").count(), 2, "{stderr}");
+    // The backlog: 2 receivers and their sender, one rule each receiver.
+    let backlog = stdout.lines().find(|l| l.starts_with("backlog"));
+    let backlog = backlog.unwrap_or_else(|| panic!("no backlog row:\n{stdout}"));
+    let columns: Vec<&str> = backlog.split_whitespace().collect();
+    assert_eq!(&columns[1..5], ["3", "0", "2", "2"], "{backlog}");
+    assert_eq!(stderr.matches("backlog: restart ").count(), 2, "{stderr}");
+    assert!(
+        stdout.contains("4 MiB of distinct signals queued for each of 2 receivers"),
+        "{stdout}"
+    );
     assert!(stdout.contains("cannot restart in place"), "{stdout}");
 }
 
