@@ -342,23 +342,50 @@ pub fn run_as_user(command: &mut Command, uid: u32, gid: u32, groups: &[u32]) ->
 /// harmed; an exec (a restart, a started service) passes on none of them
 /// but those explicitly made inheritable again.
 pub fn close_on_exec_above_stdio() -> io::Result<()> {
-    if close_range_cloexec().is_ok() {
-        return Ok(());
-    }
-    // Before Linux 5.11: one by one, from the list of open descriptors
-    // (collected first: the directory's own descriptor is among them).
-    let numbers: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")?
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
-        .filter(|&fd| fd > 2)
-        .collect();
-    for fd in numbers {
-        match set_close_on_exec(fd, true) {
-            Err(e) if e.raw_os_error() == Some(libc::EBADF) => {} // the directory's
-            other => other?,
-        }
+    if close_range_cloexec().is_err() {
+        mark_close_on_exec_up_to(highest_open_fd()?);
     }
     Ok(())
+}
+
+/// Whether the kernel has `close_range` with `CLOSE_RANGE_CLOEXEC` (Linux
+/// 5.11), asked once with a range that holds no descriptor.
+fn close_range_cloexec_works() -> bool {
+    static WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WORKS.get_or_init(|| {
+        // SAFETY: as in `close_range_cloexec`; the range [MAX, MAX] holds
+        // no descriptor, so nothing changes whatever the answer.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                libc::c_uint::MAX,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            )
+        };
+        rc == 0
+    })
+}
+
+/// The highest descriptor number this process has open (2 if none is
+/// above stderr), from /proc/self/fd.
+fn highest_open_fd() -> io::Result<RawFd> {
+    Ok(std::fs::read_dir("/proc/self/fd")?
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .fold(2, RawFd::max))
+}
+
+/// Before Linux 5.11, what `close_range_cloexec` does: every number from
+/// 3 to `highest`, one `fcntl` each. Async-signal-safe (no allocation, no
+/// lock), for a forked child too.
+fn mark_close_on_exec_up_to(highest: RawFd) {
+    for fd in 3..=highest {
+        // SAFETY: fcntl(F_SETFD) on a number changes at most that
+        // descriptor's flags; on a closed number it fails with EBADF,
+        // which is ignored.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
 }
 
 /// `close_range(3, ~0, CLOSE_RANGE_CLOEXEC)` (Linux 5.11): flags only, a
@@ -395,20 +422,21 @@ fn close_range_cloexec() -> Result<(), i32> {
 /// keeps a close-on-exec pipe open in the child to report a failed exec,
 /// and closing it would turn every exec failure into a child exiting 1.
 pub fn start_as_service(command: &mut Command, fd_limit: rustix::process::Rlimit) {
-    // The highest descriptor number there can be, for the fallback below:
-    // read here, in the parent.
-    let highest = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-        .current
-        .and_then(|n| RawFd::try_from(n).ok())
-        .unwrap_or(1 << 20);
+    // Without close_range, the child marks every number up to the highest
+    // open one, read here in the parent (the loop is single-threaded: no
+    // descriptor opens between now and the fork). Not the open-file
+    // limit, which the bus raised, up to a million and more: a loop that
+    // long would hold the service's start for seconds.
+    let highest = match close_range_cloexec_works() {
+        true => None,
+        false => highest_open_fd().ok(),
+    };
     let clean = move || -> io::Result<()> {
-        if close_range_cloexec().is_err() {
-            for fd in 3..highest {
-                // SAFETY: fcntl(F_SETFD) on a number changes at most
-                // that descriptor's flags; on a closed number it fails
-                // with EBADF, which is ignored.
-                unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        match highest {
+            None => {
+                let _ = close_range_cloexec();
             }
+            Some(highest) => mark_close_on_exec_up_to(highest),
         }
         // Lowering is always allowed; a failure leaves the raised limit
         // (dbus-daemon too starts the service anyway).
@@ -690,6 +718,26 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fallback_marks_every_open_descriptor_up_to_the_highest() {
+        // Descriptors made inheritable here must not reach a child another
+        // test forks meanwhile.
+        let _alone = crate::test_forks::no_forks();
+        let files: Vec<std::fs::File> = (0..3)
+            .map(|_| std::fs::File::open("/dev/null").unwrap())
+            .collect();
+        for file in &files {
+            set_close_on_exec(file.as_raw_fd(), false).unwrap();
+        }
+        let highest = highest_open_fd().unwrap();
+        assert!(files.iter().all(|f| f.as_raw_fd() <= highest));
+        mark_close_on_exec_up_to(highest);
+        for file in &files {
+            let flags = rustix::io::fcntl_getfd(file).unwrap();
+            assert!(flags.contains(rustix::io::FdFlags::CLOEXEC));
+        }
+    }
 
     #[test]
     fn recv_appends_bytes_and_every_fd_of_the_message() {
