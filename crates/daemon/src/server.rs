@@ -101,7 +101,8 @@ pub struct ServerOptions {
     pub limits: ServerLimits,
     /// Bounds of each connection's outgoing queue and how long a signal's
     /// sender is held back for a full receiver (see [`crate::flow`]; the
-    /// bus applies them).
+    /// bus applies them: handed to it when the loop is built, and by a
+    /// reload directly).
     pub out_bounds: OutBounds,
     pub reload: Reloader,
     /// Starts the services the bus activates.
@@ -549,7 +550,6 @@ impl Server {
         let landed = crate::landed_limits::LandedLimits::from_config(new);
         self.bus.set_limits(landed.bus);
         self.bus.set_out_bounds(landed.out_bounds);
-        self.opts.out_bounds = landed.out_bounds;
         self.retime_auth_deadlines(self.opts.limits.auth_timeout, landed.server.auth_timeout);
         self.opts.limits = landed.server;
         let old = &self.opts.setup.current_config().limits;
@@ -972,6 +972,9 @@ impl Server {
             return;
         };
         let _ = self.poll.registry().deregister(&mut conn.transport.stream);
+        // Best effort: what is already queued for it (a last SASL reply, an
+        // error reply explaining the disconnect) goes out before the close.
+        let _ = conn.transport.flush();
         if conn.incomplete {
             self.incomplete_closed(conn.uid);
         }
@@ -981,8 +984,6 @@ impl Server {
                     uid = conn.uid,
                     "connection closed during authentication: {reason}"
                 );
-                // Best effort, as below: a last SASL reply goes out.
-                let _ = conn.transport.flush();
             }
             Phase::Running => {
                 if reason == HUNG_UP {
@@ -1001,9 +1002,6 @@ impl Server {
                         );
                     }
                 }
-                // Best effort: anything already queued for it (an error
-                // reply explaining the disconnect) goes out before the close.
-                let _ = conn.transport.flush();
                 self.bus.remove_connection(id, &mut self.actions);
             }
         }
