@@ -674,10 +674,16 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         // The new command line shows before exec has closed the
-        // close-on-exec descriptors; once sleep sleeps, exec is over.
-        while !std::fs::read_to_string(format!("/proc/{pid}/wchan"))
-            .is_ok_and(|wchan| wchan.contains("nanosleep"))
-        {
+        // close-on-exec descriptors; once sleep sleeps (state S: an exec
+        // in progress runs or waits uninterruptibly), exec is over.
+        let sleeping = |pid: u32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit(')')
+                    .next()
+                    .is_some_and(|state| state.trim_start().starts_with('S'))
+            })
+        };
+        while !sleeping(pid) {
             assert!(Instant::now() < give_up, "the program never slept");
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -59,11 +59,15 @@ pub fn copy_executable(from: &Path, to: &Path) {
 /// `pid` names a process that has not exited. A zombie has: only its
 /// parent can reap it, and a daemon that forked is not the test's child.
 pub fn running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit(')')
-            .next()
-            .is_some_and(|state| !state.trim_start().starts_with('Z'))
-    })
+    process_state(pid).is_some_and(|state| state != 'Z')
+}
+
+/// The state letter of process `pid` in /proc/PID/stat (after the
+/// command's parenthesis): `S` sleeping, `T` stopped, `Z` a zombie...;
+/// None once it is gone.
+pub fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
 }
 
 /// SIGTERM to `pid`, then waits (bounded) until it has exited.

@@ -10,12 +10,12 @@
 //! sockets at once; what the tests count is the order the messages
 //! arrive in, never time.
 
-use std::process::Command;
 use std::time::Instant;
 
 use bytes::Bytes;
 use quickbus_client::{Connection, Message, MessageBuilder, MessageType, Value};
-use quickbus_e2e::{skip, Bus, POLL_INTERVAL, TIMEOUT};
+use quickbus_e2e::{process_state, skip, Bus, POLL_INTERVAL, TIMEOUT};
+use rustix::process::{kill_process, Pid, Signal};
 
 const INTERFACE: &str = "org.example.Storm";
 /// Small signals, so that the whole flood fits in a socket's buffer
@@ -30,7 +30,7 @@ struct Stopped(u32);
 
 impl Stopped {
     fn daemon(bus: &Bus) -> Stopped {
-        signal(bus.pid(), "-STOP");
+        signal(bus.pid(), Signal::Stop);
         let pid = bus.pid();
         let began = Instant::now();
         // Stopped once /proc says so ("T"): every write from now on waits
@@ -45,22 +45,13 @@ impl Stopped {
 
 impl Drop for Stopped {
     fn drop(&mut self) {
-        signal(self.0, "-CONT");
+        signal(self.0, Signal::Cont);
     }
 }
 
-fn signal(pid: u32, which: &str) {
-    let status = Command::new("kill")
-        .args([which, &pid.to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill {which} {pid}");
-}
-
-/// The state letter of /proc/PID/stat (after the command's parenthesis).
-fn process_state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+fn signal(pid: u32, which: Signal) {
+    let pid = Pid::from_raw(pid as i32).expect("a daemon pid");
+    kill_process(pid, which).unwrap_or_else(|e| panic!("{which:?} the daemon: {e}"));
 }
 
 /// `count` Tick signals numbered from 0, marshalled one after another

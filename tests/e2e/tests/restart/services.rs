@@ -22,12 +22,11 @@ fn start_limit() -> (u64, String) {
 
 /// Waits (bounded) until process `pid`, a `sleep`, sleeps: its new
 /// command line shows before its exec has closed the close-on-exec
-/// descriptors, so only then is what it holds its own.
+/// descriptors, and only then is what it holds its own. An exec in
+/// progress is running or waits uninterruptibly; `S` is sleep's sleep.
 fn wait_until_sleeping(pid: u32) {
     let deadline = std::time::Instant::now() + quickbus_e2e::TIMEOUT;
-    while !std::fs::read_to_string(format!("/proc/{pid}/wchan"))
-        .is_ok_and(|wchan| wchan.contains("nanosleep"))
-    {
+    while quickbus_e2e::process_state(pid) != Some('S') {
         assert!(
             std::time::Instant::now() < deadline,
             "process {pid} never slept"
