@@ -3,8 +3,8 @@
 //! copied out of it.
 //!
 //! Copying a large backlog out of the memfd was most of the pause of a
-//! restart that carries one (issue 24: about 1 ms per MiB on a 2-core VM,
-//! spent in page faults and the copy). Mapped, a buffer costs nothing
+//! restart that carries one (page faults and the copy; docs/restart.md,
+//! "With a large backlog", has the measurements and their command). Mapped, a buffer costs nothing
 //! until its bytes are written to a socket, after the pause. Each large
 //! buffer starts on a page of its own (`format` lays them out), so once
 //! the last message lying in it is gone its pages are punched out of the

@@ -13,14 +13,14 @@
 //! The budget depends on whether connections contend: whether, lately
 //! ([`CONTENTION_MEMORY`]), a turn routed messages of two connections or
 //! more and one of them sent more than a [`CONTENDED`] budget, so that the
-//! small budget would have made it wait. Then each gets that small budget: measured with `quickbus-bench --only storm` on 2
-//! cores, a call's median wait during a flood of 1 KiB signals was 130 µs
-//! with 8 KiB per turn, 220 µs with 32 KiB and 630 µs with 128 KiB. A
-//! connection that has the bus to itself gets [`ALONE`], large enough that
-//! a burst is still written with one `writev` per receiver for hundreds of
-//! messages (with the small budget, 32 B fan-out to 10 receivers lost a
-//! quarter of its rate to the extra writes); the first message of a
-//! newcomer then waits for at most one such budget.
+//! small budget would have made it wait. Then each gets that small
+//! budget, the size that served calls best in the trials that
+//! docs/reliability.md ("Fair turns") reports. A connection that has the
+//! bus to itself gets [`ALONE`], large enough that a burst is still
+//! written with one `writev` per receiver for hundreds of messages (in a
+//! trial build with the small budget for everyone, not kept, 32 B fan-out
+//! to 10 receivers lost about a quarter of its rate to the extra writes);
+//! the first message of a newcomer then waits for at most one such budget.
 
 use std::time::{Duration, Instant};
 
