@@ -18,7 +18,10 @@ impl Server {
         let Some(conn) = self.conns.get_mut(&to) else {
             return;
         };
-        conn.answering |= super::fair_share::expects_reply(&msg.frame.header);
+        // A call it must answer (not a copy for a monitor or an
+        // eavesdropper, which the bus marks a signal): it never sits out
+        // until it has replied (see `fair_share`).
+        conn.answering |= msg.kind == quickbus_bus::flow::Kind::Call;
         conn.transport.queue(OutItem {
             header: msg.frame.header,
             body: msg.frame.body,

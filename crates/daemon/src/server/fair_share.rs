@@ -58,28 +58,16 @@ pub enum Exchange {
 }
 
 impl Exchange {
-    /// Classify a message by its type, flags and destination.
+    /// Classify a message by what it is to its destination
+    /// (`flow::Kind`), calls to the bus driver aside.
     pub fn of(msg: &quickbus_wire::Message) -> Exchange {
-        use quickbus_wire::MessageType;
-        match msg.msg_type() {
-            MessageType::MethodCall
-                if msg.flags() & quickbus_wire::flags::NO_REPLY_EXPECTED == 0
-                    && msg.destination() != Some(quickbus_wire::BUS_NAME) =>
-            {
-                Exchange::Call
-            }
-            MessageType::MethodReturn | MessageType::Error => Exchange::Reply,
+        use quickbus_bus::flow::Kind;
+        match Kind::of(msg) {
+            Kind::Call if msg.destination() != Some(quickbus_wire::BUS_NAME) => Exchange::Call,
+            Kind::Reply => Exchange::Reply,
             _ => Exchange::Other,
         }
     }
-}
-
-/// Whether a marshalled header is that of a method call that expects a
-/// reply (its receiver may be what a caller waits for: it never sits
-/// out until it has replied).
-pub fn expects_reply(header: &[u8]) -> bool {
-    // The fixed header: endianness, type, flags.
-    matches!(header, [_, 1, flags, ..] if flags & quickbus_wire::flags::NO_REPLY_EXPECTED == 0)
 }
 
 impl FairShare {
@@ -144,19 +132,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn calls_that_expect_a_reply_are_told_by_their_header() {
-        use quickbus_wire::MessageBuilder;
+    fn messages_are_told_apart_by_what_they_are_to_their_destination() {
+        use quickbus_wire::{flags, Message, MessageBuilder};
+        let exchange = |raw| Exchange::of(&Message::parse(raw).unwrap());
         let call = MessageBuilder::method_call("/p", "M")
             .destination(":1.1")
             .build(1)
             .unwrap();
-        assert!(expects_reply(&call));
-        let mut no_reply = call.to_vec();
-        no_reply[2] |= quickbus_wire::flags::NO_REPLY_EXPECTED;
-        assert!(!expects_reply(&no_reply));
+        assert_eq!(exchange(call), Exchange::Call);
+        let no_reply = MessageBuilder::method_call("/p", "M")
+            .destination(":1.1")
+            .flags(flags::NO_REPLY_EXPECTED)
+            .build(1)
+            .unwrap();
+        assert_eq!(exchange(no_reply), Exchange::Other);
+        let to_driver = MessageBuilder::method_call("/org/freedesktop/DBus", "GetId")
+            .destination(quickbus_wire::BUS_NAME)
+            .build(1)
+            .unwrap();
+        assert_eq!(exchange(to_driver), Exchange::Other);
+        let reply = MessageBuilder::method_return(1)
+            .destination(":1.1")
+            .build(2)
+            .unwrap();
+        assert_eq!(exchange(reply), Exchange::Reply);
         let signal = MessageBuilder::signal("/p", "o.I", "S").build(1).unwrap();
-        assert!(!expects_reply(&signal));
-        assert!(!expects_reply(&[]));
+        assert_eq!(exchange(signal), Exchange::Other);
     }
 
     #[test]
