@@ -91,15 +91,16 @@ fn write_state<T: serde::Serialize>(state: &T) -> io::Result<(OwnedFd, Vec<RawFd
         "quickbus-handover",
         rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
     )?;
-    // Large buffers go straight to the memfd; small ones are gathered
+    // Large buffers go straight to the memfd (a BufWriter writes
+    // through what is at least its capacity); small ones are gathered
     // first, so that many small messages are not a write each.
-    let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::from(memfd));
+    let page = rustix::param::page_size();
+    let mut out = BufWriter::with_capacity(mapped::large_from(page), std::fs::File::from(memfd));
     let header = header(&saved.fds, &saved.buffers, payload.len());
     out.write_all(&header)?;
     out.write_all(&payload)?;
     // The buffer area starts on a page, and each large buffer in it too,
     // so that the new image can map them (`mapped`).
-    let page = rustix::param::page_size();
     let head = header.len() + payload.len();
     pad(&mut out, head.next_multiple_of(page) - head)?;
     let mut at = 0;

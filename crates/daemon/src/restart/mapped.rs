@@ -46,7 +46,12 @@ pub fn place(at: usize, len: usize, page: usize) -> usize {
 }
 
 fn is_large(len: usize, page: usize) -> bool {
-    len >= LARGE_IN_PAGES * page
+    len >= large_from(page)
+}
+
+/// The size from which a buffer is large (mapped, not copied).
+pub fn large_from(page: usize) -> usize {
+    LARGE_IN_PAGES * page
 }
 
 /// The handover's buffer area, mapped, while large buffers lie in it.
