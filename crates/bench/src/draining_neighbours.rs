@@ -44,8 +44,6 @@ const NEWCOMER_PERIOD: Duration = Duration::from_millis(200);
 const DRAIN_QUIET: Duration = Duration::from_millis(20);
 /// ...or for at most this long.
 const DRAIN_TURN: Duration = Duration::from_millis(200);
-/// At the end the receivers read until the bus is this quiet.
-const QUIET: Duration = Duration::from_secs(1);
 
 /// One run on one bus.
 #[derive(Clone, Debug, Default)]
@@ -260,15 +258,15 @@ fn drain_in_turn(mut conns: Vec<Connection>, fill_for: Duration, stop: &AtomicBo
         }
     }
     // Whatever is still queued, and the MessagesLost that come once the
-    // queues drain.
-    let mut last = Instant::now();
-    while last.elapsed() < QUIET {
+    // queues drain: passes over every receiver until one brings nothing
+    // (a pass waits a read timeout on each of them, seconds in all).
+    let mut brought = true;
+    while brought {
+        brought = false;
         for (conn, receiver) in conns.iter_mut().zip(&mut out.receivers) {
             let before = (receiver.received, receiver.told_lost);
             while !receiver.cut_off && read_one(conn, receiver) {}
-            if (receiver.received, receiver.told_lost) != before {
-                last = Instant::now();
-            }
+            brought |= (receiver.received, receiver.told_lost) != before;
         }
     }
     out
