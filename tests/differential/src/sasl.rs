@@ -57,7 +57,8 @@ pub fn converse(socket: &Path, lines: &[Vec<u8>]) -> Vec<String> {
     transcript
 }
 
-const CLOSED: &str = "-- the bus closed the connection --";
+/// What a transcript shows where the bus closed the connection.
+pub(crate) const CLOSED: &str = "-- the bus closed the connection --";
 
 /// Sends Hello and says whether a message or the end of the stream came.
 fn after_begin(stream: &mut UnixStream, input: &mut Vec<u8>) -> String {

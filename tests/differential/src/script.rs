@@ -575,7 +575,7 @@ impl Script {
                         }
                         lines.push(normalize::render(frame, *fds, &mut names));
                     }
-                    Event::Closed => lines.push("-- the bus closed the connection --".into()),
+                    Event::Closed => lines.push(crate::sasl::CLOSED.into()),
                     Event::Note(text) => lines.push(format!("-- {text} --")),
                 }
             }
