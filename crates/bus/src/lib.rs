@@ -30,6 +30,7 @@
 
 pub mod accounting;
 pub mod activation;
+pub mod app_filter;
 pub mod bus;
 pub mod driver;
 pub mod errors;
@@ -67,6 +68,7 @@ use std::sync::Arc;
 pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 pub(crate) type FastSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 
+pub use app_filter::{AppFilter, AppFilterError};
 pub use bus::Bus;
 pub use limits::{
     Limits, DEFAULT_ACTIVATION_ENVIRONMENT_BYTES, DEFAULT_ACTIVATION_ENVIRONMENT_VARIABLES,
