@@ -98,9 +98,7 @@ pub struct Bus {
     empty_fds: Arc<Vec<OwnedFd>>,
     /// Every connection's and user's queue, and held senders.
     queues: Queues,
-    /// The filtered connections (`app_filtering`); a bus from before
-    /// per-app filtering has none.
-    #[serde(default)]
+    /// The filtered connections and what each may see (`app_filtering`).
     pub(crate) app_views: AppViews,
 }
 
