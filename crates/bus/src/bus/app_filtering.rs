@@ -18,6 +18,7 @@ use crate::app_filter::rules::MessageFacts;
 use crate::app_filter::view::AppView;
 use crate::app_filter::{AppFilter, Level};
 use crate::errors::{self, BusError};
+use crate::match_rule::MatchRule;
 use crate::{Action, Bus, ConnId, BUS_INTERFACE, BUS_NAME};
 
 const INTROSPECTABLE: &str = "org.freedesktop.DBus.Introspectable";
@@ -48,6 +49,19 @@ fn arg0(msg: &Message) -> Option<&str> {
         Some(arg) if arg.kind == StrKind::String => Some(arg.value),
         _ => None,
     }
+}
+
+/// Whether a match rule sets `eavesdrop`: xdg-dbus-proxy 0.1.7's test
+/// (`eavesdrop`, blanks, `=`; 0.1.4 looked for `eavesdrop=` only, which
+/// `eavesdrop = 'true'` slips past), and whatever our own parser would
+/// read as eavesdropping.
+fn mentions_eavesdrop(rule: &str) -> bool {
+    let textual = rule.match_indices("eavesdrop").any(|(at, key)| {
+        rule[at + key.len()..]
+            .trim_start_matches([' ', '\t', '\n', '\r'])
+            .starts_with('=')
+    });
+    textual || MatchRule::parse(rule).is_ok_and(|r| r.is_eavesdrop())
 }
 
 /// The level a driver method needs of the name in its first argument.
@@ -198,7 +212,7 @@ impl Bus {
         let name_level = || arg0(msg).map_or(Level::None, |name| self.level_for(view, name));
         match member {
             "AddMatch" => match arg0(msg) {
-                Some(rule) if rule.contains("eavesdrop=") => Verdict::Deny,
+                Some(rule) if mentions_eavesdrop(rule) => Verdict::Deny,
                 _ => Verdict::Pass,
             },
             "Hello" | "RemoveMatch" | "GetId" | "ListNames" | "ListActivatableNames" => {

@@ -344,6 +344,8 @@ fn escapes_are_refused() {
     let denied = [
         call_bus("AddMatch", vec![s("eavesdrop=true")]),
         call_bus("AddMatch", vec![s("type='signal',eavesdrop='true'")]),
+        call_bus("AddMatch", vec![s("type='signal',eavesdrop = 'true'")]),
+        call_bus("AddMatch", vec![s("eavesdrop\t='false'")]),
         call_bus("UpdateActivationEnvironment", vec![]),
         call_bus("ReloadConfig", vec![]),
         call_bus("GetConnectionAppArmorSecurityContext", vec![s(BUS_NAME)]),
