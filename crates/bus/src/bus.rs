@@ -14,7 +14,8 @@
 //! and what the daemon sets on it), `connections` (a connection's life),
 //! `outgoing` (the bus's own messages and stamped copies), `announce`
 //! (name signals), `queueing` (flow control as it routes), `policy_check` (the
-//! policy and MAC checks of a delivery), `counting` (traffic counters), `before_hello` (a connection without a unique name
+//! policy and MAC checks of a delivery), `app_filtering` (per-app
+//! filters, xdg-dbus-proxy's rules), `counting` (traffic counters), `before_hello` (a connection without a unique name
 //! yet) and `peerless` (org.freedesktop.DBus.Peer calls without a
 //! destination).
 

@@ -11,10 +11,11 @@
 //! (services being started), `traffic` and `stats` (counters and peaks),
 //! [`overflow`] (what is queued for each connection and user, with
 //! [`flow`], [`accounting`], [`hold_budget`]), [`policy`] (the rules),
+//! [`app_filter`] (xdg-dbus-proxy's per-app rules, docs/containers.md),
 //! [`limits`]. The router, [`bus`], holds one of each and routes between
 //! them; its children each do one job for it (making a bus, a
 //! connection's life, the bus's own messages, name signals, activation,
-//! flow control, the policy check, counting). Above both, [`driver`] (the
+//! flow control, the policy check, per-app filtering, counting). Above both, [`driver`] (the
 //! `org.freedesktop.DBus` object, one method table for dispatch and
 //! introspection) uses the nouns it needs; [`mac`] asks the security
 //! module. docs/architecture.md has the table of who owns and may touch

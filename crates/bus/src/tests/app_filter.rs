@@ -362,6 +362,13 @@ fn escapes_are_refused() {
     for call in denied {
         assert_eq!(refused_name(&mut h, a, call), errors::ACCESS_DENIED);
     }
+    // Wildcards and overlong names are not names: nothing to see.
+    for name in ["org.example.*", "*", &format!("org.{}", "x".repeat(300))] {
+        assert_eq!(
+            refused_name(&mut h, a, call_bus("GetNameOwner", vec![s(name)])),
+            errors::NAME_HAS_NO_OWNER
+        );
+    }
     // What the proxy lets through.
     h.add_match(a, "type='signal'");
     h.driver(a, "RemoveMatch", vec![s("type='signal'")]);
