@@ -52,9 +52,8 @@ fn arg0(msg: &Message) -> Option<&str> {
 }
 
 /// Whether a match rule sets `eavesdrop`: xdg-dbus-proxy 0.1.7's test
-/// (`eavesdrop`, blanks, `=`; 0.1.4 looked for `eavesdrop=` only, which
-/// `eavesdrop = 'true'` slips past), and whatever our own parser would
-/// read as eavesdropping.
+/// (`eavesdrop`, blanks, `=`; Debian's 0.1.4 has it too, CVE-2026-34080),
+/// and whatever our own parser would read as eavesdropping.
 fn mentions_eavesdrop(rule: &str) -> bool {
     let textual = rule.match_indices("eavesdrop").any(|(at, key)| {
         rule[at + key.len()..]
