@@ -14,12 +14,14 @@
 //! and what the daemon sets on it), `connections` (a connection's life),
 //! `outgoing` (the bus's own messages and stamped copies), `announce`
 //! (name signals), `queueing` (flow control as it routes), `policy_check` (the
-//! policy and MAC checks of a delivery), `counting` (traffic counters), `before_hello` (a connection without a unique name
+//! policy and MAC checks of a delivery), `app_filtering` (per-app
+//! filters, xdg-dbus-proxy's rules), `counting` (traffic counters), `before_hello` (a connection without a unique name
 //! yet) and `peerless` (org.freedesktop.DBus.Peer calls without a
 //! destination).
 
 mod activating;
 mod announce;
+mod app_filtering;
 pub(crate) mod before_hello;
 mod connections;
 mod counting;
@@ -36,6 +38,7 @@ use std::time::Instant;
 use quickbus_wire::{flags, Message, MessageBuilder, MessageType, Value};
 
 use crate::activation::{Activations, Parked, Rescan};
+use crate::app_filter::view::AppViews;
 use crate::errors::{self, BusError};
 use crate::match_rule::{BusDriver, MatchInput, NameOwner};
 use crate::overflow::Queues;
@@ -96,6 +99,8 @@ pub struct Bus {
     empty_fds: Arc<Vec<OwnedFd>>,
     /// Every connection's and user's queue, and held senders.
     queues: Queues,
+    /// The filtered connections and what each may see (`app_filtering`).
+    pub(crate) app_views: AppViews,
 }
 
 /// Why a message does not reach its addressed recipient.
@@ -105,6 +110,8 @@ enum Refusal {
     /// The recipient's queue is full (see [`crate::flow`]): the sender
     /// is told, nobody else sees the call.
     QueueFull(BusError),
+    /// The recipient's app filter drops it: nobody is told.
+    Dropped,
 }
 
 fn expects_reply(msg: &Message) -> bool {
@@ -174,6 +181,9 @@ impl Bus {
         }
         if conn.unique().is_none() {
             self.receive_unregistered(from, &msg, now, out);
+            return;
+        }
+        if self.app_views.covers(from) && !self.filter_outgoing(from, &msg, out) {
             return;
         }
         match msg.destination() {
@@ -327,6 +337,10 @@ impl Bus {
                 self.refuse(from, msg, &denial, out);
                 return;
             }
+            Err(Refusal::Dropped) => {
+                self.deliver_all(watchers, msg, &out_msg, out);
+                return;
+            }
         };
         self.deliver_all(watchers, msg, &out_msg, out);
         if expects_reply(msg) {
@@ -388,6 +402,11 @@ impl Bus {
         ) && msg
             .reply_serial()
             .is_some_and(|serial| self.replies.take_reply(from, target, serial));
+        if self.app_views.covers(target)
+            && !self.filter_incoming_unicast(from, target, msg, requested_reply)
+        {
+            return Err(Refusal::Dropped);
+        }
         let delivery = Delivery {
             from: Some(from),
             addressed: Some(target),
@@ -446,6 +465,7 @@ impl Bus {
             (self.monitor_recipients(input), to)
         });
         self.deliver_all(&watchers, msg, &out_msg, out);
+        self.filter_broadcast(Some(from), msg, &mut recipients);
         self.keep_allowed(Some(from), None, msg, &mut recipients, out);
         self.keep_fd_capable(from, msg, &mut recipients, out);
         self.deliver_all(&recipients, msg, &out_msg, out);

@@ -706,14 +706,19 @@ fn name_has_owner(bus: &mut Bus, _: &Call<'_>, args: Args) -> Result<Outcome, Bu
     Ok(Outcome::now(vec![Value::Bool(owned)]))
 }
 
-fn list_names(bus: &mut Bus, _: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
-    let names = std::iter::once(BUS_NAME.to_owned()).chain(bus.registry.names().map(str::to_owned));
+fn list_names(bus: &mut Bus, call: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
+    let names = std::iter::once(BUS_NAME)
+        .chain(bus.registry.names())
+        .filter(|name| bus.app_may_see(call.from, name))
+        .map(str::to_owned);
     Ok(Outcome::now(vec![string_array(names)]))
 }
 
-fn list_activatable_names(bus: &mut Bus, _: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
-    let names =
-        std::iter::once(BUS_NAME.to_owned()).chain(bus.opts.activatable_names.iter().cloned());
+fn list_activatable_names(bus: &mut Bus, call: &Call<'_>, _: Args) -> Result<Outcome, BusError> {
+    let names = std::iter::once(BUS_NAME)
+        .chain(bus.opts.activatable_names.iter().map(String::as_str))
+        .filter(|name| bus.app_may_see(call.from, name))
+        .map(str::to_owned);
     Ok(Outcome::now(vec![string_array(names)]))
 }
 

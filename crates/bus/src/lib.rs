@@ -11,10 +11,11 @@
 //! (services being started), `traffic` and `stats` (counters and peaks),
 //! [`overflow`] (what is queued for each connection and user, with
 //! [`flow`], [`accounting`], [`hold_budget`]), [`policy`] (the rules),
+//! [`app_filter`] (xdg-dbus-proxy's per-app rules, docs/containers.md),
 //! [`limits`]. The router, [`bus`], holds one of each and routes between
 //! them; its children each do one job for it (making a bus, a
 //! connection's life, the bus's own messages, name signals, activation,
-//! flow control, the policy check, counting). Above both, [`driver`] (the
+//! flow control, the policy check, per-app filtering, counting). Above both, [`driver`] (the
 //! `org.freedesktop.DBus` object, one method table for dispatch and
 //! introspection) uses the nouns it needs; [`mac`] asks the security
 //! module. docs/architecture.md has the table of who owns and may touch
@@ -30,6 +31,7 @@
 
 pub mod accounting;
 pub mod activation;
+pub mod app_filter;
 pub mod bus;
 pub mod driver;
 pub mod errors;
@@ -67,6 +69,7 @@ use std::sync::Arc;
 pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 pub(crate) type FastSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 
+pub use app_filter::{AppFilter, AppFilterError};
 pub use bus::Bus;
 pub use limits::{
     Limits, DEFAULT_ACTIVATION_ENVIRONMENT_BYTES, DEFAULT_ACTIVATION_ENVIRONMENT_VARIABLES,

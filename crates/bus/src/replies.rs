@@ -86,6 +86,13 @@ impl PendingReplies {
         }
     }
 
+    /// Whether `callee` owes `caller` a reply to `serial`.
+    pub fn is_pending(&self, caller: ConnId, serial: u32, callee: ConnId) -> bool {
+        self.calls
+            .get(&(caller, serial))
+            .is_some_and(|p| p.callee == callee)
+    }
+
     fn forget(&mut self, key: CallKey) -> Option<Pending> {
         let pending = self.calls.remove(&key)?;
         if let Some(serials) = self.by_caller.get_mut(&key.0) {

@@ -11,6 +11,7 @@ use quickbus_wire::{flags, Message, MessageBuilder, MessageType, Value};
 use crate::*;
 
 mod activation;
+mod app_filter;
 mod credentials;
 mod driver;
 mod eavesdrop;

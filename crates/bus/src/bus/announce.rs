@@ -46,6 +46,7 @@ impl Bus {
                         (self.monitor_recipients(input), to)
                     });
                     recipients.retain(|&to| Some(to) != gone);
+                    self.filter_name_owner_changed(name, (*old, *new), gone, &mut recipients);
                     self.keep_allowed(None, None, &msg, &mut recipients, out);
                     for to in watchers.into_iter().chain(recipients) {
                         if Some(to) != gone {

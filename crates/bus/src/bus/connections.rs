@@ -75,6 +75,7 @@ impl Bus {
         // Signals name the departed connection, so it stays known until
         // they are built; emit() shows its NameLost to monitors only.
         self.emit(&events, Some(id), out);
+        self.app_views.remove_connection(id);
         for (caller, serial) in self.replies.remove_connection(id) {
             let err = BusError::new(
                 errors::NO_REPLY,

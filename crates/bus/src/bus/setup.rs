@@ -12,6 +12,7 @@ use std::sync::Arc;
 use quickbus_wire::MessageBuilder;
 
 use crate::activation::Activations;
+use crate::app_filter::view::AppViews;
 use crate::overflow::Queues;
 use crate::peers::Peers;
 use crate::policy::{CompiledPolicy, PolicyConfig};
@@ -52,6 +53,7 @@ impl Bus {
             mac: None,
             empty_fds: Arc::new(Vec::new()),
             queues: Queues::default(),
+            app_views: AppViews::default(),
         }
     }
 

@@ -90,7 +90,7 @@ fn distinct_files(n: usize) -> Vec<OwnedFd> {
 /// buffers), and read it back in a process
 /// whose `Instant`s are [`SHIFT`] later. The new harness has the same
 /// state as `h` and its clock reads `h.now + SHIFT`.
-fn restarted(h: &Harness) -> Harness {
+pub(super) fn restarted(h: &Harness) -> Harness {
     let before = Clock {
         instant: h.now,
         monotonic_ns: MONOTONIC_AT_RESTART,
