@@ -38,22 +38,6 @@ fn reference_daemon() -> PathBuf {
     path
 }
 
-fn quickbus_daemon() -> PathBuf {
-    if let Some(path) = std::env::var_os("QUICKBUS_DIFF_DAEMON") {
-        return PathBuf::from(path);
-    }
-    // Test binaries live in <target>/<profile>/deps/; the daemon in <target>/<profile>/.
-    let exe = std::env::current_exe().expect("current exe");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let path = profile_dir.join("quickbus-daemon");
-    assert!(
-        path.is_file(),
-        "no {} (run `cargo build -p quickbus-daemon` first or set QUICKBUS_DIFF_DAEMON)",
-        path.display()
-    );
-    path
-}
-
 /// One scenario on one daemon; `helper` is the activatable service program
 /// that `{helper}` in service files stands for.
 fn run(program: &Path, scenario: &Scenario, helper: &Path) -> Transcript {
@@ -82,7 +66,7 @@ fn show(name: &str, which: &str, transcript: &Transcript) {
 fn quickbus_answers_every_scenario_as_dbus_daemon_does_or_as_listed() {
     let started = Instant::now();
     let reference = reference_daemon();
-    let quickbus = quickbus_daemon();
+    let quickbus = quickbus_differential::daemon::quickbus_daemon();
     let helper = PathBuf::from(env!("CARGO_BIN_EXE_activatable"));
     let only = std::env::var("QUICKBUS_DIFF_ONLY").ok();
     let show_all = std::env::var_os("QUICKBUS_DIFF_SHOW").is_some();
