@@ -21,16 +21,12 @@
 //! transcripts of every case).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
-use std::thread;
 use std::time::Instant;
 
-use quickbus_differential::compare::diff;
+use quickbus_differential::compare::{diff, in_parallel, print_transcript};
 use quickbus_differential::differences;
 use quickbus_differential::sandbox::side::XDG_DBUS_PROXY;
 use quickbus_differential::sandbox::{self, cases, Programs, Side};
-use quickbus_differential::script::Transcript;
 
 const WORKERS: usize = 4;
 const MIN_CASES: usize = 60;
@@ -59,16 +55,6 @@ fn programs() -> Programs {
     }
 }
 
-fn show(name: &str, side: Side, transcript: &Transcript) {
-    println!("=== {name} on {}", side.name());
-    for (stream, lines) in transcript {
-        println!("  {stream}:");
-        for line in lines {
-            println!("    {line}");
-        }
-    }
-}
-
 /// Runs every case on the reference and on `tested`, judges the
 /// differences against the list in `list_file`.
 fn compare_with_reference(tested: Side, list_file: &str) {
@@ -82,37 +68,21 @@ fn compare_with_reference(tested: Side, list_file: &str) {
         .filter(|c| !matches!(only.as_deref(), Some(o) if !c.name.contains(o)))
         .collect();
     let names: Vec<String> = all.iter().map(|c| c.name.clone()).collect();
-    let mut unique = names.clone();
-    unique.sort();
-    unique.dedup();
-    assert_eq!(unique.len(), names.len(), "two cases share a name");
+    differences::assert_unique(&names);
 
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<(usize, Option<String>)>> = Mutex::new(Vec::new());
-    thread::scope(|scope| {
-        for _ in 0..WORKERS {
-            scope.spawn(|| loop {
-                let index = next.fetch_add(1, Ordering::Relaxed);
-                let Some(case) = all.get(index) else {
-                    break;
-                };
-                let theirs = sandbox::run(case, reference, &programs);
-                let ours = sandbox::run(case, tested, &programs);
-                if show_all {
-                    show(&case.name, reference, &theirs);
-                    show(&case.name, tested, &ours);
-                }
-                results.lock().unwrap().push((index, diff(&theirs, &ours)));
-            });
+    let differences = in_parallel(&all, WORKERS, |case| {
+        let theirs = sandbox::run(case, reference, &programs);
+        let ours = sandbox::run(case, tested, &programs);
+        if show_all {
+            print_transcript(&case.name, reference.name(), &theirs);
+            print_transcript(&case.name, tested.name(), &ours);
         }
+        diff(&theirs, &ours)
     });
-    let mut results = results.into_inner().unwrap();
-    results.sort_by_key(|(index, _)| *index);
+    let results: Vec<(usize, Option<String>)> = differences.into_iter().enumerate().collect();
 
     let list_path = Path::new(env!("CARGO_MANIFEST_DIR")).join(list_file);
-    let text = std::fs::read_to_string(&list_path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", list_path.display()));
-    let list = differences::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", list_path.display()));
+    let list = differences::load(&list_path);
     let differing: Vec<String> = results
         .iter()
         .filter(|(_, d)| d.is_some())

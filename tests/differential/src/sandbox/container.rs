@@ -14,10 +14,18 @@ pub const CONTAINERS_INTERFACE: &str = "org.freedesktop.DBus.Containers1";
 pub const FILTER_ARGUMENT: &str = "org.quickbus.Filter";
 const DRIVER_PATH: &str = "/org/freedesktop/DBus";
 
-/// A container instance the bus made: its object path and socket.
+/// A container instance the bus made: its object path and socket. The bus
+/// removes the socket when the instance stops; dropping this removes a
+/// leftover (a case that panicked before StopInstance, a bus killed).
 pub struct Instance {
     pub path: String,
     pub socket: PathBuf,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+    }
 }
 
 /// `AddServer("org.quickbus.Differential", "sandbox", {}, {"org.quickbus.Filter": <rules>})`.

@@ -26,10 +26,9 @@ use super::side::{self, Programs, Proxy, Side};
 use crate::client::{Incoming, RawClient};
 use crate::daemon::Daemon;
 use crate::normalize::{Names, DRIVER};
-use crate::script::Transcript;
+pub use crate::script::{bus_call, s};
+use crate::script::{first_string, owner_change_args, Transcript};
 use crate::TIMEOUT;
-
-const DRIVER_PATH: &str = "/org/freedesktop/DBus";
 
 enum Event {
     Frame(Message, usize),
@@ -382,7 +381,7 @@ impl Sandbox {
             let mut seen = None;
             let got = self.control.read_until(deadline, |m| {
                 if m.member() == Some("NameOwnerChanged") {
-                    seen = m.body_values().ok();
+                    seen = owner_change_args(m);
                 }
                 true
             });
@@ -392,15 +391,7 @@ impl Sandbox {
                 ));
                 return;
             }
-            let strings: Vec<String> = seen
-                .unwrap_or_default()
-                .into_iter()
-                .filter_map(|v| match v {
-                    Value::String(s) => Some(s),
-                    _ => None,
-                })
-                .collect();
-            if let Ok(args) = <[String; 3]>::try_from(strings) {
+            if let Some(args) = seen {
                 self.owner_changes.push((args, false));
             }
         }
@@ -422,9 +413,6 @@ impl Sandbox {
                     vec![format!("StopInstance failed: {reply:?}")],
                 );
             }
-            // The bus removes the socket; a leftover is the harness's to
-            // clean (it is never compared).
-            let _ = std::fs::remove_file(&instance.socket);
         }
         if self
             .control
@@ -479,24 +467,5 @@ impl Sandbox {
             transcript.insert(label.clone(), lines);
         }
         transcript
-    }
-}
-
-/// A call of org.freedesktop.DBus.`member`.
-pub fn bus_call(member: &str) -> MessageBuilder {
-    MessageBuilder::method_call(DRIVER_PATH, member)
-        .interface(DRIVER)
-        .destination(DRIVER)
-}
-
-/// A string value.
-pub fn s(text: &str) -> Value {
-    Value::String(text.to_owned())
-}
-
-fn first_string(m: &Message) -> Option<String> {
-    match m.body_values().ok()?.into_iter().next() {
-        Some(Value::String(s)) => Some(s),
-        _ => None,
     }
 }

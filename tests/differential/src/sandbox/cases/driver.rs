@@ -152,13 +152,13 @@ pub fn cases() -> Vec<Case> {
             },
         ),
         // A proxy's app is the proxy to the bus: its pid is the proxy's.
-        Case::new("driver/credentials-of-self", &[], |sb| {
+        Case::new("driver/app-credentials-asked-by-self", &[], |sb| {
             sb.app("app");
             let me = sb.unique_name("app");
             ask(sb, "app", "GetConnectionUnixProcessID", &me);
             ask(sb, "app", "GetConnectionCredentials", &me);
         }),
-        Case::new("driver/service-asks-app-credentials", &[], |sb| {
+        Case::new("driver/app-credentials-asked-by-service", &[], |sb| {
             sb.service("svc");
             sb.app("app");
             let app = sb.unique_name("app");
