@@ -90,6 +90,26 @@ pub fn cases() -> Vec<Case> {
             sb.send("svc", signal(OBJ, IFACE, "FromPrefix"));
             sb.send("svc2", signal(OBJ, IFACE, "FromOther"));
         }),
+        Case::new(
+            "broadcast/prefix-owner-acquired-later",
+            &["--talk=org.example.*"],
+            |sb| {
+                sb.service("svc");
+                sb.app("app");
+                add_match(sb, "app", ALL_SIGNALS);
+                request(sb, "svc", "org.example.Late", 0);
+                sb.send("svc", signal(OBJ, IFACE, "AfterName"));
+            },
+        ),
+        Case::new(
+            "broadcast/after-the-name-is-released",
+            &["--talk=org.example.Service"],
+            |sb| {
+                listening(sb);
+                super::ask(sb, "svc", "ReleaseName", SVC);
+                sb.send("svc", signal(OBJ, IFACE, "AfterRelease"));
+            },
+        ),
         Case::new("broadcast/unicast-signal-to-app", &[], |sb| {
             sb.service("svc");
             sb.app("app");

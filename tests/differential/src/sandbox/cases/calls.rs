@@ -119,6 +119,39 @@ pub fn cases() -> Vec<Case> {
             },
         ),
         Case::new(
+            "call/unique-of-prefix-name-acquired-later",
+            &["--talk=org.example.Service.*"],
+            |sb| {
+                sb.service("svc");
+                sb.app("app");
+                let svc = sb.unique_name("svc");
+                super::request(sb, "svc", "org.example.Service.Sub", 0);
+                call_and_answer(sb, call_to(&svc, "After"));
+            },
+        ),
+        Case::new(
+            "call/name-moves-to-another-owner",
+            &["--talk=org.example.Service"],
+            |sb| {
+                service_owning(sb, "svc", &[SVC]);
+                sb.service("svc2");
+                super::request(sb, "svc2", SVC, 0);
+                sb.app("app");
+                super::ask(sb, "svc", "ReleaseName", SVC);
+                let svc2 = sb.unique_name("svc2");
+                sb.send("app", call_to(SVC, "ToName"));
+                sb.answer("svc2", vec![s("by name")]);
+                sb.send("app", call_to(&svc2, "ToUnique"));
+                sb.answer("svc2", vec![s("by unique name")]);
+            },
+        ),
+        Case::new("call/app-calls-itself", &[], |sb| {
+            sb.app("app");
+            let me = sb.unique_name("app");
+            sb.send("app", call_to(&me, "Myself"));
+            sb.answer("app", vec![s("me")]);
+        }),
+        Case::new(
             "call/unique-of-see-name",
             &["--see=org.example.Service"],
             |sb| {

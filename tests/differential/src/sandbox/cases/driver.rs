@@ -23,6 +23,10 @@ pub fn cases() -> Vec<Case> {
             sb.app("app");
             sb.bus("app", "GetId", vec![]);
         }),
+        Case::new("driver/hello-twice", &[], |sb| {
+            sb.app("app");
+            sb.bus("app", "Hello", vec![]);
+        }),
         Case::new("driver/list-names-no-rules", &[], |sb| {
             seen_and_hidden(sb);
             sb.bus("app", "ListNames", vec![]);
@@ -134,6 +138,7 @@ pub fn cases() -> Vec<Case> {
                     "GetConnectionUnixUser",
                     "GetConnectionUnixProcessID",
                     "GetConnectionCredentials",
+                    "GetConnectionSELinuxSecurityContext",
                 ] {
                     ask(sb, "app", member, SEEN);
                     ask(sb, "app", member, HIDDEN);

@@ -118,6 +118,54 @@ pub fn cases() -> Vec<Case> {
                 sb.answer("app", vec![]);
             },
         ),
+        Case::new(
+            "own/app-leaves-holding-name",
+            &["--own=org.example.Mine"],
+            |sb| {
+                sb.service("svc");
+                add_match(
+                    sb,
+                    "svc",
+                    "type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged'",
+                );
+                sb.app("app");
+                request(sb, "app", MINE, 0);
+                sb.disconnect("app");
+                ask(sb, "svc", "NameHasOwner", MINE);
+            },
+        ),
+        Case::new(
+            "own/queued-owner-leaves",
+            &["--own=org.example.Mine"],
+            |sb| {
+                service_owning(sb, "svc", &[MINE]);
+                sb.app("app");
+                request(sb, "app", MINE, 0);
+                sb.disconnect("svc");
+                ask(sb, "app", "GetNameOwner", MINE);
+            },
+        ),
+        Case::new(
+            "own/release-a-talk-name",
+            &["--talk=org.example.Mine"],
+            |sb| {
+                service_owning(sb, "svc", &[MINE]);
+                sb.app("app");
+                ask(sb, "app", "ReleaseName", MINE);
+                ask(sb, "app", "ListQueuedOwners", MINE);
+            },
+        ),
+        Case::new(
+            "own/owned-name-broadcasts",
+            &["--own=org.example.Mine"],
+            |sb| {
+                sb.service("svc");
+                add_match(sb, "svc", "type='signal',interface='org.example.Iface'");
+                sb.app("app");
+                request(sb, "app", MINE, 0);
+                sb.send("app", super::signal(super::OBJ, super::IFACE, "FromOwner"));
+            },
+        ),
         Case::new("own/own-implies-talk", &["--own=org.example.Mine"], |sb| {
             service_owning(sb, "svc", &[MINE]);
             sb.app("app");
