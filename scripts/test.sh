@@ -24,13 +24,15 @@ source scripts/test-report.sh
 # tmux (drives quickbus top) for the observe tests; ss (iproute2) shows the
 # socket buffers the daemon set; libglib2.0-tests holds GLib's GDBus
 # installed tests. dbus-daemon is also the reference of the differential
-# harness (tests/differential). libnss-extrausers gives the NSS tests a
+# harness (tests/differential), and xdg-dbus-proxy in front of it the
+# reference of its sandbox test (tests/differential/tests/sandbox.rs,
+# issue 26's container filter). libnss-extrausers gives the NSS tests a
 # user that only NSS knows. mmdebstrap and systemd-container
 # (systemd-nspawn) build and boot the boot test's Debian, go-md2man turns
 # docs/quickbus-daemon-config.md into quickbus-daemon.conf(5) for the package.
 # jq reads `cargo metadata` for scripts/check-msrv.sh.
 # qemu-system-x86 boots Debian's kernel with SELinux for the SELinux guest test.
-packages=(jq dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2 libglib2.0-tests libnss-extrausers mmdebstrap systemd-container go-md2man qemu-system-x86)
+packages=(jq dbus-daemon dbus-bin xdg-dbus-proxy libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2 libglib2.0-tests libnss-extrausers mmdebstrap systemd-container go-md2man qemu-system-x86)
 
 install_packages() {
     if ! command -v dpkg-query >/dev/null; then

@@ -40,10 +40,17 @@ impl RawClient {
     /// Connects and authenticates; `unix_fds` says whether to negotiate fd
     /// passing.
     pub fn connect(socket: &Path, unix_fds: bool) -> RawClient {
+        RawClient::connect_in(socket, unix_fds, Mode::Pipelined)
+    }
+
+    /// [`RawClient::connect`] with the SASL commands sent as `mode` says
+    /// (xdg-dbus-proxy 0.1.4 drops a client whose first read after the
+    /// nul byte holds the whole pipelined exchange: it needs StepByStep).
+    pub fn connect_in(socket: &Path, unix_fds: bool, mode: Mode) -> RawClient {
         let mut stream = UnixStream::connect(socket)
             .unwrap_or_else(|e| panic!("connecting to {}: {e}", socket.display()));
         let mut out = Vec::new();
-        let mut sasl = SaslClient::start(sasl::current_uid(), Mode::Pipelined, unix_fds, &mut out);
+        let mut sasl = SaslClient::start(sasl::current_uid(), mode, unix_fds, &mut out);
         stream.write_all(&out).expect("send SASL");
         let mut client = RawClient {
             stream,
@@ -56,11 +63,18 @@ impl RawClient {
             match sasl.feed(&client.inbuf, &mut out).expect("SASL exchange") {
                 Progress::Done { consumed, outcome } => {
                     client.inbuf.drain(..consumed);
+                    // Step by step, BEGIN goes after the last reply.
+                    if !out.is_empty() {
+                        client.stream.write_all(&out).expect("send SASL");
+                    }
                     client.unix_fds = outcome.unix_fd;
                     return client;
                 }
                 Progress::NeedMore { consumed } => {
                     client.inbuf.drain(..consumed);
+                    if !out.is_empty() {
+                        client.stream.write_all(&out).expect("send SASL");
+                    }
                     match client.read_more(Instant::now() + crate::TIMEOUT) {
                         Ok(true) => {}
                         _ => panic!("the bus ended or stalled the SASL exchange"),

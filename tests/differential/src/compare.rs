@@ -1,6 +1,47 @@
 //! Comparing the transcripts of the two daemons: a line diff per stream.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::thread;
+
 use crate::script::Transcript;
+
+/// `run` applied to every item on `workers` threads; the results in the
+/// items' order.
+pub fn in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    workers: usize,
+    run: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, R)>> = Mutex::new(Vec::new());
+    thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                let Some(item) = items.get(index) else {
+                    break;
+                };
+                let result = run(item);
+                results.lock().unwrap().push((index, result));
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap();
+    results.sort_by_key(|(index, _)| *index);
+    results.into_iter().map(|(_, result)| result).collect()
+}
+
+/// Prints `transcript` of scenario `name` run on `which`.
+pub fn print_transcript(name: &str, which: &str, transcript: &Transcript) {
+    println!("=== {name} on {which}");
+    for (stream, lines) in transcript {
+        println!("  {stream}:");
+        for line in lines {
+            println!("    {line}");
+        }
+    }
+}
 
 /// None when the transcripts agree, else a readable diff: for each stream
 /// that differs, its lines with `-` for the reference's only, `+` for

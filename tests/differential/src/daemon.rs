@@ -42,6 +42,24 @@ pub fn config_text(dir: &Path, extra: &str) -> String {
     )
 }
 
+/// The daemon under test: `QUICKBUS_DIFF_DAEMON`, else the workspace's
+/// quickbus-daemon next to the running test's target directory.
+pub fn quickbus_daemon() -> PathBuf {
+    if let Some(path) = std::env::var_os("QUICKBUS_DIFF_DAEMON") {
+        return PathBuf::from(path);
+    }
+    // Test binaries live in <target>/<profile>/deps/; the daemon in <target>/<profile>/.
+    let exe = std::env::current_exe().expect("current exe");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let path = profile_dir.join("quickbus-daemon");
+    assert!(
+        path.is_file(),
+        "no {} (run `cargo build -p quickbus-daemon` first or set QUICKBUS_DIFF_DAEMON)",
+        path.display()
+    );
+    path
+}
+
 /// A fresh scratch directory under the system temp dir, removed on drop
 /// (short: unix socket paths are limited to 108 bytes).
 pub struct Scratch(PathBuf);

@@ -44,6 +44,23 @@ pub fn parse(text: &str) -> Result<List, String> {
     Ok(list)
 }
 
+/// Reads and parses the list at `path`; panics with the reason when it
+/// cannot.
+pub fn load(path: &std::path::Path) -> List {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Panics when two of `names` are the same (a list entry could not tell
+/// them apart).
+pub fn assert_unique(names: &[String]) {
+    let mut unique = names.to_vec();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "two scenarios share a name");
+}
+
 /// The verdict on one run.
 #[derive(Debug, Default)]
 pub struct Verdict {

@@ -10,6 +10,7 @@ pub mod daemon;
 pub mod differences;
 pub mod normalize;
 pub mod raw;
+pub mod sandbox;
 pub mod sasl;
 pub mod scenarios;
 pub mod script;

@@ -181,7 +181,8 @@ pub fn render_message(m: &Message, fds: usize, names: &mut Names) -> String {
     line
 }
 
-fn value(v: &Value, names: &mut Names, sort_lists: bool) -> String {
+/// One value as text; `sort_lists` sorts string arrays that list the driver.
+pub fn value(v: &Value, names: &mut Names, sort_lists: bool) -> String {
     match v {
         Value::Byte(n) => format!("y{n}"),
         Value::Bool(b) => b.to_string(),

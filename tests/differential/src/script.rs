@@ -492,17 +492,8 @@ impl Script {
                     if m.member() != Some("NameOwnerChanged") {
                         continue;
                     }
-                    if let Ok(values) = m.body_values() {
-                        let strings: Vec<String> = values
-                            .into_iter()
-                            .filter_map(|v| match v {
-                                Value::String(s) => Some(s),
-                                _ => None,
-                            })
-                            .collect();
-                        if let Ok(args) = <[String; 3]>::try_from(strings) {
-                            self.owner_changes.push((args, false));
-                        }
+                    if let Some(args) = owner_change_args(&m) {
+                        self.owner_changes.push((args, false));
                     }
                 }
                 _ => {
@@ -633,7 +624,22 @@ pub fn u(n: u32) -> Value {
     Value::Uint32(n)
 }
 
-fn first_string(m: &Message) -> Option<String> {
+/// The (name, old owner, new owner) of a NameOwnerChanged signal.
+pub fn owner_change_args(m: &Message) -> Option<[String; 3]> {
+    let strings: Vec<String> = m
+        .body_values()
+        .ok()?
+        .into_iter()
+        .filter_map(|v| match v {
+            Value::String(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    <[String; 3]>::try_from(strings).ok()
+}
+
+/// The first value of `m`'s body when it is a string.
+pub fn first_string(m: &Message) -> Option<String> {
     match m.body_values().ok()?.into_iter().next() {
         Some(Value::String(s)) => Some(s),
         _ => None,

@@ -12,12 +12,9 @@
 //! - `QUICKBUS_DIFF_SHOW`: print both transcripts of every scenario run.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
-use std::thread;
 use std::time::Instant;
 
-use quickbus_differential::compare::diff;
+use quickbus_differential::compare::{diff, in_parallel, print_transcript};
 use quickbus_differential::differences;
 use quickbus_differential::scenarios::{self, Scenario};
 use quickbus_differential::script::{Script, Transcript};
@@ -38,22 +35,6 @@ fn reference_daemon() -> PathBuf {
     path
 }
 
-fn quickbus_daemon() -> PathBuf {
-    if let Some(path) = std::env::var_os("QUICKBUS_DIFF_DAEMON") {
-        return PathBuf::from(path);
-    }
-    // Test binaries live in <target>/<profile>/deps/; the daemon in <target>/<profile>/.
-    let exe = std::env::current_exe().expect("current exe");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let path = profile_dir.join("quickbus-daemon");
-    assert!(
-        path.is_file(),
-        "no {} (run `cargo build -p quickbus-daemon` first or set QUICKBUS_DIFF_DAEMON)",
-        path.display()
-    );
-    path
-}
-
 /// One scenario on one daemon; `helper` is the activatable service program
 /// that `{helper}` in service files stands for.
 fn run(program: &Path, scenario: &Scenario, helper: &Path) -> Transcript {
@@ -68,21 +49,11 @@ fn run(program: &Path, scenario: &Scenario, helper: &Path) -> Transcript {
     script.finish()
 }
 
-fn show(name: &str, which: &str, transcript: &Transcript) {
-    println!("=== {name} on {which}");
-    for (stream, lines) in transcript {
-        println!("  {stream}:");
-        for line in lines {
-            println!("    {line}");
-        }
-    }
-}
-
 #[test]
 fn quickbus_answers_every_scenario_as_dbus_daemon_does_or_as_listed() {
     let started = Instant::now();
     let reference = reference_daemon();
-    let quickbus = quickbus_daemon();
+    let quickbus = quickbus_differential::daemon::quickbus_daemon();
     let helper = PathBuf::from(env!("CARGO_BIN_EXE_activatable"));
     let only = std::env::var("QUICKBUS_DIFF_ONLY").ok();
     let show_all = std::env::var_os("QUICKBUS_DIFF_SHOW").is_some();
@@ -91,46 +62,30 @@ fn quickbus_answers_every_scenario_as_dbus_daemon_does_or_as_listed() {
         .filter(|s| !matches!(only.as_deref(), Some(o) if !s.name.contains(o)))
         .collect();
     let names: Vec<String> = all.iter().map(|s| s.name.clone()).collect();
-    let mut unique = names.clone();
-    unique.sort();
-    unique.dedup();
-    assert_eq!(unique.len(), names.len(), "two scenarios share a name");
+    differences::assert_unique(&names);
 
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<(usize, Option<String>)>> = Mutex::new(Vec::new());
-    thread::scope(|scope| {
-        for _ in 0..WORKERS {
-            scope.spawn(|| loop {
-                let index = next.fetch_add(1, Ordering::Relaxed);
-                let Some(scenario) = all.get(index) else {
-                    break;
-                };
-                let clock = Instant::now();
-                let theirs = run(&reference, scenario, &helper);
-                let ours = run(&quickbus, scenario, &helper);
-                if clock.elapsed() > SLOW {
-                    // Only a wait that gave up takes this long: worth a look.
-                    println!(
-                        "slow: {} took {:.1} s",
-                        scenario.name,
-                        clock.elapsed().as_secs_f64()
-                    );
-                }
-                if show_all {
-                    show(&scenario.name, "dbus-daemon", &theirs);
-                    show(&scenario.name, "quickbus", &ours);
-                }
-                results.lock().unwrap().push((index, diff(&theirs, &ours)));
-            });
+    let differences = in_parallel(&all, WORKERS, |scenario| {
+        let clock = Instant::now();
+        let theirs = run(&reference, scenario, &helper);
+        let ours = run(&quickbus, scenario, &helper);
+        if clock.elapsed() > SLOW {
+            // Only a wait that gave up takes this long: worth a look.
+            println!(
+                "slow: {} took {:.1} s",
+                scenario.name,
+                clock.elapsed().as_secs_f64()
+            );
         }
+        if show_all {
+            print_transcript(&scenario.name, "dbus-daemon", &theirs);
+            print_transcript(&scenario.name, "quickbus", &ours);
+        }
+        diff(&theirs, &ours)
     });
-    let mut results = results.into_inner().unwrap();
-    results.sort_by_key(|(index, _)| *index);
+    let results: Vec<(usize, Option<String>)> = differences.into_iter().enumerate().collect();
 
     let list_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("differences.toml");
-    let text = std::fs::read_to_string(&list_path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", list_path.display()));
-    let list = differences::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", list_path.display()));
+    let list = differences::load(&list_path);
     let differing: Vec<String> = results
         .iter()
         .filter(|(_, d)| d.is_some())
