@@ -5,9 +5,10 @@
 //! listening socket (who may connect is decided by authentication:
 //! EXTERNAL only, the creator's uid only), in
 //!
-//! - `/run/dbus/containers` for a bus running as root, which the system
-//!   must have made (else AddServer fails, with FileNotFound when it is
-//!   missing);
+//! - `/run/dbus/containers` for a bus started as root (also one that
+//!   switched to its `<user>` since: dbus-daemon decides before it drops
+//!   its privileges), which the system must have made (else AddServer
+//!   fails, with FileNotFound when it is missing);
 //! - `$XDG_RUNTIME_DIR/dbus-1/containers` otherwise, made (0700) as needed;
 //! - the temporary directory (`TMPDIR`, `TMP`, `TEMP`, else `/tmp`)
 //!   without `XDG_RUNTIME_DIR`.
@@ -37,10 +38,11 @@ pub struct Bound {
     pub address: String,
 }
 
-/// The directory for a bus running as `euid`, made as the reference makes
-/// it (`runtime_dir` is `$XDG_RUNTIME_DIR`, `tmp` the temporary directory).
-pub fn directory(euid: u32, runtime_dir: Option<&Path>, tmp: &Path) -> io::Result<PathBuf> {
-    if euid == 0 {
+/// The directory for a bus started as root or not, made as the reference
+/// makes it (`runtime_dir` is `$XDG_RUNTIME_DIR`, `tmp` the temporary
+/// directory).
+pub fn directory(as_root: bool, runtime_dir: Option<&Path>, tmp: &Path) -> io::Result<PathBuf> {
+    if as_root {
         return Ok(PathBuf::from(ROOT_DIR));
     }
     let Some(runtime_dir) = runtime_dir else {
@@ -82,12 +84,13 @@ fn bus_error(e: &io::Error) -> BusError {
     BusError::new(name, e.to_string())
 }
 
-/// Bind a new container socket for this daemon (its euid and
-/// environment), its address naming `guid`.
-pub fn bind(guid: &str) -> Result<Bound, BusError> {
-    let euid = rustix::process::geteuid().as_raw();
+/// Bind a new container socket for this daemon (`switched_user`: its
+/// configuration has a `<user>`, which it was started as root to become),
+/// its address naming `guid`.
+pub fn bind(guid: &str, switched_user: bool) -> Result<Bound, BusError> {
+    let as_root = switched_user || rustix::process::geteuid().is_root();
     let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
-    let dir = directory(euid, runtime_dir.as_deref(), &tmpdir()).map_err(|e| bus_error(&e))?;
+    let dir = directory(as_root, runtime_dir.as_deref(), &tmpdir()).map_err(|e| bus_error(&e))?;
     bind_in(&dir, guid).map_err(|e| bus_error(&e))
 }
 
@@ -126,7 +129,7 @@ mod tests {
     fn root_uses_the_run_directory_and_never_makes_it() {
         let tmp = scratch("root");
         assert_eq!(
-            directory(0, Some(&tmp), &tmp).unwrap(),
+            directory(true, Some(&tmp), &tmp).unwrap(),
             PathBuf::from(ROOT_DIR)
         );
         assert!(!tmp.join("dbus-1").exists());
@@ -136,11 +139,11 @@ mod tests {
     #[test]
     fn others_use_the_runtime_directory_made_0700_or_the_tmp_directory() {
         let runtime = scratch("runtime");
-        let dir = directory(1000, Some(&runtime), Path::new("/nowhere")).unwrap();
+        let dir = directory(false, Some(&runtime), Path::new("/nowhere")).unwrap();
         assert_eq!(dir, runtime.join("dbus-1/containers"));
         let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
-        assert_eq!(directory(1000, None, &runtime).unwrap(), runtime);
+        assert_eq!(directory(false, None, &runtime).unwrap(), runtime);
         std::fs::remove_dir_all(&runtime).unwrap();
     }
 

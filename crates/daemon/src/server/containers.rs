@@ -83,7 +83,8 @@ impl Server {
                 ))
             }
         };
-        let bound = crate::container_sockets::bind(&self.opts.auth.guid)?;
+        let switched_user = self.opts.setup.current_config().user.is_some();
+        let bound = crate::container_sockets::bind(&self.opts.auth.guid, switched_user)?;
         let failed = |e: io::Error, file: &PathBuf| {
             let _ = std::fs::remove_file(file);
             BusError::new(FAILED, format!("cannot listen on {}: {e}", file.display()))
