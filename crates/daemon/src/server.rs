@@ -215,6 +215,15 @@ impl Conn {
     }
 }
 
+/// What an `accept` on a listener gave the loop.
+enum Accepted {
+    Stream(crate::socket::Stream),
+    /// Interrupted: accept again.
+    Again,
+    /// Nothing more waits (or accepting failed; retried on the next edge).
+    NoMore,
+}
+
 /// Why the loop stopped.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Exit {
@@ -610,18 +619,26 @@ impl Server {
                 Some(l) => (l.socket.accept(), l.nonce),
                 None => return,
             };
-            let stream = match accepted {
-                Ok(stream) => stream,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    // EMFILE and friends: the listener stays, we retry later.
-                    self.log_limiter
-                        .warn("accept failed", format_args!("accept failed: {e}"));
-                    return;
-                }
-            };
-            self.add_connection(stream, nonce, None);
+            match self.accepted(accepted) {
+                Accepted::Stream(stream) => self.add_connection(stream, nonce, None),
+                Accepted::Again => {}
+                Accepted::NoMore => return,
+            }
+        }
+    }
+
+    /// What one `accept` on a listener gave.
+    fn accepted(&mut self, result: io::Result<crate::socket::Stream>) -> Accepted {
+        match result {
+            Ok(stream) => Accepted::Stream(stream),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Accepted::NoMore,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Accepted::Again,
+            Err(e) => {
+                // EMFILE and friends: the listener stays, we retry later.
+                self.log_limiter
+                    .warn("accept failed", format_args!("accept failed: {e}"));
+                Accepted::NoMore
+            }
         }
     }
 

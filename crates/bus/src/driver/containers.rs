@@ -417,32 +417,36 @@ pub(super) fn add_server(bus: &mut Bus, call: &Call<'_>, args: Args) -> Result<O
     bus.add_server(call, parts)
 }
 
+/// StopInstance: the socket closes and so do its connections.
 pub(super) fn stop_instance(
     bus: &mut Bus,
     call: &Call<'_>,
     args: Args,
 ) -> Result<Outcome, BusError> {
-    let (path,): (String,) = args.decode()?;
-    bus.instance_to_stop(call.from, &path)?;
-    let mut outcome = Outcome::empty();
-    outcome.effects.push(Effect::StopContainer {
-        path,
-        close_connections: true,
-    });
-    Ok(outcome)
+    stop(bus, call, args, true)
 }
 
+/// StopListening: only the socket closes.
 pub(super) fn stop_listening(
     bus: &mut Bus,
     call: &Call<'_>,
     args: Args,
+) -> Result<Outcome, BusError> {
+    stop(bus, call, args, false)
+}
+
+fn stop(
+    bus: &mut Bus,
+    call: &Call<'_>,
+    args: Args,
+    close_connections: bool,
 ) -> Result<Outcome, BusError> {
     let (path,): (String,) = args.decode()?;
     bus.instance_to_stop(call.from, &path)?;
     let mut outcome = Outcome::empty();
     outcome.effects.push(Effect::StopContainer {
         path,
-        close_connections: false,
+        close_connections,
     });
     Ok(outcome)
 }

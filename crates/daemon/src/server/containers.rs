@@ -126,15 +126,11 @@ impl Server {
                 instance: listen.instance.clone(),
                 uid: listen.uid,
             };
-            let stream = match listen.socket.accept() {
-                Ok(stream) => stream,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    self.log_limiter
-                        .warn("accept failed", format_args!("accept failed: {e}"));
-                    return;
-                }
+            let accepted = listen.socket.accept();
+            let stream = match self.accepted(accepted) {
+                super::Accepted::Stream(stream) => stream,
+                super::Accepted::Again => continue,
+                super::Accepted::NoMore => return,
             };
             let limit = self.opts.limits.max_connections_per_container;
             if self.connections_through(&contained.instance).count() >= limit {
