@@ -191,10 +191,10 @@ const fn canonical(mut m: Method) -> Method {
     m
 }
 
-/// Only for callers with the bus's uid or root (never a contained one).
+/// Only for callers with the bus's uid or root (never a contained one:
+/// `check_privileged` refuses those first).
 const fn privileged(mut m: Method) -> Method {
     m.spec.privileged = true;
-    m.spec.no_containers = true;
     m
 }
 
@@ -378,8 +378,6 @@ fn resolve(bus: &Bus, from: ConnId, msg: &Message) -> Result<(&'static Method, A
     let member = msg.member().unwrap_or("");
     let canonical_path = msg.path() == Some(BUS_PATH);
     let method = find_method(msg.interface(), member, canonical_path)?;
-    // dbus-daemon's order: a privileged method refuses a contained
-    // caller first, whatever its uid.
     if method.spec.no_containers {
         bus.check_not_contained(from, member)?;
     }
@@ -504,6 +502,9 @@ impl Bus {
     /// root or the bus's own user may call them. A refusal is logged, as
     /// dbus-daemon logs it (`bus_driver_check_caller_is_privileged`).
     fn check_privileged(&self, from: ConnId, member: &str) -> Result<(), BusError> {
+        // As dbus-daemon: a contained caller is refused first, whatever
+        // its uid (containers are never privileged).
+        self.check_not_contained(from, member)?;
         let Some(conn) = self.conns.get(&from) else {
             return Err(BusError::new(errors::ACCESS_DENIED, "unknown connection"));
         };

@@ -378,6 +378,14 @@ fn a_contained_connection_cannot_nest_or_use_privileged_methods() {
     );
     assert_eq!(err, errors::ACCESS_DENIED);
     assert!(text.ends_with("in container"), "{text}");
+    // Nor eavesdrop, which is privileged too.
+    let (err, text) = h.driver_error(app, call_bus("AddMatch", vec![s("eavesdrop=true")]));
+    assert_eq!(err, errors::ACCESS_DENIED);
+    assert!(
+        text.starts_with("rejected attempt to call AddMatch by connection"),
+        "{text}"
+    );
+    assert!(text.ends_with("in container"), "{text}");
     let stats = MessageBuilder::method_call(BUS_PATH, "GetStats")
         .interface("org.freedesktop.DBus.Debug.Stats")
         .destination(BUS_NAME);
