@@ -58,6 +58,15 @@ fn wait_removed(conn: &mut Connection, instance: &str) {
     }
 }
 
+/// A bus with a manager, an InstanceRemoved watcher and an instance.
+fn watched_server() -> (Bus, Connection, Connection, Server) {
+    let bus = Bus::start();
+    let mut manager = connect(bus.address());
+    let watch = watcher(&bus);
+    let server = add_server(&mut manager, KIND, "app", empty_asv());
+    (bus, manager, watch, server)
+}
+
 fn watcher(bus: &Bus) -> Connection {
     let mut conn = connect(bus.address());
     conn.add_match(&format!(
@@ -274,10 +283,7 @@ fn stop_listening_closes_the_socket_and_the_instance_goes_with_its_last_client()
     if skip::quickbus_only("Containers1") {
         return;
     }
-    let bus = Bus::start();
-    let mut manager = connect(bus.address());
-    let mut watch = watcher(&bus);
-    let server = add_server(&mut manager, KIND, "app", empty_asv());
+    let (_bus, mut manager, mut watch, server) = watched_server();
     let mut app = connect(&server.address);
     manager
         .call(containers_call("StopListening", vec![o(&server.instance)]))
@@ -302,10 +308,7 @@ fn stop_instance_disconnects_its_clients() {
     if skip::quickbus_only("Containers1") {
         return;
     }
-    let bus = Bus::start();
-    let mut manager = connect(bus.address());
-    let mut watch = watcher(&bus);
-    let server = add_server(&mut manager, KIND, "app", empty_asv());
+    let (_bus, mut manager, mut watch, server) = watched_server();
     let mut app = connect(&server.address);
     manager
         .call(containers_call("StopInstance", vec![o(&server.instance)]))
@@ -320,10 +323,7 @@ fn the_creator_leaving_stops_listening_but_its_clients_stay() {
     if skip::quickbus_only("Containers1") {
         return;
     }
-    let bus = Bus::start();
-    let mut manager = connect(bus.address());
-    let mut watch = watcher(&bus);
-    let server = add_server(&mut manager, KIND, "app", empty_asv());
+    let (_bus, manager, mut watch, server) = watched_server();
     let mut app = connect(&server.address);
     drop(manager);
     wait_gone(&server.socket);

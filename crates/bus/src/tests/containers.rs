@@ -94,6 +94,15 @@ fn instance_removed(h: &mut Harness, to: ConnId) -> Vec<String> {
         .collect()
 }
 
+/// A bus with an InstanceRemoved watcher, a manager and its instance.
+fn watched_instance() -> (Harness, ConnId, ConnId, String) {
+    let mut h = Harness::new();
+    let w = watcher(&mut h);
+    let (manager, _) = h.client();
+    let (instance, _, _) = add_server(&mut h, manager);
+    (h, w, manager, instance)
+}
+
 fn watcher(h: &mut Harness) -> ConnId {
     let (id, _) = h.client();
     h.add_match(
@@ -396,10 +405,7 @@ fn a_contained_connection_cannot_nest_or_use_privileged_methods() {
 
 #[test]
 fn stop_listening_keeps_the_instance_until_its_last_connection_leaves() {
-    let mut h = Harness::new();
-    let w = watcher(&mut h);
-    let (manager, _) = h.client();
-    let (instance, _, _) = add_server(&mut h, manager);
+    let (mut h, w, manager, instance) = watched_instance();
     let (app, _) = contained(&mut h, &instance, 1000);
     ok(
         &mut h,
@@ -425,10 +431,7 @@ fn stop_listening_keeps_the_instance_until_its_last_connection_leaves() {
 
 #[test]
 fn stop_listening_without_connections_removes_it_at_once() {
-    let mut h = Harness::new();
-    let w = watcher(&mut h);
-    let (manager, _) = h.client();
-    let (instance, _, _) = add_server(&mut h, manager);
+    let (mut h, w, manager, instance) = watched_instance();
     ok(
         &mut h,
         manager,
@@ -439,10 +442,7 @@ fn stop_listening_without_connections_removes_it_at_once() {
 
 #[test]
 fn stop_instance_asks_the_daemon_to_close_its_connections() {
-    let mut h = Harness::new();
-    let w = watcher(&mut h);
-    let (manager, _) = h.client();
-    let (instance, _, _) = add_server(&mut h, manager);
+    let (mut h, w, manager, instance) = watched_instance();
     let (app, _) = contained(&mut h, &instance, 1000);
     ok(
         &mut h,
@@ -458,10 +458,7 @@ fn stop_instance_asks_the_daemon_to_close_its_connections() {
 
 #[test]
 fn the_creator_leaving_stops_listening_and_its_apps_keep_working() {
-    let mut h = Harness::new();
-    let w = watcher(&mut h);
-    let (manager, _) = h.client();
-    let (instance, _, _) = add_server(&mut h, manager);
+    let (mut h, w, manager, instance) = watched_instance();
     let (unused, _, _) = add_server(&mut h, manager);
     let (app, _) = contained(&mut h, &instance, 1000);
     h.bus.remove_connection(manager, &mut h.out);
