@@ -11,8 +11,12 @@
 //! (services being started), `traffic` and `stats` (counters and peaks),
 //! [`overflow`] (what is queued for each connection and user, with
 //! [`flow`], [`accounting`], [`hold_budget`]), [`policy`] (the rules),
+<<<<<<< HEAD
 //! [`app_filter`] (xdg-dbus-proxy's per-app rules, docs/containers.md),
 //! [`limits`]. The router, [`bus`], holds one of each and routes between
+=======
+//! [`limits`], [`containers`] (Containers1's instances). The router, [`bus`], holds one of each and routes between
+>>>>>>> wip/containers
 //! them; its children each do one job for it (making a bus, a
 //! connection's life, the bus's own messages, name signals, activation,
 //! flow control, the policy check, per-app filtering, counting). Above both, [`driver`] (the
@@ -33,6 +37,7 @@ pub mod accounting;
 pub mod activation;
 pub mod app_filter;
 pub mod bus;
+pub mod containers;
 pub mod driver;
 pub mod errors;
 pub mod flow;
@@ -71,6 +76,7 @@ pub(crate) type FastSet<T> = std::collections::HashSet<T, foldhash::fast::Random
 
 pub use app_filter::{AppFilter, AppFilterError};
 pub use bus::Bus;
+pub use driver::containers::{ContainerSocket, FILTER_ARGUMENT};
 pub use limits::{
     Limits, DEFAULT_ACTIVATION_ENVIRONMENT_BYTES, DEFAULT_ACTIVATION_ENVIRONMENT_VARIABLES,
 };
@@ -201,6 +207,21 @@ pub enum Action {
     /// in place (docs/restart.md), then answer with
     /// [`Bus::restart_answered`] (None: the caller wants no reply).
     Restart { requester: Option<RestartRequester> },
+    /// AddServer: listen on a new path socket for container instance
+    /// `path`, taking connections of `uid` only, over EXTERNAL only (as
+    /// dbus-daemon's bus/containers.c), and answer with
+    /// [`Bus::container_listening`] before handing the bus anything else.
+    /// Peers that authenticate on it join the bus with
+    /// [`Bus::add_contained_connection`].
+    ListenContainer { path: String, uid: u32 },
+    /// Stop listening on instance `path`'s socket and remove its file;
+    /// with `close_connections` (StopInstance), close every connection
+    /// that came through it, authenticated or not (then
+    /// [`Bus::remove_connection`] as for any close).
+    StopContainer {
+        path: String,
+        close_connections: bool,
+    },
 }
 
 /// Who waits for the answer to a Restart call.

@@ -12,6 +12,7 @@ use crate::*;
 
 mod activation;
 mod app_filter;
+mod containers;
 mod credentials;
 mod driver;
 mod eavesdrop;
@@ -42,6 +43,12 @@ pub(crate) struct Harness {
     /// (pid, start time) pairs it was asked to open.
     pub pidfds: std::collections::HashMap<u32, OwnedFd>,
     pub pidfd_requests: Vec<(u32, u64)>,
+    /// The stand-in daemon's answer to the next ListenContainer (None: a
+    /// socket in /run/test), and the instances it listened for and was
+    /// told to stop (path, close_connections), in order.
+    pub listen_error: Option<crate::errors::BusError>,
+    pub listening: Vec<(String, u32)>,
+    pub stopped: Vec<(String, bool)>,
 }
 
 pub(crate) fn options() -> BusOptions {
@@ -100,6 +107,9 @@ impl Harness {
             looked_up: Vec::new(),
             pidfds: Default::default(),
             pidfd_requests: Vec::new(),
+            listen_error: None,
+            listening: Vec::new(),
+            stopped: Vec::new(),
         }
     }
 
@@ -136,8 +146,9 @@ impl Harness {
     }
 
     /// Answer what the bus asks the daemon for at once, as the daemon
-    /// does: service lookups and pidfds.
+    /// does: service lookups, pidfds and container sockets.
     fn answer_requests(&mut self) {
+        self.answer_containers();
         while let Some(pos) = self
             .out
             .iter()
@@ -157,6 +168,37 @@ impl Harness {
             self.looked_up.push(name.clone());
             self.bus
                 .service_looked_up(&name, found, self.now, &mut self.out);
+        }
+    }
+
+    /// Listen for AddServer (a made-up socket, or `listen_error`), note
+    /// the stops.
+    pub fn answer_containers(&mut self) {
+        while let Some(pos) = self.out.iter().position(|a| {
+            matches!(
+                a,
+                Action::ListenContainer { .. } | Action::StopContainer { .. }
+            )
+        }) {
+            match self.out.remove(pos) {
+                Action::ListenContainer { path, uid } => {
+                    let n = self.listening.len();
+                    self.listening.push((path, uid));
+                    let answer = match self.listen_error.take() {
+                        Some(e) => Err(e),
+                        None => Ok(crate::ContainerSocket {
+                            path: format!("/run/test/dbus-{n}"),
+                            address: format!("unix:path=/run/test/dbus-{n},guid=00"),
+                        }),
+                    };
+                    self.bus.container_listening(answer, &mut self.out);
+                }
+                Action::StopContainer {
+                    path,
+                    close_connections,
+                } => self.stopped.push((path, close_connections)),
+                _ => unreachable!(),
+            }
         }
     }
 
@@ -180,6 +222,9 @@ impl Harness {
                 Action::Restart { .. } => panic!("unexpected restart"),
                 Action::LookUpService { name } => panic!("unanswered lookup of {name}"),
                 Action::OpenPidfd { pid, .. } => panic!("unanswered pidfd of {pid}"),
+                action @ (Action::ListenContainer { .. } | Action::StopContainer { .. }) => {
+                    panic!("unanswered {action:?}")
+                }
                 action @ (Action::HoldSender { .. }
                 | Action::ReleaseSender { .. }
                 | Action::Warn { .. }) => panic!("unexpected flow control: {action:?}"),

@@ -265,3 +265,40 @@ fn stamp_copies_known_fields_wherever_the_old_sender_was() {
         }
     }
 }
+
+#[test]
+fn the_container_instance_field_is_appended_to_a_stamped_header() {
+    for endian in BOTH {
+        let raw = MessageBuilder::signal("/org/example", "org.example.Iface", "Shouted")
+            .unix_fds(2)
+            .endian(endian)
+            .body(every_type())
+            .build(7)
+            .unwrap();
+        let m = Message::parse(raw).unwrap();
+        let frame = m
+            .stamp(":1.5")
+            .with_container_instance("/org/freedesktop/DBus/Containers1/c12");
+        assert_eq!(frame.header.len() % 8, 0);
+        let mut joined = frame.header.to_vec();
+        joined.extend_from_slice(&frame.body);
+        let s = Message::parse(Bytes::from(joined.clone())).unwrap();
+        assert_eq!(s.sender(), Some(":1.5"));
+        assert_eq!(s.member(), Some("Shouted"));
+        assert_eq!(s.body_values().unwrap(), every_type());
+        // Field 10, type o, the path: after the sender, 8-aligned.
+        let path = b"/org/freedesktop/DBus/Containers1/c12";
+        let at = joined
+            .windows(4)
+            .position(|w| w == [10, 1, b'o', 0])
+            .expect("field 10 is there");
+        assert_eq!(at % 8, 0);
+        let len_bytes: [u8; 4] = joined[at + 4..at + 8].try_into().unwrap();
+        let len = match endian {
+            Endian::Little => u32::from_le_bytes(len_bytes),
+            Endian::Big => u32::from_be_bytes(len_bytes),
+        };
+        assert_eq!(len as usize, path.len());
+        assert_eq!(&joined[at + 8..at + 8 + path.len()], path);
+    }
+}

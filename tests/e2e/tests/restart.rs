@@ -8,6 +8,10 @@
 #[path = "restart/support.rs"]
 mod support;
 
+#[path = "containers/support.rs"]
+mod container_support;
+#[path = "restart/containers.rs"]
+mod containers;
 #[path = "restart/privileges.rs"]
 mod privileges;
 #[path = "restart/services.rs"]

@@ -26,6 +26,9 @@ fn drain(h: &mut Harness) -> (Vec<String>, Vec<(ConnId, Message)>) {
             Action::Restart { .. } => panic!("unexpected restart"),
             Action::LookUpService { name } => panic!("unanswered lookup of {name}"),
             Action::OpenPidfd { pid, .. } => panic!("unanswered pidfd of {pid}"),
+            action @ (Action::ListenContainer { .. } | Action::StopContainer { .. }) => {
+                panic!("unexpected {action:?}")
+            }
             action @ (Action::HoldSender { .. }
             | Action::ReleaseSender { .. }
             | Action::Warn { .. }) => panic!("unexpected flow control: {action:?}"),

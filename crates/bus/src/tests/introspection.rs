@@ -2,7 +2,9 @@
 //! table was a separate list (dbus-daemon 1.14's text, as the differential
 //! harness compares it): the files here were written by that version,
 //! and /org/freedesktop/DBus has quickbus's own interface
-//! (org.quickbus.Daemon1, restarting in place) after dbus-daemon's.
+//! (org.quickbus.Daemon1, restarting in place) after dbus-daemon's; the
+//! Containers1 interface is the text of dbus-daemon 1.14.10 built with
+//! containers (checked against it).
 
 use crate::introspection_xml;
 

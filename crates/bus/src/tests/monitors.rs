@@ -142,7 +142,8 @@ fn become_monitor_errors() {
             elem_sig: "s".into(),
             items: vec![
                 s("org.freedesktop.DBus.Monitoring"),
-                s("org.freedesktop.DBus.Debug.Stats")
+                s("org.freedesktop.DBus.Debug.Stats"),
+                s("org.freedesktop.DBus.Containers1"),
             ]
         }))]
     );

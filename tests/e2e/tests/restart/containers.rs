@@ -1,0 +1,66 @@
+//! A container instance crosses a restart in place: its listening socket
+//! is handed over with the other listeners, the clients that came through
+//! it keep their connections and their instance, new clients can still
+//! connect through it, and it can be stopped afterwards.
+
+use std::path::Path;
+
+use quickbus_client::{bus_call, Connection, Value};
+use quickbus_e2e::{skip, Bus, TIMEOUT};
+
+use super::container_support::{
+    add_server, containers_call, empty_asv, entry, Server, INSTANCE_KEY,
+};
+use super::support::restart;
+
+fn connect(address: &str) -> Connection {
+    let mut conn = Connection::connect(address).expect("connect");
+    conn.set_timeout(Some(TIMEOUT)).unwrap();
+    conn
+}
+
+fn instance_of(manager: &mut Connection, name: &str) -> Option<Value> {
+    let reply = manager
+        .call(bus_call("GetConnectionCredentials").body(vec![Value::String(name.into())]))
+        .expect("GetConnectionCredentials");
+    entry(&reply, INSTANCE_KEY)
+}
+
+#[test]
+fn a_container_instance_its_socket_and_its_clients_survive_restarts() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let bus = Bus::start();
+    let mut manager = connect(bus.address());
+    let Server {
+        instance,
+        socket,
+        address,
+    } = add_server(&mut manager, "com.example.NotFlatpak", "app", empty_asv());
+    let mut app = connect(&address);
+    let app_name = app.unique_name().to_owned();
+    let path = Value::ObjectPath(instance.clone());
+    for i in 0..2 {
+        restart(&bus, i);
+        app.call(bus_call("GetId"))
+            .expect("the app after a restart");
+        assert_eq!(instance_of(&mut manager, &app_name), Some(path.clone()));
+        assert!(Path::new(&socket).exists(), "the socket file went");
+        let mut newcomer = connect(&address);
+        let newcomer_name = newcomer.unique_name().to_owned();
+        newcomer.call(bus_call("GetId")).expect("a new client");
+        assert_eq!(
+            instance_of(&mut manager, &newcomer_name),
+            Some(path.clone())
+        );
+    }
+    manager
+        .call(containers_call("StopInstance", vec![path.clone()]))
+        .expect("StopInstance after the restarts");
+    assert!(app.call(bus_call("GetId")).is_err(), "the app was closed");
+    assert!(
+        Connection::connect(&address).is_err(),
+        "the socket still listens"
+    );
+}
