@@ -17,9 +17,11 @@
 //! May touch: nothing else; `driver::containers` and the router use it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use quickbus_wire::Value;
 
+use crate::app_filter::AppFilter;
 use crate::{ConnId, Credentials, FastMap, FastSet};
 
 /// Where the instances' object paths start.
@@ -49,6 +51,9 @@ pub struct Instance {
     /// The connections that came in through its socket and are still on
     /// the bus.
     pub connections: FastSet<ConnId>,
+    /// AddServer's `org.quickbus.Filter`: every connection that comes in
+    /// through the socket is filtered by it (docs/containers.md).
+    pub filter: Option<Arc<AppFilter>>,
 }
 
 /// Every container instance on the bus.
@@ -218,6 +223,7 @@ mod tests {
             listening: true,
             announced: true,
             connections: FastSet::default(),
+            filter: None,
         }
     }
 

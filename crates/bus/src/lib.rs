@@ -11,12 +11,9 @@
 //! (services being started), `traffic` and `stats` (counters and peaks),
 //! [`overflow`] (what is queued for each connection and user, with
 //! [`flow`], [`accounting`], [`hold_budget`]), [`policy`] (the rules),
-<<<<<<< HEAD
 //! [`app_filter`] (xdg-dbus-proxy's per-app rules, docs/containers.md),
-//! [`limits`]. The router, [`bus`], holds one of each and routes between
-=======
-//! [`limits`], [`containers`] (Containers1's instances). The router, [`bus`], holds one of each and routes between
->>>>>>> wip/containers
+//! [`limits`], [`containers`] (Containers1's instances). The router,
+//! [`bus`], holds one of each and routes between
 //! them; its children each do one job for it (making a bus, a
 //! connection's life, the bus's own messages, name signals, activation,
 //! flow control, the policy check, per-app filtering, counting). Above both, [`driver`] (the

@@ -211,12 +211,12 @@ fn each_method_refuses_as_dbus_daemon_does() {
                     "org.quickbus.Filter",
                     Value::Array {
                         elem_sig: "s".into(),
-                        items: vec![],
+                        items: vec![s("--log")],
                     },
                 ),
             ),
             invalid,
-            "Named parameter org.quickbus.Filter is not understood".into(),
+            "Invalid filter option \"--log\": not one of --see, --talk, --own, --call, --broadcast".into(),
         ),
         (
             containers_call("GetConnectionInstance", vec![s(&me)]),

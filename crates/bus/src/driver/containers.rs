@@ -15,9 +15,12 @@
 //! registry (GetConnectionInstance's subject), the options (limits), and
 //! `outgoing` for the reply and InstanceRemoved.
 
+use std::sync::Arc;
+
 use quickbus_wire::{names, Message, MessageBuilder, Value};
 
 use super::{byte_array, dict_sv, Args, Call, Effect, Outcome, Reply};
+use crate::app_filter::AppFilter;
 use crate::bus::Bus;
 use crate::containers::Instance;
 use crate::errors::{self, BusError};
@@ -51,17 +54,32 @@ pub struct ContainerSocket {
     pub address: String,
 }
 
-/// The value of AddServer's `org.quickbus.Filter` argument, turned into
-/// the filter the instance's connections get.
-// wired at merge with wip/filter: parse with AppFilter::from_proxy_options
-// and keep the AppFilter in the Instance (Bus::set_app_filter on each
-// connection that joins). Until then the argument is listed in
-// SupportedArguments but refused as not understood.
-pub(crate) fn container_filter_from_named_arguments(
-    name: &str,
-    _value: &Value,
-) -> Result<(), BusError> {
-    Err(not_understood(name))
+/// The value of AddServer's `org.quickbus.Filter` argument (a variant
+/// holding `as`: xdg-dbus-proxy's policy options), compiled into the
+/// filter every connection of the instance gets (docs/containers.md).
+fn filter_argument(value: &Value) -> Result<Arc<AppFilter>, BusError> {
+    let invalid = |message: String| BusError::new(errors::INVALID_ARGS, message);
+    let value = match value {
+        Value::Variant(inner) => inner.as_ref(),
+        other => other,
+    };
+    let Value::Array { items, .. } = value else {
+        return Err(invalid(format!(
+            "Named parameter {FILTER_ARGUMENT} must be an array of strings (as)"
+        )));
+    };
+    let mut options = Vec::with_capacity(items.len());
+    for item in items {
+        let Value::String(option) = item else {
+            return Err(invalid(format!(
+                "Named parameter {FILTER_ARGUMENT} must be an array of strings (as)"
+            )));
+        };
+        options.push(option.as_str());
+    }
+    AppFilter::from_proxy_options(&options)
+        .map(Arc::new)
+        .map_err(|err| invalid(err.to_string()))
 }
 
 fn not_understood(name: &str) -> BusError {
@@ -161,6 +179,7 @@ impl Bus {
                 "Connection \"{me}\" ({who}) is not allowed to set {size} bytes of container metadata (max_container_metadata_bytes={limit})"
             )));
         }
+        let mut filter = None;
         if let Value::Array { items, .. } = &named {
             for item in items {
                 let Value::DictEntry(key, value) = item else {
@@ -170,7 +189,7 @@ impl Bus {
                     continue;
                 };
                 if key == FILTER_ARGUMENT {
-                    container_filter_from_named_arguments(key, value)?;
+                    filter = Some(filter_argument(value)?);
                 } else {
                     return Err(not_understood(key));
                 }
@@ -206,6 +225,7 @@ impl Bus {
             listening: true,
             announced: false,
             connections: Default::default(),
+            filter,
         });
         let awaiting = AwaitingListener {
             caller: from,
@@ -342,6 +362,9 @@ impl Bus {
             return false;
         }
         self.add_connection_as(id, creds, unix_fds);
+        if let Some(filter) = self.containers.get(path).and_then(|i| i.filter.clone()) {
+            self.set_app_filter(id, filter);
+        }
         self.containers.join(id, path)
     }
 

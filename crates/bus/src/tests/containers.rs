@@ -174,8 +174,42 @@ fn add_server_checks_its_arguments_as_dbus_daemon() {
     assert!(h.listening.is_empty());
 }
 
+fn strings(items: &[&str]) -> Value {
+    Value::Array {
+        elem_sig: "s".into(),
+        items: items.iter().map(|i| s(i)).collect(),
+    }
+}
+
+/// AddServer with `org.quickbus.Filter` = `options`: the instance path.
+fn add_filtered_server(h: &mut Harness, from: ConnId, options: &[&str]) -> String {
+    let named = asv(vec![("org.quickbus.Filter", strings(options))]);
+    let reply = h.call(
+        from,
+        add_server_call("com.example.NotFlatpak", "app", empty_asv(), named),
+    );
+    assert_eq!(reply.msg_type(), MessageType::MethodReturn, "{reply:?}");
+    match &reply.body_values().unwrap()[0] {
+        Value::ObjectPath(p) => p.clone(),
+        other => panic!("AddServer returned {other:?}"),
+    }
+}
+
+fn list_names(h: &mut Harness, from: ConnId) -> Vec<String> {
+    match &h.driver(from, "ListNames", vec![])[0] {
+        Value::Array { items, .. } => items
+            .iter()
+            .map(|n| match n {
+                Value::String(n) => n.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
-fn the_filter_argument_is_listed_but_not_understood_until_wired() {
+fn the_filter_argument_is_listed_and_checked() {
     let mut h = Harness::new();
     let (manager, _) = h.client();
     let get = MessageBuilder::method_call(BUS_PATH, "Get")
@@ -186,27 +220,50 @@ fn the_filter_argument_is_listed_but_not_understood_until_wired() {
     let Value::Variant(inner) = &supported[0] else {
         panic!("{supported:?}")
     };
-    assert_eq!(
-        **inner,
-        Value::Array {
-            elem_sig: "s".into(),
-            items: vec![s("org.quickbus.Filter")]
-        }
+    assert_eq!(**inner, strings(&["org.quickbus.Filter"]));
+    for (value, words) in [
+        (strings(&["--talk"]), "--talk"),
+        (strings(&["--log"]), "--log"),
+        (Value::Bool(true), "array of strings"),
+        (
+            Value::Array {
+                elem_sig: "u".into(),
+                items: vec![Value::Uint32(1)],
+            },
+            "array of strings",
+        ),
+    ] {
+        let named = asv(vec![("org.quickbus.Filter", value)]);
+        let (name, text) = h.driver_error(
+            manager,
+            add_server_call("com.example.X", "app", empty_asv(), named),
+        );
+        assert_eq!(name, errors::INVALID_ARGS);
+        assert!(text.contains(words), "{text:?} should name {words:?}");
+    }
+    assert!(
+        h.bus.container_instance_of(manager).is_none(),
+        "no instance was made"
     );
-    let filter = Value::Array {
-        elem_sig: "s".into(),
-        items: vec![s("--talk=org.example.Foo")],
-    };
-    let named = asv(vec![("org.quickbus.Filter", filter)]);
-    let (name, text) = h.driver_error(
-        manager,
-        add_server_call("com.example.X", "app", empty_asv(), named),
-    );
-    assert_eq!(name, errors::INVALID_ARGS);
-    assert_eq!(
-        text,
-        "Named parameter org.quickbus.Filter is not understood"
-    );
+}
+
+#[test]
+fn a_filtered_instances_connections_see_only_what_the_filter_gives() {
+    let mut h = Harness::new();
+    let (manager, _) = h.client();
+    let (service, _) = h.client();
+    assert_eq!(h.request_name(service, "org.example.Talk", 0), 1);
+    assert_eq!(h.request_name(service, "org.example.Hidden", 0), 1);
+    let filtered = add_filtered_server(&mut h, manager, &["--talk=org.example.Talk"]);
+    let (plain_instance, _, _) = add_server(&mut h, manager);
+    let (app, _) = contained(&mut h, &filtered, 1000);
+    let (unfiltered_app, _) = contained(&mut h, &plain_instance, 1000);
+
+    let seen = list_names(&mut h, app);
+    assert!(seen.iter().any(|n| n == "org.example.Talk"), "{seen:?}");
+    assert!(!seen.iter().any(|n| n == "org.example.Hidden"), "{seen:?}");
+    let seen = list_names(&mut h, unfiltered_app);
+    assert!(seen.iter().any(|n| n == "org.example.Hidden"), "{seen:?}");
 }
 
 #[test]
