@@ -12,6 +12,7 @@ mod monitor;
 mod pcap;
 mod print;
 mod report;
+mod sandbox;
 mod stats;
 mod top;
 
@@ -93,6 +94,9 @@ enum Command {
     Report(report::ReportArgs),
     /// Live view of the bus's connections from Debug.Stats (q quits)
     Top(top::TopArgs),
+    /// Run COMMAND on its own container server (Containers1.AddServer),
+    /// filtered by xdg-dbus-proxy's policy options: [POLICY...] -- COMMAND [ARG...]
+    Sandbox(sandbox::SandboxArgs),
     /// Restart a quickbus-daemon in place, keeping every connection (root
     /// or the bus's user); returns when the new process serves
     Restart,
@@ -163,6 +167,9 @@ fn man_page() -> String {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Sandbox(args) = &cli.command {
+        return run_sandbox(&cli, args);
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure(message)) => {
@@ -244,6 +251,23 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         _ => unreachable!("prepare() matches the command"),
+    }
+}
+
+/// `quickbus sandbox`, whose exit status is COMMAND's. With --system the
+/// container's address goes into DBUS_SYSTEM_BUS_ADDRESS.
+fn run_sandbox(cli: &Cli, args: &sandbox::SandboxArgs) -> ExitCode {
+    let kind = if cli.system {
+        sandbox::BusKind::System
+    } else {
+        sandbox::BusKind::Session
+    };
+    match timeout_of(cli.timeout).and_then(|timeout| Ok((bus_address(cli)?, timeout))) {
+        Ok((address, timeout)) => sandbox::run(args, &address, kind, timeout),
+        Err(Failure(message)) => {
+            eprintln!("{message}");
+            ExitCode::from(2)
+        }
     }
 }
 
