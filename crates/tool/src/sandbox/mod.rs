@@ -128,7 +128,7 @@ fn parse_metadata(text: &str) -> Result<(String, String), String> {
 pub fn run(args: &SandboxArgs, address: &str, kind: BusKind, timeout: Duration) -> ExitCode {
     let mut bus = match Connection::connect_with_timeout(address, timeout) {
         Ok(bus) => bus,
-        Err(e) => return failed(format!("cannot connect to the bus at {address}: {e}")),
+        Err(e) => return failed(connect_failure(address, e)),
     };
     let instance = match container::add_server(&mut bus, &args.request()) {
         Ok(instance) => instance,
@@ -153,6 +153,17 @@ pub fn run(args: &SandboxArgs, address: &str, kind: BusKind, timeout: Duration) 
 fn stop(bus: &mut Connection, instance: &Instance) {
     if let Err(e) = container::stop_instance(bus, instance) {
         eprintln!("cannot stop the container instance {}: {e}", instance.path);
+    }
+}
+
+/// One line naming the bus, said once.
+fn connect_failure(address: &str, error: quickbus_client::Error) -> String {
+    use quickbus_client::Error;
+    match error {
+        Error::Connect { .. } | Error::Address { .. } | Error::NoSupportedAddress(_) => {
+            error.to_string()
+        }
+        other => format!("cannot connect to the bus at {address}: {other}"),
     }
 }
 
