@@ -7,13 +7,10 @@
 use std::process::Command;
 
 use quickbus_client::{bus_call, Connection, Value};
+use quickbus_e2e::containers1::{
+    connection_credential, skip_without_containers1, CONTAINERS1, INSTANCE_KEY,
+};
 use quickbus_e2e::{python_path, python_script, run_bounded, Background, Bus, Finished};
-
-const CONTAINERS1: &str = "org.freedesktop.DBus.Containers1";
-
-/// The GetConnectionCredentials key of a contained connection, as
-/// dbus-daemon's bus/driver.c adds it.
-const INSTANCE_KEY: &str = "org.freedesktop.DBus.Containers1.Instance";
 
 /// A container instance, alive while its creator stays connected.
 struct Container {
@@ -74,26 +71,12 @@ fn run_through(bus: &Bus, container: &Container, program: &str, args: &[&str]) -
     (pid, Finished { stdout, ..finished })
 }
 
-/// The value of `key` in GetConnectionCredentials of `name`.
-fn credential(conn: &mut Connection, name: &str, key: &str) -> Option<Value> {
-    let reply = conn
-        .call(bus_call("GetConnectionCredentials").body(vec![Value::String(name.into())]))
-        .expect("GetConnectionCredentials");
-    let Some(Value::Array { items, .. }) = reply.body_values().unwrap().into_iter().next() else {
-        panic!("GetConnectionCredentials replied {reply:?}");
-    };
-    items.into_iter().find_map(|entry| match entry {
-        Value::DictEntry(k, v) if *k == Value::String(key.into()) => match *v {
-            Value::Variant(value) => Some(*value),
-            other => Some(other),
-        },
-        _ => None,
-    })
-}
-
 #[test]
 fn gdbus_through_a_container_is_seen_by_a_portal_with_its_instance_and_pid() {
     let bus = Bus::start();
+    if skip_without_containers1(&bus) {
+        return;
+    }
     let _portal = start_portal(&bus);
     let container = add_server(&bus);
     let (pid, out) = run_through(
@@ -121,6 +104,9 @@ fn gdbus_through_a_container_is_seen_by_a_portal_with_its_instance_and_pid() {
 #[test]
 fn busctl_through_a_container_is_seen_by_a_portal_with_its_instance_and_pid() {
     let bus = Bus::start();
+    if skip_without_containers1(&bus) {
+        return;
+    }
     let _portal = start_portal(&bus);
     let container = add_server(&bus);
     let (pid, out) = run_through(
@@ -147,6 +133,9 @@ fn busctl_through_a_container_is_seen_by_a_portal_with_its_instance_and_pid() {
 #[test]
 fn busctl_and_gdbus_reach_the_driver_through_a_container() {
     let bus = Bus::start();
+    if skip_without_containers1(&bus) {
+        return;
+    }
     let container = add_server(&bus);
     let id = bus.connect().get_id().unwrap();
     let (_, out) = run_through(
@@ -185,6 +174,9 @@ fn busctl_and_gdbus_reach_the_driver_through_a_container() {
 #[test]
 fn a_python_client_through_a_container_is_itself_to_a_portal() {
     let bus = Bus::start();
+    if skip_without_containers1(&bus) {
+        return;
+    }
     let mut portal = start_portal(&bus);
     let container = add_server(&bus);
     let mut contained = bus.peer_at(&container.address);
@@ -211,20 +203,23 @@ fn a_python_client_through_a_container_is_itself_to_a_portal() {
 #[test]
 fn get_connection_credentials_of_a_contained_client_names_its_instance_and_its_pid() {
     let bus = Bus::start();
+    if skip_without_containers1(&bus) {
+        return;
+    }
     let container = add_server(&bus);
     let contained = bus.peer_at(&container.address);
     let outside = bus.peer();
     let mut observer = bus.connect();
     assert_eq!(
-        credential(&mut observer, contained.unique_name(), INSTANCE_KEY),
+        connection_credential(&mut observer, contained.unique_name(), INSTANCE_KEY),
         Some(Value::ObjectPath(container.path.clone()))
     );
     assert_eq!(
-        credential(&mut observer, contained.unique_name(), "ProcessID"),
+        connection_credential(&mut observer, contained.unique_name(), "ProcessID"),
         Some(Value::Uint32(contained.pid()))
     );
     assert_eq!(
-        credential(&mut observer, outside.unique_name(), INSTANCE_KEY),
+        connection_credential(&mut observer, outside.unique_name(), INSTANCE_KEY),
         None
     );
 }
