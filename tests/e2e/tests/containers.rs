@@ -10,7 +10,7 @@ use quickbus_client::{bus_call, Connection, Value};
 use quickbus_e2e::containers1::{
     connection_credential, skip_without_containers1, CONTAINERS1, INSTANCE_KEY,
 };
-use quickbus_e2e::{python_path, python_script, run_bounded, Background, Bus, Finished};
+use quickbus_e2e::{python_path, python_script, run_bounded, Background, Bus};
 
 /// A container instance, alive while its creator stays connected.
 struct Container {
@@ -44,6 +44,17 @@ fn add_server(bus: &Bus) -> Container {
     }
 }
 
+/// A bus and a container server on it; `None` when the test cannot run
+/// here (see [`skip_without_containers1`]).
+fn bus_with_container() -> Option<(Bus, Container)> {
+    let bus = Bus::start();
+    if skip_without_containers1(&bus) {
+        return None;
+    }
+    let container = add_server(&bus);
+    Some((bus, container))
+}
+
 /// python/portal.py on the bus's own socket, ready once it owns its name.
 fn start_portal(bus: &Bus) -> Background {
     let mut portal = Background::spawn(
@@ -56,9 +67,9 @@ fn start_portal(bus: &Bus) -> Background {
 }
 
 /// `program args...` through `container`, from a shell that prints its pid
-/// and then becomes the program, so the first line of stdout is the
-/// client's pid.
-fn run_through(bus: &Bus, container: &Container, program: &str, args: &[&str]) -> (u32, Finished) {
+/// and then becomes the program: the client's pid, and the rest of its
+/// output, trimmed.
+fn run_through(bus: &Bus, container: &Container, program: &str, args: &[&str]) -> (u32, String) {
     let mut command: Command = bus.client("sh");
     command
         .env("DBUS_SESSION_BUS_ADDRESS", &container.address)
@@ -66,119 +77,98 @@ fn run_through(bus: &Bus, container: &Container, program: &str, args: &[&str]) -
         .args(args);
     let finished = run_bounded(&mut command).success();
     let (pid, rest) = finished.stdout.split_once('\n').expect("a pid line");
-    let pid = pid.parse().expect("a pid");
-    let stdout = rest.to_owned();
-    (pid, Finished { stdout, ..finished })
+    (pid.parse().expect("a pid"), rest.trim().to_owned())
 }
 
-#[test]
-fn gdbus_through_a_container_is_seen_by_a_portal_with_its_instance_and_pid() {
-    let bus = Bus::start();
-    if skip_without_containers1(&bus) {
-        return;
-    }
-    let _portal = start_portal(&bus);
-    let container = add_server(&bus);
-    let (pid, out) = run_through(
-        &bus,
-        &container,
-        "gdbus",
-        &[
-            "call",
-            "--session",
-            "--dest",
-            "com.example.Portal",
-            "--object-path",
-            "/com/example/Portal",
-            "--method",
-            "com.example.Portal.WhoAmI",
-        ],
-    );
-    assert_eq!(
-        out.stdout.trim(),
-        format!("('{}', uint32 {pid})", container.path),
-        "{out:#?}"
-    );
+/// `gdbus call --session` through `container`: the client's pid and the
+/// reply as gdbus prints it.
+fn gdbus_call(
+    bus: &Bus,
+    container: &Container,
+    dest: &str,
+    path: &str,
+    method: &str,
+) -> (u32, String) {
+    let argv = [
+        "call",
+        "--session",
+        "--dest",
+        dest,
+        "--object-path",
+        path,
+        "--method",
+        method,
+    ];
+    run_through(bus, container, "gdbus", &argv)
 }
 
+/// `busctl --user call` through `container`: the client's pid and the
+/// reply as busctl prints it.
+fn busctl_call(
+    bus: &Bus,
+    container: &Container,
+    dest: &str,
+    path: &str,
+    method: &str,
+) -> (u32, String) {
+    let (interface, member) = method.rsplit_once('.').expect("INTERFACE.MEMBER");
+    let argv = [
+        "--user",
+        "--no-pager",
+        "call",
+        dest,
+        path,
+        interface,
+        member,
+    ];
+    run_through(bus, container, "busctl", &argv)
+}
+
+const PORTAL: [&str; 3] = [
+    "com.example.Portal",
+    "/com/example/Portal",
+    "com.example.Portal.WhoAmI",
+];
+const DRIVER: [&str; 2] = ["org.freedesktop.DBus", "/org/freedesktop/DBus"];
+
 #[test]
-fn busctl_through_a_container_is_seen_by_a_portal_with_its_instance_and_pid() {
-    let bus = Bus::start();
-    if skip_without_containers1(&bus) {
+fn gdbus_and_busctl_through_a_container_are_seen_by_a_portal_with_their_instance_and_pid() {
+    let Some((bus, container)) = bus_with_container() else {
         return;
-    }
+    };
     let _portal = start_portal(&bus);
-    let container = add_server(&bus);
-    let (pid, out) = run_through(
-        &bus,
-        &container,
-        "busctl",
-        &[
-            "--user",
-            "--no-pager",
-            "call",
-            "com.example.Portal",
-            "/com/example/Portal",
-            "com.example.Portal",
-            "WhoAmI",
-        ],
-    );
-    assert_eq!(
-        out.stdout.trim(),
-        format!("su \"{}\" {pid}", container.path),
-        "{out:#?}"
-    );
+    let [dest, path, method] = PORTAL;
+    let (pid, reply) = gdbus_call(&bus, &container, dest, path, method);
+    assert_eq!(reply, format!("('{}', uint32 {pid})", container.path));
+    let (pid, reply) = busctl_call(&bus, &container, dest, path, method);
+    assert_eq!(reply, format!("su \"{}\" {pid}", container.path));
 }
 
 #[test]
 fn busctl_and_gdbus_reach_the_driver_through_a_container() {
-    let bus = Bus::start();
-    if skip_without_containers1(&bus) {
+    let Some((bus, container)) = bus_with_container() else {
         return;
-    }
-    let container = add_server(&bus);
+    };
     let id = bus.connect().get_id().unwrap();
-    let (_, out) = run_through(
+    let [dest, path] = DRIVER;
+    let (_, reply) = busctl_call(&bus, &container, dest, path, "org.freedesktop.DBus.GetId");
+    assert_eq!(reply, format!("s \"{id}\""));
+    let (_, reply) = gdbus_call(
         &bus,
         &container,
-        "busctl",
-        &[
-            "--user",
-            "--no-pager",
-            "call",
-            "org.freedesktop.DBus",
-            "/org/freedesktop/DBus",
-            "org.freedesktop.DBus",
-            "GetId",
-        ],
+        dest,
+        path,
+        "org.freedesktop.DBus.ListNames",
     );
-    assert_eq!(out.stdout.trim(), format!("s \"{id}\""), "{out:#?}");
-    let (_, out) = run_through(
-        &bus,
-        &container,
-        "gdbus",
-        &[
-            "call",
-            "--session",
-            "--dest",
-            "org.freedesktop.DBus",
-            "--object-path",
-            "/org/freedesktop/DBus",
-            "--method",
-            "org.freedesktop.DBus.ListNames",
-        ],
-    );
-    assert!(out.stdout.contains("'org.freedesktop.DBus'"), "{out:#?}");
+    assert!(reply.contains("'org.freedesktop.DBus'"), "{reply}");
 }
 
 #[test]
 fn a_python_client_through_a_container_is_itself_to_a_portal() {
-    let bus = Bus::start();
-    if skip_without_containers1(&bus) {
+    let Some((bus, container)) = bus_with_container() else {
         return;
-    }
+    };
     let mut portal = start_portal(&bus);
-    let container = add_server(&bus);
     let mut contained = bus.peer_at(&container.address);
     let mut outside = bus.peer();
     let ask = |peer: &mut quickbus_e2e::Peer| {
@@ -202,11 +192,9 @@ fn a_python_client_through_a_container_is_itself_to_a_portal() {
 
 #[test]
 fn get_connection_credentials_of_a_contained_client_names_its_instance_and_its_pid() {
-    let bus = Bus::start();
-    if skip_without_containers1(&bus) {
+    let Some((bus, container)) = bus_with_container() else {
         return;
-    }
-    let container = add_server(&bus);
+    };
     let contained = bus.peer_at(&container.address);
     let outside = bus.peer();
     let mut observer = bus.connect();
