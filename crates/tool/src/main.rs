@@ -96,6 +96,23 @@ enum Command {
     Top(top::TopArgs),
     /// Run COMMAND on its own container server (Containers1.AddServer),
     /// filtered by xdg-dbus-proxy's policy options: [POLICY...] -- COMMAND [ARG...]
+    ///
+    /// COMMAND runs with DBUS_SESSION_BUS_ADDRESS (with --system,
+    /// DBUS_SYSTEM_BUS_ADDRESS) set to the container's socket; SIGINT,
+    /// SIGTERM and SIGHUP sent to quickbus are passed on to it. When it
+    /// exits, the instance is stopped (StopInstance: its socket is removed
+    /// and every connection made through it is closed).
+    ///
+    /// Without --filter or a policy option the app is not filtered: the bus
+    /// only labels its connections with the instance (GetConnectionCredentials,
+    /// GetConnectionInstance). --filter, or any of --see, --talk, --own,
+    /// --call, --broadcast, turns filtering on, as xdg-dbus-proxy's --filter:
+    /// the app may then talk to the bus driver and to nothing the options do
+    /// not allow. The bus checks the options; a malformed one is refused.
+    ///
+    /// Exit status: COMMAND's, or 128 + N if signal N killed it; 125 if the
+    /// bus cannot be reached or refuses the container; 126 if COMMAND cannot
+    /// be executed; 127 if it is not found; 2 for a usage error.
     Sandbox(sandbox::SandboxArgs),
     /// Restart a quickbus-daemon in place, keeping every connection (root
     /// or the bus's user); returns when the new process serves
@@ -408,6 +425,9 @@ mod tests {
         }
         assert!(options > 15, "only {options} options found");
         assert!(!page.contains("generate\\-man"));
+        // The sandbox's exit statuses and filtering rule are on the page.
+        assert!(page.contains("128 + N if signal N killed it"), "{page}");
+        assert!(page.contains("Without \\-\\-filter or a policy option"), "{page}");
     }
 
     #[test]

@@ -31,15 +31,6 @@ const DEFAULT_TYPE: &str = "org.quickbus.Sandbox";
 const LAUNCHER_FAILED: u8 = 125;
 
 #[derive(Args, Debug)]
-#[command(after_help = "\
-Without --filter or a policy option the app is not filtered: the bus only \
-knows which container each connection came through (GetConnectionCredentials, \
-GetConnectionInstance). --filter, or any of --see, --talk, --own, --call, \
---broadcast, turns filtering on: the app may then talk to the bus driver and \
-to nothing else than the options allow, as with xdg-dbus-proxy --filter. \
-Exit status: COMMAND's (128 + N if signal N killed it); 125 if the bus could \
-not be reached or refused the container; 126 if COMMAND cannot be executed, \
-127 if it is not found; 2 for a usage error.")]
 pub struct SandboxArgs {
     /// Filter the app's messages even with no policy option (it may then
     /// talk only to the bus driver)
@@ -124,7 +115,7 @@ fn parse_metadata(text: &str) -> Result<(String, String), String> {
 }
 
 /// Runs the sandbox: the exit status is COMMAND's, or one of the
-/// launcher's own (see the `after_help` text).
+/// launcher's own (documented on `quickbus sandbox --help`).
 pub fn run(args: &SandboxArgs, address: &str, kind: BusKind, timeout: Duration) -> ExitCode {
     let mut bus = match Connection::connect_with_timeout(address, timeout) {
         Ok(bus) => bus,
