@@ -98,8 +98,9 @@ enum Command {
     /// filtered by xdg-dbus-proxy's policy options: [POLICY...] -- COMMAND [ARG...]
     ///
     /// COMMAND runs with DBUS_SESSION_BUS_ADDRESS (with --system,
-    /// DBUS_SYSTEM_BUS_ADDRESS) set to the container's socket; SIGINT,
-    /// SIGTERM and SIGHUP sent to quickbus are passed on to it. When it
+    /// DBUS_SYSTEM_BUS_ADDRESS) set to the container's socket. SIGTERM sent
+    /// to quickbus is passed on to it, and so are SIGINT and SIGHUP unless
+    /// the terminal sent them to both already (Ctrl-C). When it
     /// exits, the instance is stopped (StopInstance: its socket is removed
     /// and every connection made through it is closed).
     ///
@@ -427,7 +428,10 @@ mod tests {
         assert!(!page.contains("generate\\-man"));
         // The sandbox's exit statuses and filtering rule are on the page.
         assert!(page.contains("128 + N if signal N killed it"), "{page}");
-        assert!(page.contains("Without \\-\\-filter or a policy option"), "{page}");
+        assert!(
+            page.contains("Without \\-\\-filter or a policy option"),
+            "{page}"
+        );
     }
 
     #[test]

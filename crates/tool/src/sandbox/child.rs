@@ -9,13 +9,15 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, ExitStatus};
 use std::thread;
 
-use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+use rustix::process::{getpgrp, pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+use rustix::termios::tcgetpgrp;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-/// The signals passed on to COMMAND. Ending COMMAND this way lets the
-/// launcher stop the instance afterwards; ending the launcher alone would
-/// leave COMMAND running on a socket whose creator is gone.
+/// The signals passed on to COMMAND (see [`needs_forwarding`]). Ending
+/// COMMAND this way lets the launcher stop the instance afterwards; ending
+/// the launcher alone would leave COMMAND running on a socket whose
+/// creator is gone.
 pub const FORWARDED: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
 
 /// Bus variables COMMAND must not inherit: the activation variables point
@@ -75,11 +77,31 @@ impl Running {
 
 fn forward(signals: &mut Signals, pidfd: &OwnedFd) {
     for signal in signals.forever() {
+        if !needs_forwarding(signal, in_terminal_foreground()) {
+            continue;
+        }
         if let Some(signal) = Signal::from_raw(signal) {
             // Fails only once COMMAND has exited: nothing left to tell.
             let _ = pidfd_send_signal(pidfd, signal);
         }
     }
+}
+
+/// Whether COMMAND must be sent `signal`, which the launcher received.
+/// COMMAND shares the launcher's process group, so when that group is its
+/// terminal's foreground group, a SIGINT or SIGHUP most likely came from
+/// the terminal (Ctrl-C, hang-up) and reached COMMAND already: a second
+/// copy would interrupt its handling of the first.
+fn needs_forwarding(signal: i32, in_terminal_foreground: bool) -> bool {
+    signal == SIGTERM || !in_terminal_foreground
+}
+
+/// Whether this process group is the foreground group of the controlling
+/// terminal (false without one).
+fn in_terminal_foreground() -> bool {
+    std::fs::File::open("/dev/tty")
+        .and_then(|tty| Ok(tcgetpgrp(&tty)?))
+        .is_ok_and(|foreground| foreground == getpgrp())
 }
 
 /// The launcher's exit status for COMMAND's: its exit code, or 128 plus
@@ -115,6 +137,16 @@ mod tests {
         assert_eq!(exit_code(ExitStatus::from_raw(SIGTERM)), 128 + 15);
         // Killed by SIGKILL (9) is 137.
         assert_eq!(exit_code(ExitStatus::from_raw(9)), 137);
+    }
+
+    #[test]
+    fn sigterm_is_always_passed_on_and_terminal_signals_only_from_elsewhere() {
+        assert!(needs_forwarding(SIGTERM, true));
+        assert!(needs_forwarding(SIGTERM, false));
+        for terminal_signal in [SIGINT, SIGHUP] {
+            assert!(!needs_forwarding(terminal_signal, true));
+            assert!(needs_forwarding(terminal_signal, false));
+        }
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! without the proxy: the bus itself applies the rules.
 //!
 //! The launcher stays connected while COMMAND runs (the instance belongs
-//! to that connection), passes SIGINT, SIGTERM and SIGHUP on to COMMAND,
+//! to that connection), passes SIGTERM (and SIGINT and SIGHUP that the
+//! terminal did not send to COMMAND already) on to COMMAND,
 //! and when COMMAND exits, calls StopInstance and exits as COMMAND did.
 
 mod child;
