@@ -79,6 +79,12 @@ pub struct Bus {
     /// Answered within the event that asked for it, so never handed over.
     #[serde(with = "crate::handover::within_an_event")]
     pub(crate) awaiting_pidfd: Option<crate::driver::AwaitingPidfd>,
+    /// An AddServer call waiting for the daemon's socket. Answered within
+    /// the event that asked for it, so never handed over.
+    #[serde(with = "crate::handover::within_an_event")]
+    pub(crate) awaiting_listener: Option<crate::driver::AwaitingListener>,
+    /// Container instances (Containers1) and who came through them.
+    pub(crate) containers: crate::containers::Containers,
     pub(crate) peaks: Peaks,
     /// Bus-wide totals of what was routed.
     traffic: Traffic,

@@ -30,9 +30,11 @@ use crate::subscriptions::{parse_monitor_rule, parse_rule};
 use crate::{Action, ConnId, BUS_NAME, BUS_PATH};
 
 mod args;
+pub mod containers;
 mod credentials;
 
 pub(crate) use args::Args;
+pub(crate) use containers::AwaitingListener;
 pub(crate) use credentials::AwaitingPidfd;
 
 pub(crate) type DriverResult = Result<Vec<Value>, BusError>;
@@ -111,6 +113,12 @@ pub(crate) enum Effect {
     Act(Action),
     /// The caller turns into a monitor with these rules.
     BecomeMonitor(Vec<MatchRule>),
+    /// Container instance `path` stops listening (StopListening), and
+    /// its connections are closed too (StopInstance).
+    StopContainer {
+        path: String,
+        close_connections: bool,
+    },
 }
 
 /// A successful call's reply, the name changes it made (announced in
@@ -165,9 +173,16 @@ const fn method(
             out_sig,
             any_path: true,
             privileged: false,
+            no_containers: false,
         },
         handler,
     }
+}
+
+/// Not for connections that came through a container's socket.
+const fn uncontained(mut m: Method) -> Method {
+    m.spec.no_containers = true;
+    m
 }
 
 /// Only on /org/freedesktop/DBus.
@@ -176,9 +191,10 @@ const fn canonical(mut m: Method) -> Method {
     m
 }
 
-/// Only for callers with the bus's uid or root.
+/// Only for callers with the bus's uid or root (never a contained one).
 const fn privileged(mut m: Method) -> Method {
     m.spec.privileged = true;
+    m.spec.no_containers = true;
     m
 }
 
@@ -189,6 +205,7 @@ const MONITORING: &str = "org.freedesktop.DBus.Monitoring";
 const STATS: &str = "org.freedesktop.DBus.Debug.Stats";
 const PEER: &str = "org.freedesktop.DBus.Peer";
 const DAEMON: &str = crate::DAEMON_INTERFACE;
+const CONTAINERS: &str = containers::CONTAINERS1;
 
 /// Every driver method, grouped by interface in [`INTERFACES`]' order:
 /// dispatch finds calls here, and introspection lists these, in this
@@ -254,20 +271,63 @@ pub(crate) const METHODS: &[Method] = &[
         "",
         become_monitor,
     ))),
-    canonical(method(STATS, "GetStats", "", "a{sv}", get_stats)),
-    canonical(method(
+    uncontained(canonical(method(STATS, "GetStats", "", "a{sv}", get_stats))),
+    uncontained(canonical(method(
         STATS,
         "GetConnectionStats",
         "s",
         "a{sv}",
         get_connection_stats,
-    )),
-    canonical(method(
+    ))),
+    uncontained(canonical(method(
         STATS,
         "GetAllMatchRules",
         "",
         "a{sas}",
         get_all_match_rules,
+    ))),
+    // bus/driver.c's containers_message_handlers, in its order.
+    uncontained(canonical(method(
+        CONTAINERS,
+        "AddServer",
+        "ssa{sv}a{sv}",
+        "oays",
+        containers::add_server,
+    ))),
+    uncontained(canonical(method(
+        CONTAINERS,
+        "StopInstance",
+        "o",
+        "",
+        containers::stop_instance,
+    ))),
+    uncontained(canonical(method(
+        CONTAINERS,
+        "StopListening",
+        "o",
+        "",
+        containers::stop_listening,
+    ))),
+    canonical(method(
+        CONTAINERS,
+        "GetConnectionInstance",
+        "s",
+        "oa{sv}ssa{sv}",
+        containers::get_connection_instance,
+    )),
+    canonical(method(
+        CONTAINERS,
+        "GetInstanceInfo",
+        "o",
+        "a{sv}ssa{sv}",
+        containers::get_instance_info,
+    )),
+    canonical(method(
+        CONTAINERS,
+        "RequestHeader",
+        "",
+        "",
+        containers::request_header,
     )),
     method(PEER, "GetMachineId", "", "s", get_machine_id),
     method(PEER, "Ping", "", "", ping),
@@ -318,6 +378,11 @@ fn resolve(bus: &Bus, from: ConnId, msg: &Message) -> Result<(&'static Method, A
     let member = msg.member().unwrap_or("");
     let canonical_path = msg.path() == Some(BUS_PATH);
     let method = find_method(msg.interface(), member, canonical_path)?;
+    // dbus-daemon's order: a privileged method refuses a contained
+    // caller first, whatever its uid.
+    if method.spec.no_containers {
+        bus.check_not_contained(from, member)?;
+    }
     if method.spec.privileged {
         bus.check_privileged(from, member)?;
     }
@@ -426,6 +491,10 @@ impl Bus {
             match effect {
                 Effect::Act(action) => out.push(action),
                 Effect::BecomeMonitor(rules) => self.become_monitor(from, rules, out),
+                Effect::StopContainer {
+                    path,
+                    close_connections,
+                } => self.stop_container(&path, close_connections, out),
             }
         }
         eavesdroppers_now
@@ -643,6 +712,11 @@ impl Bus {
                 features.sort();
                 string_array(features)
             }
+            "SupportedArguments" => string_array(
+                containers::SUPPORTED_ARGUMENTS
+                    .iter()
+                    .map(|s| s.to_string()),
+            ),
             _ => string_array(
                 introspect::INTERESTING_INTERFACES
                     .iter()

@@ -30,6 +30,9 @@ pub const TIMED_OUT: &str = "org.freedesktop.DBus.Error.TimedOut";
 pub const NOT_SUPPORTED: &str = "org.freedesktop.DBus.Error.NotSupported";
 pub const UNIX_PROCESS_ID_UNKNOWN: &str = "org.freedesktop.DBus.Error.UnixProcessIdUnknown";
 pub const ADT_AUDIT_DATA_UNKNOWN: &str = "org.freedesktop.DBus.Error.AdtAuditDataUnknown";
+pub const NOT_CONTAINER: &str = "org.freedesktop.DBus.Error.NotContainer";
+pub const FILE_NOT_FOUND: &str = "org.freedesktop.DBus.Error.FileNotFound";
+pub const ADDRESS_IN_USE: &str = "org.freedesktop.DBus.Error.AddressInUse";
 pub const SELINUX_SECURITY_CONTEXT_UNKNOWN: &str =
     "org.freedesktop.DBus.Error.SELinuxSecurityContextUnknown";
 

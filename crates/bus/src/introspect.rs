@@ -18,6 +18,9 @@ pub(crate) struct MethodSpec {
     pub any_path: bool,
     /// Only for callers with the bus's uid or root.
     pub privileged: bool,
+    /// Not for a connection that came through a container's socket
+    /// (dbus-daemon's `METHOD_FLAG_NO_CONTAINERS`).
+    pub no_containers: bool,
 }
 
 pub(crate) struct PropertySpec {
@@ -74,6 +77,15 @@ pub(crate) const INTERFACES: &[InterfaceSpec] = &[
         any_path: false,
     },
     InterfaceSpec {
+        name: "org.freedesktop.DBus.Containers1",
+        properties: &[PropertySpec {
+            name: "SupportedArguments",
+            sig: "as",
+        }],
+        signals_xml: "    <signal name=\"InstanceRemoved\">\n      <arg type=\"o\" name=\"path\"/>\n    </signal>\n",
+        any_path: false,
+    },
+    InterfaceSpec {
         name: "org.freedesktop.DBus.Peer",
         properties: &[],
         signals_xml: "",
@@ -95,6 +107,7 @@ pub(crate) const INTERFACES: &[InterfaceSpec] = &[
 pub(crate) const INTERESTING_INTERFACES: &[&str] = &[
     "org.freedesktop.DBus.Monitoring",
     "org.freedesktop.DBus.Debug.Stats",
+    "org.freedesktop.DBus.Containers1",
 ];
 
 const DOCTYPE: &str = "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\"\n\"http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd\">\n";

@@ -31,6 +31,7 @@
 pub mod accounting;
 pub mod activation;
 pub mod bus;
+pub mod containers;
 pub mod driver;
 pub mod errors;
 pub mod flow;
@@ -68,6 +69,7 @@ pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::
 pub(crate) type FastSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 
 pub use bus::Bus;
+pub use driver::containers::{ContainerSocket, FILTER_ARGUMENT};
 pub use limits::{
     Limits, DEFAULT_ACTIVATION_ENVIRONMENT_BYTES, DEFAULT_ACTIVATION_ENVIRONMENT_VARIABLES,
 };
@@ -198,6 +200,21 @@ pub enum Action {
     /// in place (docs/restart.md), then answer with
     /// [`Bus::restart_answered`] (None: the caller wants no reply).
     Restart { requester: Option<RestartRequester> },
+    /// AddServer: listen on a new path socket for container instance
+    /// `path`, taking connections of `uid` only, over EXTERNAL only (as
+    /// dbus-daemon's bus/containers.c), and answer with
+    /// [`Bus::container_listening`] before handing the bus anything else.
+    /// Peers that authenticate on it join the bus with
+    /// [`Bus::add_contained_connection`].
+    ListenContainer { path: String, uid: u32 },
+    /// Stop listening on instance `path`'s socket and remove its file;
+    /// with `close_connections` (StopInstance), close every connection
+    /// that came through it, authenticated or not (then
+    /// [`Bus::remove_connection`] as for any close).
+    StopContainer {
+        path: String,
+        close_connections: bool,
+    },
 }
 
 /// Who waits for the answer to a Restart call.

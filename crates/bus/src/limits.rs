@@ -43,6 +43,12 @@ pub struct Limits {
     /// dbus-daemon lets it grow without bound.
     pub max_activation_environment_variables: usize,
     pub max_activation_environment_bytes: usize,
+    /// Container instances on the bus (`max_containers`), per uid
+    /// (`max_containers_per_user`), and the bytes of type, name and
+    /// metadata one may keep (`max_container_metadata_bytes`).
+    pub max_containers: usize,
+    pub max_containers_per_user: usize,
+    pub max_container_metadata_bytes: usize,
 }
 
 /// Default `max_activation_environment_variables`: far more than a desktop
@@ -69,6 +75,9 @@ impl Default for Limits {
             max_pending_service_starts: 10_000,
             max_activation_environment_variables: DEFAULT_ACTIVATION_ENVIRONMENT_VARIABLES,
             max_activation_environment_bytes: DEFAULT_ACTIVATION_ENVIRONMENT_BYTES,
+            max_containers: 512,
+            max_containers_per_user: 16,
+            max_container_metadata_bytes: 4096,
         }
     }
 }
@@ -89,6 +98,9 @@ impl Limits {
             max_pending_service_starts: 512,
             max_activation_environment_variables: DEFAULT_ACTIVATION_ENVIRONMENT_VARIABLES,
             max_activation_environment_bytes: DEFAULT_ACTIVATION_ENVIRONMENT_BYTES,
+            max_containers: 512,
+            max_containers_per_user: 16,
+            max_container_metadata_bytes: 4096,
         }
     }
 }

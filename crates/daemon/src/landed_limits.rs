@@ -60,6 +60,9 @@ fn bus_limits(limits: &Limits) -> quickbus_bus::Limits {
         max_pending_service_starts: size(limits.max_pending_service_starts),
         max_activation_environment_variables: size(limits.max_activation_environment_variables),
         max_activation_environment_bytes: size(limits.max_activation_environment_bytes),
+        max_containers: size(limits.max_containers),
+        max_containers_per_user: size(limits.max_containers_per_user),
+        max_container_metadata_bytes: size(limits.max_container_metadata_bytes),
     }
 }
 
@@ -89,6 +92,7 @@ fn server_limits(limits: &Limits) -> ServerLimits {
         max_incoming_unix_fds: size(limits.max_incoming_unix_fds),
         pending_fd_timeout: millis(limits.pending_fd_timeout_ms),
         socket_buffer_bytes: size(limits.socket_buffer_bytes),
+        max_connections_per_container: size(limits.max_connections_per_container),
     }
 }
 

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod bus_identity;
 pub mod cli;
 pub mod config;
+pub mod container_sockets;
 pub mod dynamic_users;
 pub mod fd_limit;
 pub mod handover_fields;

@@ -34,6 +34,7 @@ use turns::{Contention, TurnBudget, READS_PER_TURN};
 
 mod admission;
 mod backpressure;
+mod containers;
 mod fair_share;
 mod restarting;
 mod turns;
@@ -141,6 +142,9 @@ pub struct ServerLimits {
     /// SO_SNDBUF/SO_RCVBUF asked for on accepted connections; 0 keeps the
     /// kernel's default.
     pub socket_buffer_bytes: usize,
+    /// Connections one container instance's socket takes at once,
+    /// authenticating or not (`max_connections_per_container`).
+    pub max_connections_per_container: usize,
 }
 
 /// Where a connection is in its life (docs/architecture.md, "A
@@ -183,6 +187,10 @@ struct Conn {
     fd_deadline: Option<Instant>,
     /// Registered for writability too (see `Server::watch_writable`).
     watching_writable: bool,
+    /// The container instance whose socket it came through (see
+    /// [`containers`]).
+    #[serde(default)]
+    contained: Option<containers::Contained>,
     /// The loop turn of its last read (see `IdleBuffers`); a restart
     /// starts counting turns anew.
     #[serde(skip)]
@@ -258,6 +266,8 @@ pub struct Server {
     late_users: crate::late_users::LateUsers,
     /// A restart asked for in this turn, done at its end.
     restart: Option<restarting::Pending>,
+    /// Container instances' sockets, by slot (see [`containers`]).
+    container_listeners: Vec<Option<containers::ContainerListen>>,
 }
 
 /// A listening socket registered with the loop.
@@ -282,10 +292,11 @@ impl Server {
         bus: Bus,
         mut opts: ServerOptions,
     ) -> io::Result<Server> {
-        if listeners.len() > MAX_LISTENERS {
+        if listeners.len() > containers::FIRST_CONTAINER_SLOT {
             return Err(io::Error::other(format!(
-                "{} listening sockets, more than {MAX_LISTENERS}",
-                listeners.len()
+                "{} listening sockets, more than {}",
+                listeners.len(),
+                containers::FIRST_CONTAINER_SLOT
             )));
         }
         let late_users = crate::late_users::LateUsers::new(std::mem::take(&mut opts.policies));
@@ -338,6 +349,7 @@ impl Server {
             user_db: crate::userdb::CachedUserDb::system(),
             late_users: crate::late_users::LateUsers::new(Vec::new()),
             restart: None,
+            container_listeners: Vec::new(),
         };
         server.put_back(state);
         if let Err(e) = server.register_all() {
@@ -373,6 +385,7 @@ impl Server {
             // (id, the peer hung up): a hung-up peer is read until EOF.
             let mut ready = std::mem::take(&mut self.spare.ready);
             ready.append(&mut self.unfinished_reads);
+            let mut container_accepts = Vec::new();
             for event in events.iter() {
                 let token = event.token();
                 if token == SIGNALS {
@@ -380,7 +393,13 @@ impl Server {
                         return Ok(exit);
                     }
                 } else if token.0 > LAST_CONNECTION {
-                    self.accept(LAST_LISTENER - token.0);
+                    match (LAST_LISTENER - token.0).checked_sub(containers::FIRST_CONTAINER_SLOT) {
+                        // After this turn's reads: a connection to the
+                        // same socket that hung up meanwhile must free
+                        // its place first.
+                        Some(slot) => container_accepts.push(slot),
+                        None => self.accept(LAST_LISTENER - token.0),
+                    }
                 } else {
                     // usize to u64: lossless on every target.
                     let id = ConnId(token.0 as u64);
@@ -402,6 +421,9 @@ impl Server {
             }
             ready.clear();
             self.spare.ready = ready;
+            for slot in container_accepts {
+                self.accept_container(slot);
+            }
             self.drop_stale_deadlines();
             // Every turn, deadlines or not: the bus also keeps this time
             // as its clock for what it does between messages.
@@ -476,6 +498,7 @@ impl Server {
             match signal {
                 SIGTERM | SIGINT => {
                     info!("signal {signal}: shutting down");
+                    self.remove_container_sockets();
                     self.opts.notifier.stopping();
                     return Some(Exit::Terminated);
                 }
@@ -598,7 +621,7 @@ impl Server {
                     return;
                 }
             };
-            self.add_connection(stream, nonce);
+            self.add_connection(stream, nonce, None);
         }
     }
 
@@ -782,8 +805,31 @@ impl Server {
                                 }
                                 _ => {}
                             }
+                            match &conn.contained {
+                                None => self.bus.add_connection_as(id, *creds, unix_fds),
+                                // Only the creator's uid, as dbus-daemon's
+                                // allow_same_uid_only.
+                                Some(c) if c.uid != creds.uid || creds.anonymous => {
+                                    return Err(format!(
+                                        "uid {} may not connect to container instance {} of uid {}",
+                                        creds.uid, c.instance, c.uid
+                                    ));
+                                }
+                                Some(c) => {
+                                    if !self.bus.add_contained_connection(
+                                        id,
+                                        *creds,
+                                        unix_fds,
+                                        &c.instance,
+                                    ) {
+                                        return Err(format!(
+                                            "container instance {} is gone",
+                                            c.instance
+                                        ));
+                                    }
+                                }
+                            }
                             conn.phase = Phase::Running;
-                            self.bus.add_connection_as(id, *creds, unix_fds);
                         }
                     }
                 }
@@ -881,6 +927,11 @@ impl Server {
                             .ok();
                         self.bus.pidfd_opened(pidfd, &mut self.actions);
                     }
+                    Action::ListenContainer { path, uid } => self.listen_container(path, uid),
+                    Action::StopContainer {
+                        path,
+                        close_connections,
+                    } => self.stop_container(&path, close_connections),
                     Action::LookUpService { name } => {
                         // Answered before anything else reaches the bus,
                         // so the held message keeps its place.

@@ -61,6 +61,61 @@ pub struct Frame {
     pub body: Bytes,
 }
 
+/// The header field dbus-daemon's Containers1 adds for a receiver that
+/// asked for it (RequestHeader): the sender's container instance, an
+/// object path (`/` for none).
+pub const CONTAINER_INSTANCE_FIELD: u8 = 10;
+
+impl Frame {
+    /// This frame with header field 10 (`CONTAINER_INSTANCE`, `o`)
+    /// appended: `path` must be a valid object path, and the header one
+    /// that [`Message::stamp`] made (which keeps no field 10 of a peer's).
+    pub fn with_container_instance(&self, path: &str) -> Frame {
+        debug_assert!(crate::names::is_valid_object_path(path));
+        let header = &self.header[..];
+        let big = header.first() == Some(&b'B');
+        let read_u32 = |at: usize| {
+            let b = [header[at], header[at + 1], header[at + 2], header[at + 3]];
+            if big {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }
+        };
+        let put_u32 = |buf: &mut Vec<u8>, v: u32| {
+            buf.extend_from_slice(&if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            })
+        };
+        let fields_len = read_u32(12) as usize;
+        let fields_end = framing::MIN_HEADER_LEN + fields_len;
+        let field_at = fields_end.next_multiple_of(8);
+        let mut buf = Vec::with_capacity(field_at + 16 + path.len());
+        buf.extend_from_slice(&header[..fields_end]);
+        buf.resize(field_at, 0);
+        // Code, signature "o", then the path (its length 4-aligned: the
+        // field starts 8-aligned and the signature takes 4 bytes).
+        buf.extend_from_slice(&[CONTAINER_INSTANCE_FIELD, 1, b'o', 0]);
+        put_u32(&mut buf, path.len() as u32);
+        buf.extend_from_slice(path.as_bytes());
+        buf.push(0);
+        let new_len = (buf.len() - framing::MIN_HEADER_LEN) as u32;
+        let len_bytes = if big {
+            new_len.to_be_bytes()
+        } else {
+            new_len.to_le_bytes()
+        };
+        buf[12..16].copy_from_slice(&len_bytes);
+        buf.resize(buf.len().next_multiple_of(8), 0);
+        Frame {
+            header: Bytes::from(buf),
+            body: self.body.clone(),
+        }
+    }
+}
+
 /// What kind of string argument a match rule sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StrKind {

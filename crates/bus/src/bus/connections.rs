@@ -85,6 +85,7 @@ impl Bus {
         if let Some(conn) = self.conns.remove(&id) {
             self.queue_gone(id, &conn.queue, out);
         }
+        self.containers_lose(id, out);
     }
 
     pub(super) fn accepts_fds(&self, id: ConnId) -> bool {

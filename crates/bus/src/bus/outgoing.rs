@@ -93,6 +93,22 @@ impl Bus {
         }
     }
 
+    /// A signal from the bus to every connection whose rules match it and
+    /// whose policy lets it in, and to monitors.
+    pub(crate) fn broadcast_from_bus(&mut self, builder: MessageBuilder, out: &mut Vec<Action>) {
+        let Some((out_msg, msg)) = self.build(builder) else {
+            return;
+        };
+        let (watchers, mut recipients) = self.with_input(&msg, None, None, |input| {
+            let mut to = Vec::new();
+            self.subs.recipients(input, None, &mut to);
+            (self.monitor_recipients(input), to)
+        });
+        self.deliver_all(&watchers, &msg, &out_msg, out);
+        self.keep_allowed(None, None, &msg, &mut recipients, out);
+        self.deliver_all(&recipients, &msg, &out_msg, out);
+    }
+
     /// Send a bus message to one connection, with its unique name as
     /// destination.
     pub(crate) fn send_to(&mut self, to: ConnId, builder: MessageBuilder, out: &mut Vec<Action>) {

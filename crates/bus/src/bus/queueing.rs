@@ -36,6 +36,7 @@ impl Bus {
         addressed: bool,
         out: &mut Vec<Action>,
     ) {
+        let msg = self.with_container_header(to, msg);
         let Some(conn) = self.conns.get_mut(&to) else {
             return;
         };

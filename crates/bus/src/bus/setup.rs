@@ -46,6 +46,8 @@ impl Bus {
             selinux_enabled: false,
             own_security_label: None,
             awaiting_pidfd: None,
+            awaiting_listener: None,
+            containers: Default::default(),
             peaks: Peaks::default(),
             traffic: Traffic::default(),
             activations: Activations::default(),
@@ -77,17 +79,7 @@ impl Bus {
         names.sort_unstable();
         self.opts.activatable_names = names;
         let builder = MessageBuilder::signal(BUS_PATH, BUS_INTERFACE, "ActivatableServicesChanged");
-        let Some((out_msg, msg)) = self.build(builder) else {
-            return;
-        };
-        let (watchers, mut recipients) = self.with_input(&msg, None, None, |input| {
-            let mut to = Vec::new();
-            self.subs.recipients(input, None, &mut to);
-            (self.monitor_recipients(input), to)
-        });
-        self.deliver_all(&watchers, &msg, &out_msg, out);
-        self.keep_allowed(None, None, &msg, &mut recipients, out);
-        self.deliver_all(&recipients, &msg, &out_msg, out);
+        self.broadcast_from_bus(builder, out);
     }
 
     /// New limits (a reload); existing names, rules and pending calls are

@@ -29,10 +29,12 @@ pub(super) trait FromValue: Sized {
     fn from_value(value: Value) -> Option<Self>;
 }
 
+/// `s`, and `o` (the signature was checked already, so a handler that
+/// takes an object path decodes it as its text).
 impl FromValue for String {
     fn from_value(value: Value) -> Option<String> {
         match value {
-            Value::String(s) => Some(s),
+            Value::String(s) | Value::ObjectPath(s) => Some(s),
             _ => None,
         }
     }
@@ -76,6 +78,18 @@ impl FromValue for Vec<(String, String)> {
                 _ => None,
             })
             .collect()
+    }
+}
+
+impl<A: FromValue, B: FromValue, C: FromValue, D: FromValue> FromArgs for (A, B, C, D) {
+    fn from_args(values: Vec<Value>) -> Option<(A, B, C, D)> {
+        let [a, b, c, d] = <[Value; 4]>::try_from(values).ok()?;
+        Some((
+            A::from_value(a)?,
+            B::from_value(b)?,
+            C::from_value(c)?,
+            D::from_value(d)?,
+        ))
     }
 }
 

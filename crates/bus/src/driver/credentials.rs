@@ -13,7 +13,7 @@ use quickbus_wire::{Message, Value};
 use super::{byte_array, dict_sv, Call, DriverResult, Reply};
 use crate::bus::Bus;
 use crate::errors::{self, BusError};
-use crate::{Action, ConnId, BUS_NAME};
+use crate::{Action, ConnId, Credentials, BUS_NAME};
 
 /// Whom a `GetConnection*` call asks about.
 pub(super) enum Subject {
@@ -193,35 +193,63 @@ impl Bus {
 
     /// GetConnectionCredentials' entries besides ProcessFD.
     pub(super) fn credential_entries(&self, subject: &Subject) -> Vec<(&'static str, Value)> {
-        let mut entries = Vec::new();
-        if let Some(pid) = self.pid_of(subject) {
-            entries.push(("ProcessID", Value::Uint32(pid)));
-        }
-        if let Some(uid) = self.uid_of(subject) {
-            entries.push(("UnixUserID", Value::Uint32(uid)));
-        }
-        if let Subject::Peer(id) = subject {
-            if let Some(conn) = self.conns.get(id) {
-                if !conn.creds().groups.is_empty() && !conn.creds().anonymous {
-                    let mut groups = conn.creds().groups.clone();
-                    groups.sort_unstable();
-                    groups.dedup();
+        match subject {
+            Subject::Bus => {
+                let mut entries = Vec::new();
+                if let Some(pid) = self.pid_of(subject) {
+                    entries.push(("ProcessID", Value::Uint32(pid)));
+                }
+                if let Some(uid) = self.uid_of(subject) {
+                    entries.push(("UnixUserID", Value::Uint32(uid)));
+                }
+                entries
+            }
+            Subject::Peer(id) => {
+                let Some(conn) = self.conns.get(id) else {
+                    return Vec::new();
+                };
+                let mut entries = entries_of(conn.creds());
+                // From the connection, not its credentials, as in
+                // dbus-daemon: the instance it came through.
+                if let Some(path) = self.containers.instance_of(*id) {
                     entries.push((
-                        "UnixGroupIDs",
-                        Value::Array {
-                            elem_sig: "u".into(),
-                            items: groups.into_iter().map(Value::Uint32).collect(),
-                        },
+                        super::containers::INSTANCE_KEY,
+                        Value::ObjectPath(path.to_owned()),
                     ));
                 }
-                if let Some(label) = &conn.creds().security_label {
-                    // GVariant bytestring convention: the NUL is included.
-                    let mut bytes = label.clone();
-                    bytes.push(0);
-                    entries.push(("LinuxSecurityLabel", byte_array(&bytes)));
-                }
+                entries
             }
         }
-        entries
     }
+}
+
+/// What `creds` say of a peer, as GetConnectionCredentials lists it (an
+/// anonymous peer has no uid, pid or groups).
+pub(super) fn entries_of(creds: &Credentials) -> Vec<(&'static str, Value)> {
+    let mut entries = Vec::new();
+    if !creds.anonymous {
+        if let Some(pid) = creds.pid {
+            entries.push(("ProcessID", Value::Uint32(pid)));
+        }
+        entries.push(("UnixUserID", Value::Uint32(creds.uid)));
+    }
+    if !creds.groups.is_empty() && !creds.anonymous {
+        let mut groups = creds.groups.clone();
+        groups.sort_unstable();
+        groups.dedup();
+        entries.push((
+            "UnixGroupIDs",
+            Value::Array {
+                elem_sig: "u".into(),
+                items: groups.into_iter().map(Value::Uint32).collect(),
+            },
+        ));
+    }
+    if let Some(label) = &creds.security_label {
+        // GVariant bytestring convention: the NUL is included.
+        let mut bytes = label.clone();
+        bytes.push(0);
+        entries.push(("LinuxSecurityLabel", byte_array(&bytes)));
+    }
+    entries
 }

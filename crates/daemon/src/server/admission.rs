@@ -31,7 +31,14 @@ use crate::socket::Stream;
 use crate::transport::Transport;
 
 impl Server {
-    pub(super) fn add_connection(&mut self, mut stream: Stream, nonce: Option<[u8; NONCE_LEN]>) {
+    /// A socket accepted on a configured listener, or on a container
+    /// instance's (`contained`: EXTERNAL only, then the creator's uid).
+    pub(super) fn add_connection(
+        &mut self,
+        mut stream: Stream,
+        nonce: Option<[u8; NONCE_LEN]>,
+        contained: Option<super::containers::Contained>,
+    ) {
         // Completed connections are bounded by the bus at Hello (with the
         // LimitsExceeded reply dbus-daemon gives); here only what could
         // exhaust fds: the incomplete ones and an overall cap.
@@ -96,7 +103,16 @@ impl Server {
             );
             return;
         }
-        let sasl = if stream.is_unix() {
+        let sasl = if contained.is_some() {
+            // bus/containers.c: "We only accept EXTERNAL authentication".
+            let auth = AuthConfig {
+                mechanisms: vec![crate::auth::Mechanism::External],
+                allow_anonymous: false,
+                keyring: None,
+                ..self.opts.auth.clone()
+            };
+            SaslServer::new(&auth, Some(creds.uid))
+        } else if stream.is_unix() {
             SaslServer::new(&self.opts.auth, Some(creds.uid))
         } else {
             // Over tcp: no uid for EXTERNAL, no fds to pass.
@@ -129,6 +145,7 @@ impl Server {
                 hung_up_while_held: false,
                 fd_deadline: None,
                 watching_writable: false,
+                contained,
                 last_read_turn: 0,
                 heavy: false,
                 answering: false,

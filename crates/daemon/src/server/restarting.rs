@@ -72,6 +72,9 @@ pub struct LoopState {
     incomplete_by_uid: FastMap<u32, usize>,
     late_users: Option<LateUsers>,
     unfinished_reads: Vec<(ConnId, bool)>,
+    /// Container instances' sockets, in their slots.
+    #[serde(default)]
+    container_listeners: Vec<Option<super::containers::ContainerListen>>,
 }
 
 impl LoopState {
@@ -145,6 +148,7 @@ impl Server {
                 Interest::READABLE,
             )?;
         }
+        self.register_container_listeners()?;
         for (&id, conn) in self.conns.iter_mut() {
             // Readable only; the flush below watches writability again
             // where output is left.
@@ -313,6 +317,7 @@ impl Server {
                 &mut self.late_users,
                 LateUsers::new(Vec::new()),
             )),
+            container_listeners: std::mem::take(&mut self.container_listeners),
             unfinished_reads: {
                 // Heavy senders sitting out are read again at once by the
                 // new image.
@@ -334,5 +339,6 @@ impl Server {
             self.late_users = late_users;
         }
         self.unfinished_reads = state.unfinished_reads;
+        self.container_listeners = state.container_listeners;
     }
 }

@@ -146,11 +146,13 @@ pub static TABLE: &[Entry] = &[
     limit!("max_names_per_connection" => max_names_per_connection, Int, [Bus], AtOnce),
     limit!("max_match_rules_per_connection" => max_match_rules_per_connection, Int, [Bus], AtOnce),
     limit!("max_replies_per_connection" => max_replies_per_connection, Int, [Bus], AtOnce),
-    // Containers1 is not implemented.
-    limit!("max_containers" => max_containers, Int, [], NoEffect),
-    limit!("max_containers_per_user" => max_containers_per_user, Int, [], NoEffect),
-    limit!("max_container_metadata_bytes" => max_container_metadata_bytes, Int, [], NoEffect),
-    limit!("max_connections_per_container" => max_connections_per_container, Int, [], NoEffect),
+    // Containers1: the core judges AddServer, the loop counts what a
+    // container socket accepts. As dbus-daemon, instances and
+    // connections already there stay when a reload lowers them.
+    limit!("max_containers" => max_containers, Int, [Bus], AtOnce),
+    limit!("max_containers_per_user" => max_containers_per_user, Int, [Bus], AtOnce),
+    limit!("max_container_metadata_bytes" => max_container_metadata_bytes, Int, [Bus], AtOnce),
+    limit!("max_connections_per_container" => max_connections_per_container, Int, [Server], AtOnce),
     // quickbus's own (docs/quickbus-daemon-config.md).
     limit!("socket_buffer_bytes" => socket_buffer_bytes, Int, [Server], NewConnections),
     limit!("pacing_bytes" => pacing_bytes, Long, [OutBounds], AtOnce),
@@ -257,10 +259,10 @@ pub(crate) mod tests {
             ("max_names_per_connection", AtOnce),
             ("max_match_rules_per_connection", AtOnce),
             ("max_replies_per_connection", AtOnce),
-            ("max_containers", NoEffect),
-            ("max_containers_per_user", NoEffect),
-            ("max_container_metadata_bytes", NoEffect),
-            ("max_connections_per_container", NoEffect),
+            ("max_containers", AtOnce),
+            ("max_containers_per_user", AtOnce),
+            ("max_container_metadata_bytes", AtOnce),
+            ("max_connections_per_container", AtOnce),
             ("socket_buffer_bytes", NewConnections),
             ("pacing_bytes", AtOnce),
             ("pacing_timeout", NewDeadlines),

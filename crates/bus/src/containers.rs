@@ -1,0 +1,274 @@
+//! Container instances (`org.freedesktop.DBus.Containers1`, dbus-daemon's
+//! experimental bus/containers.c): each is a server socket a container
+//! manager asked for with AddServer, and the connections that came in
+//! through it.
+//!
+//! An instance lives while its socket listens or any connection that came
+//! through it remains (as there: the server and each connection hold a
+//! reference). It stops listening when asked (StopListening,
+//! StopInstance) or when its creator leaves; once neither remains it is
+//! removed and InstanceRemoved goes out, if AddServer's reply had
+//! announced it.
+//!
+//! Owns: the instances by path, their count per uid, the next instance
+//! number, which connection is in which instance (for good: a contained
+//! connection is never treated as uncontained again), and the connections
+//! that asked for the container-instance header field (RequestHeader).
+//! May touch: nothing else; `driver::containers` and the router use it.
+
+use std::collections::BTreeMap;
+
+use quickbus_wire::Value;
+
+use crate::{ConnId, Credentials, FastMap, FastSet};
+
+/// Where the instances' object paths start.
+pub const PATH_PREFIX: &str = "/org/freedesktop/DBus/Containers1/c";
+
+/// One container instance.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct Instance {
+    pub path: String,
+    /// The container technology, with the syntax of an interface name.
+    pub kind: String,
+    /// The app's name as the manager gave it (may be empty).
+    pub name: String,
+    /// The `a{sv}` the manager gave.
+    #[serde(with = "value_as_message")]
+    pub metadata: Value,
+    /// Who asked for it: what GetInstanceInfo says of its creator, as it
+    /// was then (the creator may leave before the instance does).
+    pub creator: ConnId,
+    pub creator_creds: Credentials,
+    /// The creator's uid: only this uid may connect, or stop it.
+    pub uid: u32,
+    /// The daemon listens on its socket.
+    pub listening: bool,
+    /// AddServer's reply went out: its removal is announced.
+    pub announced: bool,
+    /// The connections that came in through its socket and are still on
+    /// the bus.
+    pub connections: FastSet<ConnId>,
+}
+
+/// Every container instance on the bus.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct Containers {
+    instances: BTreeMap<String, Instance>,
+    per_uid: FastMap<u32, usize>,
+    /// The number in the next instance's path (`c0`, `c1`, ...): never
+    /// given twice in the bus's lifetime.
+    next_number: u64,
+    /// Connection -> the path of the instance it came through.
+    contained: FastMap<ConnId, String>,
+    /// Connections that want every message they receive to carry the
+    /// sender's container instance (header field 10).
+    header_requesters: FastSet<ConnId>,
+}
+
+impl Containers {
+    pub fn get(&self, path: &str) -> Option<&Instance> {
+        self.instances.get(path)
+    }
+
+    pub fn len(&self) -> usize {
+        self.instances.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.instances.is_empty()
+    }
+
+    /// Instances created by `uid` and not yet removed.
+    pub fn count_of(&self, uid: u32) -> usize {
+        self.per_uid.get(&uid).copied().unwrap_or(0)
+    }
+
+    /// The path the next instance gets, or None once the numbers ran out
+    /// (dbus-daemon's "Too many containers created during the lifetime
+    /// of this bus").
+    pub fn next_path(&self) -> Option<String> {
+        (self.next_number < u64::MAX).then(|| format!("{PATH_PREFIX}{}", self.next_number))
+    }
+
+    /// Add `instance` (its path from [`Containers::next_path`]), listening.
+    pub fn insert(&mut self, instance: Instance) {
+        self.next_number += 1;
+        *self.per_uid.entry(instance.uid).or_default() += 1;
+        self.instances.insert(instance.path.clone(), instance);
+    }
+
+    pub fn get_mut(&mut self, path: &str) -> Option<&mut Instance> {
+        self.instances.get_mut(path)
+    }
+
+    /// The instance `path` if nothing keeps it any longer (not listening,
+    /// no connection), taken out.
+    pub fn remove_if_unused(&mut self, path: &str) -> Option<Instance> {
+        let unused = self
+            .instances
+            .get(path)
+            .is_some_and(|i| !i.listening && i.connections.is_empty());
+        if !unused {
+            return None;
+        }
+        let instance = self.instances.remove(path)?;
+        if let Some(count) = self.per_uid.get_mut(&instance.uid) {
+            *count -= 1;
+            if *count == 0 {
+                self.per_uid.remove(&instance.uid);
+            }
+        }
+        Some(instance)
+    }
+
+    /// The paths of the listening instances `creator` made.
+    pub fn listening_created_by(&self, creator: ConnId) -> Vec<String> {
+        self.instances
+            .values()
+            .filter(|i| i.creator == creator && i.listening)
+            .map(|i| i.path.clone())
+            .collect()
+    }
+
+    /// Connection `conn` came in through instance `path`; false if there
+    /// is no such instance any more.
+    pub fn join(&mut self, conn: ConnId, path: &str) -> bool {
+        let Some(instance) = self.instances.get_mut(path) else {
+            return false;
+        };
+        instance.connections.insert(conn);
+        self.contained.insert(conn, path.to_owned());
+        true
+    }
+
+    /// The instance path of `conn`, if it came through a container socket.
+    pub fn instance_of(&self, conn: ConnId) -> Option<&str> {
+        self.contained.get(&conn).map(String::as_str)
+    }
+
+    /// `conn` left the bus: the path of its instance, which it no longer
+    /// keeps (if it was in one).
+    pub fn leave(&mut self, conn: ConnId) -> Option<String> {
+        self.header_requesters.remove(&conn);
+        let path = self.contained.remove(&conn)?;
+        if let Some(instance) = self.instances.get_mut(&path) {
+            instance.connections.remove(&conn);
+        }
+        Some(path)
+    }
+
+    pub fn request_header(&mut self, conn: ConnId) {
+        self.header_requesters.insert(conn);
+    }
+
+    /// Whether `conn` asked for the container-instance header field.
+    #[inline]
+    pub fn wants_header(&self, conn: ConnId) -> bool {
+        !self.header_requesters.is_empty() && self.header_requesters.contains(&conn)
+    }
+}
+
+/// A [`Value`] written as the body of a tiny message, the one marshalling
+/// quickbus-wire offers, and read back from it.
+mod value_as_message {
+    use quickbus_wire::{Message, MessageBuilder, Value};
+    use serde::de::Error as _;
+    use serde::ser::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Value, s: S) -> Result<S::Ok, S::Error> {
+        let bytes = MessageBuilder::method_return(1)
+            .body(vec![value.clone()])
+            .build(1)
+            .map_err(S::Error::custom)?;
+        bytes.to_vec().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+        let bytes: Vec<u8> = serde_bytes_vec(d)?;
+        let msg = Message::parse(bytes.into()).map_err(D::Error::custom)?;
+        let mut values = msg.body_values().map_err(D::Error::custom)?;
+        values
+            .pop()
+            .ok_or_else(|| D::Error::custom("an empty metadata message"))
+    }
+
+    fn serde_bytes_vec<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        <Vec<u8>>::deserialize(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instance(path: String, creator: ConnId, uid: u32) -> Instance {
+        Instance {
+            path,
+            kind: "com.example.NotFlatpak".into(),
+            name: "app".into(),
+            metadata: Value::Array {
+                elem_sig: "{sv}".into(),
+                items: vec![],
+            },
+            creator,
+            creator_creds: Credentials::default(),
+            uid,
+            listening: true,
+            announced: true,
+            connections: FastSet::default(),
+        }
+    }
+
+    #[test]
+    fn paths_count_up_and_are_never_given_twice() {
+        let mut c = Containers::default();
+        let first = c.next_path().unwrap();
+        assert_eq!(first, "/org/freedesktop/DBus/Containers1/c0");
+        c.insert(instance(first.clone(), ConnId(1), 1000));
+        c.get_mut(&first).unwrap().listening = false;
+        assert!(c.remove_if_unused(&first).is_some());
+        assert_eq!(
+            c.next_path().unwrap(),
+            "/org/freedesktop/DBus/Containers1/c1"
+        );
+    }
+
+    #[test]
+    fn an_instance_stays_while_a_connection_remains() {
+        let mut c = Containers::default();
+        let path = c.next_path().unwrap();
+        c.insert(instance(path.clone(), ConnId(1), 1000));
+        assert!(c.join(ConnId(2), &path));
+        c.get_mut(&path).unwrap().listening = false;
+        assert!(c.remove_if_unused(&path).is_none());
+        assert_eq!(c.count_of(1000), 1);
+        assert_eq!(c.leave(ConnId(2)), Some(path.clone()));
+        assert!(c.remove_if_unused(&path).is_some());
+        assert_eq!(c.count_of(1000), 0);
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn a_connection_cannot_join_a_removed_instance() {
+        let mut c = Containers::default();
+        assert!(!c.join(ConnId(2), "/org/freedesktop/DBus/Containers1/c9"));
+        assert_eq!(c.instance_of(ConnId(2)), None);
+    }
+
+    #[test]
+    fn metadata_crosses_serde() {
+        let mut c = Containers::default();
+        let path = c.next_path().unwrap();
+        let mut i = instance(path.clone(), ConnId(1), 7);
+        i.metadata = crate::driver::dict_sv(vec![("Species", Value::String("Martes".into()))]);
+        c.insert(i);
+        let json = postcard::to_allocvec(&c).unwrap();
+        let back: Containers = postcard::from_bytes(&json).unwrap();
+        assert_eq!(
+            back.get(&path).unwrap().metadata,
+            c.get(&path).unwrap().metadata
+        );
+    }
+}
