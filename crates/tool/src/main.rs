@@ -12,6 +12,7 @@ mod monitor;
 mod pcap;
 mod print;
 mod report;
+mod sandbox;
 mod stats;
 mod top;
 
@@ -93,6 +94,27 @@ enum Command {
     Report(report::ReportArgs),
     /// Live view of the bus's connections from Debug.Stats (q quits)
     Top(top::TopArgs),
+    /// Run COMMAND on its own container server (Containers1.AddServer),
+    /// filtered by xdg-dbus-proxy's policy options: [POLICY...] -- COMMAND [ARG...]
+    ///
+    /// COMMAND runs with DBUS_SESSION_BUS_ADDRESS (with --system,
+    /// DBUS_SYSTEM_BUS_ADDRESS) set to the container's socket. SIGTERM sent
+    /// to quickbus is passed on to it, and so are SIGINT and SIGHUP unless
+    /// the terminal sent them to both already (Ctrl-C). When it
+    /// exits, the instance is stopped (StopInstance: its socket is removed
+    /// and every connection made through it is closed).
+    ///
+    /// Without --filter or a policy option the app is not filtered: the bus
+    /// only labels its connections with the instance (GetConnectionCredentials,
+    /// GetConnectionInstance). --filter, or any of --see, --talk, --own,
+    /// --call, --broadcast, turns filtering on, as xdg-dbus-proxy's --filter:
+    /// the app may then talk to the bus driver and to nothing the options do
+    /// not allow. The bus checks the options; a malformed one is refused.
+    ///
+    /// Exit status: COMMAND's, or 128 + N if signal N killed it; 125 if the
+    /// bus cannot be reached or refuses the container; 126 if COMMAND cannot
+    /// be executed; 127 if it is not found; 2 for a usage error.
+    Sandbox(sandbox::SandboxArgs),
     /// Restart a quickbus-daemon in place, keeping every connection (root
     /// or the bus's user); returns when the new process serves
     Restart,
@@ -163,6 +185,9 @@ fn man_page() -> String {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Sandbox(args) = &cli.command {
+        return run_sandbox(&cli, args);
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure(message)) => {
@@ -244,6 +269,23 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         _ => unreachable!("prepare() matches the command"),
+    }
+}
+
+/// `quickbus sandbox`, whose exit status is COMMAND's. With --system the
+/// container's address goes into DBUS_SYSTEM_BUS_ADDRESS.
+fn run_sandbox(cli: &Cli, args: &sandbox::SandboxArgs) -> ExitCode {
+    let kind = if cli.system {
+        sandbox::BusKind::System
+    } else {
+        sandbox::BusKind::Session
+    };
+    match timeout_of(cli.timeout).and_then(|timeout| Ok((bus_address(cli)?, timeout))) {
+        Ok((address, timeout)) => sandbox::run(args, &address, kind, timeout),
+        Err(Failure(message)) => {
+            eprintln!("{message}");
+            ExitCode::from(2)
+        }
     }
 }
 
@@ -384,6 +426,12 @@ mod tests {
         }
         assert!(options > 15, "only {options} options found");
         assert!(!page.contains("generate\\-man"));
+        // The sandbox's exit statuses and filtering rule are on the page.
+        assert!(page.contains("128 + N if signal N killed it"), "{page}");
+        assert!(
+            page.contains("Without \\-\\-filter or a policy option"),
+            "{page}"
+        );
     }
 
     #[test]

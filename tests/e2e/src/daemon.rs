@@ -253,6 +253,14 @@ impl Bus {
         Peer::start(self.client(python_path()))
     }
 
+    /// A dbus-python peer that connects to `address` (a container's
+    /// socket, say) instead of the bus's own.
+    pub fn peer_at(&self, address: &str) -> Peer {
+        let mut cmd = self.client(python_path());
+        cmd.env("DBUS_SESSION_BUS_ADDRESS", address);
+        Peer::start(cmd)
+    }
+
     /// A dbus-python peer running as `uid`:`gid` (see [`Bus::client_as`]).
     pub fn peer_as(&self, uid: u32, gid: u32) -> Peer {
         Peer::start(self.client_as(python_path(), uid, gid))

@@ -26,6 +26,7 @@
 //! QUICKBUS_TEST_DAEMON=/usr/bin/dbus-daemon QUICKBUS_ALLOW_SKIP=1 cargo test -p quickbus-e2e
 //! ```
 
+pub mod containers1;
 mod daemon;
 mod locate;
 pub mod namespace;

@@ -35,8 +35,10 @@ fn is_event(line: &str) -> bool {
 
 impl Peer {
     /// `cmd` runs the python interpreter against the bus (see
-    /// [`Bus::peer`]).
-    pub(crate) fn start(mut cmd: Command) -> Peer {
+    /// [`Bus::peer`]), or a launcher whose last argument is the
+    /// interpreter (`quickbus sandbox -- python3`): the script and its
+    /// options are appended to `cmd`'s arguments.
+    pub fn start(mut cmd: Command) -> Peer {
         cmd.arg("-u").arg(python_script("peer.py"));
         let mut process = Background::spawn(&mut cmd);
         let ready = process.wait_for_line(|line| line.starts_with("ready "));
@@ -178,6 +180,12 @@ impl Peer {
     fn record(&mut self, line: String) {
         self.events.push(line);
         self.claimed.push(false);
+    }
+
+    /// Closes the peer's stdin, which ends it, and waits (bounded) for its
+    /// process (the launcher, if it was started through one) to exit.
+    pub fn finish(mut self) -> std::process::ExitStatus {
+        self.process.wait()
     }
 
     /// Ends the peer abruptly (its connection drops).
