@@ -158,6 +158,7 @@ fn title(workload: Workload, count: u32) -> String {
         Workload::HostileNeighbour => "hostile-neighbour".to_owned(),
         Workload::DrainingNeighbours => "draining-neighbours".to_owned(),
         Workload::Storm => "storm".to_owned(),
+        Workload::Sandbox => "sandbox".to_owned(),
     }
 }
 
@@ -460,9 +461,10 @@ impl Results {
                 Workload::FanOut => ("deliveries/s", "send-to-receive latency, mean µs"),
                 Workload::RoundTrip => ("calls/s", "round-trip time, mean µs"),
                 // Its rows are not per payload size: no chart.
-                Workload::HostileNeighbour | Workload::DrainingNeighbours | Workload::Storm => {
-                    continue
-                }
+                Workload::HostileNeighbour
+                | Workload::DrainingNeighbours
+                | Workload::Storm
+                | Workload::Sandbox => continue,
             };
             let metrics: [(&str, &str, Metric); 3] = [
                 ("rate", rate_label, |s| s.rate),

@@ -158,18 +158,24 @@ fn worst_cpu_ratio(
     (worst.map(|(r, _)| r), worst.map(|(_, s)| s))
 }
 
-struct Row {
+/// One target: a ratio, its bound, and whether this run met it.
+pub(crate) struct Row {
     name: String,
     /// The bound, and whether the value must stay below it.
     bound: f64,
     at_most: bool,
-    value: Option<f64>,
+    pub(crate) value: Option<f64>,
     /// What a floor or ceiling of the machine gives for the same ratio.
     limit: Option<String>,
 }
 
 impl Row {
-    fn at_most(name: &str, bound: f64, value: Option<f64>, limit: Option<String>) -> Row {
+    pub(crate) fn at_most(
+        name: &str,
+        bound: f64,
+        value: Option<f64>,
+        limit: Option<String>,
+    ) -> Row {
         Row {
             name: name.to_owned(),
             bound,
@@ -179,7 +185,12 @@ impl Row {
         }
     }
 
-    fn at_least(name: &str, bound: f64, value: Option<f64>, limit: Option<String>) -> Row {
+    pub(crate) fn at_least(
+        name: &str,
+        bound: f64,
+        value: Option<f64>,
+        limit: Option<String>,
+    ) -> Row {
         Row {
             at_most: false,
             ..Row::at_most(name, bound, value, limit)
