@@ -30,9 +30,9 @@ use quickbus_wire::{MessageBuilder, Value};
 use serde_json::{json, Value as Json};
 
 use super::buses::{tree_cpu_seconds, BusKind, RunningBus};
-use super::report::{median, ratio};
+use super::report::{cpu_cell, errors_cell, summarize_samples, RatioCells, Summary};
 use super::round_trip::{interleaved_paths, CallPath};
-use super::targets::Row;
+use super::targets::{rows_section, Row};
 use super::workloads::{signal_burst_routed, BurstRoute, Sample};
 
 /// The service the app may talk to, and owns on every path's bus.
@@ -349,33 +349,13 @@ pub struct Sandboxes {
     notes: Vec<String>,
 }
 
-/// Medians over the repetitions of one measure on one way.
-struct Summary {
-    rate: f64,
-    latency_mean_us: f64,
-    latency_p99_us: f64,
-    received_percent: f64,
-    cpu_us_per_message: Option<f64>,
-    errors: Vec<String>,
-}
-
-fn summarize(samples: &[Sample]) -> Summary {
-    let med = |f: &dyn Fn(&Sample) -> f64| median(&mut samples.iter().map(f).collect::<Vec<_>>());
-    let mut cpu: Vec<f64> = samples
-        .iter()
-        .filter_map(Sample::daemon_cpu_us_per_message)
-        .collect();
-    let mut errors: Vec<String> = samples.iter().flat_map(|s| s.errors.clone()).collect();
-    errors.sort();
-    errors.dedup();
-    Summary {
-        rate: med(&|s| s.rate()),
-        latency_mean_us: med(&|s| s.latency_mean_us),
-        latency_p99_us: med(&|s| s.latency_p99_us),
-        received_percent: med(&|s| s.received_percent()),
-        cpu_us_per_message: (!cpu.is_empty()).then(|| median(&mut cpu)),
-        errors,
-    }
+fn summarize(measure: Measure, samples: &[Sample]) -> Summary {
+    // A call's payload goes both ways.
+    let directions = match measure {
+        Measure::Calls => 2.0,
+        Measure::Signals => 1.0,
+    };
+    summarize_samples(samples, measure.size() as f64 * directions)
 }
 
 impl Sandboxes {
@@ -393,7 +373,7 @@ impl Sandboxes {
     fn summaries(&self) -> BTreeMap<(Measure, Way), Summary> {
         self.runs
             .iter()
-            .map(|(key, samples)| (*key, summarize(samples)))
+            .map(|(&(measure, way), samples)| ((measure, way), summarize(measure, samples)))
             .collect()
     }
 
@@ -418,14 +398,8 @@ impl Sandboxes {
             "measure", "size", "way", "rate", "lat mean µs", "p99 µs", "recv %", "cpu µs/msg"
         );
         for (&(measure, way), s) in &summaries {
-            let cpu = s
-                .cpu_us_per_message
-                .map_or("-".into(), |c| format!("{c:.2}"));
-            let errors = if s.errors.is_empty() {
-                "-".to_owned()
-            } else {
-                s.errors.join("; ")
-            };
+            let cpu = cpu_cell(s.cpu_us_per_message);
+            let errors = errors_cell(&s.errors);
             let _ = writeln!(
                 out,
                 "{:<8} {:>6} {:>16} {:>10.0} {:>12.1} {:>8.1} {:>7.1}% {:>10}  {errors}",
@@ -442,20 +416,18 @@ impl Sandboxes {
                 continue;
             }
             if let Some(c) = summaries.get(&(measure, Way::Container)) {
+                let cells = RatioCells::of(c, s);
                 let _ = writeln!(
                     out,
                     "{:<8} {:>6} {:>16} {:>10} {:>12} {:>8} {:>8} {:>10}",
                     "",
                     "",
                     format!("container/{}", short(way)),
-                    ratio(c.rate, s.rate),
-                    ratio(c.latency_mean_us, s.latency_mean_us),
-                    ratio(c.latency_p99_us, s.latency_p99_us),
+                    cells.rate,
+                    cells.latency_mean,
+                    cells.latency_p99,
                     "",
-                    match (c.cpu_us_per_message, s.cpu_us_per_message) {
-                        (Some(a), Some(b)) => ratio(a, b),
-                        _ => "-".into(),
-                    }
+                    cells.cpu
                 );
             }
         }
@@ -474,7 +446,7 @@ impl Sandboxes {
             .runs
             .iter()
             .map(|(&(measure, way), samples)| {
-                let s = summarize(samples);
+                let s = summarize(measure, samples);
                 json!({
                     "measure": measure.name(),
                     "size": measure.size(),
@@ -548,19 +520,7 @@ fn targets(summaries: &BTreeMap<(Measure, Way), Summary>) -> String {
             None,
         ),
     ];
-    let mut out = String::new();
-    let rows: Vec<&Row> = rows.iter().filter(|r| r.value.is_some()).collect();
-    if rows.is_empty() {
-        return out;
-    }
-    let _ = writeln!(
-        out,
-        "\n== issue 26 targets (ratios of this run's medians) =="
-    );
-    for row in rows {
-        let _ = writeln!(out, "{row}");
-    }
-    out
+    rows_section("issue 26", &rows)
 }
 
 #[cfg(test)]

@@ -106,17 +106,9 @@ pub fn section(summaries: &BTreeMap<Key, Summary>) -> String {
     let all_received = buses
         .iter()
         .all(|s| s.received_percent >= 100.0 && s.errors.is_empty());
-    let mut out = String::new();
-    let rows: Vec<&Row> = rows.iter().filter(|r| r.value.is_some()).collect();
-    if rows.is_empty() {
+    let mut out = rows_section("issue 5", &rows);
+    if out.is_empty() {
         return out;
-    }
-    let _ = writeln!(
-        out,
-        "\n== issue 5 targets (ratios of this run's medians) =="
-    );
-    for row in rows {
-        let _ = writeln!(out, "{row}");
     }
     let _ = writeln!(
         out,
@@ -126,6 +118,24 @@ pub fn section(summaries: &BTreeMap<Key, Summary>) -> String {
         if all_received { "all" } else { "not all" },
         if all_received { "met" } else { "NOT MET" }
     );
+    out
+}
+
+/// The section of `issue`'s targets: the rows this run has a value for;
+/// empty when it has none.
+pub(crate) fn rows_section(issue: &str, rows: &[Row]) -> String {
+    let mut out = String::new();
+    let rows: Vec<&Row> = rows.iter().filter(|r| r.value.is_some()).collect();
+    if rows.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\n== {issue} targets (ratios of this run's medians) =="
+    );
+    for row in rows {
+        let _ = writeln!(out, "{row}");
+    }
     out
 }
 
@@ -164,7 +174,7 @@ pub(crate) struct Row {
     /// The bound, and whether the value must stay below it.
     bound: f64,
     at_most: bool,
-    pub(crate) value: Option<f64>,
+    value: Option<f64>,
     /// What a floor or ceiling of the machine gives for the same ratio.
     limit: Option<String>,
 }
