@@ -15,7 +15,7 @@
 //! and the daemon may live under /root (mode 0700); the sockets' directories
 //! must be reachable, which socket_directory() sees to for the one it owns.
 
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::tap::Outcome;
@@ -65,6 +65,10 @@ impl Build {
 /// user as upstream's tmpfiles.d makes it (the wrong-uid subtest connects
 /// as `nobody` to a socket in it). Returns a line saying what was done.
 pub fn socket_directory(is_root: bool) -> Result<Option<String>, String> {
+    socket_directory_at(Path::new(ROOT_SOCKET_DIRECTORY), is_root)
+}
+
+fn socket_directory_at(dir: &Path, is_root: bool) -> Result<Option<String>, String> {
     if !is_root {
         return Ok(Some(
             "not root: the bus puts container sockets in its runtime directory, \
@@ -72,15 +76,20 @@ pub fn socket_directory(is_root: bool) -> Result<Option<String>, String> {
                 .to_owned(),
         ));
     }
-    let dir = Path::new(ROOT_SOCKET_DIRECTORY);
     if dir.is_dir() {
         return Ok(None);
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o755)
-        .create(dir)
-        .map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    // Each missing level 0755 whatever the umask (a 0700 /run/dbus would
+    // keep `nobody` out as surely as a 0700 containers directory).
+    let mut missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.exists()).collect();
+    missing.reverse();
+    for level in missing {
+        std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(level)
+            .and_then(|()| std::fs::set_permissions(level, std::fs::Permissions::from_mode(0o755)))
+            .map_err(|e| format!("creating {}: {e}", level.display()))?;
+    }
     Ok(Some(format!(
         "created {} (mode 0755): as root, Containers1 puts its sockets there, \
          and this machine had no such directory",
@@ -178,6 +187,29 @@ mod tests {
         let reference = run(&[("/a", Outcome::Fail("flaky".into()))]);
         let tested = run(&[("/a", Outcome::Fail("same".into()))]);
         assert!(shortfalls(&reference, &tested).is_empty());
+    }
+
+    #[test]
+    fn a_missing_socket_directory_is_made_open_to_every_user_and_said() {
+        let parent =
+            std::env::temp_dir().join(format!("qb-socket-directory-{}", std::process::id()));
+        let dir = parent.join("dbus").join("containers");
+        let note = socket_directory_at(&dir, true).unwrap().expect("a note");
+        assert!(
+            note.starts_with(&format!("created {}", dir.display())),
+            "{note}"
+        );
+        for made in [&dir, &dir.parent().unwrap().to_path_buf()] {
+            let mode = std::fs::metadata(made).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o755, "{} is {mode:o}", made.display());
+        }
+        assert_eq!(socket_directory_at(&dir, true).unwrap(), None);
+        std::fs::remove_dir_all(&parent).unwrap();
+        assert!(socket_directory_at(&dir, false)
+            .unwrap()
+            .unwrap()
+            .starts_with("not root"));
+        assert!(!dir.exists(), "made as non-root");
     }
 
     #[test]
