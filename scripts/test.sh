@@ -32,7 +32,10 @@ source scripts/test-report.sh
 # docs/quickbus-daemon-config.md into quickbus-daemon.conf(5) for the package.
 # jq reads `cargo metadata` for scripts/check-msrv.sh.
 # qemu-system-x86 boots Debian's kernel with SELinux for the SELinux guest test.
-packages=(jq dbus-daemon dbus-bin xdg-dbus-proxy libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2 libglib2.0-tests libnss-extrausers mmdebstrap systemd-container go-md2man qemu-system-x86)
+# gcc, make, pkg-config, libexpat1-dev, libglib2.0-dev, curl and xz-utils
+# build dbus from source with Containers1 (scripts/build-dbus-containers.sh).
+# xdg-dbus-proxy is also the proxy the bench's sandbox rows compare against.
+packages=(jq dbus-daemon dbus-bin libglib2.0-bin python3-dbus python3-gi systemd dbus-tests libsystemd-dev tshark chromium tmux iproute2 libglib2.0-tests libnss-extrausers mmdebstrap systemd-container go-md2man qemu-system-x86 gcc make pkg-config libexpat1-dev libglib2.0-dev curl xz-utils xdg-dbus-proxy)
 
 install_packages() {
     if ! command -v dpkg-query >/dev/null; then
@@ -84,6 +87,12 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "rust-version: no dependency needs a newer compiler"
 bash scripts/check-msrv.sh
 
+# dbus 1.14.10 from Debian's source with Containers1 re-enabled, for dbus's
+# test-containers (the conformance runner's tests and the step below). Built
+# once, then cached in ~/.cache/quickbus until the script changes.
+step "dbus with Containers1, built from source (cached)"
+dbus_containers_build=$(bash scripts/build-dbus-containers.sh)
+
 # Includes the differential harness (tests/differential): every scenario
 # against /usr/bin/dbus-daemon and the quickbus-daemon just built, any
 # difference not in tests/differential/differences.toml a failure.
@@ -95,6 +104,16 @@ logged cargo test --workspace
 # the summary, and fails on any failure.
 step "dbus-daemon's test suite against quickbus-daemon"
 logged cargo run --quiet -p quickbus-conformance -- \
+    "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
+
+# dbus's test-containers (Containers1), from the build above: first against
+# that build's dbus-daemon, then against the daemon just built, which must
+# pass every subtest the reference passed, none skipped. One line per
+# subtest and daemon, a summary; as root it creates /run/dbus/containers
+# (where the sockets go) if missing.
+step "dbus's test-containers: the reference, then quickbus-daemon"
+logged cargo run --quiet -p quickbus-conformance -- \
+    --containers-build "$dbus_containers_build" \
     "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
 
 # GLib's GDBus installed tests (Debian's libglib2.0-tests), with the daemon

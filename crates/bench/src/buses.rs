@@ -202,14 +202,20 @@ impl RunningBus {
     /// has it, else utime + stime from /proc/PID/stat, whose clock ticks
     /// (10 ms) are too coarse for short runs.
     pub fn cpu_seconds(&self) -> f64 {
-        let pids = process_tree(self.child.id());
-        let precise: Option<u64> = pids.iter().map(|&pid| process_run_ns(pid)).sum();
-        match precise {
-            Some(ns) => ns as f64 / 1e9,
-            None => {
-                let ticks: u64 = pids.iter().filter_map(|&pid| process_ticks(pid)).sum();
-                ticks as f64 / clock_ticks_per_second()
-            }
+        tree_cpu_seconds(self.child.id())
+    }
+}
+
+/// CPU seconds of `pid` and its descendants, as [`RunningBus::cpu_seconds`]
+/// reads them (also for a proxy in front of a bus).
+pub fn tree_cpu_seconds(pid: u32) -> f64 {
+    let pids = process_tree(pid);
+    let precise: Option<u64> = pids.iter().map(|&pid| process_run_ns(pid)).sum();
+    match precise {
+        Some(ns) => ns as f64 / 1e9,
+        None => {
+            let ticks: u64 = pids.iter().filter_map(|&pid| process_ticks(pid)).sum();
+            ticks as f64 / clock_ticks_per_second()
         }
     }
 }

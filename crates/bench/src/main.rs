@@ -16,6 +16,7 @@ mod relay;
 mod report;
 mod restart;
 mod round_trip;
+mod sandbox;
 mod scale;
 mod storm;
 mod targets;
@@ -52,7 +53,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
     /// Run only these workloads (signal-burst, fan-out, round-trip,
-    /// hostile-neighbour, draining-neighbours, storm)
+    /// hostile-neighbour, draining-neighbours, storm; and sandbox, which
+    /// runs only when named: it starts its own buses and xdg-dbus-proxy)
     #[arg(long, value_name = "WORKLOAD", value_delimiter = ',')]
     only: Vec<String>,
     /// Buses to compare
@@ -118,6 +120,10 @@ pub enum Workload {
     /// Paced method calls while another client floods signals (see
     /// `storm`).
     Storm,
+    /// An app's calls and the signals it receives through xdg-dbus-proxy
+    /// and through a quickbus container socket with the same rules (see
+    /// `sandbox`). Only when named in --only.
+    Sandbox,
 }
 
 /// The socket buffer sizes of a sweep (seed 002): 0 is the kernel's
@@ -153,14 +159,21 @@ const CALL_SIZES: [usize; 9] = [1, 32, 128, 512, KIB, 4 * KIB, 8 * KIB, 32 * KIB
 const QUICK_CALL_SIZES: [usize; 2] = [1, 128 * KIB];
 
 impl Workload {
-    const ALL: [Workload; 6] = [
+    const ALL: [Workload; 7] = [
         Workload::SignalBurst,
         Workload::FanOut,
         Workload::RoundTrip,
         Workload::HostileNeighbour,
         Workload::DrainingNeighbours,
         Workload::Storm,
+        Workload::Sandbox,
     ];
+
+    /// Whether it runs without --only: all but the sandbox, whose proxies
+    /// and buses of its own are a comparison of their own (issue 26).
+    fn runs_by_default(self) -> bool {
+        self != Workload::Sandbox
+    }
 
     pub fn name(self) -> &'static str {
         match self {
@@ -170,6 +183,7 @@ impl Workload {
             Workload::HostileNeighbour => "hostile-neighbour",
             Workload::DrainingNeighbours => "draining-neighbours",
             Workload::Storm => "storm",
+            Workload::Sandbox => "sandbox",
         }
     }
 
@@ -202,7 +216,23 @@ impl Workload {
             (_, true) => 200,
             // Runs for a time, not a count (--neighbour-seconds).
             (Workload::HostileNeighbour | Workload::DrainingNeighbours, false) => 0,
+            // Two counts of its own: sandbox_counts.
+            (Workload::Sandbox, false) => 0,
         }
+    }
+}
+
+/// The sandbox workload's round trips and signals per run: as the
+/// round-trip workload's at 1 B and the signal burst's, or --count for
+/// both.
+fn sandbox_counts(args: &BenchArgs) -> sandbox::Counts {
+    let count = |quick, full| {
+        args.count
+            .map_or(if args.quick { quick } else { full }, |n| n.max(1))
+    };
+    sandbox::Counts {
+        calls: count(200, 2_000),
+        signals: count(1_000, 10_000),
     }
 }
 
@@ -243,7 +273,10 @@ fn plan(args: &BenchArgs) -> Result<Plan, String> {
     let workloads = if args.only.is_empty() && (args.sweep_socket_buffers || args.tcp) {
         vec![Workload::SignalBurst, Workload::RoundTrip]
     } else if args.only.is_empty() {
-        Workload::ALL.to_vec()
+        Workload::ALL
+            .into_iter()
+            .filter(|w| w.runs_by_default())
+            .collect()
     } else {
         pick_by_name(&args.only, &Workload::ALL, Workload::name, "workload")?
     };
@@ -303,12 +336,18 @@ fn run(args: &BenchArgs) -> Result<(), String> {
     let mut notes = Vec::new();
     let mut results = Results::default();
     let mut storms = storm::Storms::default();
+    let mut sandboxes = sandbox::Sandboxes::default();
     for rep in 0..plan.reps {
         eprintln!("rep {}/{}", rep + 1, plan.reps);
         // Fresh daemons every repetition, so that no state a daemon's
         // process picks up (its placement by the scheduler, its heap)
         // carries from one repetition into the next.
-        let running = start_buses(&plan, &daemon, &mut notes);
+        // The sandbox starts buses of its own.
+        let running = if plan.workloads == [Workload::Sandbox] {
+            Vec::new()
+        } else {
+            start_buses(&plan, &daemon, &mut notes)
+        };
         for &workload in &plan.workloads {
             if matches!(
                 workload,
@@ -328,6 +367,11 @@ fn run(args: &BenchArgs) -> Result<(), String> {
                         results.add_draining(kind, sample);
                     }
                 }
+                continue;
+            }
+            if workload == Workload::Sandbox {
+                let ways = sandbox::ways(&plan.buses);
+                sandbox::run(&daemon, &ways, &sandbox_counts(args), rep, &mut sandboxes);
                 continue;
             }
             if workload == Workload::Storm {
@@ -377,9 +421,11 @@ fn run(args: &BenchArgs) -> Result<(), String> {
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     print!("{}", results.table(&notes));
     print!("{}", storms.table());
+    print!("{}", sandboxes.table());
     if let Some(path) = &args.json {
         let mut json = results.json(&command, plan.reps, &notes);
         json["storm"] = storms.json();
+        json["sandbox"] = sandboxes.json();
         std::fs::write(
             path,
             serde_json::to_string_pretty(&json).expect("JSON of numbers"),
@@ -495,13 +541,14 @@ mod tests {
         assert_eq!(
             pick_by_name(&bad, &Workload::ALL, Workload::name, "workload").unwrap_err(),
             "unknown workload \"burst\" (signal-burst, fan-out, round-trip, hostile-neighbour, \
-             draining-neighbours, storm)"
+             draining-neighbours, storm, sandbox)"
         );
     }
     #[test]
     fn defaults_run_everything_on_every_bus_three_times() {
         let plan = plan(&args(&[])).unwrap();
-        assert_eq!(plan.workloads, Workload::ALL);
+        assert_eq!(plan.workloads, Workload::ALL[..6]);
+        assert!(!plan.workloads.contains(&Workload::Sandbox));
         assert_eq!(plan.buses, BusKind::ALL);
         assert_eq!(plan.reps, 3);
     }

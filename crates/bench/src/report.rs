@@ -92,6 +92,18 @@ pub fn median(values: &mut [f64]) -> f64 {
 }
 
 fn summarize(key: &Key, samples: &[Sample]) -> Summary {
+    // A round trip moves the payload both ways.
+    let directions = if key.workload == Workload::RoundTrip {
+        2.0
+    } else {
+        1.0
+    };
+    summarize_samples(samples, key.size as f64 * directions)
+}
+
+/// The medians of `samples`, each unit of their rate moving
+/// `bytes_per_unit` payload bytes.
+pub(crate) fn summarize_samples(samples: &[Sample], bytes_per_unit: f64) -> Summary {
     let med = |f: &dyn Fn(&Sample) -> f64| median(&mut samples.iter().map(f).collect::<Vec<_>>());
     let cpu: Vec<f64> = samples
         .iter()
@@ -102,15 +114,9 @@ fn summarize(key: &Key, samples: &[Sample]) -> Summary {
         *errors.entry(e.clone()).or_default() += 1;
     }
     let rate = med(&|s| s.rate());
-    // A round trip moves the payload both ways.
-    let directions = if key.workload == Workload::RoundTrip {
-        2.0
-    } else {
-        1.0
-    };
     Summary {
         rate,
-        mib_per_s: rate * key.size as f64 * directions / (1024.0 * 1024.0),
+        mib_per_s: rate * bytes_per_unit / (1024.0 * 1024.0),
         latency_mean_us: med(&|s| s.latency_mean_us),
         latency_p99_us: med(&|s| s.latency_p99_us),
         received_percent: med(&|s| s.received_percent()),
@@ -136,12 +142,69 @@ fn buffer_text(bytes: usize) -> String {
     }
 }
 
+/// The ratios of `a`'s medians to `b`'s, as a ratio row shows them.
+pub(crate) struct RatioCells {
+    pub rate: String,
+    pub mib_per_s: String,
+    pub latency_mean: String,
+    pub latency_p99: String,
+    pub cpu: String,
+}
+
+impl RatioCells {
+    pub(crate) fn of(a: &Summary, b: &Summary) -> RatioCells {
+        RatioCells {
+            rate: ratio(a.rate, b.rate),
+            mib_per_s: ratio(a.mib_per_s, b.mib_per_s),
+            latency_mean: ratio(a.latency_mean_us, b.latency_mean_us),
+            latency_p99: ratio(a.latency_p99_us, b.latency_p99_us),
+            cpu: match (a.cpu_us_per_message, b.cpu_us_per_message) {
+                (Some(a), Some(b)) => ratio(a, b),
+                _ => "-".into(),
+            },
+        }
+    }
+}
+
+/// CPU µs per message, or "-" where it was not measured.
+pub(crate) fn cpu_cell(cpu_us_per_message: Option<f64>) -> String {
+    cpu_us_per_message.map_or("-".into(), |c| format!("{c:.2}"))
+}
+
+/// A summary's errors, each with how often it occurred, or "-".
+pub(crate) fn errors_cell(errors: &[(String, usize)]) -> String {
+    if errors.is_empty() {
+        return "-".to_owned();
+    }
+    errors
+        .iter()
+        .map(|(e, n)| format!("{e} (x{n})"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 pub(crate) fn ratio(a: f64, b: f64) -> String {
     if b > 0.0 && a > 0.0 {
         format!("{:.2}x", a / b)
     } else {
         "-".into()
     }
+}
+
+/// A row of the main table under the row of `b`: `name` and a ratios.
+fn ratio_row(name: &str, cells: &RatioCells) -> String {
+    format!(
+        "{:<14} {:>9} {:>12} {:>10} {:>12} {:>12} {:>8} {:>10} {:>10}\n",
+        "",
+        "",
+        name,
+        cells.rate,
+        cells.mib_per_s,
+        cells.latency_mean,
+        cells.latency_p99,
+        "",
+        cells.cpu
+    )
 }
 
 fn title(workload: Workload, count: u32) -> String {
@@ -158,6 +221,7 @@ fn title(workload: Workload, count: u32) -> String {
         Workload::HostileNeighbour => "hostile-neighbour".to_owned(),
         Workload::DrainingNeighbours => "draining-neighbours".to_owned(),
         Workload::Storm => "storm".to_owned(),
+        Workload::Sandbox => "sandbox".to_owned(),
     }
 }
 
@@ -208,18 +272,8 @@ impl Results {
                 out.push('\n');
             }
             current = Some((key.workload, key.size));
-            let cpu = s
-                .cpu_us_per_message
-                .map_or("-".into(), |c| format!("{c:.2}"));
-            let errors = if s.errors.is_empty() {
-                "-".to_owned()
-            } else {
-                s.errors
-                    .iter()
-                    .map(|(e, n)| format!("{e} (x{n})"))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            };
+            let cpu = cpu_cell(s.cpu_us_per_message);
+            let errors = errors_cell(&s.errors);
             let _ = writeln!(
                 out,
                 "{:<14} {:>9} {:>12} {:>10.0} {:>12.1} {:>12.1} {:>8.1} {:>9.1}% {:>10}  {}",
@@ -241,22 +295,7 @@ impl Results {
                     ..*key
                 };
                 if let Some(u) = summaries.get(&unix) {
-                    let _ = writeln!(
-                        out,
-                        "{:<14} {:>9} {:>12} {:>10} {:>12} {:>12} {:>8} {:>10} {:>10}",
-                        "",
-                        "",
-                        "tcp/unix",
-                        ratio(s.rate, u.rate),
-                        ratio(s.mib_per_s, u.mib_per_s),
-                        ratio(s.latency_mean_us, u.latency_mean_us),
-                        ratio(s.latency_p99_us, u.latency_p99_us),
-                        "",
-                        match (s.cpu_us_per_message, u.cpu_us_per_message) {
-                            (Some(a), Some(b)) => ratio(a, b),
-                            _ => "-".into(),
-                        }
-                    );
+                    out.push_str(&ratio_row("tcp/unix", &RatioCells::of(s, u)));
                 }
                 continue;
             }
@@ -269,22 +308,8 @@ impl Results {
                     ..*key
                 };
                 if let Some(q) = summaries.get(&qb) {
-                    let _ = writeln!(
-                        out,
-                        "{:<14} {:>9} {:>12} {:>10} {:>12} {:>12} {:>8} {:>10} {:>10}",
-                        "",
-                        "",
-                        format!("qb/{}", short(other)),
-                        ratio(q.rate, s.rate),
-                        ratio(q.mib_per_s, s.mib_per_s),
-                        ratio(q.latency_mean_us, s.latency_mean_us),
-                        ratio(q.latency_p99_us, s.latency_p99_us),
-                        "",
-                        match (q.cpu_us_per_message, s.cpu_us_per_message) {
-                            (Some(a), Some(b)) => ratio(a, b),
-                            _ => "-".into(),
-                        }
-                    );
+                    let name = format!("qb/{}", short(other));
+                    out.push_str(&ratio_row(&name, &RatioCells::of(q, s)));
                 }
             }
         }
@@ -460,9 +485,10 @@ impl Results {
                 Workload::FanOut => ("deliveries/s", "send-to-receive latency, mean µs"),
                 Workload::RoundTrip => ("calls/s", "round-trip time, mean µs"),
                 // Its rows are not per payload size: no chart.
-                Workload::HostileNeighbour | Workload::DrainingNeighbours | Workload::Storm => {
-                    continue
-                }
+                Workload::HostileNeighbour
+                | Workload::DrainingNeighbours
+                | Workload::Storm
+                | Workload::Sandbox => continue,
             };
             let metrics: [(&str, &str, Metric); 3] = [
                 ("rate", rate_label, |s| s.rate),

@@ -17,14 +17,14 @@ use std::os::unix::net::UnixStream;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use quickbus_client::Error;
+use quickbus_client::{Connection, Error};
 use quickbus_wire::MessageType;
 
 use super::buses::RunningBus;
 use super::endpoint::{Endpoint, Peer};
 use super::messages::{self, Template};
 use super::relay::Relay;
-use super::workloads::Sample;
+use super::workloads::{Sample, DO_NOT_QUEUE, PRIMARY_OWNER};
 
 /// Calls per turn.
 const SLICE: u32 = 50;
@@ -47,16 +47,7 @@ pub fn interleaved(buses: &[RunningBus], size: usize, count: u32) -> RoundTrips 
     lanes.push(Lane::peer_to_peer(size));
     lanes.push(Lane::relayed(size));
     lanes.push(Lane::socket(size));
-    let turns = count.div_ceil(SLICE);
-    for turn in 0..turns {
-        let calls = SLICE.min(count - turn * SLICE);
-        // Rotate who goes first, so none always follows the same one.
-        let n = lanes.len();
-        for i in 0..n {
-            lanes[(i + turn as usize) % n].run(calls);
-        }
-    }
-    let mut samples: Vec<Sample> = lanes.into_iter().map(|l| l.finish(count)).collect();
+    let mut samples = take_turns(lanes, count);
     let socket = samples.pop().expect("the socket lane");
     let relay = samples.pop().expect("the relay lane");
     let peer_to_peer = samples.pop().expect("the peer-to-peer lane");
@@ -66,6 +57,41 @@ pub fn interleaved(buses: &[RunningBus], size: usize, count: u32) -> RoundTrips 
         relay,
         socket,
     }
+}
+
+/// A way from a caller to an echo server that owns a well-known name,
+/// each end on its own address (e.g. the caller behind a filtering proxy,
+/// the server on the bus itself).
+pub struct CallPath<'a> {
+    pub caller_address: &'a str,
+    pub server_address: &'a str,
+    /// The name the server owns and the caller calls.
+    pub server_name: &'a str,
+    /// CPU seconds so far of everything between the two (the daemon, and
+    /// a proxy if any).
+    pub cpu_seconds: &'a dyn Fn() -> f64,
+}
+
+/// `count` round trips of `size` bytes each way along every path, taking
+/// turns; one sample per path, in order.
+pub fn interleaved_paths(paths: &[CallPath<'_>], size: usize, count: u32) -> Vec<Sample> {
+    let lanes = paths.iter().map(|path| Lane::along(path, size)).collect();
+    take_turns(lanes, count)
+}
+
+/// Runs the lanes [`SLICE`] calls at a time each until every one made
+/// `count` calls (or failed), then their samples in order.
+fn take_turns(mut lanes: Vec<Lane<'_>>, count: u32) -> Vec<Sample> {
+    let turns = count.div_ceil(SLICE);
+    for turn in 0..turns {
+        let calls = SLICE.min(count - turn * SLICE);
+        // Rotate who goes first, so none always follows the same one.
+        let n = lanes.len();
+        for i in 0..n {
+            lanes[(i + turn as usize) % n].run(calls);
+        }
+    }
+    lanes.into_iter().map(|l| l.finish(count)).collect()
 }
 
 /// One caller and its echo server, and what it measured so far.
@@ -79,10 +105,11 @@ struct Lane<'a> {
     errors: Vec<String>,
 }
 
-/// A bus's daemon, or the relay.
+/// A bus's daemon, the relay, or whatever a [`CallPath`] measures.
 enum Between<'a> {
     Bus(&'a RunningBus),
     Relay(Relay),
+    Path(&'a dyn Fn() -> f64),
 }
 
 impl Between<'_> {
@@ -90,6 +117,7 @@ impl Between<'_> {
         match self {
             Between::Bus(bus) => bus.cpu_seconds(),
             Between::Relay(relay) => relay.cpu_seconds(),
+            Between::Path(cpu_seconds) => cpu_seconds(),
         }
     }
 }
@@ -141,6 +169,36 @@ impl<'a> Lane<'a> {
             })
             .map_err(|e| format!("connect: {e}"));
         Lane::new(pinger, Some(Between::Bus(bus)))
+    }
+
+    /// A caller on `path`'s caller address calling the name its echo
+    /// server took on the server address.
+    fn along(path: &CallPath<'a>, size: usize) -> Lane<'a> {
+        let connected = (|| {
+            let mut server = Connection::connect_with_timeout(path.server_address, IO_TIMEOUT)
+                .map_err(|e| format!("server: connect: {e}"))?;
+            match server.request_name(path.server_name, DO_NOT_QUEUE) {
+                Ok(PRIMARY_OWNER) => {}
+                Ok(other) => return Err(format!("server: RequestName: answer {other}")),
+                Err(e) => return Err(format!("server: RequestName: {e}")),
+            }
+            // Step by step, as libdbus and GDBus: a proxy on the way may
+            // take nothing else.
+            let client = Connection::connect_step_by_step(path.caller_address, IO_TIMEOUT)
+                .map_err(|e| format!("caller: connect: {e}"))?;
+            Ok((client, server))
+        })();
+        let pinger = connected.map(|(mut client, server)| {
+            // Serials go on from the connection's own (Hello's): a proxy
+            // on the way drops a client that reuses one.
+            let used = client.next_serial();
+            let mut pinger = Pinger::calls(Box::new(client), server, path.server_name, size);
+            if let Pinger::Calls { serial, .. } = &mut pinger {
+                *serial = used;
+            }
+            pinger
+        });
+        Lane::new(pinger, Some(Between::Path(path.cpu_seconds)))
     }
 
     /// The same client and server peer to peer: the floor without a bus.
@@ -292,10 +350,13 @@ impl Pinger {
                 mut client,
                 server,
                 server_name,
+                serial,
                 ..
             } => {
+                // A serial not used before: a proxy on the way (the sandbox
+                // workload's xdg-dbus-proxy) drops a client that reuses one.
                 let mut quit = Template::call(&server_name, messages::QUIT, 0);
-                let _ = client.send(quit.with_serial(1).bytes());
+                let _ = client.send(quit.with_serial(serial.wrapping_add(1).max(1)).bytes());
                 server
                     .join()
                     .unwrap_or_else(|_| vec!["echo server panicked".into()])

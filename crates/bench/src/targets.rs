@@ -106,17 +106,9 @@ pub fn section(summaries: &BTreeMap<Key, Summary>) -> String {
     let all_received = buses
         .iter()
         .all(|s| s.received_percent >= 100.0 && s.errors.is_empty());
-    let mut out = String::new();
-    let rows: Vec<&Row> = rows.iter().filter(|r| r.value.is_some()).collect();
-    if rows.is_empty() {
+    let mut out = rows_section("issue 5", &rows);
+    if out.is_empty() {
         return out;
-    }
-    let _ = writeln!(
-        out,
-        "\n== issue 5 targets (ratios of this run's medians) =="
-    );
-    for row in rows {
-        let _ = writeln!(out, "{row}");
     }
     let _ = writeln!(
         out,
@@ -126,6 +118,24 @@ pub fn section(summaries: &BTreeMap<Key, Summary>) -> String {
         if all_received { "all" } else { "not all" },
         if all_received { "met" } else { "NOT MET" }
     );
+    out
+}
+
+/// The section of `issue`'s targets: the rows this run has a value for;
+/// empty when it has none.
+pub(crate) fn rows_section(issue: &str, rows: &[Row]) -> String {
+    let mut out = String::new();
+    let rows: Vec<&Row> = rows.iter().filter(|r| r.value.is_some()).collect();
+    if rows.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\n== {issue} targets (ratios of this run's medians) =="
+    );
+    for row in rows {
+        let _ = writeln!(out, "{row}");
+    }
     out
 }
 
@@ -158,7 +168,8 @@ fn worst_cpu_ratio(
     (worst.map(|(r, _)| r), worst.map(|(_, s)| s))
 }
 
-struct Row {
+/// One target: a ratio, its bound, and whether this run met it.
+pub(crate) struct Row {
     name: String,
     /// The bound, and whether the value must stay below it.
     bound: f64,
@@ -169,7 +180,12 @@ struct Row {
 }
 
 impl Row {
-    fn at_most(name: &str, bound: f64, value: Option<f64>, limit: Option<String>) -> Row {
+    pub(crate) fn at_most(
+        name: &str,
+        bound: f64,
+        value: Option<f64>,
+        limit: Option<String>,
+    ) -> Row {
         Row {
             name: name.to_owned(),
             bound,
@@ -179,7 +195,12 @@ impl Row {
         }
     }
 
-    fn at_least(name: &str, bound: f64, value: Option<f64>, limit: Option<String>) -> Row {
+    pub(crate) fn at_least(
+        name: &str,
+        bound: f64,
+        value: Option<f64>,
+        limit: Option<String>,
+    ) -> Row {
         Row {
             at_most: false,
             ..Row::at_most(name, bound, value, limit)

@@ -96,9 +96,36 @@ struct Received {
     errors: Vec<String>,
 }
 
+/// Where a burst's clients connect and what the receivers subscribe to.
+pub struct BurstRoute<'a> {
+    pub sender_address: &'a str,
+    /// A well-known name the sender owns before it sends (a filter in
+    /// front of the receivers lets through only a name it was told of).
+    pub sender_name: Option<&'a str>,
+    pub receiver_address: &'a str,
+    pub match_rule: &'a str,
+}
+
 /// `count` signals of `size` payload bytes sent back to back by one
 /// client to `receivers` clients that each added a match rule.
 pub fn signal_burst(bus: &RunningBus, receivers: usize, size: usize, count: u32) -> Sample {
+    let route = BurstRoute {
+        sender_address: &bus.address,
+        sender_name: None,
+        receiver_address: &bus.address,
+        match_rule: messages::MATCH_RULE,
+    };
+    signal_burst_routed(&route, receivers, size, count)
+}
+
+/// [`signal_burst`] with the sender and the receivers on the ends of
+/// `route`.
+pub fn signal_burst_routed(
+    route: &BurstRoute<'_>,
+    receivers: usize,
+    size: usize,
+    count: u32,
+) -> Sample {
     let mut sample = Sample {
         expected: count as u64 * receivers as u64,
         ..Sample::default()
@@ -109,18 +136,17 @@ pub fn signal_burst(bus: &RunningBus, receivers: usize, size: usize, count: u32)
     let gave_up = Arc::new(AtomicBool::new(false));
     let threads: Vec<_> = (0..receivers)
         .map(|_| {
-            let address = bus.address.clone();
+            let address = route.receiver_address.to_owned();
+            let rule = route.match_rule.to_owned();
             let ready = ready.clone();
             let sender_done = sender_done.clone();
             let gave_up = gave_up.clone();
             std::thread::spawn(move || {
-                receive_burst(&address, count, &ready, &sender_done, &gave_up)
+                receive_burst(&address, &rule, count, &ready, &sender_done, &gave_up)
             })
         })
         .collect();
-    let sender = bus
-        .connect(IO_TIMEOUT)
-        .map_err(|e| format!("sender: connect: {e}"));
+    let sender = connect_sender(route);
     ready.wait();
     let start_ns = now_ns();
     match sender {
@@ -156,6 +182,25 @@ pub fn signal_burst(bus: &RunningBus, receivers: usize, size: usize, count: u32)
     }
 }
 
+/// The burst's sender, owning the route's name if it has one.
+fn connect_sender(route: &BurstRoute<'_>) -> Result<quickbus_client::Connection, String> {
+    let mut sender =
+        quickbus_client::Connection::connect_with_timeout(route.sender_address, IO_TIMEOUT)
+            .map_err(|e| format!("sender: connect: {e}"))?;
+    if let Some(name) = route.sender_name {
+        match sender.request_name(name, DO_NOT_QUEUE) {
+            Ok(PRIMARY_OWNER) => {}
+            Ok(other) => return Err(format!("sender: RequestName {name}: answer {other}")),
+            Err(e) => return Err(format!("sender: RequestName {name}: {e}")),
+        }
+    }
+    Ok(sender)
+}
+
+/// RequestName's DBUS_NAME_FLAG_DO_NOT_QUEUE and its first answer.
+pub(crate) const DO_NOT_QUEUE: u32 = 4;
+pub(crate) const PRIMARY_OWNER: u32 = 1;
+
 fn join_all(threads: Vec<std::thread::JoinHandle<Received>>) -> Vec<Received> {
     threads
         .into_iter()
@@ -186,6 +231,7 @@ fn finish_burst(sample: &mut Sample, start_ns: u64, received: Vec<Received>) -> 
 
 fn receive_burst(
     address: &str,
+    match_rule: &str,
     count: u32,
     ready: &Barrier,
     sender_done: &AtomicU64,
@@ -198,8 +244,11 @@ fn receive_burst(
         errors: Vec::new(),
     };
     let setup = (|| {
-        let mut conn = quickbus_client::Connection::connect_with_timeout(address, IO_TIMEOUT)?;
-        conn.add_match(messages::MATCH_RULE)
+        // Step by step, as libdbus and GDBus authenticate: a filtering
+        // proxy in front of the bus may take nothing else (the sandbox
+        // workload); connecting is not timed.
+        let mut conn = quickbus_client::Connection::connect_step_by_step(address, IO_TIMEOUT)?;
+        conn.add_match(match_rule)
             .map_err(|e| Error::Protocol(format!("AddMatch: {e}")))?;
         conn.set_timeout(Some(POLL))?;
         Ok::<_, Error>(conn)

@@ -12,6 +12,7 @@ use quickbus_wire::{
 };
 
 use crate::error::{CallError, DBusError, Error};
+use crate::sasl::Mode;
 use crate::socket::Socket;
 use crate::transport::Transport;
 
@@ -50,6 +51,18 @@ impl Connection {
         Connection::from_socket(socket)
     }
 
+    /// [`Connection::connect_with_timeout`], authenticating one command at
+    /// a time, each after the server's answer to the previous one (as
+    /// libdbus and GDBus do) instead of all at once: some servers cannot
+    /// take the pipelined exchange (Debian 12's xdg-dbus-proxy 0.1.4 closes
+    /// the connection).
+    pub fn connect_step_by_step(address: &str, timeout: Duration) -> Result<Connection, Error> {
+        let socket = crate::address::connect_any(address)?;
+        socket.set_read_timeout(Some(timeout))?;
+        socket.set_write_timeout(Some(timeout))?;
+        Connection::from_socket_with(socket, Mode::StepByStep)
+    }
+
     /// The session bus, from DBUS_SESSION_BUS_ADDRESS.
     pub fn session() -> Result<Connection, Error> {
         let address = std::env::var("DBUS_SESSION_BUS_ADDRESS")
@@ -69,9 +82,13 @@ impl Connection {
 
     /// Authenticate over a unix or tcp socket and say Hello.
     fn from_socket(stream: Socket) -> Result<Connection, Error> {
+        Connection::from_socket_with(stream, Mode::Pipelined)
+    }
+
+    fn from_socket_with(stream: Socket, mode: Mode) -> Result<Connection, Error> {
         let timeout = stream.read_timeout()?;
         let mut transport = Transport::new(stream)?;
-        let outcome = crate::handshake::authenticate(&mut transport)?;
+        let outcome = crate::handshake::authenticate(&mut transport, mode)?;
         let mut conn = Connection {
             transport,
             unique_name: String::new(),

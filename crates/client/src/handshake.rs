@@ -8,10 +8,12 @@ use crate::error::Error;
 use crate::sasl::{self, Authenticated, Mode, Progress, SaslClient};
 use crate::transport::Transport;
 
-pub(crate) fn authenticate(transport: &mut Transport) -> Result<Authenticated, Error> {
+/// `mode` is how EXTERNAL goes on a unix socket (tcp's DBUS_COOKIE_SHA1
+/// always goes step by step).
+pub(crate) fn authenticate(transport: &mut Transport, mode: Mode) -> Result<Authenticated, Error> {
     let mut to_send = Vec::new();
     let mut client = if transport.stream.is_unix() {
-        SaslClient::start(sasl::current_uid(), Mode::Pipelined, true, &mut to_send)
+        SaslClient::start(sasl::current_uid(), mode, true, &mut to_send)
     } else {
         // tcp: prove who we are with our keyring, as libdbus does.
         let responder = sasl::CookieResponder(Box::new(|challenge: &str| {
@@ -75,7 +77,7 @@ mod tests {
             server
         });
         let mut transport = Transport::new(crate::socket::Socket::Unix(client)).unwrap();
-        let result = authenticate(&mut transport);
+        let result = authenticate(&mut transport, Mode::Pipelined);
         let _server = server.join().unwrap();
         (result, transport)
     }
@@ -89,6 +91,48 @@ mod tests {
         assert!(outcome.unix_fd);
         // "\r\nl\x02" is one write, so it arrives in one read.
         assert_eq!(transport.input(), b"l\x02");
+    }
+
+    /// Reads one `\r\n`-ended line (after the leading NUL for the first).
+    fn read_line(server: &mut UnixStream) -> String {
+        let mut line = Vec::new();
+        let mut byte = [0u8];
+        while !line.ends_with(b"\r\n") {
+            server.read_exact(&mut byte).unwrap();
+            line.push(byte[0]);
+        }
+        String::from_utf8(line).unwrap()
+    }
+
+    #[test]
+    fn step_by_step_sends_each_command_only_after_the_answer_to_the_last() {
+        let (client, mut server) = UnixStream::pair().unwrap();
+        let server = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            for answer in [
+                "OK 0123456789abcdef0123456789abcdef\r\n",
+                "AGREE_UNIX_FD\r\n",
+                "",
+            ] {
+                seen.push(read_line(&mut server));
+                // Nothing more may have come before this answer.
+                server.set_nonblocking(true).unwrap();
+                let early = server.read(&mut [0u8; 64]);
+                assert!(
+                    early.is_err(),
+                    "sent before the answer: {early:?} after {seen:?}"
+                );
+                server.set_nonblocking(false).unwrap();
+                server.write_all(answer.as_bytes()).unwrap();
+            }
+            seen
+        });
+        let mut transport = Transport::new(crate::socket::Socket::Unix(client)).unwrap();
+        let outcome = authenticate(&mut transport, Mode::StepByStep).unwrap();
+        assert!(outcome.unix_fd);
+        let seen = server.join().unwrap();
+        assert_eq!(seen[1..], ["NEGOTIATE_UNIX_FD\r\n", "BEGIN\r\n"]);
+        assert!(seen[0].starts_with("\0AUTH EXTERNAL "), "{seen:?}");
     }
 
     #[test]

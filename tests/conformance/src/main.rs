@@ -3,7 +3,13 @@
 //! (a GLib test program stops at its first failed assertion), and prints
 //! one PASS/FAIL/SKIP line per subtest and a summary. Exits 1 if any
 //! subtest failed, 2 if the suite could not run at all.
+//!
+//! `quickbus-conformance --containers-build BUILD DAEMON`: instead, dbus's
+//! test-containers from a build with Containers1 (containers.rs), against
+//! BUILD's dbus-daemon and then DAEMON. Exits 1 unless DAEMON passed every
+//! subtest the reference passed, with no skip on either.
 
+mod containers;
 mod run;
 mod shared;
 mod suite;
@@ -45,6 +51,15 @@ struct Args {
     /// Keep each subtest's output here (default: a new directory in /tmp).
     #[arg(long)]
     log_dir: Option<PathBuf>,
+    /// Run test-containers from this dbus build (what
+    /// scripts/build-dbus-containers.sh prints) against its dbus-daemon,
+    /// then against DAEMON, instead of the installed suites.
+    #[arg(long, value_name = "BUILD")]
+    containers_build: Option<PathBuf>,
+    /// With --containers-build: the SupportedArguments DAEMON offers
+    /// (comma separated; "" for none, as dbus-daemon).
+    #[arg(long, default_value = "org.quickbus.Filter")]
+    supported_arguments: String,
 }
 
 #[derive(Default)]
@@ -52,10 +67,20 @@ struct Tally {
     passed: usize,
     failed: usize,
     skipped: usize,
+    /// Every subtest's outcome, in the order run.
+    outcomes: Vec<(String, Outcome)>,
 }
 
 impl Tally {
+    fn summary(&self) -> String {
+        format!(
+            "{} passed, {} failed, {} skipped",
+            self.passed, self.failed, self.skipped
+        )
+    }
+
     fn report(&mut self, name: &str, outcome: &Outcome, log: &Path) {
+        self.outcomes.push((name.to_owned(), outcome.clone()));
         let line = match outcome {
             Outcome::Pass => {
                 self.passed += 1;
@@ -77,9 +102,13 @@ impl Tally {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match conform(&args) {
-        Ok(tally) if tally.failed == 0 => ExitCode::SUCCESS,
-        Ok(_) => ExitCode::from(1),
+    let passed = match &args.containers_build {
+        Some(build) => conform_containers(&args, build),
+        None => conform(&args).map(|tally| tally.failed == 0),
+    };
+    match passed {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
         Err(e) => {
             eprintln!("quickbus-conformance: {e}");
             ExitCode::from(2)
@@ -87,22 +116,42 @@ fn main() -> ExitCode {
     }
 }
 
-fn conform(args: &Args) -> Result<Tally, String> {
-    let daemon =
-        std::path::absolute(&args.daemon).map_err(|e| format!("{}: {e}", args.daemon.display()))?;
-    if !is_executable(&daemon) {
-        return Err(format!("{} is not an executable file", daemon.display()));
+fn executable(path: &Path) -> Result<PathBuf, String> {
+    let absolute = std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !is_executable(&absolute) {
+        return Err(format!("{} is not an executable file", absolute.display()));
     }
+    Ok(absolute)
+}
+
+/// Where a run's logs go: `--log-dir`, or a new directory in /tmp.
+fn log_dir(args: &Args) -> PathBuf {
+    match &args.log_dir {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("quickbus-conformance.{}", std::process::id())),
+    }
+}
+
+/// Logs of a clean run in a directory we made up are of no use: do not
+/// leave one in /tmp per run. Says where the logs are.
+fn keep_logs_if(failed: bool, args: &Args, logs: &Path) -> String {
+    if args.log_dir.is_none() && !failed {
+        let _ = std::fs::remove_dir_all(logs);
+        "removed, nothing failed".to_owned()
+    } else {
+        logs.display().to_string()
+    }
+}
+
+fn conform(args: &Args) -> Result<Tally, String> {
+    let daemon = executable(&args.daemon)?;
     if !suite::installed(&args.tests, "test-dbus-daemon") {
         return Err(format!(
             "dbus's installed tests are not in {} (apt-get install dbus-tests)",
             args.tests.display()
         ));
     }
-    let logs = match &args.log_dir {
-        Some(dir) => dir.clone(),
-        None => std::env::temp_dir().join(format!("quickbus-conformance.{}", std::process::id())),
-    };
+    let logs = log_dir(args);
     let home = logs.join("home");
     std::fs::create_dir_all(&home).map_err(|e| format!("{}: {e}", home.display()))?;
     // Run from a copy other users can reach; the lines name the original.
@@ -111,6 +160,7 @@ fn conform(args: &Args) -> Result<Tally, String> {
         daemon: shared.path().to_owned(),
         tests: args.tests.clone(),
         home,
+        extra: Vec::new(),
     };
     let limit = Duration::from_secs(args.timeout);
     let started = Instant::now();
@@ -124,36 +174,114 @@ fn conform(args: &Args) -> Result<Tally, String> {
             tally.report(program, &Outcome::Fail("not installed".into()), &log);
             continue;
         }
-        let subtests = suite::subtests_of(&env, program)
-            .map_err(|e| format!("listing the subtests of {program}: {e}"))?;
-        for subtest in subtests {
-            if let Some(filter) = &args.filter {
-                if !subtest.name().contains(filter.as_str()) {
-                    continue;
-                }
-            }
-            run_subtest(&env, &subtest, &logs, limit, &mut tally)
-                .map_err(|e| format!("running {}: {e}", subtest.name()))?;
-        }
+        run_program(&env, program, args, &logs, limit, &mut tally)?;
     }
-    // Logs of a clean run in a directory we made up are of no use: do not
-    // leave one in /tmp per run.
-    let where_logs = if args.log_dir.is_none() && tally.failed == 0 {
-        let _ = std::fs::remove_dir_all(&logs);
-        "removed, nothing failed".to_owned()
-    } else {
-        logs.display().to_string()
-    };
+    let where_logs = keep_logs_if(tally.failed > 0, args, &logs);
     println!(
         "# daemon: {}; logs: {where_logs}; {}s",
         daemon.display(),
         started.elapsed().as_secs()
     );
-    println!(
-        "{} passed, {} failed, {} skipped",
-        tally.passed, tally.failed, tally.skipped
-    );
+    println!("{}", tally.summary());
     Ok(tally)
+}
+
+/// Every subtest of `program` (those `--filter` keeps), each on its own.
+fn run_program(
+    env: &Environment,
+    program: &str,
+    args: &Args,
+    logs: &Path,
+    limit: Duration,
+    tally: &mut Tally,
+) -> Result<(), String> {
+    let subtests = suite::subtests_of(env, program)
+        .map_err(|e| format!("listing the subtests of {program}: {e}"))?;
+    for subtest in subtests {
+        if let Some(filter) = &args.filter {
+            if !subtest.name().contains(filter.as_str()) {
+                continue;
+            }
+        }
+        run_subtest(env, &subtest, logs, limit, tally)
+            .map_err(|e| format!("running {}: {e}", subtest.name()))?;
+    }
+    Ok(())
+}
+
+/// test-containers against the build's reference daemon, then against
+/// `args.daemon`; true when the daemon fell short of the reference nowhere.
+fn conform_containers(args: &Args, build: &Path) -> Result<bool, String> {
+    let daemon = executable(&args.daemon)?;
+    let build = containers::Build::at(build)?;
+    let reference = executable(&build.reference)?;
+    let is_root = rustix::process::geteuid().is_root();
+    if let Some(note) = containers::socket_directory(is_root)? {
+        println!("# {note}");
+    }
+    let logs = log_dir(args);
+    let limit = Duration::from_secs(args.timeout);
+    let started = Instant::now();
+    // Upstream's expectation (no named argument) for the reference; the
+    // daemon under test's own for it.
+    let runs = [
+        ("reference", &reference, String::new()),
+        ("tested", &daemon, args.supported_arguments.clone()),
+    ];
+    let mut tallies = Vec::new();
+    for (role, path, supported) in runs {
+        let home = logs.join(role).join("home");
+        std::fs::create_dir_all(&home).map_err(|e| format!("{}: {e}", home.display()))?;
+        println!(
+            "# {} against the {role} daemon {} ({}={supported:?})",
+            containers::PROGRAM,
+            path.display(),
+            containers::SUPPORTED_ARGUMENTS_VAR
+        );
+        let env = Environment {
+            daemon: path.clone(),
+            tests: build.tests.clone(),
+            home,
+            extra: vec![(containers::SUPPORTED_ARGUMENTS_VAR.to_owned(), supported)],
+        };
+        let mut tally = Tally::default();
+        run_program(
+            &env,
+            containers::PROGRAM,
+            args,
+            &logs.join(role),
+            limit,
+            &mut tally,
+        )?;
+        println!("# {role}: {}", tally.summary());
+        tallies.push(tally);
+    }
+    let (reference_run, tested_run) = (&tallies[0], &tallies[1]);
+    let shortfalls = containers::shortfalls(&reference_run.outcomes, &tested_run.outcomes);
+    for shortfall in &shortfalls {
+        println!("SHORT {}: {}", shortfall.subtest, shortfall.why);
+    }
+    let passed = shortfalls.is_empty() && reference_run.passed > 0;
+    let where_logs = keep_logs_if(!passed, args, &logs);
+    println!("# logs: {where_logs}; {}s", started.elapsed().as_secs());
+    let verdict = if reference_run.passed == 0 {
+        "the reference passed nothing: the build or this machine is broken".to_owned()
+    } else if passed {
+        format!(
+            "{} passed all {} subtests the reference passed, none skipped",
+            daemon.display(),
+            reference_run.passed
+        )
+    } else {
+        format!(
+            "{} fell short of the reference on {} of its {} subtests",
+            daemon.display(),
+            shortfalls.len(),
+            reference_run.outcomes.len()
+        )
+    };
+    println!("{}: {verdict}", containers::PROGRAM);
+    Ok(passed)
 }
 
 fn run_subtest(

@@ -21,6 +21,9 @@ pub struct Environment {
     pub tests: PathBuf,
     /// A home directory for the tests (`DBUS_TEST_HOMEDIR`).
     pub home: PathBuf,
+    /// More variables for the tests (e.g. what a patched test expects of
+    /// this daemon in particular).
+    pub extra: Vec<(String, String)>,
 }
 
 impl Environment {
@@ -37,8 +40,12 @@ impl Environment {
             "DBUS_SESSION_BUS_ADDRESS",
             "DBUS_STARTER_ADDRESS",
             "DBUS_STARTER_BUS_TYPE",
+            crate::containers::SUPPORTED_ARGUMENTS_VAR,
         ] {
             command.env_remove(name);
+        }
+        for (name, value) in &self.extra {
+            command.env(name, value);
         }
     }
 }
@@ -157,6 +164,7 @@ mod tests {
             daemon: PathBuf::from("/bin/false"),
             tests: dir.to_path_buf(),
             home: dir.to_path_buf(),
+            extra: vec![("QB_EXTRA".into(), "yes".into())],
         }
     }
 
@@ -173,14 +181,17 @@ mod tests {
         let (ended, output) = run_logged(
             &env(&dir),
             Path::new("/bin/sh"),
-            &["-c", "echo daemon=$DBUS_TEST_DAEMON; echo oops >&2; exit 3"],
+            &[
+                "-c",
+                "echo daemon=$DBUS_TEST_DAEMON extra=$QB_EXTRA; echo oops >&2; exit 3",
+            ],
             &dir.join("log"),
             Duration::from_secs(10),
         )
         .unwrap();
         assert!(!ended.success());
         assert!(matches!(ended, Ended::Exited(s) if s.code() == Some(3)));
-        assert!(output.contains("daemon=/bin/false"), "{output}");
+        assert!(output.contains("daemon=/bin/false extra=yes"), "{output}");
         assert!(output.contains("oops"), "{output}");
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -134,3 +134,129 @@ fn a_daemon_in_a_private_directory_still_runs_as_another_user() {
         "{stdout}"
     );
 }
+
+/// dbus built with Containers1 by scripts/build-dbus-containers.sh (cached
+/// after the first run; scripts/test.sh builds it before the tests).
+fn containers_build() -> std::path::PathBuf {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/build-dbus-containers.sh"
+    );
+    let out = Command::new("bash")
+        .arg(script)
+        .output()
+        .expect("run scripts/build-dbus-containers.sh");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    std::path::PathBuf::from(stdout.lines().last().expect("the build directory"))
+}
+
+/// The reference against itself passes all 17 subtests twice, even when
+/// the daemon under test lives in a directory only root may enter (the
+/// wrong-uid subtests switch to `nobody` for their connections, which must
+/// not need the daemon's directory).
+#[test]
+fn test_containers_pass_on_the_reference_against_itself_from_a_private_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    if quickbus_e2e::skip::unless(
+        quickbus_e2e::can_change_user(),
+        "needs root: the wrong-uid subtests skip otherwise, which the runner counts as failures",
+    ) {
+        return;
+    }
+    let build = containers_build();
+    let private = std::env::temp_dir().join(format!("qb-containers-{}", std::process::id()));
+    std::fs::create_dir(&private).expect("create the private directory");
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    // The reference is a libtool wrapper, which only works where it was
+    // built: the daemon under test is a script that runs it.
+    let daemon = private.join("daemon");
+    std::fs::write(
+        &daemon,
+        format!(
+            "#!/bin/sh\nexec '{}' \"$@\"\n",
+            build.join("bus/dbus-daemon").display()
+        ),
+    )
+    .expect("write the daemon");
+    std::fs::set_permissions(&daemon, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let out = Command::new(RUNNER)
+        .arg("--containers-build")
+        .arg(&build)
+        .args(["--supported-arguments", ""])
+        .arg(&daemon)
+        .output()
+        .expect("run the runner");
+    std::fs::remove_dir_all(&private).unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let passes = stdout.lines().filter(|l| l.starts_with("PASS ")).count();
+    assert_eq!(passes, 2 * 17, "{stdout}");
+    assert!(
+        stdout.contains("PASS test-containers /containers/wrong-uid"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("# reference: 17 passed, 0 failed, 0 skipped"));
+    assert!(stdout.contains("# tested: 17 passed, 0 failed, 0 skipped"));
+    assert_eq!(
+        stdout.lines().last().unwrap_or(""),
+        format!(
+            "test-containers: {} passed all 17 subtests the reference passed, none skipped",
+            daemon.display()
+        )
+    );
+}
+
+/// The supported arguments expected of the daemon under test reach its
+/// run only: the reference, which offers none, passes its own run and
+/// falls short when it stands for a daemon that offers org.quickbus.Filter.
+#[test]
+fn a_daemon_without_the_expected_supported_arguments_falls_short() {
+    let build = containers_build();
+    let logs = std::env::temp_dir().join(format!("qb-containers-logs-{}", std::process::id()));
+    let out = Command::new(RUNNER)
+        .arg("--containers-build")
+        .arg(&build)
+        .args(["--filter", "/containers/get-supported-arguments"])
+        .arg("--log-dir")
+        .arg(&logs)
+        .arg(build.join("bus/dbus-daemon"))
+        .output()
+        .expect("run the runner");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("DBUS_TEST_CONTAINERS_SUPPORTED_ARGUMENTS=\"org.quickbus.Filter\""),
+        "{stdout}"
+    );
+    assert!(stdout.contains("# reference: 1 passed, 0 failed, 0 skipped"));
+    assert!(stdout.contains("# tested: 0 passed, 1 failed, 0 skipped"));
+    assert!(
+        stdout.contains("SHORT test-containers /containers/get-supported-arguments: failed"),
+        "{stdout}"
+    );
+    assert!(stdout
+        .lines()
+        .last()
+        .unwrap_or("")
+        .ends_with("fell short of the reference on 1 of its 1 subtests"));
+    std::fs::remove_dir_all(&logs).unwrap();
+}
+
+#[test]
+fn a_directory_that_is_no_containers_build_is_a_setup_error() {
+    let out = Command::new(RUNNER)
+        .args(["--containers-build", "/nonexistent", "/usr/bin/dbus-daemon"])
+        .output()
+        .expect("run the runner");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("scripts/build-dbus-containers.sh"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
