@@ -210,7 +210,6 @@ fn sigterm_to_the_launcher_reaches_the_command() {
 }
 
 #[test]
-#[ignore = "needs org.quickbus.Filter from wip/filter; the lead enables it at merge"]
 fn talk_lets_the_app_call_that_name_and_nothing_else() {
     let bus = TestBus::start();
     if skip_without_containers1(&bus) {
@@ -245,7 +244,6 @@ fn talk_lets_the_app_call_that_name_and_nothing_else() {
 }
 
 #[test]
-#[ignore = "needs org.quickbus.Filter from wip/filter; the lead enables it at merge"]
 fn filter_with_no_rule_leaves_only_the_bus_driver() {
     let bus = TestBus::start();
     if skip_without_containers1(&bus) {

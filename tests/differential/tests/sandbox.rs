@@ -133,7 +133,6 @@ fn compare_with_reference(tested: Side, list_file: &str) {
 }
 
 #[test]
-#[ignore = "needs Containers1 and org.quickbus.Filter (wip/containers, wip/filter); the lead enables it at merge"]
 fn the_container_filter_answers_as_xdg_dbus_proxy() {
     let side = match std::env::var("QUICKBUS_SANDBOX_SIDE") {
         Ok(name) => Side::from_name(&name).unwrap_or_else(|| panic!("no side {name:?}")),
