@@ -216,7 +216,8 @@ fn each_method_refuses_as_dbus_daemon_does() {
                 ),
             ),
             invalid,
-            "Invalid filter option \"--log\": not one of --see, --talk, --own, --call, --broadcast".into(),
+            "Invalid filter option \"--log\": not one of --see, --talk, --own, --call, --broadcast"
+                .into(),
         ),
         (
             containers_call("GetConnectionInstance", vec![s(&me)]),
