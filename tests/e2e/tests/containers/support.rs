@@ -3,8 +3,7 @@
 
 use quickbus_client::{Connection, Message, MessageBuilder, Value, BUS_NAME, BUS_PATH};
 
-pub const CONTAINERS1: &str = "org.freedesktop.DBus.Containers1";
-pub const INSTANCE_KEY: &str = "org.freedesktop.DBus.Containers1.Instance";
+pub use quickbus_e2e::containers1::{CONTAINERS1, INSTANCE_KEY};
 
 /// A call to the bus's Containers1 interface.
 pub fn containers_call(member: &str, body: Vec<Value>) -> MessageBuilder {
@@ -38,6 +37,33 @@ pub struct Server {
 
 /// AddServer(kind, name, metadata, {}) from `manager`, which must succeed.
 pub fn add_server(manager: &mut Connection, kind: &str, name: &str, metadata: Value) -> Server {
+    add_server_with(manager, kind, name, metadata, empty_asv())
+}
+
+/// AddServer with the per-app filter `options` (`org.quickbus.Filter`,
+/// xdg-dbus-proxy's policy options), which must succeed.
+pub fn add_filtered_server(manager: &mut Connection, options: &[&str]) -> Server {
+    let options = Value::Array {
+        elem_sig: "s".into(),
+        items: options.iter().map(|o| Value::String((*o).into())).collect(),
+    };
+    let named = Value::Array {
+        elem_sig: "{sv}".into(),
+        items: vec![Value::DictEntry(
+            Box::new(Value::String("org.quickbus.Filter".into())),
+            Box::new(Value::Variant(Box::new(options))),
+        )],
+    };
+    add_server_with(manager, "com.example.NotFlatpak", "app", empty_asv(), named)
+}
+
+fn add_server_with(
+    manager: &mut Connection,
+    kind: &str,
+    name: &str,
+    metadata: Value,
+    named: Value,
+) -> Server {
     ensure_socket_dir();
     let reply = manager
         .call(containers_call(
@@ -46,7 +72,7 @@ pub fn add_server(manager: &mut Connection, kind: &str, name: &str, metadata: Va
                 Value::String(kind.into()),
                 Value::String(name.into()),
                 metadata,
-                empty_asv(),
+                named,
             ],
         ))
         .expect("AddServer");

@@ -5,11 +5,11 @@
 
 use std::path::Path;
 
-use quickbus_client::{bus_call, Connection, Value};
+use quickbus_client::{bus_call, Connection, MessageBuilder, Value};
 use quickbus_e2e::{skip, Bus, TIMEOUT};
 
 use super::container_support::{
-    add_server, containers_call, empty_asv, entry, Server, INSTANCE_KEY,
+    add_filtered_server, add_server, containers_call, empty_asv, entry, Server, INSTANCE_KEY,
 };
 use super::support::restart;
 
@@ -63,4 +63,65 @@ fn a_container_instance_its_socket_and_its_clients_survive_restarts() {
         Connection::connect(&address).is_err(),
         "the socket still listens"
     );
+}
+
+fn listed_names(conn: &mut Connection) -> Vec<String> {
+    let reply = conn.call(bus_call("ListNames")).expect("ListNames");
+    match reply.body_values().unwrap().into_iter().next() {
+        Some(Value::Array { items, .. }) => items
+            .into_iter()
+            .map(|n| match n {
+                Value::String(n) => n,
+                other => panic!("{other:?}"),
+            })
+            .collect(),
+        other => panic!("ListNames replied {other:?}"),
+    }
+}
+
+/// What the filter `--talk=org.example.Talk` lets `app` see and do: the
+/// talk name listed and callable, the hidden one absent and unknown.
+fn assert_filtered(app: &mut Connection, who: &str) {
+    let names = listed_names(app);
+    assert!(
+        names.iter().any(|n| n == "org.example.Talk"),
+        "{who}: {names:?}"
+    );
+    assert!(
+        !names.iter().any(|n| n == "org.example.Hidden"),
+        "{who} sees the hidden name: {names:?}"
+    );
+    let hidden = app.call(
+        MessageBuilder::method_call("/", "Ping")
+            .interface("org.freedesktop.DBus.Peer")
+            .destination("org.example.Hidden"),
+    );
+    assert_eq!(
+        hidden.err().as_ref().and_then(|e| e.dbus_name()),
+        Some("org.freedesktop.DBus.Error.ServiceUnknown"),
+        "{who} reached the hidden name"
+    );
+    app.call(bus_call("GetNameOwner").body(vec![Value::String("org.example.Talk".into())]))
+        .unwrap_or_else(|e| panic!("{who} could not see the talk name's owner: {e}"));
+}
+
+#[test]
+fn a_filtered_instance_filters_its_clients_across_restarts() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let bus = Bus::start();
+    let mut manager = connect(bus.address());
+    let mut service = connect(bus.address());
+    assert_eq!(service.request_name("org.example.Talk", 0).unwrap(), 1);
+    assert_eq!(service.request_name("org.example.Hidden", 0).unwrap(), 1);
+    let Server { address, .. } = add_filtered_server(&mut manager, &["--talk=org.example.Talk"]);
+    let mut app = connect(&address);
+    assert_filtered(&mut app, "the app");
+    for i in 0..2 {
+        restart(&bus, i);
+        assert_filtered(&mut app, "the app after a restart");
+        assert_filtered(&mut connect(&address), "a new client after a restart");
+    }
+    drop((manager, service));
 }
