@@ -169,11 +169,20 @@ impl AppFilter {
     /// Whether a message with these facts may go to the well-known name
     /// `name` (whose level is TALK at least).
     pub(crate) fn call_allowed(&self, name: &str, msg: &MessageFacts<'_>) -> bool {
+        self.level_and_call(name, msg).1
+    }
+
+    /// The level of the well-known name `name`, and whether a message
+    /// with these facts may go to it once that level is TALK: both from
+    /// one walk of its grants (a call from a filtered app pays one).
+    pub(crate) fn level_and_call(&self, name: &str, msg: &MessageFacts<'_>) -> (Level, bool) {
+        let mut level = Level::None;
         let mut allowed = false;
         self.for_each_grant(name, |g| {
+            level = level.max(g.level);
             allowed = allowed || g.level == Level::Own || g.call.matches(msg);
         });
-        allowed
+        (level, allowed)
     }
 
     /// Whether a broadcast with these facts from the owner of `name` may

@@ -110,12 +110,8 @@ pub(crate) struct AppViews {
 }
 
 impl AppViews {
-    /// Whether `conn` is filtered: one branch when nobody is.
-    #[inline]
-    pub fn covers(&self, conn: ConnId) -> bool {
-        !self.views.is_empty() && self.views.contains_key(&conn)
-    }
-
+    /// Whether nobody is filtered: the one branch an unfiltered bus pays
+    /// per message.
     pub fn is_empty(&self) -> bool {
         self.views.is_empty()
     }
