@@ -444,6 +444,31 @@ restart_checks() {
     fi
 }
 
+# Containers1 on the system bus as the package sets it up: the socket
+# directory from its tmpfiles.d snippet, owned by the bus's user, and an
+# app run by `quickbus --system sandbox` reaching the bus through its
+# container socket, as a contained connection.
+container_check() {
+    local out
+    out=$(guest stat -c '%U %a' /run/dbus/containers 2>&1 || true)
+    if [[ $out == "messagebus 755" ]]; then
+        pass "/run/dbus/containers is made by the package's tmpfiles.d snippet (messagebus 755)"
+    else
+        fail "/run/dbus/containers is made by the package's tmpfiles.d snippet" "$out"
+    fi
+    # A contained connection may not make a container of its own: the
+    # bus refuses with its "in container" AccessDenied, which only a
+    # connection that came in through a container socket gets.
+    out=$(guest quickbus --system sandbox -- busctl --system call org.freedesktop.DBus \
+        /org/freedesktop/DBus org.freedesktop.DBus.Containers1 AddServer 'ssa{sv}a{sv}' \
+        org.example.Nested app 0 0 2>&1 || true)
+    if [[ $out == *"in container"* ]]; then
+        pass "quickbus --system sandbox: the app is in a container instance (nesting refused)"
+    else
+        fail "quickbus --system sandbox: the app is in a container instance (nesting refused)" "$out"
+    fi
+}
+
 declare -A poweroff_seconds
 
 run_boot() {
@@ -460,6 +485,7 @@ run_boot() {
     if [[ $full == full ]]; then
         checks "$expected"
         if [[ $expected == /usr/bin/quickbus-daemon ]]; then
+            container_check
             restart_checks
         fi
     else
