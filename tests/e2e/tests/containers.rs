@@ -424,3 +424,56 @@ fn instances_survive_a_reload_which_applies_the_container_limits_at_once() {
         .expect("a second client, now allowed");
     manager.call(add()).expect("a second instance, now allowed");
 }
+
+/// gdbus through a filtered container (`org.quickbus.Filter`
+/// `--talk=org.example.Talk`): ListNames shows the talk name and not the
+/// hidden one, and a call to the hidden one is ServiceUnknown, as
+/// xdg-dbus-proxy answers it.
+#[test]
+fn gdbus_through_a_filtered_container_sees_only_what_the_filter_gives() {
+    if skip::quickbus_only("Containers1 with org.quickbus.Filter") {
+        return;
+    }
+    let bus = Bus::start();
+    let mut manager = connect(bus.address());
+    let mut service = connect(bus.address());
+    assert_eq!(service.request_name("org.example.Talk", 0).unwrap(), 1);
+    assert_eq!(service.request_name("org.example.Hidden", 0).unwrap(), 1);
+    let server = support::add_filtered_server(&mut manager, &["--talk=org.example.Talk"]);
+    let gdbus_call = |dest: &str, method: &str| {
+        bus.run(
+            "gdbus",
+            &[
+                "call",
+                "--address",
+                &server.address,
+                "--dest",
+                dest,
+                "--object-path",
+                "/org/freedesktop/DBus",
+                "--method",
+                method,
+            ],
+        )
+    };
+    let names = gdbus_call("org.freedesktop.DBus", "org.freedesktop.DBus.ListNames").success();
+    assert!(
+        names.stdout.contains("'org.example.Talk'"),
+        "{}",
+        names.stdout
+    );
+    assert!(
+        !names.stdout.contains("org.example.Hidden"),
+        "{}",
+        names.stdout
+    );
+    let hidden = gdbus_call("org.example.Hidden", "org.freedesktop.DBus.Peer.Ping");
+    assert!(
+        hidden
+            .stderr
+            .contains("org.freedesktop.DBus.Error.ServiceUnknown"),
+        "{:?}",
+        hidden.stderr
+    );
+    drop((manager, service));
+}
