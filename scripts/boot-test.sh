@@ -456,16 +456,18 @@ container_check() {
     else
         fail "/run/dbus/containers is made by the package's tmpfiles.d snippet" "$out"
     fi
-    # A contained connection may not make a container of its own: the
-    # bus refuses with its "in container" AccessDenied, which only a
-    # connection that came in through a container socket gets.
-    out=$(guest quickbus --system sandbox -- busctl --system call org.freedesktop.DBus \
-        /org/freedesktop/DBus org.freedesktop.DBus.Containers1 AddServer 'ssa{sv}a{sv}' \
-        org.example.Nested app 0 0 2>&1 || true)
-    if [[ $out == *"in container"* ]]; then
-        pass "quickbus --system sandbox: the app is in a container instance (nesting refused)"
+    # A contained connection may not manage containers: the bus refuses
+    # StopInstance with its "in container" AccessDenied, which only a
+    # connection that came in through a container socket gets (dbus-send:
+    # busctl prints only "Access denied", not the bus's text).
+    out=$(guest quickbus --system sandbox -- dbus-send --system --print-reply \
+        --dest=org.freedesktop.DBus /org/freedesktop/DBus \
+        org.freedesktop.DBus.Containers1.StopInstance \
+        objpath:/org/freedesktop/DBus/Containers1/c999 2>&1 || true)
+    if [[ $out == *"StopInstance"*"in container"* ]]; then
+        pass "quickbus --system sandbox: the app is in a container instance (StopInstance refused to it)"
     else
-        fail "quickbus --system sandbox: the app is in a container instance (nesting refused)" "$out"
+        fail "quickbus --system sandbox: the app is in a container instance (StopInstance refused to it)" "$out"
     fi
 }
 
