@@ -51,6 +51,8 @@ pub const SIGNAL_SIZE: usize = 32;
 /// Bound of connecting, and of the proxy's start.
 const TIMEOUT: Duration = Duration::from_secs(20);
 const XDG_DBUS_PROXY: &str = "/usr/bin/xdg-dbus-proxy";
+/// Where a bus run by root binds container sockets.
+const ROOT_SOCKET_DIR: &str = "/run/dbus/containers";
 
 /// How the app reaches the bus.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -188,6 +190,12 @@ fn unique() -> usize {
 /// connection that made it (kept open for as long as the server is used)
 /// and the address AddServer returned.
 fn add_container_server(bus: &RunningBus, rules: &[&str]) -> Result<(Connection, String), String> {
+    // A bus run by root binds container sockets in /run/dbus/containers,
+    // which quickbus's package makes at boot (tmpfiles.d): make it when
+    // the bench runs without the package.
+    if rustix::process::geteuid().is_root() {
+        std::fs::create_dir_all(ROOT_SOCKET_DIR).map_err(|e| format!("{ROOT_SOCKET_DIR}: {e}"))?;
+    }
     let mut creator = bus.connect(TIMEOUT).map_err(|e| format!("connect: {e}"))?;
     let dict = |items| Value::Array {
         elem_sig: "{sv}".into(),

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use quickbus_client::{bus_call, Connection, Value};
 use quickbus_e2e::containers1::{
-    connection_credential, skip_without_containers1, CONTAINERS1, INSTANCE_KEY,
+    connection_credential, ensure_socket_dir, skip_without_containers1, CONTAINERS1, INSTANCE_KEY,
 };
 use quickbus_e2e::{python_path, python_script, run_bounded, Background, Bus};
 
@@ -21,6 +21,7 @@ struct Container {
 
 /// AddServer with no named arguments, as a container manager calls it.
 fn add_server(bus: &Bus) -> Container {
+    ensure_socket_dir();
     let mut creator = bus.connect();
     let empty_dict = || Value::Array {
         elem_sig: "{sv}".into(),

@@ -477,3 +477,33 @@ fn gdbus_through_a_filtered_container_sees_only_what_the_filter_gives() {
     );
     drop((manager, service));
 }
+
+/// Another user's connections to a container socket are closed at once:
+/// they cannot take max_connections_per_container's places (8) and lock
+/// the app out until their authentication times out.
+#[test]
+fn another_users_connections_cannot_lock_the_app_out() {
+    if skip::quickbus_only("Containers1")
+        || skip::unless(
+            quickbus_e2e::can_change_user(),
+            "needs root, to connect as nobody",
+        )
+    {
+        return;
+    }
+    let bus = Bus::start();
+    let mut manager = connect(bus.address());
+    let server = add_server(&mut manager, KIND, "app", empty_asv());
+    let socket = server.socket.clone();
+    let held: Vec<std::os::unix::net::UnixStream> =
+        quickbus_e2e::as_user(quickbus_e2e::NOBODY, move || {
+            (0..12)
+                .filter_map(|_| std::os::unix::net::UnixStream::connect(&socket).ok())
+                .collect()
+        });
+    assert!(!held.is_empty(), "nobody could not even connect");
+    let mut app = connect(&server.address);
+    app.call(bus_call("GetId"))
+        .expect("the creator's app gets in while nobody holds connections");
+    drop(held);
+}

@@ -54,32 +54,38 @@ pub struct ContainerSocket {
     pub address: String,
 }
 
-/// The value of AddServer's `org.quickbus.Filter` argument (a variant
-/// holding `as`: xdg-dbus-proxy's policy options), compiled into the
-/// filter every connection of the instance gets (docs/containers.md).
-fn filter_argument(value: &Value) -> Result<Arc<AppFilter>, BusError> {
-    let invalid = |message: String| BusError::new(errors::INVALID_ARGS, message);
+/// The options of AddServer's `org.quickbus.Filter` argument (a variant
+/// holding `as`: xdg-dbus-proxy's policy options), read but not compiled:
+/// the limits are checked first.
+fn filter_options(value: &Value) -> Result<Vec<&str>, BusError> {
+    let not_strings = || {
+        BusError::new(
+            errors::INVALID_ARGS,
+            format!("Named parameter {FILTER_ARGUMENT} must be an array of strings (as)"),
+        )
+    };
     let value = match value {
         Value::Variant(inner) => inner.as_ref(),
         other => other,
     };
     let Value::Array { items, .. } = value else {
-        return Err(invalid(format!(
-            "Named parameter {FILTER_ARGUMENT} must be an array of strings (as)"
-        )));
+        return Err(not_strings());
     };
-    let mut options = Vec::with_capacity(items.len());
-    for item in items {
-        let Value::String(option) = item else {
-            return Err(invalid(format!(
-                "Named parameter {FILTER_ARGUMENT} must be an array of strings (as)"
-            )));
-        };
-        options.push(option.as_str());
-    }
-    AppFilter::from_proxy_options(&options)
+    items
+        .iter()
+        .map(|item| match item {
+            Value::String(option) => Ok(option.as_str()),
+            _ => Err(not_strings()),
+        })
+        .collect()
+}
+
+/// The filter every connection of the instance gets (docs/containers.md),
+/// compiled from its options.
+fn compile_filter(options: &[&str]) -> Result<Arc<AppFilter>, BusError> {
+    AppFilter::from_proxy_options(options)
         .map(Arc::new)
-        .map_err(|err| invalid(err.to_string()))
+        .map_err(|err| BusError::new(errors::INVALID_ARGS, err.to_string()))
 }
 
 fn not_understood(name: &str) -> BusError {
@@ -179,7 +185,7 @@ impl Bus {
                 "Connection \"{me}\" ({who}) is not allowed to set {size} bytes of container metadata (max_container_metadata_bytes={limit})"
             )));
         }
-        let mut filter = None;
+        let mut filter_options_given = None;
         if let Value::Array { items, .. } = &named {
             for item in items {
                 let Value::DictEntry(key, value) = item else {
@@ -189,11 +195,27 @@ impl Bus {
                     continue;
                 };
                 if key == FILTER_ARGUMENT {
-                    filter = Some(filter_argument(value)?);
+                    filter_options_given = Some(filter_options(value)?);
                 } else {
                     return Err(not_understood(key));
                 }
             }
+        }
+        // The filter is the launcher's too: its options count against the
+        // same limit as the metadata (each with a terminating NUL, as in
+        // the message), so no caller makes the bus compile and keep an
+        // unbounded rule set.
+        let filter_size: usize = filter_options_given
+            .iter()
+            .flatten()
+            .map(|option| option.len() + 1)
+            .sum();
+        if filter_size > 0 && size + filter_size > limit {
+            let (me, who) = self.caller_words(from);
+            let total = size + filter_size;
+            return Err(self.container_limit(format!(
+                "Connection \"{me}\" ({who}) is not allowed to set {total} bytes of container metadata and {FILTER_ARGUMENT} options (max_container_metadata_bytes={limit})"
+            )));
         }
         let limit = self.opts.limits.max_containers;
         if self.containers.len() >= limit {
@@ -209,6 +231,10 @@ impl Bus {
                 "Connection \"{me}\" ({who}) is not allowed to create more container servers for uid {uid} (max_containers_per_user={limit})"
             )));
         }
+        // Compiled last, once every limit let the call through.
+        let filter = filter_options_given
+            .map(|options| compile_filter(&options))
+            .transpose()?;
         let creator_creds = self
             .conns
             .get(&from)

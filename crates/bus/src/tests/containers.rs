@@ -621,3 +621,35 @@ fn request_header_stamps_the_senders_instance_on_what_the_caller_receives() {
     assert_eq!(container_field(&id), Some("/".to_owned()));
     let _ = parse_out;
 }
+
+#[test]
+fn a_filter_counts_against_the_metadata_limit_and_is_compiled_after_the_limits() {
+    let mut opts = super::options();
+    opts.limits.max_container_metadata_bytes = 256;
+    opts.limits.max_containers_per_user = 1;
+    let mut h = Harness::with_options(opts);
+    let (manager, _) = h.client();
+    let many: Vec<String> = (0..20)
+        .map(|i| format!("--talk=org.example.N{i}"))
+        .collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let named = |options: &[&str]| asv(vec![("org.quickbus.Filter", strings(options))]);
+    let (name, text) = h.driver_error(
+        manager,
+        add_server_call("com.example.X", "app", empty_asv(), named(&many)),
+    );
+    assert_eq!(name, errors::LIMITS_EXCEEDED);
+    assert!(
+        text.contains("org.quickbus.Filter options (max_container_metadata_bytes=256)"),
+        "{text}"
+    );
+    // Within the limit it is made; the next one is over the user's limit,
+    // which is checked before a malformed option is even read.
+    add_filtered_server(&mut h, manager, &many[..3]);
+    let (name, text) = h.driver_error(
+        manager,
+        add_server_call("com.example.X", "app", empty_asv(), named(&["--log"])),
+    );
+    assert_eq!(name, errors::LIMITS_EXCEEDED);
+    assert!(text.contains("max_containers_per_user=1"), "{text}");
+}

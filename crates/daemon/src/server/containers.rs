@@ -132,6 +132,26 @@ impl Server {
                 super::Accepted::Again => continue,
                 super::Accepted::NoMore => return,
             };
+            // Only the creator's uid may join (checked again at BEGIN, as
+            // dbus-daemon checks it). Another user's connection is closed
+            // at once instead of waiting for its BEGIN, so it cannot hold
+            // one of max_connections_per_container's places and lock the
+            // app out (dbus-daemon counts it until then).
+            let peer_uid = rustix::net::sockopt::get_socket_peercred(&stream)
+                .map(|cred| cred.uid.as_raw())
+                .ok();
+            if peer_uid != Some(contained.uid) {
+                self.log_limiter.warn(
+                    "container connection from another user",
+                    format_args!(
+                        "Closing connection to container server {} from uid {} (only uid {} may connect)",
+                        contained.instance,
+                        peer_uid.map_or_else(|| "unknown".to_owned(), |uid| uid.to_string()),
+                        contained.uid
+                    ),
+                );
+                continue;
+            }
             let limit = self.opts.limits.max_connections_per_container;
             if self.connections_through(&contained.instance).count() >= limit {
                 self.log_limiter.warn(

@@ -219,6 +219,7 @@ impl Sandbox {
         if let Some(path) = &self.endpoint {
             return path.clone();
         }
+        quickbus_e2e::containers1::ensure_socket_dir();
         let call = container::add_server(&self.rules);
         let serial = self.control.send(&call).expect("control AddServer");
         let reply = self.control.await_reply(serial);

@@ -3,7 +3,7 @@
 
 use quickbus_client::{Connection, Message, MessageBuilder, Value, BUS_NAME, BUS_PATH};
 
-pub use quickbus_e2e::containers1::{CONTAINERS1, INSTANCE_KEY};
+pub use quickbus_e2e::containers1::{ensure_socket_dir, CONTAINERS1, INSTANCE_KEY};
 
 /// A call to the bus's Containers1 interface.
 pub fn containers_call(member: &str, body: Vec<Value>) -> MessageBuilder {
@@ -17,14 +17,6 @@ pub fn empty_asv() -> Value {
     Value::Array {
         elem_sig: "{sv}".into(),
         items: vec![],
-    }
-}
-
-/// A bus run by root puts container sockets in /run/dbus/containers,
-/// which the system (tmpfiles.d) makes, as for dbus-daemon: make it here.
-pub fn ensure_socket_dir() {
-    if rustix::process::geteuid().is_root() {
-        std::fs::create_dir_all("/run/dbus/containers").expect("/run/dbus/containers");
     }
 }
 
