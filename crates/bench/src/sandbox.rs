@@ -9,6 +9,8 @@
 //! - `container`: through a quickbus container socket made by
 //!   `org.freedesktop.DBus.Containers1.AddServer` with the rules as its
 //!   named argument `org.quickbus.Filter` (the filter in the bus, no hop);
+//! - `unfiltered`: a quickbus container socket made without the named
+//!   argument (labelled, not filtered): what the filter itself costs;
 //! - `plain`: a plain quickbus connection, no filter, the baseline.
 //!
 //! Every path has a bus of its own (the service owns the same name on
@@ -60,14 +62,16 @@ pub enum Way {
     ProxyBroker,
     ProxyQuickbus,
     Container,
+    UnfilteredContainer,
     Plain,
 }
 
 impl Way {
-    pub const ALL: [Way; 4] = [
+    pub const ALL: [Way; 5] = [
         Way::ProxyBroker,
         Way::ProxyQuickbus,
         Way::Container,
+        Way::UnfilteredContainer,
         Way::Plain,
     ];
 
@@ -76,6 +80,7 @@ impl Way {
             Way::ProxyBroker => "proxy-broker",
             Way::ProxyQuickbus => "proxy-qb",
             Way::Container => "container",
+            Way::UnfilteredContainer => "unfiltered",
             Way::Plain => "plain",
         }
     }
@@ -186,10 +191,13 @@ fn unique() -> usize {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// A container server on `bus`, the app's rules as its filter: the
-/// connection that made it (kept open for as long as the server is used)
-/// and the address AddServer returned.
-fn add_container_server(bus: &RunningBus, rules: &[&str]) -> Result<(Connection, String), String> {
+/// A container server on `bus`, the app's rules as its filter (None: no
+/// named argument, not filtered): the connection that made it (kept open
+/// for as long as the server is used) and the address AddServer returned.
+fn add_container_server(
+    bus: &RunningBus,
+    rules: Option<&[&str]>,
+) -> Result<(Connection, String), String> {
     // A bus run by root binds container sockets in /run/dbus/containers,
     // which quickbus's package makes at boot (tmpfiles.d): make it when
     // the bench runs without the package.
@@ -201,14 +209,19 @@ fn add_container_server(bus: &RunningBus, rules: &[&str]) -> Result<(Connection,
         elem_sig: "{sv}".into(),
         items,
     };
-    let filter = Value::Array {
-        elem_sig: "s".into(),
-        items: rules.iter().map(|r| Value::String((*r).into())).collect(),
-    };
-    let named = vec![Value::DictEntry(
-        Box::new(Value::String(FILTER_ARGUMENT.into())),
-        Box::new(Value::Variant(Box::new(filter))),
-    )];
+    let named: Vec<Value> = rules
+        .map(|rules| {
+            let filter = Value::Array {
+                elem_sig: "s".into(),
+                items: rules.iter().map(|r| Value::String((*r).into())).collect(),
+            };
+            Value::DictEntry(
+                Box::new(Value::String(FILTER_ARGUMENT.into())),
+                Box::new(Value::Variant(Box::new(filter))),
+            )
+        })
+        .into_iter()
+        .collect();
     let call = MessageBuilder::method_call("/org/freedesktop/DBus", "AddServer")
         .interface("org.freedesktop.DBus.Containers1")
         .destination("org.freedesktop.DBus")
@@ -253,7 +266,11 @@ impl Route {
                 (Some(proxy), None, address)
             }
             Way::Container => {
-                let (creator, address) = add_container_server(&bus, &RULES)?;
+                let (creator, address) = add_container_server(&bus, Some(&RULES))?;
+                (None, Some(creator), address)
+            }
+            Way::UnfilteredContainer => {
+                let (creator, address) = add_container_server(&bus, None)?;
                 (None, Some(creator), address)
             }
             Way::Plain => (None, None, bus.address.clone()),
@@ -488,6 +505,7 @@ fn short(way: Way) -> &'static str {
         Way::ProxyBroker => "broker",
         Way::ProxyQuickbus => "proxy",
         Way::Container => "container",
+        Way::UnfilteredContainer => "unfiltered",
         Way::Plain => "plain",
     }
 }
@@ -587,7 +605,12 @@ mod tests {
         assert_eq!(ways(&BusKind::ALL), Way::ALL);
         assert_eq!(
             ways(&[BusKind::Quickbus]),
-            [Way::ProxyQuickbus, Way::Container, Way::Plain]
+            [
+                Way::ProxyQuickbus,
+                Way::Container,
+                Way::UnfilteredContainer,
+                Way::Plain
+            ]
         );
     }
 

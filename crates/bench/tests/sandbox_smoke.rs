@@ -28,7 +28,7 @@ fn a_tiny_sandbox_run_reports_every_way_fully_received() {
         "dbus-broker was not asked for:\n{stdout}"
     );
     for measure in ["calls", "signals"] {
-        for way in ["proxy-qb", "container", "plain"] {
+        for way in ["proxy-qb", "container", "unfiltered", "plain"] {
             let row = stdout
                 .lines()
                 .find(|l| l.starts_with(measure) && l.contains(&format!(" {way} ")))
@@ -53,7 +53,7 @@ fn a_tiny_sandbox_run_reports_every_way_fully_received() {
     let rows = report["sandbox"]["results"]
         .as_array()
         .expect("sandbox rows");
-    assert_eq!(rows.len(), 6, "{report}");
+    assert_eq!(rows.len(), 8, "{report}");
     for row in rows {
         assert_eq!(row["median"]["received_percent"], 100.0, "{row}");
     }

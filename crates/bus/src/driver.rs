@@ -471,6 +471,21 @@ impl Bus {
             // The signals a call caused come before its reply.
             self.emit(&events, None, out);
         }
+        // dbus-daemon stops an instance (its connections closed, its
+        // InstanceRemoved sent) before it acknowledges StopInstance or
+        // StopListening.
+        let (stops, effects): (Vec<_>, Vec<_>) = effects
+            .into_iter()
+            .partition(|effect| matches!(effect, Effect::StopContainer { .. }));
+        for stop in stops {
+            if let Effect::StopContainer {
+                path,
+                close_connections,
+            } = stop
+            {
+                self.stop_container(&path, close_connections, out);
+            }
+        }
         let mut eavesdroppers_now = true;
         match reply {
             Reply::Now { body, fds } => self.reply(from, msg, body, fds, out),
@@ -489,10 +504,7 @@ impl Bus {
             match effect {
                 Effect::Act(action) => out.push(action),
                 Effect::BecomeMonitor(rules) => self.become_monitor(from, rules, out),
-                Effect::StopContainer {
-                    path,
-                    close_connections,
-                } => self.stop_container(&path, close_connections, out),
+                Effect::StopContainer { .. } => unreachable!("stopped before the reply"),
             }
         }
         eavesdroppers_now

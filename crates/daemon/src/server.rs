@@ -389,6 +389,8 @@ impl Server {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
+                // The bus exits: no container socket file stays behind.
+                self.remove_container_sockets();
                 return Err(e);
             }
             // (id, the peer hung up): a hung-up peer is read until EOF.

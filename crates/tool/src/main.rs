@@ -111,9 +111,15 @@ enum Command {
     /// the app may then talk to the bus driver and to nothing the options do
     /// not allow. The bus checks the options; a malformed one is refused.
     ///
+    /// quickbus sandbox hides nothing by itself: COMMAND runs as the same
+    /// user, and can still connect to the bus's own socket (or the system
+    /// bus's) unless a sandbox (bwrap, a mount namespace) leaves only the
+    /// container's socket in sight.
+    ///
     /// Exit status: COMMAND's, or 128 + N if signal N killed it; 125 if the
     /// bus cannot be reached or refuses the container; 126 if COMMAND cannot
-    /// be executed; 127 if it is not found; 2 for a usage error.
+    /// be executed; 127 if it is not found; 2 for a usage error, and when no
+    /// bus address is known (no --address and no DBUS_SESSION_BUS_ADDRESS).
     Sandbox(sandbox::SandboxArgs),
     /// Restart a quickbus-daemon in place, keeping every connection (root
     /// or the bus's user); returns when the new process serves

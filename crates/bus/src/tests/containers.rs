@@ -653,3 +653,27 @@ fn a_filter_counts_against_the_metadata_limit_and_is_compiled_after_the_limits()
     assert_eq!(name, errors::LIMITS_EXCEEDED);
     assert!(text.contains("max_containers_per_user=1"), "{text}");
 }
+
+#[test]
+fn instance_removed_comes_before_the_stop_reply_as_in_dbus_daemon() {
+    for member in ["StopListening", "StopInstance"] {
+        let (mut h, _watch, manager, instance) = watched_instance();
+        h.add_match(
+            manager,
+            "type='signal',interface='org.freedesktop.DBus.Containers1',member='InstanceRemoved'",
+        );
+        h.take();
+        h.send(manager, containers(member, vec![path(&instance)]));
+        let to_manager: Vec<MessageType> = h
+            .take()
+            .into_iter()
+            .filter(|(to, _)| *to == manager)
+            .map(|(_, m)| m.msg_type())
+            .collect();
+        assert_eq!(
+            to_manager,
+            [MessageType::Signal, MessageType::MethodReturn],
+            "{member}"
+        );
+    }
+}

@@ -60,11 +60,23 @@ impl Running {
     /// none of them ends the launcher before it has stopped the instance.
     pub fn start(mut command: Command) -> io::Result<Running> {
         let mut signals = Signals::new(FORWARDED)?;
-        let child = command.spawn()?;
+        let mut child = command.spawn()?;
         // A pidfd, not the pid: the signal can never reach another
-        // process that reused the pid after COMMAND was reaped.
-        let pidfd = Pid::from_child(&child);
-        let pidfd = pidfd_open(pidfd, PidfdFlags::empty())?;
+        // process that reused the pid after COMMAND was reaped. Without
+        // one (a kernel before 5.3) COMMAND cannot be looked after: it is
+        // killed and reaped rather than left running outside the
+        // instance's life.
+        let pidfd = match pidfd_open(Pid::from_child(&child), PidfdFlags::empty()) {
+            Ok(pidfd) => pidfd,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("cannot watch it (pidfd_open: {e}); it was stopped"),
+                ));
+            }
+        };
         thread::spawn(move || forward(&mut signals, &pidfd));
         Ok(Running { child })
     }
