@@ -97,6 +97,15 @@ impl AppView {
             || p.names.iter().any(|name| allowed(&self.filter, name))
     }
 
+    /// Share `filter` (its instance's, compiled from the same options)
+    /// instead of this view's own copy: a restart in place deserializes
+    /// one per view.
+    pub fn share_filter(&mut self, filter: &Arc<AppFilter>) {
+        if self.filter.options() == filter.options() {
+            self.filter = Arc::clone(filter);
+        }
+    }
+
     /// `peer` left the bus.
     pub fn forget(&mut self, peer: ConnId) {
         self.peers.remove(&peer);

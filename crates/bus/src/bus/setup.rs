@@ -27,11 +27,23 @@ impl Bus {
     /// A bus deserialized after a restart in place (docs/restart.md) is
     /// made whole: every connection's policy rules are resolved again
     /// from the compiled policy (they are shared, so they do not cross),
-    /// and `mediator` (the daemon's, opened anew) is installed.
+    /// and `mediator` (the daemon's, opened anew) is installed; each
+    /// filtered connection shares its container instance's filter again
+    /// (each crossed with a copy of its own).
     pub fn restored(&mut self, mediator: Option<Box<dyn crate::mac::Mediator>>) {
         let config = self.policy.config().clone();
         self.set_policy(config);
         self.set_mediator(mediator);
+        for (&conn, view) in self.app_views.iter_mut() {
+            let instance_filter = self
+                .containers
+                .instance_of(conn)
+                .and_then(|path| self.containers.get(path))
+                .and_then(|instance| instance.filter.as_ref());
+            if let Some(filter) = instance_filter {
+                view.share_filter(filter);
+            }
+        }
     }
 
     pub fn new(opts: BusOptions) -> Bus {

@@ -677,3 +677,28 @@ fn instance_removed_comes_before_the_stop_reply_as_in_dbus_daemon() {
         );
     }
 }
+
+#[test]
+fn after_a_restart_an_instances_connections_share_its_one_filter_again() {
+    let mut h = Harness::new();
+    let (manager, _) = h.client();
+    let instance = add_filtered_server(&mut h, manager, &["--talk=org.example.Talk"]);
+    let (first, _) = contained(&mut h, &instance, 1000);
+    let (second, _) = contained(&mut h, &instance, 1000);
+    let h = super::handover::restarted(&h);
+    let shared = h
+        .bus
+        .containers
+        .get(&instance)
+        .unwrap()
+        .filter
+        .clone()
+        .unwrap();
+    for conn in [first, second] {
+        let view = h.bus.app_views.get(conn).expect("still filtered");
+        assert!(
+            std::ptr::eq(view.filter(), &*shared),
+            "{conn:?} has a copy of its own"
+        );
+    }
+}
