@@ -27,8 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use quickbus_client::Connection;
-use quickbus_wire::{MessageBuilder, Value};
+use quickbus_client::{containers1, Connection};
 use serde_json::{json, Value as Json};
 
 use super::buses::{tree_cpu_seconds, BusKind, RunningBus};
@@ -42,9 +41,6 @@ pub const SERVICE: &str = "org.example.Bench";
 /// The app's rules, as xdg-dbus-proxy options (and, the same strings, as
 /// the elements of AddServer's `org.quickbus.Filter`).
 pub const RULES: [&str; 1] = ["--talk=org.example.Bench"];
-/// The named argument of AddServer that carries the rules (the shared
-/// contract of issue 26).
-const FILTER_ARGUMENT: &str = "org.quickbus.Filter";
 /// The app's subscription to the service's signals.
 const MATCH_RULE: &str =
     "type='signal',sender='org.example.Bench',interface='org.quickbus.Bench',member='Burst'";
@@ -205,40 +201,14 @@ fn add_container_server(
         std::fs::create_dir_all(ROOT_SOCKET_DIR).map_err(|e| format!("{ROOT_SOCKET_DIR}: {e}"))?;
     }
     let mut creator = bus.connect(TIMEOUT).map_err(|e| format!("connect: {e}"))?;
-    let dict = |items| Value::Array {
-        elem_sig: "{sv}".into(),
-        items,
+    let request = containers1::Request {
+        container_type: "org.quickbus.Bench".into(),
+        name: "sandbox".into(),
+        metadata: Vec::new(),
+        filter: rules.map(|rules| rules.iter().map(|r| (*r).to_owned()).collect()),
     };
-    let named: Vec<Value> = rules
-        .map(|rules| {
-            let filter = Value::Array {
-                elem_sig: "s".into(),
-                items: rules.iter().map(|r| Value::String((*r).into())).collect(),
-            };
-            Value::DictEntry(
-                Box::new(Value::String(FILTER_ARGUMENT.into())),
-                Box::new(Value::Variant(Box::new(filter))),
-            )
-        })
-        .into_iter()
-        .collect();
-    let call = MessageBuilder::method_call("/org/freedesktop/DBus", "AddServer")
-        .interface("org.freedesktop.DBus.Containers1")
-        .destination("org.freedesktop.DBus")
-        .body(vec![
-            Value::String("org.quickbus.Bench".into()),
-            Value::String("sandbox".into()),
-            dict(Vec::new()),
-            dict(named),
-        ]);
-    let reply = creator
-        .call(call)
-        .map_err(|e| format!("Containers1.AddServer: {e}"))?;
-    // (o instance, ay socket path, s address)
-    match reply.body_values().map_err(|e| e.to_string())?.get(2) {
-        Some(Value::String(address)) => Ok((creator, address.clone())),
-        other => Err(format!("Containers1.AddServer answered {other:?}")),
-    }
+    let instance = containers1::add_server(&mut creator, &request)?;
+    Ok((creator, instance.address))
 }
 
 /// One way, running: its bus, what sits in front of it, and the address

@@ -12,6 +12,7 @@
 
 mod address;
 mod connection;
+pub mod containers1;
 mod cookie;
 mod error;
 mod handshake;

@@ -8,12 +8,10 @@ use quickbus_client::{bus_call, Connection, Value};
 use crate::locate::{daemon_path, testing_quickbus};
 use crate::{skip, Bus};
 
-/// The driver's interface for container servers.
-pub const CONTAINERS1: &str = "org.freedesktop.DBus.Containers1";
-
-/// The GetConnectionCredentials key of a connection that came in through a
-/// container's socket, as dbus-daemon's bus/driver.c adds it.
-pub const INSTANCE_KEY: &str = "org.freedesktop.DBus.Containers1.Instance";
+/// The driver's interface for container servers, and the
+/// GetConnectionCredentials key of a connection that came in through a
+/// container's socket (as dbus-daemon's bus/driver.c adds it).
+pub use quickbus_client::containers1::{INSTANCE_KEY, INTERFACE as CONTAINERS1};
 
 /// The value of `key` in GetConnectionCredentials of `name`, unwrapped
 /// from its variant.

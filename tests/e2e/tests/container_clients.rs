@@ -6,9 +6,9 @@
 
 use std::process::Command;
 
-use quickbus_client::{bus_call, Connection, Value};
+use quickbus_client::{containers1, Connection, Value};
 use quickbus_e2e::containers1::{
-    connection_credential, ensure_socket_dir, skip_without_containers1, CONTAINERS1, INSTANCE_KEY,
+    connection_credential, ensure_socket_dir, skip_without_containers1, INSTANCE_KEY,
 };
 use quickbus_e2e::{python_path, python_script, run_bounded, Background, Bus};
 
@@ -23,25 +23,18 @@ struct Container {
 fn add_server(bus: &Bus) -> Container {
     ensure_socket_dir();
     let mut creator = bus.connect();
-    let empty_dict = || Value::Array {
-        elem_sig: "{sv}".into(),
-        items: vec![],
+    let request = containers1::Request {
+        container_type: "com.example.NotFlatpak".into(),
+        name: "sample-app".into(),
+        metadata: Vec::new(),
+        filter: None,
     };
-    let reply = creator
-        .call(bus_call("AddServer").interface(CONTAINERS1).body(vec![
-            Value::String("com.example.NotFlatpak".into()),
-            Value::String("sample-app".into()),
-            empty_dict(),
-            empty_dict(),
-        ]))
-        .unwrap_or_else(|e| panic!("AddServer: {e}; daemon log: {}", bus.log()));
-    match reply.body_values().unwrap().as_slice() {
-        [Value::ObjectPath(path), Value::Array { .. }, Value::String(address)] => Container {
-            path: path.clone(),
-            address: address.clone(),
-            _creator: creator,
-        },
-        other => panic!("AddServer replied {other:?}"),
+    let instance = containers1::add_server(&mut creator, &request)
+        .unwrap_or_else(|e| panic!("{e}; daemon log: {}", bus.log()));
+    Container {
+        path: instance.path,
+        address: instance.address,
+        _creator: creator,
     }
 }
 

@@ -11,7 +11,6 @@
 
 mod child;
 pub use child::BusKind;
-mod container;
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -19,6 +18,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
+use quickbus_client::containers1 as container;
 use quickbus_client::Connection;
 
 use child::Running;

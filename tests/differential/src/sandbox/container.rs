@@ -5,13 +5,11 @@
 
 use std::path::PathBuf;
 
-use quickbus_client::{Message, MessageBuilder, MessageType, Value};
+use quickbus_client::{containers1, Message, MessageBuilder, MessageType, Value};
 
 use crate::normalize::DRIVER;
 
-pub const CONTAINERS_INTERFACE: &str = "org.freedesktop.DBus.Containers1";
-/// The named argument that turns filtering on.
-pub const FILTER_ARGUMENT: &str = "org.quickbus.Filter";
+pub use quickbus_client::containers1::INTERFACE as CONTAINERS_INTERFACE;
 const DRIVER_PATH: &str = "/org/freedesktop/DBus";
 
 /// A container instance the bus made: its object path and socket. The bus
@@ -30,27 +28,13 @@ impl Drop for Instance {
 
 /// `AddServer("org.quickbus.Differential", "sandbox", {}, {"org.quickbus.Filter": <rules>})`.
 pub fn add_server(rules: &[String]) -> MessageBuilder {
-    let filter = Value::Array {
-        elem_sig: "s".into(),
-        items: rules.iter().map(|r| Value::String(r.clone())).collect(),
+    let request = containers1::Request {
+        container_type: "org.quickbus.Differential".into(),
+        name: "sandbox".into(),
+        metadata: Vec::new(),
+        filter: Some(rules.to_vec()),
     };
-    let named = Value::Array {
-        elem_sig: "{sv}".into(),
-        items: vec![Value::DictEntry(
-            Box::new(Value::String(FILTER_ARGUMENT.into())),
-            Box::new(Value::Variant(Box::new(filter))),
-        )],
-    };
-    let metadata = Value::Array {
-        elem_sig: "{sv}".into(),
-        items: Vec::new(),
-    };
-    driver_call("AddServer").body(vec![
-        Value::String("org.quickbus.Differential".into()),
-        Value::String("sandbox".into()),
-        metadata,
-        named,
-    ])
+    driver_call("AddServer").body(request.arguments())
 }
 
 /// The instance in AddServer's reply `(o, ay, s)`, or why there is none.
@@ -64,26 +48,12 @@ pub fn instance(reply: Option<&Message>) -> Result<Instance, String> {
         ));
     }
     let values = reply.body_values().map_err(|e| e.to_string())?;
-    match values.as_slice() {
-        [Value::ObjectPath(path), Value::Array { items, .. }, Value::String(_)] => {
-            let mut bytes: Vec<u8> = items
-                .iter()
-                .filter_map(|v| match v {
-                    Value::Byte(b) => Some(*b),
-                    _ => None,
-                })
-                .collect();
-            // The socket path is a bytestring with its nul terminator.
-            if bytes.last() == Some(&0) {
-                bytes.pop();
-            }
-            Ok(Instance {
-                path: path.clone(),
-                socket: PathBuf::from(String::from_utf8_lossy(&bytes).into_owned()),
-            })
-        }
-        other => Err(format!("AddServer returned {other:?}")),
-    }
+    let instance = containers1::instance_of(values)
+        .ok_or_else(|| format!("AddServer returned {:?}", reply.signature()))?;
+    Ok(Instance {
+        path: instance.path,
+        socket: PathBuf::from(instance.socket),
+    })
 }
 
 /// `StopInstance(path)`.

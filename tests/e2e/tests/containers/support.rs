@@ -1,7 +1,9 @@
 //! What the Containers1 tests share: the calls, AddServer, and the socket
 //! directory a bus run by root needs.
 
-use quickbus_client::{Connection, Message, MessageBuilder, Value, BUS_NAME, BUS_PATH};
+use quickbus_client::{
+    containers1, Connection, Message, MessageBuilder, Value, BUS_NAME, BUS_PATH,
+};
 
 pub use quickbus_e2e::containers1::{ensure_socket_dir, CONTAINERS1, INSTANCE_KEY};
 
@@ -35,18 +37,17 @@ pub fn add_server(manager: &mut Connection, kind: &str, name: &str, metadata: Va
 /// AddServer with the per-app filter `options` (`org.quickbus.Filter`,
 /// xdg-dbus-proxy's policy options), which must succeed.
 pub fn add_filtered_server(manager: &mut Connection, options: &[&str]) -> Server {
-    let options = Value::Array {
-        elem_sig: "s".into(),
-        items: options.iter().map(|o| Value::String((*o).into())).collect(),
+    let request = containers1::Request {
+        container_type: "com.example.NotFlatpak".into(),
+        name: "app".into(),
+        metadata: Vec::new(),
+        filter: Some(options.iter().map(|o| (*o).to_owned()).collect()),
     };
-    let named = Value::Array {
-        elem_sig: "{sv}".into(),
-        items: vec![Value::DictEntry(
-            Box::new(Value::String("org.quickbus.Filter".into())),
-            Box::new(Value::Variant(Box::new(options))),
-        )],
+    let [kind, name, metadata, named] = <[Value; 4]>::try_from(request.arguments()).unwrap();
+    let (Value::String(kind), Value::String(name)) = (kind, name) else {
+        unreachable!("AddServer's first two arguments are strings")
     };
-    add_server_with(manager, "com.example.NotFlatpak", "app", empty_asv(), named)
+    add_server_with(manager, &kind, &name, metadata, named)
 }
 
 fn add_server_with(
@@ -68,25 +69,13 @@ fn add_server_with(
             ],
         ))
         .expect("AddServer");
-    assert_eq!(reply.signature(), "oays");
     let values = reply.body_values().unwrap();
-    let [Value::ObjectPath(instance), Value::Array { items, .. }, Value::String(address)] =
-        &values[..]
-    else {
-        panic!("AddServer returned {values:?}");
-    };
-    let mut bytes: Vec<u8> = items
-        .iter()
-        .map(|b| match b {
-            Value::Byte(b) => *b,
-            other => panic!("{other:?}"),
-        })
-        .collect();
-    assert_eq!(bytes.pop(), Some(0), "the socket path ends in a NUL");
+    let instance = containers1::instance_of(values)
+        .unwrap_or_else(|| panic!("AddServer returned {:?}", reply.signature()));
     Server {
-        instance: instance.clone(),
-        socket: String::from_utf8(bytes).unwrap(),
-        address: address.clone(),
+        instance: instance.path,
+        socket: instance.socket,
+        address: instance.address,
     }
 }
 

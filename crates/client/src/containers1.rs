@@ -1,9 +1,10 @@
-//! The two Containers1 calls the launcher makes: AddServer, which creates
-//! the container instance and its listening socket, and StopInstance, which
-//! removes it again (closing its socket and every connection made through
-//! it).
+//! org.freedesktop.DBus.Containers1 for a container manager (the
+//! `quickbus sandbox` launcher, the bench, the tests): AddServer, which
+//! creates a container instance and its listening socket, and
+//! StopInstance, which removes it again (closing its socket and every
+//! connection made through it). docs/containers.md.
 
-use quickbus_client::{bus_call, CallError, Connection, Value};
+use crate::{bus_call, CallError, Connection, Value};
 
 /// The bus driver's Containers1 interface (dbus-daemon's
 /// DBUS_INTERFACE_CONTAINERS1, experimental).
@@ -12,6 +13,10 @@ pub const INTERFACE: &str = "org.freedesktop.DBus.Containers1";
 /// The named argument of AddServer that turns on per-app filtering; its
 /// value (type `as`) lists xdg-dbus-proxy policy options (docs/containers.md).
 pub const FILTER_ARGUMENT: &str = "org.quickbus.Filter";
+
+/// The GetConnectionCredentials key of a connection that came in through
+/// a container's socket: its instance's path (dbus-daemon's bus/driver.c).
+pub const INSTANCE_KEY: &str = "org.freedesktop.DBus.Containers1.Instance";
 
 /// What AddServer is asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +37,8 @@ pub struct Request {
 pub struct Instance {
     /// The instance's object path, for StopInstance and GetInstanceInfo.
     pub path: String,
+    /// The socket's file (what a sandbox would bind-mount).
+    pub socket: String,
     /// The address the app connects to.
     pub address: String,
 }
@@ -99,11 +106,27 @@ pub fn add_server(bus: &mut Connection, request: &Request) -> Result<Instance, S
     })
 }
 
-/// AddServer's reply `(o instance, ay socket path, s address)`.
-fn instance_of(values: Vec<Value>) -> Option<Instance> {
+/// AddServer's reply `(o instance, ay socket path with its NUL, s
+/// address)`; None for any other shape.
+pub fn instance_of(values: Vec<Value>) -> Option<Instance> {
     match <[Value; 3]>::try_from(values).ok()? {
-        [Value::ObjectPath(path), Value::Array { .. }, Value::String(address)] => {
-            Some(Instance { path, address })
+        [Value::ObjectPath(path), Value::Array { items, .. }, Value::String(address)] => {
+            let mut bytes = items
+                .into_iter()
+                .map(|b| match b {
+                    Value::Byte(b) => Some(b),
+                    _ => None,
+                })
+                .collect::<Option<Vec<u8>>>()?;
+            if bytes.pop() != Some(0) {
+                return None;
+            }
+            let socket = String::from_utf8(bytes).ok()?;
+            Some(Instance {
+                path,
+                socket,
+                address,
+            })
         }
         _ => None,
     }
@@ -202,9 +225,19 @@ mod tests {
             instance_of(reply),
             Some(Instance {
                 path: "/org/freedesktop/DBus/Containers1/c1".into(),
+                socket: "/".into(),
                 address: "unix:path=/run/dbus/containers/dbus-x".into(),
             })
         );
         assert_eq!(instance_of(vec![Value::String("x".into())]), None);
+        let without_nul = vec![
+            Value::ObjectPath("/c".into()),
+            Value::Array {
+                elem_sig: "y".into(),
+                items: vec![Value::Byte(b'/')],
+            },
+            Value::String("unix:path=/".into()),
+        ];
+        assert_eq!(instance_of(without_nul), None);
     }
 }
