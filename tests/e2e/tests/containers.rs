@@ -435,11 +435,7 @@ fn gdbus_through_a_filtered_container_sees_only_what_the_filter_gives() {
         return;
     }
     let bus = Bus::start();
-    let mut manager = connect(bus.address());
-    let mut service = connect(bus.address());
-    assert_eq!(service.request_name("org.example.Talk", 0).unwrap(), 1);
-    assert_eq!(service.request_name("org.example.Hidden", 0).unwrap(), 1);
-    let server = support::add_filtered_server(&mut manager, &["--talk=org.example.Talk"]);
+    let (manager, service, server) = support::filtered_setup(bus.address());
     let gdbus_call = |dest: &str, method: &str| {
         bus.run(
             "gdbus",

@@ -92,3 +92,24 @@ pub fn entry(reply: &Message, key: &str) -> Option<Value> {
         _ => None,
     })
 }
+
+/// The names the filtered-container tests use: the app may talk to the
+/// first, and must not see the second.
+pub const TALK_NAME: &str = "org.example.Talk";
+pub const HIDDEN_NAME: &str = "org.example.Hidden";
+
+/// A manager, a service owning [`TALK_NAME`] and [`HIDDEN_NAME`], and a
+/// container server filtered by `--talk=TALK_NAME`, all on the bus at
+/// `address`. The manager and the service must stay connected.
+pub fn filtered_setup(address: &str) -> (Connection, Connection, Server) {
+    let connect = || {
+        let mut conn = Connection::connect(address).expect("connect");
+        conn.set_timeout(Some(quickbus_e2e::TIMEOUT)).unwrap();
+        conn
+    };
+    let (mut manager, mut service) = (connect(), connect());
+    assert_eq!(service.request_name(TALK_NAME, 0).unwrap(), 1);
+    assert_eq!(service.request_name(HIDDEN_NAME, 0).unwrap(), 1);
+    let server = add_filtered_server(&mut manager, &[&format!("--talk={TALK_NAME}")]);
+    (manager, service, server)
+}

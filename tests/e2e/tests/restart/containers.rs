@@ -9,7 +9,7 @@ use quickbus_client::{bus_call, Connection, MessageBuilder, Value};
 use quickbus_e2e::{skip, Bus, TIMEOUT};
 
 use super::container_support::{
-    add_filtered_server, add_server, containers_call, empty_asv, entry, Server, INSTANCE_KEY,
+    add_server, containers_call, empty_asv, entry, filtered_setup, Server, INSTANCE_KEY,
 };
 use super::support::restart;
 
@@ -111,11 +111,7 @@ fn a_filtered_instance_filters_its_clients_across_restarts() {
         return;
     }
     let bus = Bus::start();
-    let mut manager = connect(bus.address());
-    let mut service = connect(bus.address());
-    assert_eq!(service.request_name("org.example.Talk", 0).unwrap(), 1);
-    assert_eq!(service.request_name("org.example.Hidden", 0).unwrap(), 1);
-    let Server { address, .. } = add_filtered_server(&mut manager, &["--talk=org.example.Talk"]);
+    let (manager, service, Server { address, .. }) = filtered_setup(bus.address());
     let mut app = connect(&address);
     assert_filtered(&mut app, "the app");
     for i in 0..2 {
