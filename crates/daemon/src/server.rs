@@ -189,7 +189,6 @@ struct Conn {
     watching_writable: bool,
     /// The container instance whose socket it came through (see
     /// [`containers`]).
-    #[serde(default)]
     contained: Option<containers::Contained>,
     /// The loop turn of its last read (see `IdleBuffers`); a restart
     /// starts counting turns anew.

@@ -73,7 +73,6 @@ pub struct LoopState {
     late_users: Option<LateUsers>,
     unfinished_reads: Vec<(ConnId, bool)>,
     /// Container instances' sockets, in their slots.
-    #[serde(default)]
     container_listeners: Vec<Option<super::containers::ContainerListen>>,
 }
 
