@@ -474,9 +474,9 @@ fn gdbus_through_a_filtered_container_sees_only_what_the_filter_gives() {
     drop((manager, service));
 }
 
-/// Another user's connections to a container socket are closed at once:
-/// they cannot take max_connections_per_container's places (8) and lock
-/// the app out until their authentication times out.
+/// Another user's connections to a container socket (refused at BEGIN)
+/// take none of max_connections_per_container's places (8): they cannot
+/// lock the app out until their authentication times out.
 #[test]
 fn another_users_connections_cannot_lock_the_app_out() {
     if skip::quickbus_only("Containers1")

@@ -54,6 +54,12 @@ pub(super) struct Contained {
     pub instance: String,
     /// The creator's uid, the only one that may authenticate.
     pub uid: u32,
+    /// It came from the creator's uid and holds one of the instance's
+    /// `max_connections_per_container` places. Another user's connection
+    /// (refused at BEGIN) holds none, so it cannot lock the app out; like
+    /// every connection still authenticating it counts against its own
+    /// user's share of `max_incomplete_connections`.
+    pub counted: bool,
 }
 
 impl Server {
@@ -122,38 +128,23 @@ impl Server {
             let Some(Some(listen)) = self.container_listeners.get(slot) else {
                 return;
             };
-            let contained = Contained {
-                instance: listen.instance.clone(),
-                uid: listen.uid,
-            };
             let accepted = listen.socket.accept();
+            let (instance, uid) = (listen.instance.clone(), listen.uid);
             let stream = match self.accepted(accepted) {
                 super::Accepted::Stream(stream) => stream,
                 super::Accepted::Again => continue,
                 super::Accepted::NoMore => return,
             };
-            // Only the creator's uid may join (checked again at BEGIN, as
-            // dbus-daemon checks it). Another user's connection is closed
-            // at once instead of waiting for its BEGIN, so it cannot hold
-            // one of max_connections_per_container's places and lock the
-            // app out (dbus-daemon counts it until then).
             let peer_uid = rustix::net::sockopt::get_socket_peercred(&stream)
                 .map(|cred| cred.uid.as_raw())
                 .ok();
-            if peer_uid != Some(contained.uid) {
-                self.log_limiter.warn(
-                    "container connection from another user",
-                    format_args!(
-                        "Closing connection to container server {} from uid {} (only uid {} may connect)",
-                        contained.instance,
-                        peer_uid.map_or_else(|| "unknown".to_owned(), |uid| uid.to_string()),
-                        contained.uid
-                    ),
-                );
-                continue;
-            }
+            let contained = Contained {
+                counted: peer_uid == Some(uid),
+                instance,
+                uid,
+            };
             let limit = self.opts.limits.max_connections_per_container;
-            if self.connections_through(&contained.instance).count() >= limit {
+            if contained.counted && self.places_taken(&contained.instance) >= limit {
                 self.log_limiter.warn(
                     "container connection over the limit",
                     format_args!(
@@ -165,6 +156,19 @@ impl Server {
             }
             self.add_connection(stream, None, Some(contained));
         }
+    }
+
+    /// How many of instance `instance`'s `max_connections_per_container`
+    /// places are taken.
+    fn places_taken(&self, instance: &str) -> usize {
+        self.conns
+            .values()
+            .filter(|c| {
+                c.contained
+                    .as_ref()
+                    .is_some_and(|c| c.counted && c.instance == instance)
+            })
+            .count()
     }
 
     /// The connections that came through instance `instance`'s socket,
