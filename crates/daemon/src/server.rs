@@ -276,6 +276,10 @@ pub struct Server {
     restart: Option<restarting::Pending>,
     /// Container instances' sockets, by slot (see [`containers`]).
     container_listeners: Vec<Option<containers::ContainerListen>>,
+    /// The `max_connections_per_container` places taken, by instance:
+    /// kept as connections come and go, counted again from the
+    /// connections after a restart.
+    container_places: FastMap<String, usize>,
 }
 
 /// A listening socket registered with the loop.
@@ -358,6 +362,7 @@ impl Server {
             late_users: crate::late_users::LateUsers::new(Vec::new()),
             restart: None,
             container_listeners: Vec::new(),
+            container_places: FastMap::default(),
         };
         server.put_back(state);
         if let Err(e) = server.register_all() {
@@ -1040,6 +1045,9 @@ impl Server {
         let Some(mut conn) = self.conns.remove(&id) else {
             return;
         };
+        if let Some(c) = conn.contained.as_ref().filter(|c| c.counted) {
+            self.container_places_taken(&c.instance, -1);
+        }
         let _ = self.poll.registry().deregister(&mut conn.transport.stream);
         // Best effort: what is already queued for it (a last SASL reply, an
         // error reply explaining the disconnect) goes out before the close.

@@ -134,6 +134,9 @@ impl Server {
             },
             None => Phase::Authenticating { sasl, creds },
         };
+        if let Some(c) = contained.as_ref().filter(|c| c.counted) {
+            self.container_places_taken(&c.instance, 1);
+        }
         self.conns.insert(
             id,
             Conn {

@@ -161,14 +161,35 @@ impl Server {
     /// How many of instance `instance`'s `max_connections_per_container`
     /// places are taken.
     fn places_taken(&self, instance: &str) -> usize {
-        self.conns
+        self.container_places.get(instance).copied().unwrap_or(0)
+    }
+
+    /// A connection that holds a place of `instance` came (`1`) or went
+    /// (`-1`).
+    pub(super) fn container_places_taken(&mut self, instance: &str, change: isize) {
+        let taken = self
+            .container_places
+            .entry(instance.to_owned())
+            .or_default();
+        *taken = taken.saturating_add_signed(change);
+        if *taken == 0 {
+            self.container_places.remove(instance);
+        }
+    }
+
+    /// Count the places taken from the connections (after a restart, or
+    /// a restart that failed and gave the state back).
+    pub(super) fn count_container_places(&mut self) {
+        self.container_places.clear();
+        let held: Vec<String> = self
+            .conns
             .values()
-            .filter(|c| {
-                c.contained
-                    .as_ref()
-                    .is_some_and(|c| c.counted && c.instance == instance)
-            })
-            .count()
+            .filter_map(|c| c.contained.as_ref().filter(|c| c.counted))
+            .map(|c| c.instance.clone())
+            .collect();
+        for instance in held {
+            self.container_places_taken(&instance, 1);
+        }
     }
 
     /// The connections that came through instance `instance`'s socket,

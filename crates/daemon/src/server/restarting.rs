@@ -339,5 +339,6 @@ impl Server {
         }
         self.unfinished_reads = state.unfinished_reads;
         self.container_listeners = state.container_listeners;
+        self.count_container_places();
     }
 }

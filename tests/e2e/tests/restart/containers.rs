@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use quickbus_client::{bus_call, Connection, MessageBuilder, Value};
-use quickbus_e2e::{skip, Bus, TIMEOUT};
+use quickbus_e2e::{skip, Bus, Listen, TIMEOUT};
 
 use super::container_support::{
     add_server, containers_call, empty_asv, entry, filtered_setup, Server, INSTANCE_KEY,
@@ -120,4 +120,46 @@ fn a_filtered_instance_filters_its_clients_across_restarts() {
         assert_filtered(&mut connect(&address), "a new client after a restart");
     }
     drop((manager, service));
+}
+
+/// max_connections_per_container counts the connections that crossed a
+/// restart: with one place and the app connected, a second client is
+/// refused after the restart as before it, and gets in once the app left.
+#[test]
+fn the_places_of_an_instance_are_counted_again_after_a_restart() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let bus = Bus::start_with_config(
+        Listen::UnixPath,
+        r#"<limit name="max_connections_per_container">1</limit>"#,
+    );
+    let mut manager = connect(bus.address());
+    let Server { address, .. } =
+        add_server(&mut manager, "com.example.NotFlatpak", "app", empty_asv());
+    let mut app = connect(&address);
+    assert!(
+        Connection::connect(&address).is_err(),
+        "a second client got in"
+    );
+    restart(&bus, 0);
+    app.call(bus_call("GetId"))
+        .expect("the app after the restart");
+    assert!(
+        Connection::connect(&address).is_err(),
+        "a second client got in after the restart"
+    );
+    drop(app);
+    // Bounded: the bus notices the app's hang-up on its next turn.
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    let mut second = loop {
+        match Connection::connect(&address) {
+            Ok(conn) => break conn,
+            Err(e) => {
+                assert!(std::time::Instant::now() < deadline, "never let in: {e}");
+                std::thread::sleep(quickbus_e2e::POLL_INTERVAL);
+            }
+        }
+    };
+    second.call(bus_call("GetId")).expect("the second client");
 }
