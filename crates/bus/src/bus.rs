@@ -471,7 +471,7 @@ impl Bus {
             (self.monitor_recipients(input), to)
         });
         self.deliver_all(&watchers, msg, &out_msg, out);
-        self.filter_broadcast(Some(from), msg, &mut recipients);
+        self.filter_broadcast(from, msg, &mut recipients);
         self.keep_allowed(Some(from), None, msg, &mut recipients, out);
         self.keep_fd_capable(from, msg, &mut recipients, out);
         self.deliver_all(&recipients, msg, &out_msg, out);

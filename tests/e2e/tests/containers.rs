@@ -12,9 +12,10 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::Path;
 use std::time::Instant;
 
-use quickbus_client::{bus_call, Connection, Message, MessageBuilder, Value};
+use quickbus_client::{bus_call, Connection, MessageBuilder, Value};
+use quickbus_e2e::containers1::connection_credential;
 use quickbus_e2e::{skip, write_config_with, Bus, Listen, POLL_INTERVAL, TIMEOUT};
-use support::{add_server, containers_call, empty_asv, entry, Server, INSTANCE_KEY};
+use support::{add_server, containers_call, empty_asv, Server, INSTANCE_KEY};
 
 const KIND: &str = "com.example.NotFlatpak";
 
@@ -38,11 +39,6 @@ fn error_of(conn: &mut Connection, call: MessageBuilder) -> (String, String) {
         Err(quickbus_client::CallError::Remote(e)) => (e.name, e.message),
         other => panic!("expected an error reply, got {other:?}"),
     }
-}
-
-fn credentials(conn: &mut Connection, name: &str) -> Message {
-    conn.call(bus_call("GetConnectionCredentials").body(vec![s(name)]))
-        .expect("GetConnectionCredentials")
 }
 
 /// Waits (bounded) for `conn` to receive InstanceRemoved(`instance`).
@@ -130,14 +126,16 @@ fn a_client_connects_through_the_socket_and_the_bus_names_its_instance() {
     }
     app.wait_reply(id).expect("the manager's answer");
     // Who it is: its own pid (no proxy), and its instance.
-    let creds = credentials(&mut manager, &app_name);
-    assert_eq!(entry(&creds, INSTANCE_KEY), Some(o(&instance)));
     assert_eq!(
-        entry(&creds, "ProcessID"),
+        connection_credential(&mut manager, &app_name, INSTANCE_KEY),
+        Some(o(&instance))
+    );
+    assert_eq!(
+        connection_credential(&mut manager, &app_name, "ProcessID"),
         Some(Value::Uint32(std::process::id()))
     );
     let me = manager.unique_name().to_owned();
-    assert_eq!(entry(&credentials(&mut manager, &me), INSTANCE_KEY), None);
+    assert_eq!(connection_credential(&mut manager, &me, INSTANCE_KEY), None);
     let got = manager
         .call(containers_call("GetConnectionInstance", vec![s(&app_name)]))
         .expect("GetConnectionInstance");

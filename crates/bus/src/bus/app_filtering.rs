@@ -266,11 +266,14 @@ impl Bus {
     }
 
     /// Leave out of `recipients` the filtered connections that may not
-    /// hear this broadcast from `from` (None: the bus): the sender's
-    /// level must be OWN, or a broadcast rule (or TALK) must match.
+    /// hear this broadcast from the peer `from`: the sender's level must
+    /// be OWN, or a broadcast rule (or TALK) must match. The bus's own
+    /// broadcasts are not judged here: the driver is TALK to every app
+    /// (flatpak-proxy.c), and NameOwnerChanged is filtered where it is
+    /// announced.
     pub(super) fn filter_broadcast(
         &self,
-        from: Option<ConnId>,
+        from: ConnId,
         msg: &Message,
         recipients: &mut Vec<ConnId>,
     ) {
@@ -279,13 +282,9 @@ impl Bus {
         }
         let facts = MessageFacts::of(msg);
         recipients.retain(|&to| {
-            let Some(view) = self.app_views.get(to) else {
-                return true;
-            };
-            match from {
-                Some(peer) => view.broadcast_allowed_from_peer(peer, &facts),
-                None => view.filter().broadcast_allowed(BUS_NAME, &facts),
-            }
+            self.app_views
+                .get(to)
+                .is_none_or(|view| view.broadcast_allowed_from_peer(from, &facts))
         });
     }
 

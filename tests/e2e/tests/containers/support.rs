@@ -1,9 +1,7 @@
 //! What the Containers1 tests share: the calls, AddServer, and the socket
 //! directory a bus run by root needs.
 
-use quickbus_client::{
-    containers1, Connection, Message, MessageBuilder, Value, BUS_NAME, BUS_PATH,
-};
+use quickbus_client::{containers1, Connection, MessageBuilder, Value, BUS_NAME, BUS_PATH};
 
 pub use quickbus_e2e::containers1::{ensure_socket_dir, CONTAINERS1, INSTANCE_KEY};
 
@@ -77,20 +75,6 @@ fn add_server_with(
         socket: instance.socket,
         address: instance.address,
     }
-}
-
-/// The value of `key` in an `a{sv}` reply's first argument.
-pub fn entry(reply: &Message, key: &str) -> Option<Value> {
-    let Some(Value::Array { items, .. }) = reply.body_values().unwrap().into_iter().next() else {
-        panic!("no a{{sv}}: {reply:?}")
-    };
-    items.into_iter().find_map(|item| match item {
-        Value::DictEntry(k, v) if *k == Value::String(key.into()) => match *v {
-            Value::Variant(inner) => Some(*inner),
-            other => Some(other),
-        },
-        _ => None,
-    })
 }
 
 /// The names the filtered-container tests use: the app may talk to the

@@ -6,10 +6,11 @@
 use std::path::Path;
 
 use quickbus_client::{bus_call, Connection, MessageBuilder, Value};
+use quickbus_e2e::containers1::connection_credential;
 use quickbus_e2e::{skip, Bus, Listen, TIMEOUT};
 
 use super::container_support::{
-    add_server, containers_call, empty_asv, entry, filtered_setup, Server, INSTANCE_KEY,
+    add_server, containers_call, empty_asv, filtered_setup, Server, INSTANCE_KEY,
 };
 use super::support::restart;
 
@@ -20,10 +21,7 @@ fn connect(address: &str) -> Connection {
 }
 
 fn instance_of(manager: &mut Connection, name: &str) -> Option<Value> {
-    let reply = manager
-        .call(bus_call("GetConnectionCredentials").body(vec![Value::String(name.into())]))
-        .expect("GetConnectionCredentials");
-    entry(&reply, INSTANCE_KEY)
+    connection_credential(manager, name, INSTANCE_KEY)
 }
 
 #[test]
