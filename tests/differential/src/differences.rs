@@ -78,6 +78,41 @@ impl Verdict {
     pub fn passed(&self) -> bool {
         self.unlisted.is_empty() && self.stale.is_empty() && self.unknown.is_empty()
     }
+
+    /// Fails the test on an unlisted difference and, when the whole set
+    /// ran (`complete`, not a `QUICKBUS_DIFF_ONLY` subset), on an entry of
+    /// `list` that names no case (a typo) or a case that no longer
+    /// differs (stale). `cases` names what the harness runs ("scenarios",
+    /// "sandbox cases") and `reference` the side compared against.
+    pub fn assert_holds(
+        &self,
+        list: &std::path::Path,
+        cases: &str,
+        reference: &str,
+        complete: bool,
+    ) {
+        let list = list.display();
+        assert!(
+            self.unlisted.is_empty(),
+            "{} {cases} differ from {reference} and {list} does not list them: {:?} \
+             (fix quickbus, or list the difference with its reason)",
+            self.unlisted.len(),
+            self.unlisted
+        );
+        if complete {
+            assert!(
+                self.unknown.is_empty(),
+                "{list} lists {cases} that do not exist: {:?}",
+                self.unknown
+            );
+            assert!(
+                self.stale.is_empty(),
+                "{list} lists differences that no longer occur (the {cases} now agree with \
+                 {reference}): remove these entries: {:?}",
+                self.stale
+            );
+        }
+    }
 }
 
 /// `scenarios` is every scenario run; `differing` those whose transcripts
