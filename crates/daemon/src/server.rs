@@ -429,6 +429,7 @@ impl Server {
             let turn_began = Instant::now();
             self.order_turn(&mut ready, turn_began);
             let limits = self.contention.limits(turn_began);
+            let contended = limits == turns::CONTENDED;
             for &(id, hung_up) in &ready {
                 let mut budget = TurnBudget::new(limits);
                 self.read_connection(id, hung_up, &mut budget);
@@ -450,6 +451,11 @@ impl Server {
             self.bus.handle_timeouts(now, &mut self.actions);
             self.apply_actions();
             self.flush_dirty();
+            if self.fair_share.take_hand_off(contended) {
+                // The caller or callee just woken runs before our next
+                // turn (see `fair_share`).
+                rustix::process::sched_yield();
+            }
             // With everything routed and written as far as the sockets
             // took it: what is left crosses in the handover.
             self.restart_if_requested();
