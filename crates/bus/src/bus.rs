@@ -103,6 +103,11 @@ pub struct Bus {
     pub(crate) mac: Option<Box<dyn crate::mac::Mediator>>,
     #[serde(skip)]
     empty_fds: Arc<Vec<OwnedFd>>,
+    /// The list a broadcast's receivers are gathered in, kept between
+    /// messages so that a signal to many receivers does not grow a new
+    /// one each time. Empty between events.
+    #[serde(skip)]
+    spare_recipients: Vec<ConnId>,
     /// Every connection's and user's queue, and held senders.
     queues: Queues,
     /// The filtered connections and what each may see (`app_filtering`).
@@ -465,8 +470,8 @@ impl Bus {
 
     fn broadcast(&mut self, from: ConnId, msg: &Message, fds: Vec<OwnedFd>, out: &mut Vec<Action>) {
         let out_msg = self.stamped(from, msg, fds);
+        let mut to = std::mem::take(&mut self.spare_recipients);
         let (watchers, mut recipients) = self.with_input(msg, Some(from), None, |input| {
-            let mut to = Vec::new();
             self.subs.recipients(input, None, &mut to);
             (self.monitor_recipients(input), to)
         });
@@ -475,6 +480,8 @@ impl Bus {
         self.keep_allowed(Some(from), None, msg, &mut recipients, out);
         self.keep_fd_capable(from, msg, &mut recipients, out);
         self.deliver_all(&recipients, msg, &out_msg, out);
+        recipients.clear();
+        self.spare_recipients = recipients;
     }
 
     /// Drop the `recipients` (not the addressed one) the policy keeps
@@ -489,14 +496,20 @@ impl Bus {
         out: &mut Vec<Action>,
     ) {
         let mut refused = Vec::new();
+        let to_none = Delivery {
+            from,
+            addressed,
+            to: None,
+            requested_reply: false,
+        };
+        let message_facts = policy_check::facts(msg, to_none);
         recipients.retain(|&to| {
             let delivery = Delivery {
-                from,
-                addressed,
                 to: Some(to),
-                requested_reply: false,
+                ..to_none
             };
-            match self.check_policy(msg, delivery) {
+            let facts = policy_check::facts_for_receiver(&message_facts, msg, delivery);
+            match self.check_policy_with(msg, delivery, &facts) {
                 Ok(()) => true,
                 Err(denial) => {
                     refused.push(denial);

@@ -78,21 +78,21 @@ impl Bus {
     /// May `msg` go from `d.from` to `d.to`? The sender's send rules, then
     /// the receiver's receive rules, as dbus-daemon checks them.
     pub(crate) fn check_policy(&self, msg: &Message, d: Delivery) -> Result<(), Denial> {
+        self.check_policy_with(msg, d, &facts(msg, d))
+    }
+
+    /// [`Bus::check_policy`] with the message's `facts` for this delivery
+    /// already read: a broadcast reads them once for all its receivers
+    /// ([`facts_for_receiver`]).
+    pub(crate) fn check_policy_with(
+        &self,
+        msg: &Message,
+        d: Delivery,
+        facts: &Facts<'_>,
+    ) -> Result<(), Denial> {
         if self.mac.is_some() {
             self.check_mac(msg, d)?;
         }
-        let facts = Facts {
-            msg_type: msg.msg_type(),
-            path: msg.path(),
-            interface: msg.interface(),
-            member: msg.member(),
-            error: msg.error_name(),
-            is_reply: msg.reply_serial().is_some(),
-            broadcast: msg.destination().is_none() && msg.msg_type() == MessageType::Signal,
-            unix_fds: msg.unix_fds(),
-            requested_reply: d.requested_reply,
-            eavesdropping: d.to != d.addressed && msg.destination().is_some(),
-        };
         let deny = |refusal, count| {
             let sender = self.party(d.from);
             let recipient = self.party(d.to);
@@ -108,11 +108,11 @@ impl Bus {
         if let Some(sender) = d
             .from
             .and_then(|id| self.conns.get(&id))
-            .filter(|c| !c.policy().send.lets_through(&facts))
+            .filter(|c| !c.policy().send.lets_through(facts))
         {
             let receiver_names =
                 |f: &mut dyn FnMut(&str)| self.names_of(d.to, msg.destination(), f);
-            match sender.policy().send.decide(&facts, &receiver_names) {
+            match sender.policy().send.decide(facts, &receiver_names) {
                 Some(rule) if rule.allow => {
                     if rule.spec.log {
                         let would = deny(Refusal::Send, 1).text;
@@ -124,7 +124,7 @@ impl Bus {
                     }
                 }
                 _ => {
-                    let count = sender.policy().send.count_matches(&facts, &receiver_names);
+                    let count = sender.policy().send.count_matches(facts, &receiver_names);
                     return Err(deny(Refusal::Send, count));
                 }
             }
@@ -137,19 +137,50 @@ impl Bus {
         else {
             return Ok(());
         };
-        if receiver.policy().receive.lets_through(&facts) {
+        if receiver.policy().receive.lets_through(facts) {
             return Ok(());
         }
         let sender_names = |f: &mut dyn FnMut(&str)| self.names_of(d.from, Some(BUS_NAME), f);
-        match receiver.policy().receive.decide(&facts, &sender_names) {
+        match receiver.policy().receive.decide(facts, &sender_names) {
             Some(rule) if rule.allow => Ok(()),
             _ => {
                 let count = receiver
                     .policy()
                     .receive
-                    .count_matches(&facts, &sender_names);
+                    .count_matches(facts, &sender_names);
                 Err(deny(Refusal::Receive, count))
             }
         }
     }
+}
+
+/// What the rules look at in `msg` on its way to `d.to`.
+pub(crate) fn facts(msg: &Message, d: Delivery) -> Facts<'_> {
+    Facts {
+        msg_type: msg.msg_type(),
+        path: msg.path(),
+        interface: msg.interface(),
+        member: msg.member(),
+        error: msg.error_name(),
+        is_reply: msg.reply_serial().is_some(),
+        broadcast: msg.destination().is_none() && msg.msg_type() == MessageType::Signal,
+        unix_fds: msg.unix_fds(),
+        requested_reply: d.requested_reply,
+        eavesdropping: eavesdropping(msg, d),
+    }
+}
+
+/// `facts`, read from `msg` for another delivery of it, for `d`: only
+/// whether it is eavesdropped depends on the receiver.
+pub(crate) fn facts_for_receiver<'m>(facts: &Facts<'m>, msg: &Message, d: Delivery) -> Facts<'m> {
+    Facts {
+        requested_reply: d.requested_reply,
+        eavesdropping: eavesdropping(msg, d),
+        ..*facts
+    }
+}
+
+/// The receiver is not the connection the message is addressed to.
+fn eavesdropping(msg: &Message, d: Delivery) -> bool {
+    d.to != d.addressed && msg.destination().is_some()
 }

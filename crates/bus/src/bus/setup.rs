@@ -66,6 +66,7 @@ impl Bus {
             activations: Activations::default(),
             mac: None,
             empty_fds: Arc::new(Vec::new()),
+            spare_recipients: Vec::new(),
             queues: Queues::default(),
             app_views: AppViews::default(),
         }
