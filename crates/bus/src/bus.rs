@@ -502,13 +502,13 @@ impl Bus {
             to: None,
             requested_reply: false,
         };
-        let message_facts = policy_check::facts(msg, to_none);
+        let mut facts = policy_check::facts(msg, to_none);
         recipients.retain(|&to| {
             let delivery = Delivery {
                 to: Some(to),
                 ..to_none
             };
-            let facts = policy_check::facts_for_receiver(&message_facts, msg, delivery);
+            policy_check::refit_facts(&mut facts, msg, delivery);
             match self.check_policy_with(msg, delivery, &facts) {
                 Ok(()) => true,
                 Err(denial) => {

@@ -206,6 +206,12 @@ pub struct MatchIndex<K> {
     /// Slots whose sender or destination key is a unique name, by name.
     naming_unique: HashMap<Box<str>, HashSet<usize>>,
     shapes: BTreeMap<Shape, ShapeTable>,
+    /// Each distinct rule once, shared by every slot holding an equal
+    /// rule, with how many slots do: connections that all subscribe to
+    /// the same signals (every client of a service watching its
+    /// PropertiesChanged) share one rule, which a message is checked
+    /// against once for all of them ([`MatchIndex::matching`]).
+    shared_rules: HashMap<Arc<MatchRule>, usize>,
     seed: RandomState,
     next_seq: u64,
     instances: usize,
@@ -221,6 +227,7 @@ impl<K> Default for MatchIndex<K> {
             conns: HashMap::new(),
             naming_unique: HashMap::new(),
             shapes: BTreeMap::new(),
+            shared_rules: HashMap::new(),
             seed: RandomState::new(),
             next_seq: 0,
             instances: 0,
@@ -293,7 +300,7 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
         }
         let shape = Shape::of(&rule);
         let key = rule_hash(&self.seed, shape, &RuleKeys::of(&rule));
-        let rule = Arc::new(rule);
+        let rule = self.share(rule);
         let id = match self.free.pop() {
             Some(id) => id,
             None => {
@@ -301,7 +308,11 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
                 self.slots.len() - 1
             }
         };
-        conn_rules.slots.insert(Arc::clone(&rule), id);
+        self.conns
+            .entry(conn)
+            .or_default()
+            .slots
+            .insert(Arc::clone(&rule), id);
         for name in unique_names_in(&rule) {
             self.naming_unique
                 .entry(name.into())
@@ -363,9 +374,36 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
         }
     }
 
+    /// The one copy of a rule equal to `rule` that every slot holding it
+    /// shares, counting one more slot.
+    fn share(&mut self, rule: MatchRule) -> Arc<MatchRule> {
+        if let Some(slots) = self.shared_rules.get_mut(&rule) {
+            *slots += 1;
+            let (shared, _) = self
+                .shared_rules
+                .get_key_value(&rule)
+                .expect("the rule just found");
+            return Arc::clone(shared);
+        }
+        let shared = Arc::new(rule);
+        self.shared_rules.insert(Arc::clone(&shared), 1);
+        shared
+    }
+
+    /// A slot holding `rule` went: the last one takes the shared copy.
+    fn unshare(&mut self, rule: &MatchRule) {
+        if let Some(slots) = self.shared_rules.get_mut(rule) {
+            *slots -= 1;
+            if *slots == 0 {
+                self.shared_rules.remove(rule);
+            }
+        }
+    }
+
     /// Take slot `id` out of its bucket and free it.
     fn unlink(&mut self, id: usize) {
         let slot = self.slots[id].take().expect("live slot");
+        self.unshare(&slot.rule);
         for name in unique_names_in(&slot.rule) {
             if let Some(ids) = self.naming_unique.get_mut(name) {
                 ids.remove(&id);
@@ -468,8 +506,9 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
             // those rules: a service owning 100,000 names must not pay for
             // them on every signal it sends.
             if probe.names_outnumber(shape, table.len) {
+                let mut verdicts = Verdicts::default();
                 for id in table.buckets.values().flat_map(Bucket::ids) {
-                    self.check(*id, input, out);
+                    self.check_shared(*id, input, out, &mut verdicts);
                 }
                 continue;
             }
@@ -485,8 +524,9 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
                 continue;
             }
             if probes > table.len {
+                let mut verdicts = Verdicts::default();
                 for id in table.buckets.values().flat_map(Bucket::ids) {
-                    self.check(*id, input, out);
+                    self.check_shared(*id, input, out, &mut verdicts);
                 }
                 continue;
             }
@@ -494,8 +534,11 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
             hash_fixed(&mut hasher, shape, keys.msg_type, &keys.singles);
             for_each_combination(hasher, &keys.dims, &mut |hash| {
                 if let Some(bucket) = table.buckets.get(&hash) {
+                    // Equal rules share one copy and one bucket: the
+                    // message is checked against each copy once.
+                    let mut verdicts = Verdicts::default();
                     for &id in bucket.ids() {
-                        self.check(id, input, out);
+                        self.check_shared(id, input, out, &mut verdicts);
                     }
                 }
             });
@@ -512,14 +555,60 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
         out.truncate(start + kept);
     }
 
-    fn check(&self, id: usize, input: &MatchInput<'_>, out: &mut Vec<K>) {
-        #[cfg(test)]
-        self.checks.set(self.checks.get() + 1);
-        if let Some(slot) = &self.slots[id] {
-            if slot.rule.matches(input) {
-                out.push(slot.owner);
-            }
+    /// Add slot `id`'s owner to `out` if its rule matches, reusing a
+    /// verdict on the same shared rule from `verdicts`, the last few rules
+    /// this message was checked against.
+    fn check_shared(
+        &self,
+        id: usize,
+        input: &MatchInput<'_>,
+        out: &mut Vec<K>,
+        verdicts: &mut Verdicts,
+    ) {
+        let Some(slot) = &self.slots[id] else {
+            return;
+        };
+        let matches = verdicts.get_or_check(&slot.rule, || {
+            #[cfg(test)]
+            self.checks.set(self.checks.get() + 1);
+            slot.rule.matches(input)
+        });
+        if matches {
+            out.push(slot.owner);
         }
+    }
+}
+
+/// Whether one message matched the last few shared rules it was checked
+/// against, by the rule's address: slots holding an equal rule hold the
+/// same copy ([`MatchIndex::share`]), so a bucket of many connections'
+/// equal rules, even mixed with a few others, costs one check per
+/// distinct rule. An address is only compared, never followed, and no
+/// rule goes away while a message is being matched.
+#[derive(Default)]
+struct Verdicts {
+    seen: [Option<(*const MatchRule, bool)>; VERDICTS_KEPT],
+    next: usize,
+}
+
+/// How many distinct rules [`Verdicts`] remembers.
+const VERDICTS_KEPT: usize = 4;
+
+impl Verdicts {
+    fn get_or_check(&mut self, rule: &Arc<MatchRule>, check: impl FnOnce() -> bool) -> bool {
+        let address = Arc::as_ptr(rule);
+        let known = self
+            .seen
+            .iter()
+            .flatten()
+            .find(|(seen, _)| *seen == address);
+        if let Some(&(_, verdict)) = known {
+            return verdict;
+        }
+        let verdict = check();
+        self.seen[self.next] = Some((address, verdict));
+        self.next = (self.next + 1) % VERDICTS_KEPT;
+        verdict
     }
 }
 
@@ -756,6 +845,43 @@ mod tests {
         let mut out = vec![42];
         index.matching(&MatchInput::new(&msg, &SENDER, None), &mut out);
         assert_eq!(out, [42, 1, 3, 9], "appends, keeps what was there");
+    }
+
+    #[test]
+    fn equal_rules_of_many_connections_are_checked_once_per_message() {
+        let mut index = MatchIndex::new();
+        let watch = "type='signal',interface='org.example.I',member='Changed'";
+        // arg1 is no lookup key: these share the bucket, interleaved, and
+        // do not match (the signal has no arguments).
+        let picky = format!("{watch},arg1='x'");
+        for conn in 0..100 {
+            index.add(conn, rule(watch));
+            index.add(1000 + conn, rule(&picky));
+        }
+        index.add(100, rule(&picky));
+        let msg = signal("/a", "Changed", vec![]);
+        assert_eq!(matching(&index, &msg), (0..100).collect::<Vec<_>>());
+        assert_eq!(checks(&index, &msg), 2, "each distinct rule once");
+        assert_eq!(
+            index.shared_rules.len(),
+            2,
+            "one copy of each distinct rule"
+        );
+        for conn in 1000..1100 {
+            index.remove_connection(conn);
+        }
+
+        // Removing connections leaves the others' shared rule in place,
+        // and the last one takes it.
+        for conn in 0..99 {
+            index.remove_connection(conn);
+        }
+        assert_eq!(matching(&index, &msg), [99]);
+        assert!(index.remove(99, &rule(watch)));
+        assert!(matching(&index, &msg).is_empty());
+        assert_eq!(index.shared_rules.len(), 1);
+        index.remove_connection(100);
+        assert!(index.shared_rules.is_empty());
     }
 
     #[test]

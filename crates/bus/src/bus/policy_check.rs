@@ -83,7 +83,7 @@ impl Bus {
 
     /// [`Bus::check_policy`] with the message's `facts` for this delivery
     /// already read: a broadcast reads them once for all its receivers
-    /// ([`facts_for_receiver`]).
+    /// ([`refit_facts`]).
     pub(crate) fn check_policy_with(
         &self,
         msg: &Message,
@@ -170,14 +170,12 @@ pub(crate) fn facts(msg: &Message, d: Delivery) -> Facts<'_> {
     }
 }
 
-/// `facts`, read from `msg` for another delivery of it, for `d`: only
-/// whether it is eavesdropped depends on the receiver.
-pub(crate) fn facts_for_receiver<'m>(facts: &Facts<'m>, msg: &Message, d: Delivery) -> Facts<'m> {
-    Facts {
-        requested_reply: d.requested_reply,
-        eavesdropping: eavesdropping(msg, d),
-        ..*facts
-    }
+/// Make `facts`, read from `msg` for another delivery of it, those of
+/// `d`: only whether it is eavesdropped and whether it was asked for
+/// depend on the delivery.
+pub(crate) fn refit_facts(facts: &mut Facts<'_>, msg: &Message, d: Delivery) {
+    facts.requested_reply = d.requested_reply;
+    facts.eavesdropping = eavesdropping(msg, d);
 }
 
 /// The receiver is not the connection the message is addressed to.
