@@ -18,14 +18,15 @@
 //! the key it stores.
 
 use std::cell::OnceCell;
-use std::collections::hash_map::{Entry, RandomState};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::sync::Arc;
 
 use quickbus_wire::StrKind;
 
 use crate::match_rule::{ArgKind, MatchInput, MatchRule, NameOwner, PathMatch};
+use crate::{FastMap, FastSet};
 
 /// Which lookup keys a rule carries (bit set).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -120,6 +121,13 @@ impl Hasher for PassThrough {
 
 type Buckets = HashMap<u64, Bucket, BuildHasherDefault<PassThrough>>;
 
+/// The keyed hash of a rule's (or a message's) lookup values. foldhash's
+/// quality variant, randomly keyed, as the rest of the core's maps are
+/// (`FastMap`): the bucket map takes its output as is, so every bit must
+/// be well mixed. std's SipHash cost 9 % of the daemon's instructions in
+/// a 32 B signal burst.
+type BucketSeed = foldhash::quality::RandomState;
+
 /// The slots sharing one key. Most keys have one rule: kept inline, so
 /// most rules cost no allocation of their own here.
 enum Bucket {
@@ -191,7 +199,7 @@ struct Slot<K> {
 
 #[derive(Default)]
 struct ConnRules {
-    slots: HashMap<Arc<MatchRule>, usize>,
+    slots: FastMap<Arc<MatchRule>, usize>,
     instances: usize,
 }
 
@@ -202,17 +210,19 @@ struct ConnRules {
 pub struct MatchIndex<K> {
     slots: Vec<Option<Slot<K>>>,
     free: Vec<usize>,
-    conns: HashMap<K, ConnRules>,
+    conns: FastMap<K, ConnRules>,
     /// Slots whose sender or destination key is a unique name, by name.
-    naming_unique: HashMap<Box<str>, HashSet<usize>>,
+    naming_unique: FastMap<Box<str>, FastSet<usize>>,
     shapes: BTreeMap<Shape, ShapeTable>,
     /// Each distinct rule once, shared by every slot holding an equal
     /// rule, with how many slots do: connections that all subscribe to
     /// the same signals (every client of a service watching its
     /// PropertiesChanged) share one rule, which a message is checked
     /// against once for all of them ([`MatchIndex::matching`]).
-    shared_rules: HashMap<Arc<MatchRule>, usize>,
-    seed: RandomState,
+    shared_rules: FastMap<Arc<MatchRule>, usize>,
+    /// Keys the bucket hashes, a random key per index: a client cannot
+    /// choose rules that all land in one bucket of another's lookups.
+    seed: BucketSeed,
     next_seq: u64,
     instances: usize,
     #[cfg(test)]
@@ -224,11 +234,11 @@ impl<K> Default for MatchIndex<K> {
         MatchIndex {
             slots: Vec::new(),
             free: Vec::new(),
-            conns: HashMap::new(),
-            naming_unique: HashMap::new(),
+            conns: FastMap::default(),
+            naming_unique: FastMap::default(),
             shapes: BTreeMap::new(),
-            shared_rules: HashMap::new(),
-            seed: RandomState::new(),
+            shared_rules: FastMap::default(),
+            seed: BucketSeed::default(),
             next_seq: 0,
             instances: 0,
             #[cfg(test)]
@@ -621,7 +631,7 @@ fn unique_names_in(rule: &MatchRule) -> impl Iterator<Item = &str> {
 }
 
 /// A rule's bucket: its lookup values hashed with the index's key.
-fn rule_hash(seed: &RandomState, shape: Shape, keys: &RuleKeys<'_>) -> u64 {
+fn rule_hash(seed: &BucketSeed, shape: Shape, keys: &RuleKeys<'_>) -> u64 {
     let mut hasher = seed.build_hasher();
     hash_fixed(&mut hasher, shape, keys.msg_type, &keys.singles);
     for value in keys.dims.iter().flatten() {
