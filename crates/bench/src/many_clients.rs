@@ -52,9 +52,10 @@ const QUICK_WINDOW: Duration = Duration::from_millis(300);
 /// The pairs call this long before their round trips count, so that
 /// every one of them is running when counting starts.
 const WARM_UP: Duration = Duration::from_millis(200);
-/// Signals the fan-out's emitter sends, and with --quick.
-const SIGNALS: u32 = 2_000;
-const QUICK_SIGNALS: u32 = 100;
+/// Signals the fan-out's emitter sends (as the fan-out workload's, seed
+/// 000's bursts), and with --quick.
+const SIGNALS: u32 = 10_000;
+const QUICK_SIGNALS: u32 = 200;
 /// Bound of every single blocking read or write.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Each callee's name begins so; a run number and the pair's follow.
