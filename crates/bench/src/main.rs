@@ -11,6 +11,7 @@ mod buses;
 mod draining_neighbours;
 mod endpoint;
 mod hostile_neighbour;
+mod many_clients;
 mod messages;
 mod relay;
 mod report;
@@ -53,8 +54,11 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DIR")]
     plots: Option<PathBuf>,
     /// Run only these workloads (signal-burst, fan-out, round-trip,
-    /// hostile-neighbour, draining-neighbours, storm; and sandbox, which
-    /// runs only when named: it starts its own buses and xdg-dbus-proxy)
+    /// hostile-neighbour, draining-neighbours, storm; and two that run
+    /// only when named: sandbox, which starts its own buses and
+    /// xdg-dbus-proxy, and many-clients, K ping-pong pairs at once and a
+    /// fan-out to 48 receivers with each bus's CPU in cores, a few
+    /// minutes)
     #[arg(long, value_name = "WORKLOAD", value_delimiter = ',')]
     only: Vec<String>,
     /// Buses to compare
@@ -93,6 +97,13 @@ pub struct BenchArgs {
     /// the bus takes them
     #[arg(long, value_name = "RATE", value_delimiter = ',', default_values_t = storm::FLOOD_RATES)]
     flood_rates: Vec<u32>,
+    /// The many-clients workload's numbers of ping-pong pairs at once
+    #[arg(long, value_name = "K", value_delimiter = ',', default_values_t = many_clients::CLIENTS)]
+    clients: Vec<usize>,
+    /// The many-clients workload's fan-out receivers (--count sets its
+    /// signals)
+    #[arg(long, value_name = "N", default_value_t = many_clients::RECEIVERS)]
+    wide_fan_out: usize,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -124,6 +135,9 @@ pub enum Workload {
     /// and through a quickbus container socket with the same rules (see
     /// `sandbox`). Only when named in --only.
     Sandbox,
+    /// K ping-pong pairs at once and a wide fan-out, each bus's CPU in
+    /// cores (see `many_clients`). Only when named in --only.
+    ManyClients,
 }
 
 /// The socket buffer sizes of a sweep (seed 002): 0 is the kernel's
@@ -159,7 +173,7 @@ const CALL_SIZES: [usize; 9] = [1, 32, 128, 512, KIB, 4 * KIB, 8 * KIB, 32 * KIB
 const QUICK_CALL_SIZES: [usize; 2] = [1, 128 * KIB];
 
 impl Workload {
-    const ALL: [Workload; 7] = [
+    const ALL: [Workload; 8] = [
         Workload::SignalBurst,
         Workload::FanOut,
         Workload::RoundTrip,
@@ -167,12 +181,14 @@ impl Workload {
         Workload::DrainingNeighbours,
         Workload::Storm,
         Workload::Sandbox,
+        Workload::ManyClients,
     ];
 
     /// Whether it runs without --only: all but the sandbox, whose proxies
-    /// and buses of its own are a comparison of their own (issue 26).
+    /// and buses of its own are a comparison of their own (issue 26), and
+    /// many-clients, which takes minutes (issue 27).
     fn runs_by_default(self) -> bool {
-        self != Workload::Sandbox
+        !matches!(self, Workload::Sandbox | Workload::ManyClients)
     }
 
     pub fn name(self) -> &'static str {
@@ -184,6 +200,7 @@ impl Workload {
             Workload::DrainingNeighbours => "draining-neighbours",
             Workload::Storm => "storm",
             Workload::Sandbox => "sandbox",
+            Workload::ManyClients => "many-clients",
         }
     }
 
@@ -218,6 +235,8 @@ impl Workload {
             (Workload::HostileNeighbour | Workload::DrainingNeighbours, false) => 0,
             // Two counts of its own: sandbox_counts.
             (Workload::Sandbox, false) => 0,
+            // Timed pairs and its own signal count: many_clients::Settings.
+            (Workload::ManyClients, false) => 0,
         }
     }
 }
@@ -245,6 +264,7 @@ struct Plan {
     /// Buses also started on tcp.
     tcp: Vec<BusKind>,
     reps: u32,
+    many_clients: many_clients::Settings,
 }
 
 /// The items of `all` that `names` name, in that order, or an error naming
@@ -296,12 +316,15 @@ fn plan(args: &BenchArgs) -> Result<Plan, String> {
     } else {
         Vec::new()
     };
+    let many_clients =
+        many_clients::Settings::new(&args.clients, args.wide_fan_out, args.quick, args.count)?;
     Ok(Plan {
         workloads,
         buses,
         socket_buffers,
         tcp,
         reps,
+        many_clients,
     })
 }
 
@@ -337,6 +360,7 @@ fn run(args: &BenchArgs) -> Result<(), String> {
     let mut results = Results::default();
     let mut storms = storm::Storms::default();
     let mut sandboxes = sandbox::Sandboxes::default();
+    let mut many = many_clients::ManyClients::default();
     for rep in 0..plan.reps {
         eprintln!("rep {}/{}", rep + 1, plan.reps);
         // Fresh daemons every repetition, so that no state a daemon's
@@ -372,6 +396,10 @@ fn run(args: &BenchArgs) -> Result<(), String> {
             if workload == Workload::Sandbox {
                 let ways = sandbox::ways(&plan.buses);
                 sandbox::run(&daemon, &ways, &sandbox_counts(args), rep, &mut sandboxes);
+                continue;
+            }
+            if workload == Workload::ManyClients {
+                many_clients::run(&plain_buses(&running), &plan.many_clients, rep, &mut many);
                 continue;
             }
             if workload == Workload::Storm {
@@ -422,10 +450,12 @@ fn run(args: &BenchArgs) -> Result<(), String> {
     print!("{}", results.table(&notes));
     print!("{}", storms.table());
     print!("{}", sandboxes.table());
+    print!("{}", many.table());
     if let Some(path) = &args.json {
         let mut json = results.json(&command, plan.reps, &notes);
         json["storm"] = storms.json();
         json["sandbox"] = sandboxes.json();
+        json["many_clients"] = many.json();
         std::fs::write(
             path,
             serde_json::to_string_pretty(&json).expect("JSON of numbers"),
@@ -434,7 +464,8 @@ fn run(args: &BenchArgs) -> Result<(), String> {
     }
     if let Some(dir) = &args.plots {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        for (name, svg) in results.plots().into_iter().chain(storms.plots()) {
+        let charts = results.plots().into_iter().chain(storms.plots());
+        for (name, svg) in charts.chain(many.plots()) {
             let path = dir.join(name);
             std::fs::write(&path, svg).map_err(|e| format!("{}: {e}", path.display()))?;
         }
@@ -442,9 +473,8 @@ fn run(args: &BenchArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// The storm workload on every plain bus (not the tcp or socket-buffer
-/// variants of a sweep, whose samples would be filed under the same bus)
-/// at every flood rate, the buses in a different order each repetition.
+/// The storm workload on every plain bus ([`plain_buses`]) at every
+/// flood rate, the buses in a different order each repetition.
 fn run_storms(
     running: &[RunningBus],
     flood_rates: &[u32],
@@ -452,10 +482,7 @@ fn run_storms(
     rep: u32,
     storms: &mut storm::Storms,
 ) {
-    let plain: Vec<&RunningBus> = running
-        .iter()
-        .filter(|bus| subject_of(bus) == Subject::Bus(bus.kind))
-        .collect();
+    let plain = plain_buses(running);
     for &flood_rate in flood_rates {
         let n = plain.len().max(1);
         for i in 0..plain.len() {
@@ -464,6 +491,15 @@ fn run_storms(
             storms.add(flood_rate, bus.kind, storm::run(bus, calls, flood_rate));
         }
     }
+}
+
+/// The buses of `running` that are not the tcp or socket-buffer variants
+/// of a sweep (whose samples would be filed under the same bus).
+fn plain_buses(running: &[RunningBus]) -> Vec<&RunningBus> {
+    running
+        .iter()
+        .filter(|bus| subject_of(bus) == Subject::Bus(bus.kind))
+        .collect()
 }
 
 /// Every bus of the plan (and each socket buffer size of a sweep), those
@@ -541,7 +577,7 @@ mod tests {
         assert_eq!(
             pick_by_name(&bad, &Workload::ALL, Workload::name, "workload").unwrap_err(),
             "unknown workload \"burst\" (signal-burst, fan-out, round-trip, hostile-neighbour, \
-             draining-neighbours, storm, sandbox)"
+             draining-neighbours, storm, sandbox, many-clients)"
         );
     }
     #[test]
@@ -549,6 +585,7 @@ mod tests {
         let plan = plan(&args(&[])).unwrap();
         assert_eq!(plan.workloads, Workload::ALL[..6]);
         assert!(!plan.workloads.contains(&Workload::Sandbox));
+        assert!(!plan.workloads.contains(&Workload::ManyClients));
         assert_eq!(plan.buses, BusKind::ALL);
         assert_eq!(plan.reps, 3);
     }
@@ -586,6 +623,34 @@ mod tests {
         let one = plan(&args(&["--tcp", "--buses", "quickbus"])).unwrap();
         assert_eq!(one.tcp, [BusKind::Quickbus]);
         assert!(plan(&args(&[])).unwrap().tcp.is_empty());
+    }
+
+    #[test]
+    fn many_clients_runs_only_when_named_with_its_pairs_and_receivers() {
+        let named = plan(&args(&["--only", "many-clients"])).unwrap();
+        assert_eq!(named.workloads, [Workload::ManyClients]);
+        assert_eq!(named.buses, BusKind::ALL);
+        assert_eq!(named.many_clients.clients, [1, 4, 16, 48]);
+        assert_eq!(named.many_clients.receivers, 48);
+        let full_window = named.many_clients.window;
+        let narrowed = args(&[
+            "--only",
+            "many-clients",
+            "--quick",
+            "--clients",
+            "1,4,16",
+            "--wide-fan-out",
+            "12",
+            "--count",
+            "30",
+        ]);
+        let narrowed = plan(&narrowed).unwrap();
+        assert_eq!(narrowed.many_clients.clients, [1, 4, 16]);
+        assert_eq!(narrowed.many_clients.receivers, 12);
+        assert_eq!(narrowed.many_clients.signals, 30);
+        assert!(narrowed.many_clients.window < full_window);
+        assert!(plan(&args(&["--clients", "1,0"])).is_err());
+        assert!(plan(&args(&["--wide-fan-out", "0"])).is_err());
     }
 
     #[test]

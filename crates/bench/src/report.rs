@@ -222,6 +222,7 @@ fn title(workload: Workload, count: u32) -> String {
         Workload::DrainingNeighbours => "draining-neighbours".to_owned(),
         Workload::Storm => "storm".to_owned(),
         Workload::Sandbox => "sandbox".to_owned(),
+        Workload::ManyClients => "many-clients".to_owned(),
     }
 }
 
@@ -488,7 +489,8 @@ impl Results {
                 Workload::HostileNeighbour
                 | Workload::DrainingNeighbours
                 | Workload::Storm
-                | Workload::Sandbox => continue,
+                | Workload::Sandbox
+                | Workload::ManyClients => continue,
             };
             let metrics: [(&str, &str, Metric); 3] = [
                 ("rate", rate_label, |s| s.rate),

@@ -24,7 +24,7 @@ use super::buses::RunningBus;
 use super::endpoint::{Endpoint, Peer};
 use super::messages::{self, Template};
 use super::relay::Relay;
-use super::workloads::{Sample, DO_NOT_QUEUE, PRIMARY_OWNER};
+use super::workloads::{own_name, Sample};
 
 /// Calls per turn.
 const SLICE: u32 = 50;
@@ -177,11 +177,7 @@ impl<'a> Lane<'a> {
         let connected = (|| {
             let mut server = Connection::connect_with_timeout(path.server_address, IO_TIMEOUT)
                 .map_err(|e| format!("server: connect: {e}"))?;
-            match server.request_name(path.server_name, DO_NOT_QUEUE) {
-                Ok(PRIMARY_OWNER) => {}
-                Ok(other) => return Err(format!("server: RequestName: answer {other}")),
-                Err(e) => return Err(format!("server: RequestName: {e}")),
-            }
+            own_name(&mut server, path.server_name).map_err(|e| format!("server: {e}"))?;
             // Step by step, as libdbus and GDBus: a proxy on the way may
             // take nothing else.
             let client = Connection::connect_step_by_step(path.caller_address, IO_TIMEOUT)
@@ -321,20 +317,7 @@ impl Pinger {
                 ..
             } => {
                 *serial = serial.wrapping_add(1).max(1);
-                let serial = *serial;
-                client
-                    .send(call.with_serial(serial).bytes())
-                    .map_err(|e| format!("caller: {e}"))?;
-                loop {
-                    let reply = client.receive().map_err(|e| format!("caller: {e}"))?;
-                    if reply.reply_serial() != Some(serial) {
-                        continue;
-                    }
-                    if reply.msg_type() == MessageType::Error {
-                        return Err(format!("caller: {}", quickbus_client::error_of(&reply)));
-                    }
-                    return Ok(());
-                }
+                call_once(client.as_mut(), call, *serial)
             }
             Pinger::Bytes { stream, buf, .. } => stream
                 .write_all(buf)
@@ -369,6 +352,28 @@ impl Pinger {
                 }
             }
         }
+    }
+}
+
+/// Sends `call` with `serial` and waits for its reply (skipping whatever
+/// else arrives); an error reply is an error.
+pub(crate) fn call_once(
+    client: &mut dyn Endpoint,
+    call: &mut Template,
+    serial: u32,
+) -> Result<(), String> {
+    client
+        .send(call.with_serial(serial).bytes())
+        .map_err(|e| format!("caller: {e}"))?;
+    loop {
+        let reply = client.receive().map_err(|e| format!("caller: {e}"))?;
+        if reply.reply_serial() != Some(serial) {
+            continue;
+        }
+        if reply.msg_type() == MessageType::Error {
+            return Err(format!("caller: {}", quickbus_client::error_of(&reply)));
+        }
+        return Ok(());
     }
 }
 

@@ -329,6 +329,7 @@ pub fn run(
             sender_name: Some(SERVICE),
             receiver_address: &route.app_address,
             match_rule: MATCH_RULE,
+            cpu_seconds: None,
         };
         let before = route.cpu_seconds();
         let mut sample = signal_burst_routed(&burst, 1, SIGNAL_SIZE, counts.signals);

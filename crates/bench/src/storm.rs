@@ -24,14 +24,12 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use quickbus_client::{Connection, Error};
-use quickbus_wire::MessageType;
 use serde_json::{json, Value};
 
 use super::buses::{BusKind, RunningBus};
-use super::endpoint::Endpoint;
 use super::messages::{self, Template};
 use super::report::{median, ratio, short};
-use super::round_trip::serve_echo;
+use super::round_trip::{call_once, serve_echo};
 use super::workloads::percentile;
 use quickbus_chart::{Axis, Chart, Series};
 
@@ -407,20 +405,8 @@ fn make_calls(
         if due > now {
             thread::sleep(due - now);
         }
-        let serial = i + 1;
         let sent = Instant::now();
-        Endpoint::send(caller, call.with_serial(serial).bytes())
-            .map_err(|e| format!("caller: {e}"))?;
-        loop {
-            let reply = Endpoint::receive(caller).map_err(|e| format!("caller: {e}"))?;
-            if reply.reply_serial() != Some(serial) {
-                continue;
-            }
-            if reply.msg_type() == MessageType::Error {
-                return Err(format!("caller: {}", quickbus_client::error_of(&reply)));
-            }
-            break;
-        }
+        call_once(caller, &mut call, i + 1)?;
         rtts_ns.push(sent.elapsed().as_nanos() as u64);
     }
     Ok(())

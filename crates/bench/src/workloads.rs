@@ -104,6 +104,10 @@ pub struct BurstRoute<'a> {
     pub sender_name: Option<&'a str>,
     pub receiver_address: &'a str,
     pub match_rule: &'a str,
+    /// CPU seconds so far of what carries the signals, read once every
+    /// client is connected and again when the receivers are done (None:
+    /// the caller measures, or nothing is measured).
+    pub cpu_seconds: Option<&'a dyn Fn() -> f64>,
 }
 
 /// `count` signals of `size` payload bytes sent back to back by one
@@ -114,6 +118,7 @@ pub fn signal_burst(bus: &RunningBus, receivers: usize, size: usize, count: u32)
         sender_name: None,
         receiver_address: &bus.address,
         match_rule: messages::MATCH_RULE,
+        cpu_seconds: None,
     };
     signal_burst_routed(&route, receivers, size, count)
 }
@@ -148,8 +153,9 @@ pub fn signal_burst_routed(
         .collect();
     let sender = connect_sender(route);
     ready.wait();
+    let cpu_before = route.cpu_seconds.map(|cpu| cpu());
     let start_ns = now_ns();
-    match sender {
+    let mut measured = match sender {
         Ok(mut sender) => {
             let mut signal = Template::signal(size);
             for _ in 0..count {
@@ -179,7 +185,11 @@ pub fn signal_burst_routed(
             let received = join_all(threads);
             finish_burst(&mut sample, start_ns, received)
         }
+    };
+    if let (Some(cpu), Some(before)) = (route.cpu_seconds, cpu_before) {
+        measured.daemon_cpu_seconds = Some((cpu() - before).max(0.0));
     }
+    measured
 }
 
 /// The burst's sender, owning the route's name if it has one.
@@ -188,18 +198,24 @@ fn connect_sender(route: &BurstRoute<'_>) -> Result<quickbus_client::Connection,
         quickbus_client::Connection::connect_with_timeout(route.sender_address, IO_TIMEOUT)
             .map_err(|e| format!("sender: connect: {e}"))?;
     if let Some(name) = route.sender_name {
-        match sender.request_name(name, DO_NOT_QUEUE) {
-            Ok(PRIMARY_OWNER) => {}
-            Ok(other) => return Err(format!("sender: RequestName {name}: answer {other}")),
-            Err(e) => return Err(format!("sender: RequestName {name}: {e}")),
-        }
+        own_name(&mut sender, name).map_err(|e| format!("sender: {e}"))?;
     }
     Ok(sender)
 }
 
 /// RequestName's DBUS_NAME_FLAG_DO_NOT_QUEUE and its first answer.
-pub(crate) const DO_NOT_QUEUE: u32 = 4;
-pub(crate) const PRIMARY_OWNER: u32 = 1;
+const DO_NOT_QUEUE: u32 = 4;
+const PRIMARY_OWNER: u32 = 1;
+
+/// Makes `conn` the owner of `name` (not queueing: a name someone else
+/// owns is an error).
+pub(crate) fn own_name(conn: &mut quickbus_client::Connection, name: &str) -> Result<(), String> {
+    match conn.request_name(name, DO_NOT_QUEUE) {
+        Ok(PRIMARY_OWNER) => Ok(()),
+        Ok(other) => Err(format!("RequestName {name}: answer {other}")),
+        Err(e) => Err(format!("RequestName {name}: {e}")),
+    }
+}
 
 fn join_all(threads: Vec<std::thread::JoinHandle<Received>>) -> Vec<Received> {
     threads
