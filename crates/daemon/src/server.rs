@@ -441,8 +441,9 @@ impl Server {
                 self.accept_container(slot);
             }
             self.drop_stale_deadlines();
-            // Every turn, deadlines or not: the bus also keeps this time
-            // as its clock for what it does between messages.
+            // Every turn, deadlines or not: one clock read, and the
+            // daemon's and the bus's time-outs are checked with it. (The
+            // bus keeps no clock: each event brings its own time.)
             let now = Instant::now();
             self.opts.notifier.keep_alive(now);
             self.expire_incomplete(now);
