@@ -23,9 +23,9 @@
 //! look at when its queues drain, held senders) and each connection's
 //! `OutQueue` (bytes and fds queued, its flow state, its hold), behind
 //! private fields. It keeps nothing of the event being handled: the
-//! bus reads no clock, and each decision that depends on the time takes
-//! the event's `now` (and the hold, the sender to hold back) as an
-//! argument. May touch: the per-user tallies ([`crate::accounting`])
+//! bus reads no clock, so each decision that depends on the time takes
+//! the event's `now` as an argument, and a hold the sender it holds
+//! back. May touch: the per-user tallies ([`crate::accounting`])
 //! and the flow rule ([`crate::flow`]); nothing of the bus. Where the
 //! bus applies it as it routes (who is a monitor, what is counted, what
 //! is sent, which sender is held) is `bus::queueing`.

@@ -106,6 +106,8 @@ impl Bus {
         let Some(parked) = self.activations.unpark() else {
             return;
         };
+        // As if it had just arrived: flow control may hold its sender.
+        let routing = Routing::sent_by(parked.sender(), now);
         match parked {
             Parked::Unicast {
                 from,
@@ -113,15 +115,11 @@ impl Bus {
                 fds,
                 dest,
             } => {
-                // As if it had just arrived: flow control may hold its
-                // sender.
-                let routing = Routing::sent_by(from, now);
                 if self.conns.contains_key(&from) {
                     self.unicast(from, &msg, fds, &dest, routing, Rescan::Done, out);
                 }
             }
             Parked::DriverCall { from, msg } => {
-                let routing = Routing::sent_by(from, now);
                 if self.conns.contains_key(&from)
                     && self.driver_call(from, &msg, routing, Rescan::Done, out)
                 {

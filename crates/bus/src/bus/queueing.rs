@@ -30,7 +30,9 @@ impl Bus {
 
     /// Queue `msg` for `to` unless flow control says otherwise. `addressed`:
     /// `to` is the receiver the message is addressed to, and a call to it
-    /// was admitted already ([`Bus::refuses_call`]).
+    /// was admitted already ([`Bus::refuses_call`]). `routing`: the event
+    /// it belongs to, whose time flow control judges by and whose sender
+    /// it may hold back.
     pub(crate) fn queue_for(
         &mut self,
         to: ConnId,
