@@ -64,6 +64,15 @@ pub(crate) enum Parked {
     DriverCall { from: ConnId, msg: Message },
 }
 
+impl Parked {
+    /// The connection that sent it.
+    pub(crate) fn sender(&self) -> ConnId {
+        match self {
+            Parked::Unicast { from, .. } | Parked::DriverCall { from, .. } => *from,
+        }
+    }
+}
+
 /// A `.service` file the daemon found on a rescan.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FoundService {

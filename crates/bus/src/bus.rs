@@ -114,6 +114,34 @@ pub struct Bus {
     pub(crate) app_views: AppViews,
 }
 
+/// What each delivery is decided in, passed down from the entry point
+/// that handles an event rather than kept in the bus, so that every
+/// decision says which event it belongs to: the event's time (the bus
+/// reads no clock), and the connection whose message is being routed,
+/// the sender that flow control may hold back when a receiver is full.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Routing {
+    pub now: Instant,
+    /// None for the bus's own messages (on a time-out, a write, a
+    /// disconnect): there is nobody to hold back.
+    pub sender: Option<ConnId>,
+}
+
+impl Routing {
+    /// Routing a message `from` sent, at `now`.
+    pub(crate) fn sent_by(from: ConnId, now: Instant) -> Routing {
+        Routing {
+            now,
+            sender: Some(from),
+        }
+    }
+
+    /// The bus's own messages at `now`.
+    pub(crate) fn by_bus(now: Instant) -> Routing {
+        Routing { now, sender: None }
+    }
+}
+
 /// Why a message does not reach its addressed recipient.
 enum Refusal {
     Error(BusError),
@@ -158,10 +186,7 @@ impl Bus {
         now: Instant,
         out: &mut Vec<Action>,
     ) {
-        self.queues.set_sending(Some(from));
-        self.queues.set_now(now);
-        self.receive_from(from, msg, fds, now, out);
-        self.queues.set_sending(None);
+        self.receive_from(from, msg, fds, Routing::sent_by(from, now), out);
     }
 
     fn receive_from(
@@ -169,7 +194,7 @@ impl Bus {
         from: ConnId,
         msg: Message,
         fds: Vec<OwnedFd>,
-        now: Instant,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         if !self.conns.contains_key(&from) {
@@ -191,10 +216,10 @@ impl Bus {
             return;
         }
         if conn.unique().is_none() {
-            self.receive_unregistered(from, &msg, now, out);
+            self.receive_unregistered(from, &msg, routing, out);
             return;
         }
-        if !self.app_views.is_empty() && !self.filter_outgoing(from, &msg, out) {
+        if !self.app_views.is_empty() && !self.filter_outgoing(from, &msg, routing, out) {
             return;
         }
         match msg.destination() {
@@ -204,7 +229,7 @@ impl Bus {
                 let mut fds = Some(fds);
                 let is_call = msg.msg_type() == MessageType::MethodCall;
                 if is_call {
-                    self.capture_with_fds(from, &msg, fds.take(), out);
+                    self.capture_with_fds(from, &msg, fds.take(), routing, out);
                 }
                 let to_bus = Delivery {
                     from: Some(from),
@@ -214,28 +239,30 @@ impl Bus {
                 };
                 if let Err(denial) = self.check_policy(&msg, to_bus) {
                     if !is_call {
-                        self.capture_with_fds(from, &msg, fds.take(), out);
+                        self.capture_with_fds(from, &msg, fds.take(), routing, out);
                     }
-                    self.refuse(from, &msg, &denial, out);
+                    self.refuse(from, &msg, &denial, routing, out);
                 } else if is_call {
-                    if self.driver_call(from, &msg, now, Rescan::Allowed, out) {
-                        self.pass_to_eavesdroppers(from, &msg, out);
+                    if self.driver_call(from, &msg, routing, Rescan::Allowed, out) {
+                        self.pass_to_eavesdroppers(from, &msg, routing, out);
                     }
                 } else {
                     // The bus makes no calls: replies to it are dropped,
                     // as dbus-daemon does; systemd's signals are heard,
                     // and (as there) the errors they cause go out before
                     // monitors see them.
-                    self.driver_signal(from, &msg, out);
-                    self.capture_with_fds(from, &msg, fds.take(), out);
+                    self.driver_signal(from, &msg, routing, out);
+                    self.capture_with_fds(from, &msg, fds.take(), routing, out);
                     if !is_activation_failure(&msg) {
-                        self.pass_to_eavesdroppers(from, &msg, out);
+                        self.pass_to_eavesdroppers(from, &msg, routing, out);
                     }
                 }
             }
-            Some(dest) => self.unicast(from, &msg, fds, dest, now, Rescan::Allowed, out),
-            None if msg.msg_type() == MessageType::Signal => self.broadcast(from, &msg, fds, out),
-            None => self.answer_peerless(from, &msg, out),
+            Some(dest) => self.unicast(from, &msg, fds, dest, routing, Rescan::Allowed, out),
+            None if msg.msg_type() == MessageType::Signal => {
+                self.broadcast(from, &msg, fds, routing, out)
+            }
+            None => self.answer_peerless(from, &msg, routing, out),
         }
     }
 
@@ -269,7 +296,7 @@ impl Bus {
         msg: &Message,
         fds: Vec<OwnedFd>,
         dest: &str,
-        now: Instant,
+        routing: Routing,
         rescan: Rescan,
         out: &mut Vec<Action>,
     ) {
@@ -287,7 +314,7 @@ impl Bus {
             return;
         }
         let out_msg = self.stamped(from, msg, fds);
-        if target.is_none() && self.auto_start(from, msg, &out_msg, dest, now, out) {
+        if target.is_none() && self.auto_start(from, msg, &out_msg, dest, routing, out) {
             return;
         }
         let watchers = if self.monitors.is_empty() {
@@ -297,7 +324,7 @@ impl Bus {
                 self.monitor_recipients(input)
             })
         };
-        self.route_watched(from, msg, out_msg, dest, target, &watchers, now, out);
+        self.route_watched(from, msg, out_msg, dest, target, &watchers, routing, out);
     }
 
     /// Deliver a message to its addressed recipient (monitors saw it
@@ -310,10 +337,10 @@ impl Bus {
         out_msg: OutMessage,
         dest: &str,
         target: Option<ConnId>,
-        now: Instant,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
-        self.route_watched(from, msg, out_msg, dest, target, &[], now, out);
+        self.route_watched(from, msg, out_msg, dest, target, &[], routing, out);
     }
 
     /// [`Bus::route_unicast`], showing the message to `watchers` (the
@@ -328,49 +355,56 @@ impl Bus {
         dest: &str,
         target: Option<ConnId>,
         watchers: &[ConnId],
-        now: Instant,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         let target = match self.unicast_verdict(from, msg, dest, target) {
             Ok(target) => target,
             Err(Refusal::QueueFull(err)) => {
                 tracing::debug!("the queue of {dest} is full: refusing a call to it");
-                self.error_reply(from, msg, err, out);
+                self.error_reply(from, msg, err, routing, out);
                 return;
             }
             Err(Refusal::Error(err)) => {
-                self.deliver_all(watchers, msg, &out_msg, out);
-                self.error_reply(from, msg, err, out);
+                self.deliver_all(watchers, msg, &out_msg, routing, out);
+                self.error_reply(from, msg, err, routing, out);
                 return;
             }
             Err(Refusal::Denied(denial)) => {
-                self.deliver_all(watchers, msg, &out_msg, out);
-                self.refuse(from, msg, &denial, out);
+                self.deliver_all(watchers, msg, &out_msg, routing, out);
+                self.refuse(from, msg, &denial, routing, out);
                 return;
             }
             Err(Refusal::Dropped) => {
-                self.deliver_all(watchers, msg, &out_msg, out);
+                self.deliver_all(watchers, msg, &out_msg, routing, out);
                 return;
             }
         };
-        self.deliver_all(watchers, msg, &out_msg, out);
+        self.deliver_all(watchers, msg, &out_msg, routing, out);
         if expects_reply(msg) {
-            let deadline = self.opts.limits.reply_timeout.map(|t| now + t);
+            let deadline = self.opts.limits.reply_timeout.map(|t| routing.now + t);
             self.replies.expect(from, msg.serial(), target, deadline);
         }
         if !self.subs.has_eavesdroppers() {
-            self.deliver_addressed(target, out_msg, out);
+            self.deliver_addressed(target, out_msg, routing, out);
             return;
         }
-        self.deliver_addressed(target, out_msg.clone(), out);
+        self.deliver_addressed(target, out_msg.clone(), routing, out);
         let mut eavesdroppers = self.with_input(msg, Some(from), Some(target), |input| {
             let mut to = Vec::new();
             self.subs.recipients(input, Some(target), &mut to);
             to
         });
-        self.keep_allowed(Some(from), Some(target), msg, &mut eavesdroppers, out);
-        self.keep_fd_capable(from, msg, &mut eavesdroppers, out);
-        self.deliver_all(&eavesdroppers, msg, &out_msg, out);
+        self.keep_allowed(
+            Some(from),
+            Some(target),
+            msg,
+            &mut eavesdroppers,
+            routing,
+            out,
+        );
+        self.keep_fd_capable(from, msg, &mut eavesdroppers, routing, out);
+        self.deliver_all(&eavesdroppers, msg, &out_msg, routing, out);
     }
 
     /// Whether a message may go to its addressed recipient `target`, in
@@ -450,6 +484,7 @@ impl Bus {
         &mut self,
         from: ConnId,
         msg: &Message,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         if !self.subs.has_eavesdroppers() {
@@ -460,26 +495,33 @@ impl Bus {
             self.subs.recipients(input, None, &mut to);
             to
         });
-        self.keep_allowed(Some(from), None, msg, &mut eavesdroppers, out);
+        self.keep_allowed(Some(from), None, msg, &mut eavesdroppers, routing, out);
         if eavesdroppers.is_empty() {
             return;
         }
         let out_msg = self.stamped(from, msg, Vec::new());
-        self.deliver_all(&eavesdroppers, msg, &out_msg, out);
+        self.deliver_all(&eavesdroppers, msg, &out_msg, routing, out);
     }
 
-    fn broadcast(&mut self, from: ConnId, msg: &Message, fds: Vec<OwnedFd>, out: &mut Vec<Action>) {
+    fn broadcast(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        fds: Vec<OwnedFd>,
+        routing: Routing,
+        out: &mut Vec<Action>,
+    ) {
         let out_msg = self.stamped(from, msg, fds);
         let mut to = std::mem::take(&mut self.spare_recipients);
         let (watchers, mut recipients) = self.with_input(msg, Some(from), None, |input| {
             self.subs.recipients(input, None, &mut to);
             (self.monitor_recipients(input), to)
         });
-        self.deliver_all(&watchers, msg, &out_msg, out);
+        self.deliver_all(&watchers, msg, &out_msg, routing, out);
         self.filter_broadcast(from, msg, &mut recipients);
-        self.keep_allowed(Some(from), None, msg, &mut recipients, out);
-        self.keep_fd_capable(from, msg, &mut recipients, out);
-        self.deliver_all(&recipients, msg, &out_msg, out);
+        self.keep_allowed(Some(from), None, msg, &mut recipients, routing, out);
+        self.keep_fd_capable(from, msg, &mut recipients, routing, out);
+        self.deliver_all(&recipients, msg, &out_msg, routing, out);
         recipients.clear();
         self.spare_recipients = recipients;
     }
@@ -493,6 +535,7 @@ impl Bus {
         addressed: Option<ConnId>,
         msg: &Message,
         recipients: &mut Vec<ConnId>,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         let mut refused = Vec::new();
@@ -519,7 +562,7 @@ impl Bus {
         });
         if let Some(from) = from.filter(|_| !self.monitors.is_empty()) {
             for denial in refused {
-                self.capture_error(from, msg, &denial, out);
+                self.capture_error(from, msg, &denial, routing, out);
             }
         }
     }
@@ -532,6 +575,7 @@ impl Bus {
         from: ConnId,
         msg: &Message,
         denial: &Denial,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         // dbus-daemon logs denials as security messages (auth facility,
@@ -546,7 +590,7 @@ impl Bus {
             "{}",
             denial.text
         );
-        self.send_error(from, msg.serial(), denial.to_error(), out);
+        self.send_error(from, msg.serial(), denial.to_error(), routing, out);
     }
 
     /// Show monitors the AccessDenied error `from` would have got.
@@ -555,9 +599,10 @@ impl Bus {
         from: ConnId,
         msg: &Message,
         denial: &Denial,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
-        self.capture_error_reply(from, msg, denial.to_error(), out);
+        self.capture_error_reply(from, msg, denial.to_error(), routing, out);
     }
 
     /// Leave out the `recipients` that cannot take the fds of `msg`. As in
@@ -568,6 +613,7 @@ impl Bus {
         from: ConnId,
         msg: &Message,
         recipients: &mut Vec<ConnId>,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         if msg.unix_fds() == 0 {
@@ -592,7 +638,7 @@ impl Bus {
                     self.describe_connection(to)
                 ),
             );
-            self.capture_error_reply(from, msg, err, out);
+            self.capture_error_reply(from, msg, err, routing, out);
         }
     }
 
@@ -602,6 +648,7 @@ impl Bus {
         from: ConnId,
         msg: &Message,
         err: BusError,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         let mut builder =
@@ -613,7 +660,7 @@ impl Bus {
             let watchers = self.with_input(&built, None, Some(from), |input| {
                 self.monitor_recipients(input)
             });
-            self.deliver_all(&watchers, &built, &out_msg, out);
+            self.deliver_all(&watchers, &built, &out_msg, routing, out);
         }
     }
 
@@ -648,9 +695,10 @@ impl Bus {
         &mut self,
         from: ConnId,
         msg: &Message,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
-        self.capture_with_fds(from, msg, None, out);
+        self.capture_with_fds(from, msg, None, routing, out);
     }
 
     /// [`Bus::capture_driver_call`] with the fds that came with the
@@ -660,6 +708,7 @@ impl Bus {
         from: ConnId,
         msg: &Message,
         fds: Option<Vec<OwnedFd>>,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         if self.monitors.is_empty() {
@@ -669,7 +718,7 @@ impl Bus {
         let watchers = self.with_input(msg, Some(from), None, |input| {
             self.monitor_recipients(input)
         });
-        self.deliver_all(&watchers, msg, &out_msg, out);
+        self.deliver_all(&watchers, msg, &out_msg, routing, out);
     }
 
     /// Monitors whose rules match; empty at once when there are none.
@@ -688,27 +737,40 @@ impl Bus {
         recipients: &[ConnId],
         msg: &Message,
         out_msg: &OutMessage,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         let has_fds = msg.unix_fds() > 0;
         for &to in recipients {
             if !has_fds || self.accepts_fds(to) {
-                self.deliver(to, out_msg, out);
+                self.deliver(to, out_msg, routing, out);
             }
         }
     }
 
     /// Deliver a copy of `msg` to `to` (flow control decides, see
     /// [`crate::overflow`]).
-    pub(crate) fn deliver(&mut self, to: ConnId, msg: &OutMessage, out: &mut Vec<Action>) {
-        self.queue_for(to, msg.clone(), false, out);
+    pub(crate) fn deliver(
+        &mut self,
+        to: ConnId,
+        msg: &OutMessage,
+        routing: Routing,
+        out: &mut Vec<Action>,
+    ) {
+        self.queue_for(to, msg.clone(), false, routing, out);
     }
 
     /// [`Bus::deliver`] to the receiver a message is addressed to, which
     /// takes it whole: the first clone of a freshly stamped header
     /// allocates its shared block, a move does not.
-    fn deliver_addressed(&mut self, to: ConnId, msg: OutMessage, out: &mut Vec<Action>) {
-        self.queue_for(to, msg, true, out);
+    fn deliver_addressed(
+        &mut self,
+        to: ConnId,
+        msg: OutMessage,
+        routing: Routing,
+        out: &mut Vec<Action>,
+    ) {
+        self.queue_for(to, msg, true, routing, out);
     }
 
     /// What Debug.Stats reads.
@@ -740,15 +802,16 @@ impl Bus {
     /// fail activations whose service_start_timeout has, and end holds
     /// whose time is up.
     pub fn handle_timeouts(&mut self, now: Instant, out: &mut Vec<Action>) {
-        self.queues.set_now(now);
+        // What the bus sends now holds nobody back.
+        let routing = Routing::by_bus(now);
         self.check_holds(now, out);
-        self.expire_activations(now, out);
+        self.expire_activations(routing, out);
         for (caller, serial) in self.replies.expire(now) {
             let err = BusError::new(
                 errors::NO_REPLY,
                 "Message did not receive a reply (timeout by message bus)",
             );
-            self.send_no_reply(caller, serial, err, out);
+            self.send_no_reply(caller, serial, err, routing, out);
         }
     }
 }

@@ -15,12 +15,12 @@
 //! `outgoing` and `announce` to carry an outcome out.
 
 use std::os::fd::OwnedFd;
-use std::time::Instant;
 
 use quickbus_wire::{names, Message, Value};
 
 use crate::activation::{Parked, Rescan};
 use crate::bus::Bus;
+use crate::bus::Routing;
 use crate::errors::{self, BusError};
 use crate::introspect::{self, InterfaceSpec, MethodSpec, INTERFACES};
 use crate::match_rule::MatchRule;
@@ -84,8 +84,9 @@ pub(crate) type Handler = fn(&mut Bus, &Call<'_>, Args) -> Result<Outcome, BusEr
 pub(crate) struct Call<'a> {
     pub from: ConnId,
     pub msg: &'a Message,
-    /// The time of the event (for timers the call starts).
-    pub now: Instant,
+    /// The event's time (for timers the call starts) and sender (the
+    /// caller, whom flow control may hold back for what the call sends).
+    pub routing: Routing,
 }
 
 /// What a driver method decided.
@@ -429,11 +430,11 @@ impl Bus {
         &mut self,
         from: ConnId,
         msg: &Message,
-        now: Instant,
+        routing: Routing,
         rescan: Rescan,
         out: &mut Vec<Action>,
     ) -> bool {
-        let call = Call { from, msg, now };
+        let call = Call { from, msg, routing };
         let outcome = resolve(self, from, msg).and_then(|(method, args)| {
             if self.start_wants_rescan(method, &args, rescan) {
                 return Ok(None);
@@ -451,7 +452,7 @@ impl Bus {
             }
             Ok(Some(outcome)) => outcome,
             Err(err) => {
-                self.error_reply(from, msg, err, out);
+                self.error_reply(from, msg, err, routing, out);
                 return false;
             }
         };
@@ -466,10 +467,10 @@ impl Bus {
         if is_hello {
             // The welcome comes before NameAcquired, as in dbus-daemon;
             // monitors see the call first.
-            self.capture_driver_call(from, msg, out);
+            self.capture_driver_call(from, msg, routing, out);
         } else {
             // The signals a call caused come before its reply.
-            self.emit(&events, None, out);
+            self.emit(&events, None, routing, out);
         }
         // dbus-daemon stops an instance (its connections closed, its
         // InstanceRemoved sent) before it acknowledges StopInstance or
@@ -483,12 +484,12 @@ impl Bus {
                 close_connections,
             } = stop
             {
-                self.stop_container(&path, close_connections, out);
+                self.stop_container(&path, close_connections, routing, out);
             }
         }
         let mut eavesdroppers_now = true;
         match reply {
-            Reply::Now { body, fds } => self.reply(from, msg, body, fds, out),
+            Reply::Now { body, fds } => self.reply(from, msg, body, fds, routing, out),
             Reply::Later => {}
             Reply::WithPidfd { body, pid, started } => {
                 self.await_pidfd(from, msg, body, (pid, started), out);
@@ -496,14 +497,14 @@ impl Bus {
             }
         }
         if is_hello {
-            self.emit(&events, None, out);
+            self.emit(&events, None, routing, out);
         }
         // A name just taken may be one a service was started for.
-        self.names_owned(&events, now, out);
+        self.names_owned(&events, routing, out);
         for effect in effects {
             match effect {
                 Effect::Act(action) => out.push(action),
-                Effect::BecomeMonitor(rules) => self.become_monitor(from, rules, out),
+                Effect::BecomeMonitor(rules) => self.become_monitor(from, rules, routing, out),
                 Effect::StopContainer { .. } => unreachable!("stopped before the reply"),
             }
         }
@@ -618,7 +619,7 @@ impl Bus {
     fn update_activation_environment(
         &mut self,
         pairs: Vec<(String, String)>,
-        now: Instant,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) -> Result<(), BusError> {
         if self.opts.bus_type == "system" {
@@ -629,7 +630,7 @@ impl Bus {
         }
         self.activations
             .set_environment(&pairs, &self.opts.limits)?;
-        self.forward_environment(&pairs, now, out);
+        self.forward_environment(&pairs, routing, out);
         Ok(())
     }
 
@@ -764,7 +765,8 @@ fn release_name(bus: &mut Bus, call: &Call<'_>, args: Args) -> Result<Outcome, B
 fn start_service_by_name(bus: &mut Bus, call: &Call<'_>, args: Args) -> Result<Outcome, BusError> {
     let (name, _flags): (String, u32) = args.decode()?;
     let mut actions = Vec::new();
-    let started = bus.start_service_by_name(call.from, call.msg, &name, call.now, &mut actions)?;
+    let started =
+        bus.start_service_by_name(call.from, call.msg, &name, call.routing, &mut actions)?;
     let outcome = match started {
         Some(reply) => Outcome::now(vec![Value::Uint32(reply)]),
         None => Outcome {
@@ -783,7 +785,7 @@ fn update_activation_environment(
 ) -> Result<Outcome, BusError> {
     let (pairs,): (Vec<(String, String)>,) = args.decode()?;
     let mut actions = Vec::new();
-    bus.update_activation_environment(pairs, call.now, &mut actions)?;
+    bus.update_activation_environment(pairs, call.routing, &mut actions)?;
     Ok(Outcome::empty().with_actions(actions))
 }
 

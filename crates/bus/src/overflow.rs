@@ -20,13 +20,15 @@
 //! The daemon only carries these out: it keeps no queue accounting.
 //!
 //! Owns: `Queues` (the bounds, each user's tally and the receivers to
-//! look at when its queues drain, held senders, the connection being
-//! routed and the event's time) and each connection's `OutQueue` (bytes
-//! and fds queued, its flow state, its hold), behind private fields. May
-//! touch: the per-user tallies ([`crate::accounting`]) and the flow rule
-//! ([`crate::flow`]); nothing of the bus. Where the bus applies it as it
-//! routes (who is a monitor, what is counted, what is sent) is
-//! `bus::queueing`.
+//! look at when its queues drain, held senders) and each connection's
+//! `OutQueue` (bytes and fds queued, its flow state, its hold), behind
+//! private fields. It keeps nothing of the event being handled: the
+//! bus reads no clock, so each decision that depends on the time takes
+//! the event's `now` as an argument, and a hold the sender it holds
+//! back. May touch: the per-user tallies ([`crate::accounting`])
+//! and the flow rule ([`crate::flow`]); nothing of the bus. Where the
+//! bus applies it as it routes (who is a monitor, what is counted, what
+//! is sent, which sender is held) is `bus::queueing`.
 
 use std::time::{Duration, Instant};
 
@@ -50,14 +52,6 @@ pub(crate) struct Queues {
     users: Users,
     /// Connections held back (see [`Hold`]).
     held: Vec<ConnId>,
-    /// The connection whose message is being routed, if any: the sender to
-    /// hold back when a receiver is full.
-    sending: Option<ConnId>,
-    /// The time of the event being handled, or of the last one (the bus
-    /// reads no clock: every entry point that can queue takes `now` and
-    /// sets it here). None before the first event, when nothing is queued.
-    #[serde(with = "crate::handover::optional_instant")]
-    now: Option<Instant>,
     /// Receivers looked at to see whether they drained, for the tests.
     #[cfg(test)]
     #[serde(skip)]
@@ -189,24 +183,6 @@ impl Queues {
         &self.bounds
     }
 
-    /// The event being handled happens at `now`.
-    #[inline]
-    pub(crate) fn set_now(&mut self, now: Instant) {
-        self.now = Some(now);
-    }
-
-    /// `from`'s message is being routed (None: it is done).
-    #[inline]
-    pub(crate) fn set_sending(&mut self, from: Option<ConnId>) {
-        self.sending = from;
-    }
-
-    /// The connection whose message is being routed, if any.
-    #[inline]
-    pub(crate) fn sending(&self) -> Option<ConnId> {
-        self.sending
-    }
-
     /// A queue for a new connection of `uid`.
     pub(crate) fn join(&mut self, uid: u32) -> OutQueue {
         OutQueue {
@@ -226,10 +202,16 @@ impl Queues {
         self.users.len()
     }
 
-    /// Put a delivery of `len` bytes and `nfds` fds in `q` if `q` and its
-    /// user have room: the common case, in four comparisons.
+    /// Put a delivery of `len` bytes and `nfds` fds in `q` at `now` if `q`
+    /// and its user have room: the common case, in four comparisons.
     #[inline]
-    pub(crate) fn admit(&mut self, q: &mut OutQueue, len: usize, nfds: usize) -> Admit {
+    pub(crate) fn admit(
+        &mut self,
+        q: &mut OutQueue,
+        len: usize,
+        nfds: usize,
+        now: Instant,
+    ) -> Admit {
         let own = self.bounds.fill(q.bytes, q.fds);
         let user = self.users.get(q.user);
         let user_full = self.user_bounds.full(user.out_bytes, user.out_fds);
@@ -237,8 +219,7 @@ impl Queues {
             q.bytes += len;
             q.fds += nfds;
             self.users.get_mut(q.user).queued(len, nfds);
-            let paces = self.bounds.pacing.pauses_at(q.bytes)
-                && self.now.is_some_and(|now| q.flow.paces(now));
+            let paces = self.bounds.pacing.pauses_at(q.bytes) && q.flow.paces(now);
             return Admit::In { paces };
         }
         Admit::Over { own, user_full }
@@ -255,26 +236,23 @@ impl Queues {
     }
 
     /// Whether `q`, now holding `queued` bytes, passed the pacing length
-    /// while it still paces its senders.
+    /// while it still paces its senders at `now`.
     #[inline]
-    pub(crate) fn paces(&self, q: &OutQueue, queued: usize) -> bool {
-        let paces = self.now.is_some_and(|now| q.flow.paces(now));
-        self.bounds.pacing.pauses_at(queued) && paces
+    pub(crate) fn paces(&self, q: &OutQueue, queued: usize, now: Instant) -> bool {
+        self.bounds.pacing.pauses_at(queued) && q.flow.paces(now)
     }
 
-    /// The flow rule's verdict on a `kind` of delivery to `q`, `fill`ed;
-    /// `sender_uid`: the user of a sender that may be held (None: there
-    /// is none to hold).
+    /// The flow rule's verdict on a `kind` of delivery to `q`, `fill`ed,
+    /// at `now`; `sender_uid`: the user of a sender that may be held
+    /// (None: there is none to hold).
     pub(crate) fn judge(
         &mut self,
         q: &mut OutQueue,
         kind: Kind,
         fill: Fill,
         sender_uid: Option<u32>,
+        now: Instant,
     ) -> Verdict {
-        let Some(now) = self.now else {
-            return Verdict::Queue; // no event yet, so nothing queued either
-        };
         let bounds = self.bounds;
         let user = self.users.get_mut(q.user);
         // Another user's sender waits only while the receiving user's hold
@@ -349,12 +327,13 @@ impl Queues {
     }
 
     /// Hold back the sender `sender` (of `sender_uid`, with queue `q`)
-    /// for the receiver `receiver` of user `receiving_user`, for the hold
-    /// time or what is left of the receiving user's hold budget if the
-    /// sender is another user's. None: no hold (no time, nothing left, or
-    /// a hold that this one does not replace); else whether it was held
-    /// already.
+    /// for the receiver `receiver` of user `receiving_user`, from `now`
+    /// for the hold time or what is left of the receiving user's hold
+    /// budget if the sender is another user's. None: no hold (nothing
+    /// left, or a hold that this one does not replace); else whether it
+    /// was held already.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn hold(
         &mut self,
         q: &mut OutQueue,
@@ -363,8 +342,8 @@ impl Queues {
         receiver: ConnId,
         receiving_user: UserSlot,
         why: HoldReason,
+        now: Instant,
     ) -> Option<bool> {
-        let now = self.now?;
         let bounds = self.bounds;
         let wanted = match why {
             HoldReason::Full => bounds.hold,
@@ -500,11 +479,11 @@ impl Queues {
         self.drain_checks
     }
 
-    /// What `q` is to be told it lost now, if anything: its queue is down
-    /// to half its bound and its user's queues have room. When they are
-    /// down to half theirs too, its episode is over (see
+    /// What `q` is to be told it lost at `now`, if anything: its queue is
+    /// down to half its bound and its user's queues have room. When they
+    /// are down to half theirs too, its episode is over (see
     /// [`Receiver::drained`]).
-    pub(crate) fn lost_on_drain(&mut self, q: &mut OutQueue) -> Option<u64> {
+    pub(crate) fn lost_on_drain(&mut self, q: &mut OutQueue, now: Instant) -> Option<u64> {
         #[cfg(test)]
         {
             self.drain_checks += 1;
@@ -512,7 +491,6 @@ impl Queues {
         if !q.flow.is_overflowing() || !self.bounds.drained(q.bytes, q.fds) {
             return None;
         }
-        let now = self.now?;
         match self.user_level(q.user) {
             UserLevel::Drained => q.flow.drained(now, self.bounds.memory),
             UserLevel::Room => q.flow.take_lost(),
@@ -528,19 +506,16 @@ impl Queues {
             && self.user_bounds.drained(user.out_bytes, user.out_fds)
     }
 
-    /// Connection `id` left with `queue`: its hold ends and nobody waits
-    /// for it to drain. Returns the time, to look at the holds again, if
-    /// anything happened yet; then [`Queues::leave`].
-    pub(crate) fn forget(&mut self, id: ConnId, queue: &OutQueue) -> Option<Instant> {
+    /// Connection `id` left with `queue` at `now`: its hold ends and
+    /// nobody waits for it to drain; then [`Queues::leave`].
+    pub(crate) fn forget(&mut self, id: ConnId, queue: &OutQueue, now: Instant) {
         if queue.watched {
             self.users.get_mut(queue.user).watched.retain(|&w| w != id);
         }
-        let now = self.now?;
         if let Some(hold) = &queue.hold {
             give_back(&mut self.users, hold, now);
             self.held.retain(|&s| s != id);
         }
-        Some(now)
     }
 
     /// What was queued in `queue` leaves its user's tally. Returns the

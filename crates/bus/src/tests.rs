@@ -159,7 +159,7 @@ impl Harness {
                 Action::OpenPidfd { pid, started } => {
                     self.pidfd_requests.push((pid, started));
                     let fd = self.pidfds.get(&pid).map(|fd| fd.try_clone().unwrap());
-                    self.bus.pidfd_opened(fd, &mut self.out);
+                    self.bus.pidfd_opened(fd, self.now, &mut self.out);
                     continue;
                 }
                 _ => unreachable!(),
@@ -191,7 +191,8 @@ impl Harness {
                             address: format!("unix:path=/run/test/dbus-{n},guid=00"),
                         }),
                     };
-                    self.bus.container_listening(answer, &mut self.out);
+                    self.bus
+                        .container_listening(answer, self.now, &mut self.out);
                 }
                 Action::StopContainer {
                     path,
@@ -347,7 +348,8 @@ fn string_list(v: &Value) -> Vec<String> {
     }
 }
 
-fn become_monitor(rules: &[&str]) -> MessageBuilder {
+/// A BecomeMonitor call with `rules` (none: it sees everything).
+pub(crate) fn become_monitor(rules: &[&str]) -> MessageBuilder {
     MessageBuilder::method_call(BUS_PATH, "BecomeMonitor")
         .interface("org.freedesktop.DBus.Monitoring")
         .destination(BUS_NAME)

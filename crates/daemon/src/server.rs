@@ -441,8 +441,9 @@ impl Server {
                 self.accept_container(slot);
             }
             self.drop_stale_deadlines();
-            // Every turn, deadlines or not: the bus also keeps this time
-            // as its clock for what it does between messages.
+            // Every turn, deadlines or not: one clock read, and the
+            // daemon's and the bus's time-outs are checked with it. (The
+            // bus keeps no clock: each event brings its own time.)
             let now = Instant::now();
             self.opts.notifier.keep_alive(now);
             self.expire_incomplete(now);
@@ -576,7 +577,8 @@ impl Server {
                 self.bus.set_mediator(reloaded.mediator);
                 self.set_limits(&reloaded.config.limits);
                 self.opts.setup.reloaded = Some(reloaded.config);
-                self.bus.set_activatable_names(names, &mut self.actions);
+                self.bus
+                    .set_activatable_names(names, Instant::now(), &mut self.actions);
                 Ok(())
             }
             Err(e) => {
@@ -609,19 +611,22 @@ impl Server {
                 .launcher
                 .start(name, requested_by, self.bus.activation_environment());
         if let Err(error) = started {
-            self.bus.activation_failed(name, error, &mut self.actions);
+            self.bus
+                .activation_failed(name, error, Instant::now(), &mut self.actions);
         }
     }
 
     /// Services that died before taking their name fail their activation,
     /// and those of every name the same program provides.
     fn reap_services(&mut self) {
+        let now = Instant::now();
         for (name, error) in self.opts.launcher.reap() {
             for other in self.opts.launcher.same_program(&name) {
                 self.bus
-                    .activation_failed(&other, error.clone(), &mut self.actions);
+                    .activation_failed(&other, error.clone(), now, &mut self.actions);
             }
-            self.bus.activation_failed(&name, error, &mut self.actions);
+            self.bus
+                .activation_failed(&name, error, now, &mut self.actions);
         }
     }
 
@@ -954,7 +959,8 @@ impl Server {
                         let pidfd = crate::sys::open_pidfd_verified(pid, started)
                             .map_err(|e| debug!("ProcessFD of pid {pid} left out: {e}"))
                             .ok();
-                        self.bus.pidfd_opened(pidfd, &mut self.actions);
+                        self.bus
+                            .pidfd_opened(pidfd, Instant::now(), &mut self.actions);
                     }
                     Action::ListenContainer { path, uid } => self.listen_container(path, uid),
                     Action::StopContainer {
@@ -1085,7 +1091,8 @@ impl Server {
                         );
                     }
                 }
-                self.bus.remove_connection(id, &mut self.actions);
+                self.bus
+                    .remove_connection(id, Instant::now(), &mut self.actions);
             }
         }
     }

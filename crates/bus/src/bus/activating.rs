@@ -22,6 +22,8 @@ use crate::policy::Delivery;
 use crate::registry::NameEvent;
 use crate::{Action, Bus, ConnId, OutMessage, Requester, BUS_PATH};
 
+use super::Routing;
+
 /// What starting a service means for the bus.
 enum Start {
     /// Ask the daemon to spawn the service's Exec line.
@@ -87,7 +89,6 @@ impl Bus {
         now: Instant,
         out: &mut Vec<Action>,
     ) {
-        self.queues.set_now(now);
         if let Some(found) = found {
             if !self.is_activatable(name) {
                 tracing::info!("found a new service file for {name}");
@@ -106,9 +107,7 @@ impl Bus {
             return;
         };
         // As if it had just arrived: flow control may hold its sender.
-        self.queues.set_sending(Some(match &parked {
-            Parked::Unicast { from, .. } | Parked::DriverCall { from, .. } => *from,
-        }));
+        let routing = Routing::sent_by(parked.sender(), now);
         match parked {
             Parked::Unicast {
                 from,
@@ -117,18 +116,17 @@ impl Bus {
                 dest,
             } => {
                 if self.conns.contains_key(&from) {
-                    self.unicast(from, &msg, fds, &dest, now, Rescan::Done, out);
+                    self.unicast(from, &msg, fds, &dest, routing, Rescan::Done, out);
                 }
             }
             Parked::DriverCall { from, msg } => {
                 if self.conns.contains_key(&from)
-                    && self.driver_call(from, &msg, now, Rescan::Done, out)
+                    && self.driver_call(from, &msg, routing, Rescan::Done, out)
                 {
-                    self.pass_to_eavesdroppers(from, &msg, out);
+                    self.pass_to_eavesdroppers(from, &msg, routing, out);
                 }
             }
         }
-        self.queues.set_sending(None);
     }
 
     /// A message (`stamped` as receivers see it) for `dest`, which has no
@@ -140,15 +138,15 @@ impl Bus {
         msg: &Message,
         stamped: &OutMessage,
         dest: &str,
-        now: Instant,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) -> bool {
         if msg.flags() & flags::NO_AUTO_START != 0 || !self.is_activatable(dest) {
             return false;
         }
         if let Err(err) = self.check_pending_limit(dest) {
-            self.capture_unicast(from, msg, stamped, out);
-            self.error_reply(from, msg, err, out);
+            self.capture_unicast(from, msg, stamped, routing, out);
+            self.error_reply(from, msg, err, routing, out);
             return true;
         }
         // What the policy can say before the service exists: may the
@@ -161,8 +159,8 @@ impl Bus {
             requested_reply: false,
         };
         if let Err(denial) = self.check_policy(msg, to_service) {
-            self.capture_unicast(from, msg, stamped, out);
-            self.refuse(from, msg, &denial, out);
+            self.capture_unicast(from, msg, stamped, routing, out);
+            self.refuse(from, msg, &denial, routing, out);
             return true;
         }
         let waiter = Waiter::Message {
@@ -172,8 +170,8 @@ impl Bus {
         };
         // dbus-daemon shows monitors the activation request before the
         // message that caused it.
-        self.join_or_start(dest, waiter, now, out);
-        self.capture_unicast(from, msg, stamped, out);
+        self.join_or_start(dest, waiter, routing, out);
+        self.capture_unicast(from, msg, stamped, routing, out);
         true
     }
 
@@ -183,6 +181,7 @@ impl Bus {
         from: ConnId,
         msg: &Message,
         stamped: &OutMessage,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         if self.monitors.is_empty() {
@@ -191,7 +190,7 @@ impl Bus {
         let watchers = self.with_input(msg, Some(from), None, |input| {
             self.monitor_recipients(input)
         });
-        self.deliver_all(&watchers, msg, stamped, out);
+        self.deliver_all(&watchers, msg, stamped, routing, out);
     }
 
     /// StartServiceByName: Ok(Some(reply)) to answer at once, Ok(None)
@@ -202,7 +201,7 @@ impl Bus {
         from: ConnId,
         call: &Message,
         name: &str,
-        now: Instant,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) -> Result<Option<u32>, BusError> {
         if !self.is_activatable(name) {
@@ -219,7 +218,7 @@ impl Bus {
             from,
             call: call.clone(),
         };
-        self.join_or_start(name, waiter, now, out);
+        self.join_or_start(name, waiter, routing, out);
         Ok(None)
     }
 
@@ -236,7 +235,13 @@ impl Bus {
 
     /// Queue `waiter` on the activation of `name`, starting one if none is
     /// under way.
-    fn join_or_start(&mut self, name: &str, waiter: Waiter, now: Instant, out: &mut Vec<Action>) {
+    fn join_or_start(
+        &mut self,
+        name: &str,
+        waiter: Waiter,
+        routing: Routing,
+        out: &mut Vec<Action>,
+    ) {
         if self.activations.is_pending(name) {
             self.activations.push(name, waiter);
             return;
@@ -249,7 +254,7 @@ impl Bus {
                 _ => Start::Spawn,
             }
         };
-        let deadline = now + self.opts.limits.service_start_timeout;
+        let deadline = routing.now + self.opts.limits.service_start_timeout;
         let requested_by = waiter.caller().and_then(|(from, _)| self.requester(from));
         let systemd_unit = match &start {
             Start::Systemd(unit) => Some(unit.clone()),
@@ -266,7 +271,7 @@ impl Bus {
             }),
             Start::AwaitSystemd => {}
             Start::Systemd(unit) => {
-                self.request_systemd_unit(name, &unit, requested_by.as_ref(), now, out)
+                self.request_systemd_unit(name, &unit, requested_by.as_ref(), routing, out)
             }
         }
     }
@@ -278,7 +283,7 @@ impl Bus {
         name: &str,
         unit: &str,
         requested_by: Option<&Requester>,
-        now: Instant,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         // dbus-daemon's texts; a start the bus needs itself names nobody.
@@ -297,7 +302,7 @@ impl Bus {
         if !self.monitors.is_empty() {
             let watchers =
                 self.with_input(&msg, None, systemd, |input| self.monitor_recipients(input));
-            self.deliver_all(&watchers, &msg, &out_msg, out);
+            self.deliver_all(&watchers, &msg, &out_msg, routing, out);
         }
         match systemd {
             Some(owner) => {
@@ -308,7 +313,7 @@ impl Bus {
                     dbus_peer_comm = requested_by.and_then(|r| r.comm.as_deref()),
                     "Activating via systemd: service name='{name}' unit='{unit}'{by}"
                 );
-                self.deliver(owner, &out_msg, out);
+                self.deliver(owner, &out_msg, routing, out);
             }
             None => {
                 tracing::info!(
@@ -318,7 +323,7 @@ impl Bus {
                     dbus_peer_comm = requested_by.and_then(|r| r.comm.as_deref()),
                     "Activating systemd to hand-off: service name='{name}' unit='{unit}'{by}"
                 );
-                self.join_or_start(SYSTEMD_NAME, Waiter::FromBus(out_msg), now, out);
+                self.join_or_start(SYSTEMD_NAME, Waiter::FromBus(out_msg), routing, out);
             }
         }
     }
@@ -328,13 +333,13 @@ impl Bus {
     pub(crate) fn send_to_systemd(
         &mut self,
         builder: MessageBuilder,
-        now: Instant,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         match self.registry.owner(SYSTEMD_NAME) {
             // Without activation the destination is systemd's unique name,
             // as with dbus-daemon.
-            Some(owner) => self.send_to(owner, builder, out),
+            Some(owner) => self.send_to(owner, builder, routing, out),
             None => {
                 let Some((out_msg, msg)) = self.build(builder.destination(SYSTEMD_NAME)) else {
                     return;
@@ -342,10 +347,10 @@ impl Bus {
                 if !self.monitors.is_empty() {
                     let watchers =
                         self.with_input(&msg, None, None, |input| self.monitor_recipients(input));
-                    self.deliver_all(&watchers, &msg, &out_msg, out);
+                    self.deliver_all(&watchers, &msg, &out_msg, routing, out);
                 }
                 if self.check_pending_limit(SYSTEMD_NAME).is_ok() {
-                    self.join_or_start(SYSTEMD_NAME, Waiter::FromBus(out_msg), now, out);
+                    self.join_or_start(SYSTEMD_NAME, Waiter::FromBus(out_msg), routing, out);
                 }
             }
         }
@@ -367,7 +372,7 @@ impl Bus {
     pub(crate) fn names_owned(
         &mut self,
         events: &[NameEvent],
-        now: Instant,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         if self.activations.is_empty() {
@@ -382,7 +387,7 @@ impl Bus {
             {
                 if let Some(pending) = self.activations.take(name) {
                     tracing::info!("Successfully activated service '{name}'");
-                    self.activation_succeeded(name, *owner, pending, now, out);
+                    self.activation_succeeded(name, *owner, pending, routing, out);
                 }
             }
         }
@@ -393,7 +398,7 @@ impl Bus {
         name: &str,
         owner: ConnId,
         pending: Pending,
-        now: Instant,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         for waiter in pending.waiters {
@@ -403,18 +408,18 @@ impl Bus {
                     // saw it already.
                     if self.conns.contains_key(&from) {
                         let target = self.registry.owner(name);
-                        self.route_unicast(from, &msg, stamped, name, target, now, out);
+                        self.route_unicast(from, &msg, stamped, name, target, routing, out);
                     }
                 }
                 Waiter::FromBus(msg) => {
                     if self.conns.contains_key(&owner) {
-                        self.deliver(owner, &msg, out);
+                        self.deliver(owner, &msg, routing, out);
                     }
                 }
                 Waiter::Start { from, call } => {
                     if self.conns.contains_key(&from) {
                         let body = vec![Value::Uint32(START_REPLY_SUCCESS)];
-                        self.reply(from, &call, body, Vec::new(), out);
+                        self.reply(from, &call, body, Vec::new(), routing, out);
                     }
                 }
             }
@@ -423,8 +428,15 @@ impl Bus {
 
     /// The daemon could not start `name` (or it died before taking its
     /// name): every waiter gets `error`.
-    pub fn activation_failed(&mut self, name: &str, error: BusError, out: &mut Vec<Action>) {
-        let _ = self.fail_activation(name, error.name, &error.message, out);
+    pub fn activation_failed(
+        &mut self,
+        name: &str,
+        error: BusError,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        let routing = Routing::by_bus(now);
+        let _ = self.fail_activation(name, error.name, &error.message, routing, out);
     }
 
     /// The `AssumedAppArmorLabel=` of the activatable names (after a
@@ -452,6 +464,7 @@ impl Bus {
         name: &str,
         error: &str,
         text: &str,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) -> bool {
         let Some(pending) = self.activations.take(name) else {
@@ -464,7 +477,7 @@ impl Bus {
             if let Some((to, msg)) = waiter.caller() {
                 if self.conns.contains_key(&to) {
                     let serial = msg.serial();
-                    self.send_to(to, error_builder(serial, error, text), out);
+                    self.send_to(to, error_builder(serial, error, text), routing, out);
                 }
             }
         }
@@ -472,14 +485,14 @@ impl Bus {
     }
 
     /// Fail activations whose `service_start_timeout` passed.
-    pub(crate) fn expire_activations(&mut self, now: Instant, out: &mut Vec<Action>) {
+    pub(crate) fn expire_activations(&mut self, routing: Routing, out: &mut Vec<Action>) {
         let timeout = self.opts.limits.service_start_timeout.as_millis();
-        while let Some(name) = self.activations.first_expired(now) {
+        while let Some(name) = self.activations.first_expired(routing.now) {
             let text = format!(
                 "Failed to activate service '{name}': timed out (service_start_timeout={timeout}ms)"
             );
             tracing::warn!("{text}");
-            if self.fail_activation(&name, errors::TIMED_OUT, &text, out) {
+            if self.fail_activation(&name, errors::TIMED_OUT, &text, routing, out) {
                 out.push(Action::CancelActivation { name });
             }
         }
@@ -487,7 +500,13 @@ impl Bus {
 
     /// A signal addressed to the bus: systemd reporting that it could not
     /// start a unit. Only the owner of org.freedesktop.systemd1 is heard.
-    pub(crate) fn driver_signal(&mut self, from: ConnId, msg: &Message, out: &mut Vec<Action>) {
+    pub(crate) fn driver_signal(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        routing: Routing,
+        out: &mut Vec<Action>,
+    ) {
         if msg.msg_type() != MessageType::Signal
             || msg.interface() != Some(SYSTEMD_ACTIVATOR)
             || msg.member() != Some("ActivationFailure")
@@ -524,7 +543,7 @@ impl Bus {
         tracing::info!("Activation via systemd failed for unit '{unit}': {text}");
         let names = self.activations.names_for_unit(unit);
         for name in names {
-            let _ = self.fail_activation(&name, error, text, out);
+            let _ = self.fail_activation(&name, error, text, routing, out);
         }
     }
 
@@ -533,7 +552,7 @@ impl Bus {
     pub(crate) fn forward_environment(
         &mut self,
         pairs: &[(String, String)],
-        now: Instant,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         if !self.opts.systemd_activation {
@@ -549,6 +568,6 @@ impl Bus {
                 elem_sig: "s".into(),
                 items,
             }]);
-        self.send_to_systemd(builder, now, out);
+        self.send_to_systemd(builder, routing, out);
     }
 }

@@ -12,6 +12,8 @@ use crate::match_rule::MatchRule;
 use crate::registry::NameEvent;
 use crate::{Action, Bus, ConnId, BUS_INTERFACE, BUS_PATH};
 
+use super::Routing;
+
 impl Bus {
     /// Announce name changes in order. `gone`: a departing connection that
     /// must not receive anything.
@@ -19,6 +21,7 @@ impl Bus {
         &mut self,
         events: &[NameEvent],
         gone: Option<ConnId>,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         for event in events {
@@ -47,10 +50,10 @@ impl Bus {
                     });
                     recipients.retain(|&to| Some(to) != gone);
                     self.filter_name_owner_changed(name, (*old, *new), gone, &mut recipients);
-                    self.keep_allowed(None, None, &msg, &mut recipients, out);
+                    self.keep_allowed(None, None, &msg, &mut recipients, routing, out);
                     for to in watchers.into_iter().chain(recipients) {
                         if Some(to) != gone {
-                            self.deliver(to, &out_msg, out);
+                            self.deliver(to, &out_msg, routing, out);
                         }
                     }
                 }
@@ -65,9 +68,9 @@ impl Bus {
                     if Some(*conn) == gone {
                         // dbus-daemon sends a departing connection its
                         // NameLost too: only monitors still hear it.
-                        self.show_monitors(*conn, builder, out);
+                        self.show_monitors(*conn, builder, routing, out);
                     } else {
-                        self.send_to(*conn, builder, out);
+                        self.send_to(*conn, builder, routing, out);
                     }
                 }
             }
@@ -81,12 +84,13 @@ impl Bus {
         &mut self,
         id: ConnId,
         rules: Vec<MatchRule>,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         self.subs.remove_connection(id);
         let mut events = Vec::new();
         self.registry.remove_connection(id, &mut events);
-        self.emit(&events, None, out);
+        self.emit(&events, None, routing, out);
         self.monitors.add(id, rules);
     }
 }

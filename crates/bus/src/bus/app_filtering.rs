@@ -21,6 +21,8 @@ use crate::errors::{self, BusError};
 use crate::match_rule::MatchRule;
 use crate::{Action, Bus, ConnId, BUS_INTERFACE, BUS_NAME};
 
+use super::Routing;
+
 const INTROSPECTABLE: &str = "org.freedesktop.DBus.Introspectable";
 
 /// What becomes of a message a filtered connection sends
@@ -120,6 +122,7 @@ impl Bus {
         &mut self,
         from: ConnId,
         msg: &Message,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) -> bool {
         let Some(view) = self.app_views.get(from) else {
@@ -132,24 +135,26 @@ impl Bus {
         tracing::debug!("app filter: {verdict:?} for a message from {from:?}");
         // The proxy's errors carry their own name as text.
         let error = |name: &'static str| BusError::new(name, name);
-        match verdict {
+        let name = match verdict {
             Verdict::Pass => unreachable!(),
-            Verdict::NoOwner => self.reply(from, msg, vec![Value::Bool(false)], Vec::new(), out),
-            _ if !expects_reply(msg) => {}
+            Verdict::NoOwner => {
+                let body = vec![Value::Bool(false)];
+                self.reply(from, msg, body, Vec::new(), routing, out);
+                return false;
+            }
+            _ if !expects_reply(msg) => return false,
             Verdict::Hide => {
                 let dest = msg.destination().unwrap_or("");
-                let name = if dest.starts_with(':') || msg.flags() & flags::NO_AUTO_START != 0 {
+                if dest.starts_with(':') || msg.flags() & flags::NO_AUTO_START != 0 {
                     errors::NAME_HAS_NO_OWNER
                 } else {
                     errors::SERVICE_UNKNOWN
-                };
-                self.send_error(from, msg.serial(), error(name), out);
+                }
             }
-            Verdict::Deny => self.send_error(from, msg.serial(), error(errors::ACCESS_DENIED), out),
-            Verdict::NameHasNoOwner => {
-                self.send_error(from, msg.serial(), error(errors::NAME_HAS_NO_OWNER), out)
-            }
-        }
+            Verdict::Deny => errors::ACCESS_DENIED,
+            Verdict::NameHasNoOwner => errors::NAME_HAS_NO_OWNER,
+        };
+        self.send_error(from, msg.serial(), error(name), routing, out);
         false
     }
 

@@ -13,8 +13,6 @@
 //! Owns: nothing. May touch: peers (giving the unique name at Hello),
 //! the policy check, monitors, the driver (Hello itself), and `outgoing`.
 
-use std::time::Instant;
-
 use quickbus_wire::{Message, MessageBuilder, MessageType, Value};
 
 use super::is_hello;
@@ -22,6 +20,8 @@ use crate::activation::Rescan;
 use crate::errors::{self, BusError};
 use crate::policy::Delivery;
 use crate::{Action, Bus, ConnId, BUS_NAME};
+
+use super::Routing;
 
 /// The sender dbus-daemon stamps on an unregistered connection's messages
 /// (so monitors never see a forged or missing sender), and the destination
@@ -40,14 +40,14 @@ impl Bus {
         &mut self,
         from: ConnId,
         msg: &Message,
-        now: Instant,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         // The security module speaks first, as in dbus-daemon: a domain
         // without send_msg to the bus cannot even say Hello.
         if self.mac.is_some() && msg.destination() == Some(BUS_NAME) {
             if let Err(denial) = self.check_mac(msg, Delivery::to_bus(from)) {
-                self.refuse(from, msg, &denial, out);
+                self.refuse(from, msg, &denial, routing, out);
                 return;
             }
         }
@@ -55,8 +55,8 @@ impl Bus {
             Some(BUS_NAME) if is_hello(msg) => {
                 let conn = &self.conns[&from];
                 if self.allows_connection(conn.creds()) {
-                    if self.driver_call(from, msg, now, Rescan::Allowed, out) {
-                        self.pass_to_eavesdroppers(from, msg, out);
+                    if self.driver_call(from, msg, routing, Rescan::Allowed, out) {
+                        self.pass_to_eavesdroppers(from, msg, routing, out);
                     }
                     if self.unique_name(from).is_none() {
                         // Refused (max_connections_per_user,
@@ -78,18 +78,20 @@ impl Bus {
                 }
             }
             Some(BUS_NAME) => {
-                self.capture_unregistered(from, msg, out);
+                self.capture_unregistered(from, msg, routing, out);
                 // Sent even when the caller wants no reply, as there.
                 let err = BusError::new(errors::ACCESS_DENIED, NOT_REGISTERED);
                 self.count_error(from);
                 let builder = MessageBuilder::error(msg.serial(), err.name)
                     .destination(NOT_ACTIVE_YET)
                     .body(vec![Value::String(err.message)]);
-                self.send_to(from, builder, out);
+                self.send_to(from, builder, routing, out);
             }
-            None if msg.msg_type() != MessageType::Signal => self.answer_peerless(from, msg, out),
+            None if msg.msg_type() != MessageType::Signal => {
+                self.answer_peerless(from, msg, routing, out)
+            }
             _ => {
-                self.capture_unregistered(from, msg, out);
+                self.capture_unregistered(from, msg, routing, out);
                 out.push(Action::Disconnect {
                     conn: from,
                     reason: NOT_REGISTERED.into(),
@@ -99,7 +101,13 @@ impl Bus {
     }
 
     /// Show monitors what an unregistered connection sent.
-    fn capture_unregistered(&mut self, from: ConnId, msg: &Message, out: &mut Vec<Action>) {
+    fn capture_unregistered(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        routing: Routing,
+        out: &mut Vec<Action>,
+    ) {
         if self.monitors.is_empty() {
             return;
         }
@@ -107,6 +115,6 @@ impl Bus {
         let watchers = self.with_input(msg, Some(from), None, |input| {
             self.monitor_recipients(input)
         });
-        self.deliver_all(&watchers, msg, &out_msg, out);
+        self.deliver_all(&watchers, msg, &out_msg, routing, out);
     }
 }

@@ -8,8 +8,12 @@
 //! share), and on removal subscriptions, monitors, the registry and the
 //! reply table, announcing through `announce` and `outgoing`.
 
+use std::time::Instant;
+
 use crate::errors::{self, BusError};
 use crate::{Action, Bus, ConnId, Credentials};
+
+use super::Routing;
 
 impl Bus {
     /// The unique name of `id`, once it said Hello.
@@ -60,7 +64,8 @@ impl Bus {
     /// rules go first (so it hears nothing more), then its names (queues
     /// move on and NameOwnerChanged goes out), then callers waiting on it
     /// get NoReply.
-    pub fn remove_connection(&mut self, id: ConnId, out: &mut Vec<Action>) {
+    pub fn remove_connection(&mut self, id: ConnId, now: Instant, out: &mut Vec<Action>) {
+        let routing = Routing::by_bus(now);
         if !self.conns.contains_key(&id) {
             return;
         }
@@ -74,19 +79,19 @@ impl Bus {
         self.registry.remove_connection(id, &mut events);
         // Signals name the departed connection, so it stays known until
         // they are built; emit() shows its NameLost to monitors only.
-        self.emit(&events, Some(id), out);
+        self.emit(&events, Some(id), routing, out);
         self.app_views.remove_connection(id);
         for (caller, serial) in self.replies.remove_connection(id) {
             let err = BusError::new(
                 errors::NO_REPLY,
                 "Message recipient disconnected from message bus without replying",
             );
-            self.send_no_reply(caller, serial, err, out);
+            self.send_no_reply(caller, serial, err, routing, out);
         }
         if let Some(conn) = self.conns.remove(&id) {
-            self.queue_gone(id, &conn.queue, out);
+            self.queue_gone(id, &conn.queue, now, out);
         }
-        self.containers_lose(id, out);
+        self.containers_lose(id, routing, out);
     }
 
     pub(super) fn accepts_fds(&self, id: ConnId) -> bool {

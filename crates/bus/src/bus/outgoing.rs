@@ -10,6 +10,7 @@
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use quickbus_wire::{flags, Message, MessageBuilder, Value};
@@ -18,6 +19,8 @@ use crate::errors::BusError;
 use crate::flow::Kind;
 use crate::policy::Delivery;
 use crate::{Action, Bus, ConnId, Frame, OutMessage, BUS_NAME};
+
+use super::Routing;
 
 impl Bus {
     /// The message as receivers see it: SENDER set to the sender's unique
@@ -95,7 +98,12 @@ impl Bus {
 
     /// A signal from the bus to every connection whose rules match it and
     /// whose policy lets it in, and to monitors.
-    pub(crate) fn broadcast_from_bus(&mut self, builder: MessageBuilder, out: &mut Vec<Action>) {
+    pub(crate) fn broadcast_from_bus(
+        &mut self,
+        builder: MessageBuilder,
+        routing: Routing,
+        out: &mut Vec<Action>,
+    ) {
         let Some((out_msg, msg)) = self.build(builder) else {
             return;
         };
@@ -104,15 +112,21 @@ impl Bus {
             self.subs.recipients(input, None, &mut to);
             (self.monitor_recipients(input), to)
         });
-        self.deliver_all(&watchers, &msg, &out_msg, out);
-        self.keep_allowed(None, None, &msg, &mut recipients, out);
-        self.deliver_all(&recipients, &msg, &out_msg, out);
+        self.deliver_all(&watchers, &msg, &out_msg, routing, out);
+        self.keep_allowed(None, None, &msg, &mut recipients, routing, out);
+        self.deliver_all(&recipients, &msg, &out_msg, routing, out);
     }
 
     /// Send a bus message to one connection, with its unique name as
     /// destination.
-    pub(crate) fn send_to(&mut self, to: ConnId, builder: MessageBuilder, out: &mut Vec<Action>) {
-        self.send_to_with_fds(to, builder, Vec::new(), out);
+    pub(crate) fn send_to(
+        &mut self,
+        to: ConnId,
+        builder: MessageBuilder,
+        routing: Routing,
+        out: &mut Vec<Action>,
+    ) {
+        self.send_to_with_fds(to, builder, Vec::new(), routing, out);
     }
 
     /// [`Bus::send_to`] with fds attached. Monitors that cannot take fds
@@ -122,15 +136,22 @@ impl Bus {
         to: ConnId,
         builder: MessageBuilder,
         fds: Vec<OwnedFd>,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
-        self.send_from_bus(to, builder, fds, false, out);
+        self.send_from_bus(to, builder, fds, false, routing, out);
     }
 
     /// [`Bus::send_to`] of what `to` is owed (MessagesLost): it goes into
     /// `to`'s queue whatever its bounds (see [`Bus::deliver_owed`]).
-    pub(super) fn send_owed(&mut self, to: ConnId, builder: MessageBuilder, out: &mut Vec<Action>) {
-        self.send_from_bus(to, builder, Vec::new(), true, out);
+    pub(super) fn send_owed(
+        &mut self,
+        to: ConnId,
+        builder: MessageBuilder,
+        routing: Routing,
+        out: &mut Vec<Action>,
+    ) {
+        self.send_from_bus(to, builder, Vec::new(), true, routing, out);
     }
 
     fn send_from_bus(
@@ -139,6 +160,7 @@ impl Bus {
         builder: MessageBuilder,
         fds: Vec<OwnedFd>,
         owed: bool,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         let builder = match self.unique_name(to) {
@@ -149,7 +171,7 @@ impl Bus {
             if !self.monitors.is_empty() {
                 let watchers =
                     self.with_input(&msg, None, Some(to), |input| self.monitor_recipients(input));
-                self.deliver_all(&watchers, &msg, &out_msg, out);
+                self.deliver_all(&watchers, &msg, &out_msg, routing, out);
             }
             // The bus does not insist: what the receiver's policy refuses
             // is dropped (monitors saw it), as in dbus-daemon.
@@ -160,8 +182,8 @@ impl Bus {
                 requested_reply: true,
             };
             match self.check_policy(&msg, delivery) {
-                Ok(()) if owed => self.deliver_owed(to, out_msg, out),
-                Ok(()) => self.deliver(to, &out_msg, out),
+                Ok(()) if owed => self.deliver_owed(to, out_msg, routing, out),
+                Ok(()) => self.deliver(to, &out_msg, routing, out),
                 Err(denial) if !self.monitors.is_empty() => {
                     // Monitors see why, addressed as dbus-daemon does: an
                     // error from the bus in reply to the bus.
@@ -173,7 +195,7 @@ impl Bus {
                         let watchers = self.with_input(&built, None, Some(to), |input| {
                             self.monitor_recipients(input)
                         });
-                        self.deliver_all(&watchers, &built, &out_err, out);
+                        self.deliver_all(&watchers, &built, &out_err, routing, out);
                     }
                 }
                 Err(_) => {}
@@ -186,6 +208,7 @@ impl Bus {
         &mut self,
         to: ConnId,
         builder: MessageBuilder,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         if self.monitors.is_empty() {
@@ -198,7 +221,7 @@ impl Bus {
         if let Some((out_msg, msg)) = self.build(builder) {
             let watchers =
                 self.with_input(&msg, None, Some(to), |input| self.monitor_recipients(input));
-            self.deliver_all(&watchers, &msg, &out_msg, out);
+            self.deliver_all(&watchers, &msg, &out_msg, routing, out);
         }
     }
 
@@ -210,6 +233,7 @@ impl Bus {
         call: &Message,
         body: Vec<Value>,
         fds: Vec<OwnedFd>,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         if call.flags() & flags::NO_REPLY_EXPECTED != 0 {
@@ -219,6 +243,7 @@ impl Bus {
             to,
             MessageBuilder::method_return(call.serial()).body(body),
             fds,
+            routing,
             out,
         );
     }
@@ -230,12 +255,13 @@ impl Bus {
         to: ConnId,
         call: &Message,
         err: BusError,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         if call.flags() & flags::NO_REPLY_EXPECTED != 0 {
             return;
         }
-        self.send_error(to, call.serial(), err, out);
+        self.send_error(to, call.serial(), err, routing, out);
     }
 
     pub(super) fn send_error(
@@ -243,12 +269,13 @@ impl Bus {
         to: ConnId,
         reply_serial: u32,
         err: BusError,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         self.count_error(to);
         let builder =
             MessageBuilder::error(reply_serial, err.name).body(vec![Value::String(err.message)]);
-        self.send_to(to, builder, out);
+        self.send_to(to, builder, routing, out);
     }
 
     /// The daemon's answer to [`Action::Restart`]: an empty method return
@@ -258,8 +285,10 @@ impl Bus {
         &mut self,
         requester: crate::RestartRequester,
         result: Result<(), BusError>,
+        now: Instant,
         out: &mut Vec<Action>,
     ) {
+        let routing = Routing::by_bus(now);
         if !self.conns.contains_key(&requester.conn) {
             return;
         }
@@ -267,9 +296,10 @@ impl Bus {
             Ok(()) => self.send_to(
                 requester.conn,
                 MessageBuilder::method_return(requester.serial),
+                routing,
                 out,
             ),
-            Err(err) => self.send_error(requester.conn, requester.serial, err, out),
+            Err(err) => self.send_error(requester.conn, requester.serial, err, routing, out),
         }
     }
 
@@ -280,6 +310,7 @@ impl Bus {
         caller: ConnId,
         serial: u32,
         err: BusError,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         if !self.conns.contains_key(&caller) {
@@ -288,7 +319,7 @@ impl Bus {
         self.count_error(caller);
         let builder =
             MessageBuilder::error(serial, err.name).body(vec![Value::String(err.message)]);
-        self.send_to(caller, builder, out);
+        self.send_to(caller, builder, routing, out);
     }
 }
 

@@ -18,11 +18,19 @@ use quickbus_wire::{flags, Message, MessageBuilder, MessageType, Value};
 use crate::errors::{self, BusError};
 use crate::{Action, Bus, ConnId, OutMessage};
 
+use super::Routing;
+
 const PEER_INTERFACE: &str = "org.freedesktop.DBus.Peer";
 
 impl Bus {
     /// Answer `msg` (not a signal, no destination) from `from`.
-    pub(crate) fn answer_peerless(&mut self, from: ConnId, msg: &Message, out: &mut Vec<Action>) {
+    pub(crate) fn answer_peerless(
+        &mut self,
+        from: ConnId,
+        msg: &Message,
+        routing: Routing,
+        out: &mut Vec<Action>,
+    ) {
         let is_call = msg.msg_type() == MessageType::MethodCall;
         let answer = if msg.interface() == Some(PEER_INTERFACE) {
             // libdbus bounces anything else on this interface, replies
@@ -53,12 +61,18 @@ impl Bus {
             Some(sender) => answer.destination(sender),
             None => answer,
         };
-        self.send_unmonitored(from, answer, out);
+        self.send_unmonitored(from, answer, routing, out);
     }
 
     /// Send a message built by libdbus rather than the driver: no SENDER,
     /// not shown to monitors.
-    fn send_unmonitored(&mut self, to: ConnId, builder: MessageBuilder, out: &mut Vec<Action>) {
+    fn send_unmonitored(
+        &mut self,
+        to: ConnId,
+        builder: MessageBuilder,
+        routing: Routing,
+        out: &mut Vec<Action>,
+    ) {
         let serial = self.next_serial();
         let built: Result<Bytes, _> = builder.flags(flags::NO_REPLY_EXPECTED).build(serial);
         match built.and_then(Message::parse) {
@@ -71,7 +85,7 @@ impl Bus {
                     fds: self.empty_fds.clone(),
                     kind: crate::flow::Kind::of(&msg),
                 };
-                self.deliver(to, &out_msg, out);
+                self.deliver(to, &out_msg, routing, out);
             }
             Err(e) => tracing::error!("bus failed to build a message: {e}"),
         }

@@ -19,6 +19,8 @@ use crate::flow::{Fill, HoldReason, Kind, OutBounds, Verdict};
 use crate::overflow::{Admit, OutQueue, MESSAGES_LOST, QUICKBUS_INTERFACE};
 use crate::{Action, Bus, ConnId, OutMessage, BUS_PATH};
 
+use super::Routing;
+
 impl Bus {
     /// The bounds of every connection's outgoing queue (the daemon's
     /// configuration; unbounded until set).
@@ -28,12 +30,15 @@ impl Bus {
 
     /// Queue `msg` for `to` unless flow control says otherwise. `addressed`:
     /// `to` is the receiver the message is addressed to, and a call to it
-    /// was admitted already ([`Bus::refuses_call`]).
+    /// was admitted already ([`Bus::refuses_call`]). `routing`: the event
+    /// it belongs to, whose time flow control judges by and whose sender
+    /// it may hold back.
     pub(crate) fn queue_for(
         &mut self,
         to: ConnId,
         msg: OutMessage,
         addressed: bool,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         let msg = self.with_container_header(to, msg);
@@ -48,14 +53,14 @@ impl Bus {
         let owes = q.owes();
         // The common case: room everywhere (and one lookup of the
         // receiver).
-        let (own, user_full) = match self.queues.admit(q, len, nfds) {
+        let (own, user_full) = match self.queues.admit(q, len, nfds, routing.now) {
             Admit::In { paces } => {
                 if owes {
-                    self.tell_before_next(to, out);
+                    self.tell_before_next(to, routing, out);
                 }
                 out.push(Action::Deliver { to, msg });
                 if paces {
-                    self.pace_sender(to, out);
+                    self.pace_sender(to, routing, out);
                 }
                 return;
             }
@@ -69,19 +74,19 @@ impl Bus {
         let fill = if user_full { own.max(Fill::Full) } else { own };
         let kind = match msg.kind {
             Kind::Call if addressed => {
-                self.queue_in(to, msg, len, nfds, out);
+                self.queue_in(to, msg, len, nfds, routing, out);
                 return;
             }
             Kind::Reply if !self.monitors.is_monitor(to) => Kind::Reply,
             // A copy: refusing it would fail a call that was delivered.
             _ => Kind::Signal,
         };
-        let verdict = self.judge(to, kind, fill);
+        let verdict = self.judge(to, kind, fill, routing);
         match verdict {
-            Verdict::Queue => self.queue_in(to, msg, len, nfds, out),
+            Verdict::Queue => self.queue_in(to, msg, len, nfds, routing, out),
             Verdict::QueueAndHoldSender => {
-                self.push_delivery(to, msg, len, nfds, out);
-                self.hold_sender(to, HoldReason::Full, out);
+                self.push_delivery(to, msg, len, nfds, routing, out);
+                self.hold_sender(to, HoldReason::Full, routing, out);
             }
             Verdict::Drop | Verdict::RefuseCall => self.record_dropped(to),
             Verdict::DisconnectReceiver => {
@@ -99,16 +104,16 @@ impl Bus {
     }
 
     /// The flow rule's verdict on a `kind` of delivery to a `fill`ed `to`.
-    fn judge(&mut self, to: ConnId, kind: Kind, fill: Fill) -> Verdict {
+    fn judge(&mut self, to: ConnId, kind: Kind, fill: Fill, routing: Routing) -> Verdict {
         // A sender can be held unless the bus itself sent it, or the
         // receiver did (holding it would stop it from ever draining).
-        let sender_uid = self
-            .queues
-            .sending()
+        let sender_uid = routing
+            .sender
             .filter(|&from| from != to)
             .and_then(|from| Some(self.conns.get(&from)?.creds().uid));
         let conn = self.conns.get_mut(&to).expect("looked up by the caller");
-        self.queues.judge(&mut conn.queue, kind, fill, sender_uid)
+        self.queues
+            .judge(&mut conn.queue, kind, fill, sender_uid, routing.now)
     }
 
     /// Queue it, and pause its sender if the receiver's queue passed the
@@ -119,23 +124,24 @@ impl Bus {
         msg: OutMessage,
         len: usize,
         nfds: usize,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
-        let queued = self.push_delivery(to, msg, len, nfds, out);
+        let queued = self.push_delivery(to, msg, len, nfds, routing, out);
         let paces = self
             .conns
             .get(&to)
-            .is_some_and(|c| self.queues.paces(&c.queue, queued));
+            .is_some_and(|c| self.queues.paces(&c.queue, queued, routing.now));
         if paces {
-            self.pace_sender(to, out);
+            self.pace_sender(to, routing, out);
         }
     }
 
     /// `to`'s queue passed the pacing length: pause the sender, unless
     /// `to` only watches (monitors pace nobody).
-    fn pace_sender(&mut self, to: ConnId, out: &mut Vec<Action>) {
-        if self.queues.sending().is_some() && !self.monitors.is_monitor(to) {
-            self.hold_sender(to, HoldReason::Pace, out);
+    fn pace_sender(&mut self, to: ConnId, routing: Routing, out: &mut Vec<Action>) {
+        if routing.sender.is_some() && !self.monitors.is_monitor(to) {
+            self.hold_sender(to, HoldReason::Pace, routing, out);
         }
     }
 
@@ -148,10 +154,11 @@ impl Bus {
         msg: OutMessage,
         len: usize,
         nfds: usize,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) -> usize {
         if self.conns.get(&to).is_some_and(|c| c.queue.owes()) {
-            self.tell_before_next(to, out);
+            self.tell_before_next(to, routing, out);
         }
         let q = &mut self
             .conns
@@ -166,7 +173,13 @@ impl Bus {
     /// Queue what `to` is owed (MessagesLost) whatever its bounds: it is
     /// small, and comes at most once per message queued for `to` after a
     /// loss, or once per drain.
-    pub(super) fn deliver_owed(&mut self, to: ConnId, msg: OutMessage, out: &mut Vec<Action>) {
+    pub(super) fn deliver_owed(
+        &mut self,
+        to: ConnId,
+        msg: OutMessage,
+        routing: Routing,
+        out: &mut Vec<Action>,
+    ) {
         let Some(conn) = self.conns.get_mut(&to) else {
             return;
         };
@@ -176,7 +189,7 @@ impl Bus {
         let (len, nfds) = (msg.frame.header.len() + msg.frame.body.len(), msg.fds.len());
         conn.traffic.count_out(len);
         self.traffic.count_out(len);
-        self.push_delivery(to, msg, len, nfds, out);
+        self.push_delivery(to, msg, len, nfds, routing, out);
     }
 
     /// The error the caller of a method call to `target` gets when the
@@ -197,11 +210,18 @@ impl Bus {
     }
 
     /// Stop reading the connection whose message filled `receiver`'s
-    /// queue (or its pacing allowance), until `receiver` drains or the
-    /// hold time passes, or what is left of the receiving user's hold
-    /// budget if the sender is another user's (none left: no hold).
-    fn hold_sender(&mut self, receiver: ConnId, why: HoldReason, out: &mut Vec<Action>) {
-        let Some(sender) = self.queues.sending().filter(|&s| s != receiver) else {
+    /// queue (or its pacing allowance), the sender being routed, from
+    /// the event's time until `receiver` drains or the hold time passes,
+    /// or what is left of the receiving user's hold budget if the sender
+    /// is another user's (none left: no hold).
+    fn hold_sender(
+        &mut self,
+        receiver: ConnId,
+        why: HoldReason,
+        routing: Routing,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(sender) = routing.sender.filter(|&s| s != receiver) else {
             return; // the bus's own message (a time-out, a disconnect)
         };
         let Some(receiving_user) = self.conns.get(&receiver).map(|r| r.queue.user()) else {
@@ -211,10 +231,15 @@ impl Bus {
             return;
         };
         let uid = conn.creds().uid;
-        let Some(was_held) =
-            self.queues
-                .hold(&mut conn.queue, sender, uid, receiver, receiving_user, why)
-        else {
+        let Some(was_held) = self.queues.hold(
+            &mut conn.queue,
+            sender,
+            uid,
+            receiver,
+            receiving_user,
+            why,
+            routing.now,
+        ) else {
             return;
         };
         self.record_hold(sender, why == HoldReason::Pace);
@@ -322,7 +347,6 @@ impl Bus {
         now: Instant,
         out: &mut Vec<Action>,
     ) {
-        self.queues.set_now(now);
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -331,12 +355,14 @@ impl Bus {
         let t = &mut c.traffic;
         t.peak_queued_bytes = t.peak_queued_bytes.max(written.before as u64);
         t.queued_bytes = written.after as u64;
-        self.note_drained(conn, out);
+        // What the bus sends now holds nobody back.
+        let routing = Routing::by_bus(now);
+        self.note_drained(conn, routing, out);
         if let Some(c) = self.conns.get_mut(&conn) {
             self.queues.watch(conn, &mut c.queue);
         }
         if let Some(user) = written.user_drained {
-            self.look_at_watched(user, out);
+            self.look_at_watched(user, routing, out);
         }
         self.check_holds(now, out);
     }
@@ -345,10 +371,10 @@ impl Bus {
     /// down to half their bound): each of its receivers in an overflow
     /// episode is looked at once, told what it lost if it can be, and
     /// kept in the list while its episode lasts.
-    fn look_at_watched(&mut self, user: UserSlot, out: &mut Vec<Action>) {
+    fn look_at_watched(&mut self, user: UserSlot, routing: Routing, out: &mut Vec<Action>) {
         let mut watched = self.queues.take_watched(user);
         watched.retain(|&w| {
-            self.note_drained(w, out);
+            self.note_drained(w, routing, out);
             self.conns
                 .get_mut(&w)
                 .is_some_and(|c| self.queues.keep_watching(&mut c.queue))
@@ -359,11 +385,11 @@ impl Bus {
     /// A receiver whose queue went down to half its bound, while its
     /// user's queues have room, is told how many signals it lost, if any
     /// (see [`crate::overflow::Queues::lost_on_drain`]).
-    fn note_drained(&mut self, id: ConnId, out: &mut Vec<Action>) {
+    fn note_drained(&mut self, id: ConnId, routing: Routing, out: &mut Vec<Action>) {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
-        let Some(lost) = self.queues.lost_on_drain(&mut conn.queue) else {
+        let Some(lost) = self.queues.lost_on_drain(&mut conn.queue, routing.now) else {
             return;
         };
         if conn.queue.in_episode() {
@@ -371,7 +397,7 @@ impl Bus {
             // down to half yet), which a reader about its bound can make
             // happen at every read: not a line at info each time.
             tracing::debug!("telling {id:?} {lost} signals were dropped for it");
-            self.tell_messages_lost(id, lost, out);
+            self.tell_messages_lost(id, lost, routing, out);
             return;
         }
         let name = conn.unique().as_deref().unwrap_or("(no name)");
@@ -385,40 +411,52 @@ impl Bus {
              (MessagesLost) ({})",
             crate::loginfo(c.uid, c.pid, c.comm.as_deref())
         );
-        self.tell_messages_lost(id, lost, out);
+        self.tell_messages_lost(id, lost, routing, out);
     }
 
-    /// Connection `id` left with `queue`: its hold ends, what was queued
-    /// for it leaves its user's tally, and senders held for it go on.
-    pub(crate) fn queue_gone(&mut self, id: ConnId, queue: &OutQueue, out: &mut Vec<Action>) {
-        if let Some(now) = self.queues.forget(id, queue) {
-            self.check_holds(now, out);
-        } // else no event yet: nothing was queued or held
+    /// Connection `id` left with `queue` at `now`: its hold ends, what
+    /// was queued for it leaves its user's tally, and senders held for it
+    /// go on.
+    pub(crate) fn queue_gone(
+        &mut self,
+        id: ConnId,
+        queue: &OutQueue,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        self.queues.forget(id, queue, now);
+        self.check_holds(now, out);
         if let Some(user) = self.queues.leave(queue) {
-            self.look_at_watched(user, out);
+            self.look_at_watched(user, Routing::by_bus(now), out);
         }
     }
 
     /// Something is about to be queued for `to`, which lost signals it was
     /// not told of: it hears of them first.
-    fn tell_before_next(&mut self, to: ConnId, out: &mut Vec<Action>) {
+    fn tell_before_next(&mut self, to: ConnId, routing: Routing, out: &mut Vec<Action>) {
         let Some(lost) = self.conns.get_mut(&to).and_then(|c| c.queue.take_lost()) else {
             return;
         };
         tracing::debug!(
             "telling {to:?} {lost} signals were dropped for it before its next message"
         );
-        self.tell_messages_lost(to, lost, out);
+        self.tell_messages_lost(to, lost, routing, out);
     }
 
     /// Tell `to` that `count` signals for it were dropped while its queue
     /// was full. It goes through [`Bus::send_owed`], so monitors see it,
     /// and into `to`'s queue whatever its bounds.
-    fn tell_messages_lost(&mut self, to: ConnId, count: u64, out: &mut Vec<Action>) {
+    fn tell_messages_lost(
+        &mut self,
+        to: ConnId,
+        count: u64,
+        routing: Routing,
+        out: &mut Vec<Action>,
+    ) {
         let count = u32::try_from(count).unwrap_or(u32::MAX);
         let builder = MessageBuilder::signal(BUS_PATH, QUICKBUS_INTERFACE, MESSAGES_LOST)
             .body(vec![Value::Uint32(count)]);
-        self.send_owed(to, builder, out);
+        self.send_owed(to, builder, routing, out);
     }
 }
 
@@ -430,7 +468,7 @@ mod tests {
 
     use super::*;
     use crate::flow::Pacing;
-    use crate::tests::{call_bus, creds, parse_out, s, Harness};
+    use crate::tests::{become_monitor, call_bus, creds, parse_out, s, Harness};
     use crate::{Action, ConnId};
 
     const HOLD: Duration = Duration::from_secs(1);
@@ -605,6 +643,21 @@ mod tests {
             .all(|a| !matches!(a, Action::HoldSender { .. })));
     }
 
+    /// Clients a, b and c and a monitor m (which sees everything); c
+    /// sends b signals until it is held back, so b and m are full.
+    /// Returns them, b's name and what was delivered.
+    fn filled_with_a_monitor(h: &mut Harness) -> ([ConnId; 4], String, Vec<Action>) {
+        let (a, _) = h.client();
+        let (b, name_b) = h.client();
+        let (c, _) = h.client();
+        let (m, _) = h.client();
+        h.send(m, become_monitor(&[]));
+        h.take();
+        settle(h, &[a, b, c, m]);
+        let got = fill(h, c, &name_b);
+        ([a, b, c, m], name_b, got)
+    }
+
     #[test]
     fn a_call_to_a_full_receiver_is_refused_before_monitors_or_the_reply_table_see_it() {
         let mut h = harness(BOUNDS);
@@ -612,26 +665,7 @@ mod tests {
             max_replies_per_connection: 1,
             ..crate::Limits::default()
         });
-        let (a, _) = h.client();
-        let (b, name_b) = h.client();
-        let (c, _) = h.client();
-        let (m, _) = h.client();
-        h.send(
-            m,
-            MessageBuilder::method_call(BUS_PATH, "BecomeMonitor")
-                .interface("org.freedesktop.DBus.Monitoring")
-                .destination(crate::BUS_NAME)
-                .body(vec![
-                    quickbus_wire::Value::Array {
-                        elem_sig: "s".into(),
-                        items: vec![],
-                    },
-                    quickbus_wire::Value::Uint32(0),
-                ]),
-        );
-        h.take();
-        settle(&mut h, &[a, b, c, m]);
-        let got = fill(&mut h, c, &name_b);
+        let ([a, b, _, m], name_b, got) = filled_with_a_monitor(&mut h);
         write_all(&mut h, m, &got);
         h.out.clear();
         let serial = h.send(
@@ -693,26 +727,39 @@ mod tests {
         assert!(h.out.is_empty(), "{:?}", h.out);
     }
 
+    /// `a` (uid 1000) fills `b` (uid 1001), which holds it back for all
+    /// of uid 1001's hold budget: 100 ms a minute, not the 1 s hold.
+    /// Returns a, b, b's name and what was delivered.
+    fn held_by_another_user(h: &mut Harness) -> (ConnId, ConnId, String, Vec<Action>) {
+        let (a, _) = h.client();
+        let (b, name_b) = client_of(h, 1001, 101);
+        settle(h, &[a, b]);
+        let got = fill(h, a, &name_b);
+        assert_eq!(h.bus.next_deadline(), Some(h.now + BOUNDS.hold_budget));
+        (a, b, name_b, got)
+    }
+
+    /// The deadline of a hold that uid 1001's budget pays for, 40 ms
+    /// after a first hold took all of it and gave back what it did not
+    /// use: 60 ms, and what 40 ms refilled of 100 ms a minute.
+    fn deadline_with_60_ms_given_back(h: &Harness) -> Instant {
+        let refilled = Duration::from_nanos(100_000_000 * 40 / 60_000);
+        h.now + Duration::from_millis(60) + refilled
+    }
+
     #[test]
     fn another_users_receiver_holds_a_sender_only_as_long_as_its_users_budget_lasts() {
         let mut h = harness(BOUNDS);
-        let (a, _) = h.client();
-        let (b, name_b) = client_of(&mut h, 1001, 101);
-        settle(&mut h, &[a, b]);
-        let got = fill(&mut h, a, &name_b);
-        // 100 ms a minute, not the 1 s hold.
-        assert_eq!(h.bus.next_deadline(), Some(h.now + BOUNDS.hold_budget));
+        let (a, b, name_b, got) = held_by_another_user(&mut h);
         // Released early, it gives back what it did not use.
         h.now += Duration::from_millis(40);
         write_all(&mut h, b, &got);
         assert!(matches!(h.out.as_slice(), [Action::ReleaseSender { conn }] if *conn == a));
         h.out.clear();
         let got = fill(&mut h, a, &name_b);
-        // 60 ms left, and what 40 ms refilled of 100 ms a minute.
-        let refilled = Duration::from_nanos(100_000_000 * 40 / 60_000);
         assert_eq!(
             h.bus.next_deadline(),
-            Some(h.now + Duration::from_millis(60) + refilled)
+            Some(deadline_with_60_ms_given_back(&h))
         );
         // Spent: another receiver of that user, full, holds nobody; what
         // finds it full is dropped and counted at once.
@@ -724,6 +771,53 @@ mod tests {
         assert_eq!(delivered_to(&h.out, b2).len(), 3, "{:?}", h.out);
         assert_eq!(h.bus.traffic(b2).unwrap().dropped, 1);
         drop(got);
+    }
+
+    #[test]
+    fn a_held_sender_that_leaves_gives_back_the_hold_time_it_did_not_use_when_it_left() {
+        // The time of the hang-up is an argument of remove_connection:
+        // 40 ms after the hold began, 60 ms of the receiving user's
+        // budget go back, not the hold's whole 100 ms (nor none).
+        let mut h = harness(BOUNDS);
+        let (a, b, name_b, got) = held_by_another_user(&mut h);
+        h.now += Duration::from_millis(40);
+        h.bus.remove_connection(a, h.now, &mut h.out);
+        write_all(&mut h, b, &got);
+        h.out.clear();
+        let (c, _) = h.client();
+        settle(&mut h, &[c]);
+        fill(&mut h, c, &name_b);
+        assert_eq!(
+            h.bus.next_deadline(),
+            Some(deadline_with_60_ms_given_back(&h))
+        );
+    }
+
+    #[test]
+    fn a_message_that_waited_for_a_service_lookup_holds_its_sender_for_a_full_receiver() {
+        // Routed once the daemon has looked for the name's file, as if it
+        // had just arrived: the monitor it fills holds its sender back,
+        // as the same message would straight away.
+        let mut h = Harness::with_options(crate::BusOptions {
+            rescan_service_files: true,
+            ..crate::tests::options()
+        });
+        h.bus.set_out_bounds(BOUNDS);
+        let ([a, b, _, m], _, got) = filled_with_a_monitor(&mut h);
+        // b reads what c sent; the monitor does not.
+        write_all(&mut h, b, &got);
+        h.out.clear();
+        assert!(written(&got, m).0 >= BOUNDS.max_bytes);
+        h.send(a, signal_to("org.example.Nobody"));
+        assert_eq!(h.looked_up, ["org.example.Nobody"]);
+        assert!(
+            h.out
+                .iter()
+                .any(|x| matches!(x, Action::HoldSender { conn } if *conn == a)),
+            "{:?}",
+            h.out
+        );
+        assert_eq!(h.bus.traffic(a).unwrap().holds, 1);
     }
 
     #[test]
@@ -786,7 +880,7 @@ mod tests {
         let (b, name_b) = h.client();
         let (c, name_c) = h.client();
         fill(&mut h, a, &name_b);
-        h.bus.remove_connection(b, &mut h.out);
+        h.bus.remove_connection(b, h.now, &mut h.out);
         assert!(
             h.out
                 .iter()
@@ -796,14 +890,14 @@ mod tests {
         );
         h.out.clear();
         fill(&mut h, a, &name_c);
-        h.bus.remove_connection(a, &mut h.out);
+        h.bus.remove_connection(a, h.now, &mut h.out);
         assert!(h
             .out
             .iter()
             .all(|x| !matches!(x, Action::ReleaseSender { .. })));
         assert_eq!(h.bus.next_deadline(), None);
         // c's queue still counts toward uid 1000's, and goes with it.
-        h.bus.remove_connection(c, &mut h.out);
+        h.bus.remove_connection(c, h.now, &mut h.out);
         assert_eq!(h.bus.queues.users(), 0);
     }
 

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use quickbus_wire::MessageBuilder;
 
@@ -22,6 +23,8 @@ use crate::stats::Peaks;
 use crate::subscriptions::{Monitors, Subscriptions};
 use crate::traffic::Traffic;
 use crate::{Action, Bus, BusOptions, BUS_INTERFACE, BUS_PATH};
+
+use super::Routing;
 
 impl Bus {
     /// A bus deserialized after a restart in place (docs/restart.md) is
@@ -90,11 +93,17 @@ impl Bus {
     /// signal goes to every connection whose rules match it, changed or
     /// not: dbus-daemon 1.14 sends it on every reload (the differential
     /// harness's driver/ReloadConfig scenario shows it).
-    pub fn set_activatable_names(&mut self, mut names: Vec<String>, out: &mut Vec<Action>) {
+    pub fn set_activatable_names(
+        &mut self,
+        mut names: Vec<String>,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        let routing = Routing::by_bus(now);
         names.sort_unstable();
         self.opts.activatable_names = names;
         let builder = MessageBuilder::signal(BUS_PATH, BUS_INTERFACE, "ActivatableServicesChanged");
-        self.broadcast_from_bus(builder, out);
+        self.broadcast_from_bus(builder, routing, out);
     }
 
     /// New limits (a reload); existing names, rules and pending calls are

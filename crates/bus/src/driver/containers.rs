@@ -16,12 +16,14 @@
 //! `outgoing` for the reply and InstanceRemoved.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use quickbus_wire::{names, Message, MessageBuilder, Value};
 
 use super::{byte_array, dict_sv, Args, Call, Effect, Outcome, Reply};
 use crate::app_filter::AppFilter;
 use crate::bus::Bus;
+use crate::bus::Routing;
 use crate::containers::Instance;
 use crate::errors::{self, BusError};
 use crate::policy::loginfo;
@@ -275,8 +277,10 @@ impl Bus {
     pub fn container_listening(
         &mut self,
         result: Result<ContainerSocket, BusError>,
+        now: Instant,
         out: &mut Vec<Action>,
     ) {
+        let routing = Routing::by_bus(now);
         let Some(AwaitingListener { caller, call, path }) = self.awaiting_listener.take() else {
             return;
         };
@@ -287,7 +291,7 @@ impl Bus {
                     instance.listening = false;
                 }
                 self.containers.remove_if_unused(&path);
-                self.error_reply(caller, &call, err, out);
+                self.error_reply(caller, &call, err, routing, out);
                 return;
             }
         };
@@ -301,8 +305,8 @@ impl Bus {
             byte_array(&socket_path),
             Value::String(socket.address),
         ];
-        self.reply(caller, &call, body, Vec::new(), out);
-        self.pass_to_eavesdroppers(caller, &call, out);
+        self.reply(caller, &call, body, Vec::new(), routing, out);
+        self.pass_to_eavesdroppers(caller, &call, routing, out);
     }
 
     /// The instance `path` for a caller that may stop it.
@@ -331,6 +335,7 @@ impl Bus {
         &mut self,
         path: &str,
         close_connections: bool,
+        routing: Routing,
         out: &mut Vec<Action>,
     ) {
         let Some(instance) = self.containers.get_mut(path) else {
@@ -343,33 +348,38 @@ impl Bus {
                 close_connections,
             });
         }
-        self.forget_container_if_unused(path, out);
+        self.forget_container_if_unused(path, routing, out);
     }
 
     /// Remove instance `path` if neither its socket nor a connection keeps
     /// it, announcing InstanceRemoved if AddServer's reply announced it.
-    pub(crate) fn forget_container_if_unused(&mut self, path: &str, out: &mut Vec<Action>) {
+    pub(crate) fn forget_container_if_unused(
+        &mut self,
+        path: &str,
+        routing: Routing,
+        out: &mut Vec<Action>,
+    ) {
         let Some(instance) = self.containers.remove_if_unused(path) else {
             return;
         };
         if instance.announced {
             let builder = MessageBuilder::signal(BUS_PATH, CONTAINERS1, "InstanceRemoved")
                 .body(vec![Value::ObjectPath(instance.path)]);
-            self.broadcast_from_bus(builder, out);
+            self.broadcast_from_bus(builder, routing, out);
         }
     }
 
     /// A connection leaves the bus: its instances stop listening (dbus-
     /// daemon ties a server to its creator), and the instance it came
     /// through may go.
-    pub(crate) fn containers_lose(&mut self, id: ConnId, out: &mut Vec<Action>) {
+    pub(crate) fn containers_lose(&mut self, id: ConnId, routing: Routing, out: &mut Vec<Action>) {
         if !self.containers.is_empty() {
             for path in self.containers.listening_created_by(id) {
-                self.stop_container(&path, false, out);
+                self.stop_container(&path, false, routing, out);
             }
         }
         if let Some(path) = self.containers.leave(id) {
-            self.forget_container_if_unused(&path, out);
+            self.forget_container_if_unused(&path, routing, out);
         }
     }
 

@@ -7,11 +7,13 @@
 //! the options (the bus's own identity), and the driver's outcome.
 
 use std::os::fd::OwnedFd;
+use std::time::Instant;
 
 use quickbus_wire::{Message, Value};
 
 use super::{byte_array, dict_sv, Call, DriverResult, Reply};
 use crate::bus::Bus;
+use crate::bus::Routing;
 use crate::errors::{self, BusError};
 use crate::{Action, ConnId, Credentials, BUS_NAME};
 
@@ -147,7 +149,8 @@ impl Bus {
     /// GetConnectionCredentials reply goes out, with `ProcessFD` when
     /// there is a pidfd, and then (as for every successful call)
     /// eavesdroppers see the call.
-    pub fn pidfd_opened(&mut self, pidfd: Option<OwnedFd>, out: &mut Vec<Action>) {
+    pub fn pidfd_opened(&mut self, pidfd: Option<OwnedFd>, now: Instant, out: &mut Vec<Action>) {
+        let routing = Routing::by_bus(now);
         let Some(AwaitingPidfd {
             caller,
             call,
@@ -167,8 +170,8 @@ impl Bus {
             ));
             fds.push(pidfd);
         }
-        self.reply(caller, &call, body, fds, out);
-        self.pass_to_eavesdroppers(caller, &call, out);
+        self.reply(caller, &call, body, fds, routing, out);
+        self.pass_to_eavesdroppers(caller, &call, routing, out);
     }
 
     /// The label, without a NUL, only where SELinux is enabled: the call is

@@ -159,6 +159,7 @@ fn a_failure_reaches_every_waiter_and_ends_the_activation() {
     h.bus.activation_failed(
         SERVICE,
         BusError::new(errors::SPAWN_CHILD_EXITED, "Process exited with status 1"),
+        h.now,
         &mut h.out,
     );
     let (_, delivered) = drain(&mut h);
@@ -240,7 +241,7 @@ fn a_departed_caller_s_queued_messages_are_dropped() {
     h.send(a, call_service("FromA"));
     h.send(c, call_service("FromC"));
     drain(&mut h);
-    h.bus.remove_connection(a, &mut h.out);
+    h.bus.remove_connection(a, h.now, &mut h.out);
     drain(&mut h);
     let (b, _) = h.client();
     h.request_name(b, SERVICE, 0);

@@ -448,7 +448,7 @@ fn a_caller_becomes_visible_to_the_app_but_not_callable() {
     );
     // Its departure is heard.
     h.add_match(a, "type='signal',member='NameOwnerChanged'");
-    h.bus.remove_connection(caller, &mut h.out);
+    h.bus.remove_connection(caller, h.now, &mut h.out);
     let got = summary(&h.take());
     assert_eq!(
         got,
@@ -535,7 +535,7 @@ fn name_owner_changed_only_for_what_the_app_may_see() {
     let (other, _) = h.client();
     h.take();
     h.request_name(other, "org.example.Hidden2", 0);
-    h.bus.remove_connection(svc, &mut h.out);
+    h.bus.remove_connection(svc, h.now, &mut h.out);
     let to_app: Vec<_> = summary(&h.take())
         .into_iter()
         .filter(|(to, ..)| *to == a)

@@ -477,7 +477,7 @@ fn stop_listening_keeps_the_instance_until_its_last_connection_leaves() {
         manager,
         containers("GetInstanceInfo", vec![path(&instance)]),
     );
-    h.bus.remove_connection(app, &mut h.out);
+    h.bus.remove_connection(app, h.now, &mut h.out);
     assert_eq!(instance_removed(&mut h, w), vec![instance.clone()]);
     let (err, _) = h.driver_error(
         manager,
@@ -509,7 +509,7 @@ fn stop_instance_asks_the_daemon_to_close_its_connections() {
     h.answer_containers();
     assert_eq!(h.stopped, vec![(instance.clone(), true)]);
     // The daemon closes it.
-    h.bus.remove_connection(app, &mut h.out);
+    h.bus.remove_connection(app, h.now, &mut h.out);
     assert_eq!(instance_removed(&mut h, w), vec![instance]);
 }
 
@@ -518,7 +518,7 @@ fn the_creator_leaving_stops_listening_and_its_apps_keep_working() {
     let (mut h, w, manager, instance) = watched_instance();
     let (unused, _, _) = add_server(&mut h, manager);
     let (app, _) = contained(&mut h, &instance, 1000);
-    h.bus.remove_connection(manager, &mut h.out);
+    h.bus.remove_connection(manager, h.now, &mut h.out);
     h.answer_containers();
     let mut stopped = h.stopped.clone();
     stopped.sort();
@@ -532,7 +532,7 @@ fn the_creator_leaving_stops_listening_and_its_apps_keep_working() {
     assert_eq!(info.len(), 1);
     let got = h.call(w, containers("GetInstanceInfo", vec![path(&instance)]));
     assert_eq!(got.msg_type(), MessageType::MethodReturn);
-    h.bus.remove_connection(app, &mut h.out);
+    h.bus.remove_connection(app, h.now, &mut h.out);
     assert_eq!(instance_removed(&mut h, w), vec![instance]);
 }
 

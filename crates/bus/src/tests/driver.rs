@@ -505,13 +505,13 @@ fn activatable_services_changed_on_every_reload() {
     h.add_match(a, "member='ActivatableServicesChanged'");
     // The same services as before: dbus-daemon still says they changed.
     let same = vec!["org.example.Activatable".to_owned()];
-    h.bus.set_activatable_names(same, &mut h.out);
+    h.bus.set_activatable_names(same, h.now, &mut h.out);
     assert_eq!(
         summary(&h.take()),
         vec![(a, "ActivatableServicesChanged".into(), vec![])]
     );
     h.bus
-        .set_activatable_names(vec!["org.example.New".into()], &mut h.out);
+        .set_activatable_names(vec!["org.example.New".into()], h.now, &mut h.out);
     let got = h.take();
     assert_eq!(
         summary(&got),
@@ -543,7 +543,7 @@ fn restart_is_asked_of_the_daemon_and_answered_when_it_serves_again() {
         h.out
     );
     h.out.clear();
-    h.bus.restart_answered(requester, Ok(()), &mut h.out);
+    h.bus.restart_answered(requester, Ok(()), h.now, &mut h.out);
     let replies = h.take();
     assert_eq!(replies.len(), 1);
     assert_eq!(replies[0].0, a);
@@ -556,6 +556,7 @@ fn restart_is_asked_of_the_daemon_and_answered_when_it_serves_again() {
     h.bus.restart_answered(
         crate::RestartRequester { conn: a, serial },
         Err(refusal),
+        h.now,
         &mut h.out,
     );
     let replies = h.take();

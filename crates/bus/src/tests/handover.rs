@@ -200,7 +200,7 @@ fn a_restored_bus_keeps_names_rules_calls_activations_and_counters() {
         a,
         MessageBuilder::signal("/", "org.example.I", "Ping").body(vec![s("hi")]),
     );
-    h.bus.remove_connection(gone, &mut h.out);
+    h.bus.remove_connection(gone, h.now, &mut h.out);
     // A call waiting for its reply, with a deadline.
     let pending = h.send(
         a,
@@ -354,7 +354,9 @@ fn a_restored_bus_keeps_names_rules_calls_activations_and_counters() {
     assert_eq!(no_reply, [Some(errors::NO_REPLY.to_owned())]);
 
     // The owner of the queued name leaves: the next in line owns it.
-    both(&mut h, &mut r, |h| h.bus.remove_connection(a, &mut h.out));
+    both(&mut h, &mut r, |h| {
+        h.bus.remove_connection(a, h.now, &mut h.out)
+    });
     for h in [&mut h, &mut r] {
         assert_eq!(
             h.driver(b, "GetNameOwner", vec![s("org.example.Queued")]),
@@ -498,13 +500,15 @@ fn a_held_sender_stays_held_and_is_released_when_its_receiver_drains() {
 #[test]
 fn fds_and_instants_cannot_be_written_outside_a_handover() {
     let mut h = Harness::new();
+    h.bus.set_limits(crate::Limits {
+        reply_timeout: Some(std::time::Duration::from_secs(25)),
+        ..crate::Limits::default()
+    });
     let (a, name_a) = h.client();
-    h.send(
-        a,
-        MessageBuilder::signal("/", "org.example.I", "S").destination(name_a),
-    );
-    // The queues remember the last event's time: written outside a
+    h.send(a, MessageBuilder::method_call("/", "M").destination(name_a));
+    // The call waits for its reply until a deadline: written outside a
     // handover, the bus refuses rather than losing it.
+    assert_eq!(h.bus.replies.waiting(a), 1);
     assert!(postcard::to_stdvec(&h.bus).is_err());
 }
 
@@ -583,7 +587,7 @@ fn a_bus_in_the_middle_of_an_event_is_not_written() {
         h.out
     );
     assert!(refused(&h));
-    h.bus.pidfd_opened(None, &mut h.out);
+    h.bus.pidfd_opened(None, h.now, &mut h.out);
     h.out.clear();
     restarted(&h);
 }

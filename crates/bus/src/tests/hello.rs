@@ -37,7 +37,7 @@ fn hello_assigns_unique_names_then_announces_them() {
 fn unique_names_are_never_reused() {
     let mut h = Harness::new();
     let (a, name_a) = h.client();
-    h.bus.remove_connection(a, &mut h.out);
+    h.bus.remove_connection(a, h.now, &mut h.out);
     let (_, name_b) = h.client();
     assert_eq!(name_a, ":1.0");
     assert_eq!(name_b, ":1.1");
@@ -193,7 +193,7 @@ fn connection_ids_are_never_given_twice_and_a_departed_one_gets_nothing() {
     let (a, _) = h.client();
     let reserved = h.bus.next_connection_id();
     assert!(reserved > a);
-    h.bus.remove_connection(a, &mut h.out);
+    h.bus.remove_connection(a, h.now, &mut h.out);
     h.take();
     // The daemon's next connection gets a new id, whatever left.
     let b = h.bus.next_connection_id();

@@ -144,7 +144,7 @@ fn hello_beyond_max_completed_connections_is_limits_exceeded() {
     );
     assert_eq!(h.bus.unique_name(late), None);
     // A departure frees a place.
-    h.bus.remove_connection(a, &mut h.out);
+    h.bus.remove_connection(a, h.now, &mut h.out);
     h.take();
     let reply = h.call(late, call_bus("Hello", vec![]));
     assert_eq!(reply.msg_type(), MessageType::MethodReturn);

@@ -71,7 +71,7 @@ fn monitor_gives_up_its_names_and_sees_everything() {
     h.send(m, call_bus("GetId", vec![]));
     assert!(matches!(h.out.as_slice(), [Action::Disconnect { conn, .. }] if *conn == m));
     h.out.clear();
-    h.bus.remove_connection(m, &mut h.out);
+    h.bus.remove_connection(m, h.now, &mut h.out);
     h.send(a, MessageBuilder::signal("/", "org.example.I", "S"));
     assert!(h.take().is_empty());
 }

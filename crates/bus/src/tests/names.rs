@@ -165,7 +165,7 @@ fn disconnect_releases_names_and_announces_in_order() {
     h.request_name(a, "org.example.Two", 0);
     h.request_name(b, "org.example.One", 0);
     h.take();
-    h.bus.remove_connection(a, &mut h.out);
+    h.bus.remove_connection(a, h.now, &mut h.out);
     assert_eq!(
         summary(&h.take()),
         vec![
@@ -190,7 +190,7 @@ fn disconnect_releases_names_and_announces_in_order() {
     let names = h.driver(watcher, "ListNames", vec![]);
     assert!(!string_list(&names[0]).contains(&name_a));
     // Removing twice is harmless.
-    h.bus.remove_connection(a, &mut h.out);
+    h.bus.remove_connection(a, h.now, &mut h.out);
     assert!(h.out.is_empty());
 }
 
@@ -205,7 +205,7 @@ fn a_departing_connection_is_sent_name_lost_before_each_name_owner_changed() {
     h.request_name(b, "org.example.One", 0);
     h.call(m, become_monitor(&["sender='org.freedesktop.DBus'"]));
     h.take();
-    h.bus.remove_connection(a, &mut h.out);
+    h.bus.remove_connection(a, h.now, &mut h.out);
     let got = h.take();
     let destinations: Vec<Option<&str>> = got.iter().map(|(_, msg)| msg.destination()).collect();
     assert_eq!(

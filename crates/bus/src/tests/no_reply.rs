@@ -57,7 +57,7 @@ fn callee_disconnect_answers_waiting_callers() {
         MessageBuilder::method_call("/", "Do").destination(name_b),
     );
     h.take();
-    h.bus.remove_connection(b, &mut h.out);
+    h.bus.remove_connection(b, h.now, &mut h.out);
     let got = h.take();
     let errs: Vec<(ConnId, Option<u32>, Option<&str>)> = got
         .iter()
@@ -92,9 +92,9 @@ fn caller_disconnect_forgets_its_calls() {
         MessageBuilder::method_call("/", "Do").destination(name_b),
     );
     h.take();
-    h.bus.remove_connection(a, &mut h.out);
+    h.bus.remove_connection(a, h.now, &mut h.out);
     assert!(h.bus.replies.is_empty());
-    h.bus.remove_connection(b, &mut h.out);
+    h.bus.remove_connection(b, h.now, &mut h.out);
     assert!(h.take().is_empty());
 }
 

@@ -287,7 +287,7 @@ fn rules_naming_a_departed_unique_name_go_with_it() {
     let (b, name_b) = h.client();
     h.add_match(a, &format!("type='signal',sender='{name_b}'"));
     h.add_match(a, "type='signal',member='Kept'");
-    h.bus.remove_connection(b, &mut h.out);
+    h.bus.remove_connection(b, h.now, &mut h.out);
     h.take();
     let err = h.driver_error(
         a,

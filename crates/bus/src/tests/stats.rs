@@ -104,8 +104,8 @@ fn stats_count_and_remember_peaks() {
         }]
     );
     // Connections leaving are counted out.
-    h.bus.remove_connection(b, &mut h.out);
-    h.bus.remove_connection(incomplete, &mut h.out);
+    h.bus.remove_connection(b, h.now, &mut h.out);
+    h.bus.remove_connection(incomplete, h.now, &mut h.out);
     let stats = dict_u32(&h.call(a, stats_call("GetStats", vec![])));
     assert_eq!(stat(&stats, "ActiveConnections"), Value::Uint32(1));
     assert_eq!(stat(&stats, "IncompleteConnections"), Value::Uint32(0));

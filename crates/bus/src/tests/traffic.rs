@@ -57,7 +57,13 @@ fn bus_errors_drops_and_queue_depth_are_counted() {
         .bus
         .build(MessageBuilder::signal("/", "org.example.T", "S"))
         .unwrap();
-    h.bus.queue_for(a, signal, false, &mut out);
+    h.bus.queue_for(
+        a,
+        signal,
+        false,
+        crate::bus::Routing::by_bus(h.now),
+        &mut out,
+    );
     // Nothing written yet: everything the bus sent it is queued.
     h.bus.flushed(a, 0, 0, h.now, &mut out);
     let queued = h.bus.traffic(a).unwrap().queued_bytes as usize;

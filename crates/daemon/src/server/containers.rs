@@ -17,6 +17,7 @@
 
 use std::io;
 use std::path::PathBuf;
+use std::time::Instant;
 
 use mio::{Interest, Token};
 use quickbus_bus::ContainerSocket;
@@ -67,7 +68,8 @@ impl Server {
     /// answer the bus before anything else reaches it.
     pub(super) fn listen_container(&mut self, instance: String, uid: u32) {
         let result = self.bind_container(&instance, uid);
-        self.bus.container_listening(result, &mut self.actions);
+        self.bus
+            .container_listening(result, Instant::now(), &mut self.actions);
     }
 
     fn bind_container(

@@ -130,7 +130,7 @@ impl Server {
             });
             server
                 .bus
-                .restart_answered(requester, answer, &mut server.actions);
+                .restart_answered(requester, answer, Instant::now(), &mut server.actions);
         }
         server.apply_actions();
         server.flush_dirty();
@@ -179,7 +179,7 @@ impl Server {
                     "Restart refused: another restart is in progress",
                 );
                 self.bus
-                    .restart_answered(requester, Err(error), &mut self.actions);
+                    .restart_answered(requester, Err(error), Instant::now(), &mut self.actions);
             }
             return;
         }
@@ -201,7 +201,7 @@ impl Server {
         for requester in pending.requesters {
             let error = errors::BusError::new(errors::FAILED, format!("Restart refused: {why}"));
             self.bus
-                .restart_answered(requester, Err(error), &mut self.actions);
+                .restart_answered(requester, Err(error), Instant::now(), &mut self.actions);
         }
         self.apply_actions();
         self.flush_dirty();

@@ -101,7 +101,7 @@ fn random_step(h: &mut Harness, dice: &mut Dice, alive: &mut Vec<ConnId>) {
         }
         _ => {
             alive.retain(|&c| c != from);
-            h.bus.remove_connection(from, &mut h.out);
+            h.bus.remove_connection(from, h.now, &mut h.out);
         }
     }
 }
