@@ -433,8 +433,13 @@ impl Queues {
     ) -> Written {
         let before = q.bytes;
         let level = self.user_level(q.user);
-        q.bytes = q.bytes.saturating_sub(bytes);
-        q.fds = q.fds.saturating_sub(fds);
+        // The daemon may write bytes the bus never counted (SASL replies
+        // still queued when a pipelined BEGIN and Hello made the
+        // connection a bus peer): the user's total goes down only by what
+        // this queue had counted, so it stays the sum of its queues'.
+        let (bytes, fds) = (bytes.min(q.bytes), fds.min(q.fds));
+        q.bytes -= bytes;
+        q.fds -= fds;
         self.users.get_mut(q.user).sent(bytes, fds);
         if q.bytes == 0 {
             q.flow.emptied(now, self.bounds.memory);
@@ -471,6 +476,12 @@ impl Queues {
         } else {
             UserLevel::Room
         }
+    }
+
+    /// Bytes queued for all of `q`'s user's connections, as counted.
+    #[cfg(test)]
+    pub(crate) fn user_queued_bytes(&self, q: &OutQueue) -> usize {
+        self.users.get(q.user).out_bytes
     }
 
     /// Receivers looked at so far to see whether they drained.

@@ -994,7 +994,7 @@ impl Server {
             let after = (conn.transport.queued_bytes(), conn.transport.queued_fds());
             if let Phase::Running = conn.phase {
                 // (A SASL reply still queued is written uncounted: the bus
-                // never had it.)
+                // never had it, and takes off no more than it counted.)
                 self.bus.flushed(
                     id,
                     before.0 - after.0,

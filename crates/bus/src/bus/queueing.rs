@@ -560,6 +560,31 @@ mod tests {
         h.bus.flushed(conn, bytes, fds, h.now, &mut h.out);
     }
 
+    /// What all of `conn`'s user's queues hold, as the bus counts it.
+    fn user_queued(h: &Harness, conn: ConnId) -> usize {
+        let c = h.bus.conns.get(&conn).expect("a live connection");
+        h.bus.queues.user_queued_bytes(&c.queue)
+    }
+
+    #[test]
+    fn a_write_of_bytes_the_bus_never_counted_takes_nothing_off_the_users_other_queues() {
+        let mut h = harness(BOUNDS);
+        let (a, _) = h.client();
+        let (b, name_b) = h.client();
+        let (c, name_c) = h.client();
+        settle(&mut h, &[a, b, c]);
+        h.send(a, signal_to(&name_b));
+        h.send(a, signal_to(&name_c));
+        let (to_b, _) = written(&h.out, b);
+        let (to_c, _) = written(&h.out, c);
+        h.out.clear();
+        assert_eq!(user_queued(&h, b), to_b + to_c);
+        // The daemon wrote b's message and 50 bytes of SASL replies that
+        // were still queued when b became a bus peer.
+        h.bus.flushed(b, to_b + 50, 0, h.now, &mut h.out);
+        assert_eq!(user_queued(&h, b), to_c, "c's bytes are still queued");
+    }
+
     #[test]
     fn a_signal_to_a_full_receiver_holds_its_sender_until_the_receiver_drains() {
         let mut h = harness(BOUNDS);
