@@ -45,6 +45,7 @@ pub mod limits;
 pub mod mac;
 pub mod match_index;
 pub mod match_rule;
+pub mod outbox;
 pub mod overflow;
 mod peers;
 pub mod policy;
