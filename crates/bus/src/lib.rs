@@ -154,8 +154,17 @@ pub struct OutMessage {
 /// What the daemon must do after the bus handled an event.
 #[derive(Debug)]
 pub enum Action {
-    /// Queue `msg` on connection `to`'s socket.
-    Deliver { to: ConnId, msg: OutMessage },
+    /// A message went into connection `to`'s outgoing queue (the bus
+    /// keeps it: [`Bus::write_queue`] writes it); `call`: a method call
+    /// that `to` is to answer (not a copy for a monitor or an
+    /// eavesdropper). One per message, in the order they were queued.
+    Queued {
+        to: ConnId,
+        call: bool,
+        /// The message (for the bus's own tests).
+        #[cfg(test)]
+        msg: outbox::OutItem,
+    },
     /// Close connection `conn`, logging `reason`. The daemon then calls
     /// [`Bus::remove_connection`].
     Disconnect { conn: ConnId, reason: String },

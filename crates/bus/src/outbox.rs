@@ -108,6 +108,11 @@ impl Outbox {
         self.items.is_empty()
     }
 
+    /// The item queued last.
+    pub fn last(&self) -> Option<&OutItem> {
+        self.items.back()
+    }
+
     /// What is queued, in order (the first possibly written in part).
     pub fn items(&self) -> impl Iterator<Item = &OutItem> {
         self.items.iter()
@@ -134,6 +139,24 @@ impl Outbox {
             push_from(iov, &item.header, &item.body, skip);
         }
         fds
+    }
+
+    /// Write until empty: `write` makes one write of [`Outbox::next_write`]'s
+    /// slices and says how much the socket took, or None when it takes
+    /// nothing more for now. Ok(true) when the box is empty.
+    pub fn flush<E>(
+        &mut self,
+        mut write: impl FnMut(&Outbox) -> Result<Option<usize>, E>,
+    ) -> Result<bool, E> {
+        while !self.is_empty() {
+            match write(self)? {
+                Some(written) => {
+                    self.advance(written);
+                }
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
     }
 
     /// The socket took `written` bytes of the next write: they leave,

@@ -39,7 +39,7 @@ enum Seen {
         to: ConnId,
         bytes: Vec<u8>,
         files: Vec<(u64, u64)>,
-        kind: flow::Kind,
+        call: bool,
     },
     Other(String),
 }
@@ -55,11 +55,11 @@ fn seen(actions: Vec<Action>) -> Vec<Seen> {
     actions
         .into_iter()
         .map(|action| match action {
-            Action::Deliver { to, msg } => Seen::Deliver {
+            Action::Queued { to, call, msg } => Seen::Deliver {
                 to,
-                bytes: [&msg.frame.header[..], &msg.frame.body[..]].concat(),
-                files: msg.fds.iter().map(file_of).collect(),
-                kind: msg.kind,
+                bytes: [&msg.header[..], &msg.body[..]].concat(),
+                files: msg.fds.iter().flat_map(|f| f.iter()).map(file_of).collect(),
+                call,
             },
             other => Seen::Other(format!("{other:?}")),
         })
@@ -470,8 +470,8 @@ fn a_held_sender_stays_held_and_is_released_when_its_receiver_drains() {
         .out
         .iter()
         .map(|x| match x {
-            Action::Deliver { to, msg } if *to == b => {
-                msg.frame.header.len() + msg.frame.body.len()
+            Action::Queued { to, msg, .. } if *to == b => {
+                msg.header.len() + msg.body.len()
             }
             _ => 0,
         })
