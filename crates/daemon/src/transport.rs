@@ -276,10 +276,10 @@ fn write_once(stream: &Stream, outbox: &Outbox) -> Result<Option<usize>, Errno> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
     use std::io::Read;
     use std::os::fd::AsFd;
     use std::os::unix::net::UnixStream as StdStream;
+    use std::sync::Arc;
 
     fn pair() -> (Transport, StdStream) {
         let (a, b) = StdStream::pair().unwrap();

@@ -402,6 +402,48 @@ fn a_message_waiting_for_an_activation_crosses_once() {
 }
 
 #[test]
+fn a_broadcast_queued_for_many_receivers_crosses_once_and_stays_queued() {
+    const BODY: usize = 64 * 1024;
+    let mut h = Harness::new();
+    let (a, _) = h.client();
+    let receivers: Vec<ConnId> = (0..3).map(|_| h.client().0).collect();
+    for &r in &receivers {
+        h.add_match(r, "type='signal',member='Big'");
+        h.bus.flushed(r, usize::MAX, 0, h.now, &mut h.out);
+    }
+    h.out.clear();
+    h.send(
+        a,
+        MessageBuilder::signal("/", "org.example.T", "Big").body(vec![Value::Array {
+            elem_sig: "y".into(),
+            items: vec![Value::Byte(7); BODY],
+        }]),
+    );
+    // The first receiver's socket took part of it.
+    h.bus.flushed(receivers[0], 100, 0, h.now, &mut h.out);
+    let clock = Clock {
+        instant: h.now,
+        monotonic_ns: MONOTONIC_AT_RESTART,
+    };
+    let (_, saved) = saving(clock, || postcard::to_stdvec(&h.bus).unwrap());
+    let held: usize = saved.buffers.iter().map(Bytes::len).sum();
+    assert!(held < BODY + 1024, "{held} bytes of buffers");
+    let r = restarted(&h);
+    for &to in &receivers {
+        let queued = |h: &Harness| {
+            let outbox = h.bus.conns[&to].queue.outbox();
+            let mut iov = Vec::new();
+            outbox.next_write(&mut iov);
+            let bytes: Vec<u8> = iov.iter().flat_map(|s| s.iter().copied()).collect();
+            (outbox.bytes(), bytes)
+        };
+        let (before, after) = (queued(&h), queued(&r));
+        assert!(before.0 > BODY - 100, "{to:?}: {} bytes queued", before.0);
+        assert_eq!(before, after, "{to:?}'s queue changed across the restart");
+    }
+}
+
+#[test]
 fn a_reply_pending_across_the_restart_still_routes() {
     let mut h = Harness::new();
     // Unrequested replies are refused: only the pending call lets one by.
@@ -470,9 +512,7 @@ fn a_held_sender_stays_held_and_is_released_when_its_receiver_drains() {
         .out
         .iter()
         .map(|x| match x {
-            Action::Queued { to, msg, .. } if *to == b => {
-                msg.header.len() + msg.body.len()
-            }
+            Action::Queued { to, msg, .. } if *to == b => msg.header.len() + msg.body.len(),
             _ => 0,
         })
         .sum();

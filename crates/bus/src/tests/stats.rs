@@ -74,7 +74,10 @@ fn stats_count_and_remember_peaks() {
     assert!(matches!(stat(&conn, "BytesOut"), Value::Uint64(n) if n > 0));
     assert_eq!(stat(&conn, "PendingReplies"), Value::Uint32(0));
     assert_eq!(stat(&conn, "OutgoingBytes"), Value::Uint32(0));
-    assert_eq!(stat(&conn, "PeakOutgoingBytes"), Value::Uint32(queued as u32));
+    assert_eq!(
+        stat(&conn, "PeakOutgoingBytes"),
+        Value::Uint32(queued as u32)
+    );
     assert!(matches!(stat(&stats, "MessagesOut"), Value::Uint64(n) if n >= 8));
     let err = h.driver_error(b, stats_call("GetConnectionStats", vec![s("org.nope")]));
     assert_eq!(

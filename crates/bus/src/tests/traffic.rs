@@ -8,10 +8,9 @@ use crate::{Action, ConnId, Traffic};
 /// Total size of every delivery in `out` addressed to `to`.
 fn bytes_to(out: &[Action], to: ConnId) -> (u64, u64) {
     out.iter().fold((0, 0), |(n, bytes), a| match a {
-        Action::Queued { to: t, msg, .. } if *t == to => (
-            n + 1,
-            bytes + (msg.header.len() + msg.body.len()) as u64,
-        ),
+        Action::Queued { to: t, msg, .. } if *t == to => {
+            (n + 1, bytes + (msg.header.len() + msg.body.len()) as u64)
+        }
         _ => (n, bytes),
     })
 }
