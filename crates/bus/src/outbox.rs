@@ -205,6 +205,7 @@ fn push_from<'a>(
 mod tests {
     use super::*;
 
+    #[allow(clippy::disallowed_methods)] // a test's own descriptors
     fn item(header: &'static [u8], body: &'static [u8], nfds: usize) -> OutItem {
         let fds = (0..nfds)
             .map(|_| OwnedFd::from(std::fs::File::open("/dev/null").unwrap()))
