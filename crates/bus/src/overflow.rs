@@ -3,9 +3,10 @@
 //! [`crate::flow`]; the bus applies it as it routes, as dbus-broker does,
 //! so every action it emits is final:
 //!
-//! - a delivery that goes in is an [`crate::Action::Deliver`], and counts toward
-//!   its receiver's queue and its user's until the daemon reports it
-//!   written ([`crate::Bus::flushed`]);
+//! - a delivery that goes in is put in its receiver's queue (an
+//!   [`crate::outbox::Outbox`]; the daemon hears of it by an
+//!   [`crate::Action::Queued`]) and counts toward its user's until the
+//!   daemon writes it ([`crate::Bus::write_queue`]);
 //! - a signal dropped for a full receiver never leaves the bus (Debug.Stats
 //!   counts it, and the receiver gets `MessagesLost` before anything else
 //!   reaches it, and at the latest once it drains: see [`Queues::watch`]);
@@ -17,11 +18,12 @@
 //! - a receiver at twice its bound that still gets replies is an
 //!   [`crate::Action::Disconnect`].
 //!
-//! The daemon only carries these out: it keeps no queue accounting.
+//! The daemon only carries these out and writes the queues: it keeps no
+//! queue of its own but SASL replies, nor any accounting.
 //!
 //! Owns: `Queues` (the bounds, each user's tally and the receivers to
 //! look at when its queues drain, held senders) and each connection's
-//! `OutQueue` (bytes and fds queued, its flow state, its hold), behind
+//! `OutQueue` (the items queued, its flow state, its hold), behind
 //! private fields. It keeps nothing of the event being handled: the
 //! bus reads no clock, so each decision that depends on the time takes
 //! the event's `now` as an argument, and a hold the sender it holds
@@ -173,7 +175,7 @@ enum UserLevel {
     Full,
 }
 
-/// What writing part of a queue changed (see [`Queues::flushed`]).
+/// What writing part of a queue changed (see [`Queues::write`]).
 pub(crate) struct Written {
     /// Bytes queued before and after.
     pub before: usize,

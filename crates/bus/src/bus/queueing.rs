@@ -392,11 +392,10 @@ impl Bus {
     /// Write up to `bytes` of what is queued for `conn` at `now`, as a
     /// socket that takes that much would (the fds go with the messages).
     #[cfg(test)]
-    pub(crate) fn flushed(
+    pub(crate) fn write_up_to(
         &mut self,
         conn: ConnId,
         bytes: usize,
-        _fds: usize,
         now: Instant,
         out: &mut Vec<Action>,
     ) {
@@ -603,16 +602,15 @@ mod tests {
     /// The daemon wrote everything queued for `conns` so far.
     fn settle(h: &mut Harness, conns: &[ConnId]) {
         for &conn in conns {
-            h.bus
-                .flushed(conn, usize::MAX, usize::MAX, h.now, &mut h.out);
+            h.bus.write_up_to(conn, usize::MAX, h.now, &mut h.out);
         }
         h.out.clear();
     }
 
     /// The daemon wrote everything `out` delivered to `conn`.
     fn write_all(h: &mut Harness, conn: ConnId, out: &[Action]) {
-        let (bytes, fds) = written(out, conn);
-        h.bus.flushed(conn, bytes, fds, h.now, &mut h.out);
+        let (bytes, _) = written(out, conn);
+        h.bus.write_up_to(conn, bytes, h.now, &mut h.out);
     }
 
     /// What all of `conn`'s user's queues hold, as the bus counts it.
@@ -647,16 +645,16 @@ mod tests {
         assert_eq!(queued(&h, b), (to_b, to_b));
         assert_eq!(tally(&h), to_b + to_c);
         // Part of b's first message is written.
-        h.bus.flushed(b, 5, 0, h.now, &mut h.out);
+        h.bus.write_up_to(b, 5, h.now, &mut h.out);
         assert_eq!(queued(&h, b), (to_b - 5, to_b - 5));
         assert_eq!(tally(&h), to_b - 5 + to_c);
         // The rest of it, and part of the second.
-        h.bus.flushed(b, to_b / 2, 0, h.now, &mut h.out);
+        h.bus.write_up_to(b, to_b / 2, h.now, &mut h.out);
         assert_eq!(queued(&h, b), (to_b / 2 - 5, to_b / 2 - 5));
         assert_eq!(h.bus.conns[&b].queue.outbox().items().count(), 1);
         assert_eq!(tally(&h), to_b / 2 - 5 + to_c);
         // All of it.
-        h.bus.flushed(b, usize::MAX, 0, h.now, &mut h.out);
+        h.bus.write_up_to(b, usize::MAX, h.now, &mut h.out);
         assert_eq!(queued(&h, b), (0, 0));
         assert_eq!(tally(&h), to_c);
         // c leaves with its queue, and its bytes leave the tally.
@@ -677,9 +675,9 @@ mod tests {
         assert!(matches!(got.last(), Some(Action::HoldSender { conn }) if *conn == a));
         // Half the bound is not enough to release it: a quarter is.
         let (bytes, _) = written(&got, b);
-        h.bus.flushed(b, bytes - 600, 0, h.now, &mut h.out);
+        h.bus.write_up_to(b, bytes - 600, h.now, &mut h.out);
         assert!(h.out.is_empty(), "{:?}", h.out);
-        h.bus.flushed(b, 600, 0, h.now, &mut h.out);
+        h.bus.write_up_to(b, 600, h.now, &mut h.out);
         assert!(matches!(h.out.as_slice(), [Action::ReleaseSender { conn }] if *conn == a));
         h.out.clear();
         let t = h.bus.traffic(a).unwrap();
@@ -944,7 +942,7 @@ mod tests {
         assert!(queued > 1000 && queued < 1500, "{queued}");
         assert_eq!(h.bus.next_deadline(), Some(h.now + pacing.timeout));
         // Down to half pacing_bytes: caught up.
-        h.bus.flushed(b, queued - 500, 0, h.now, &mut h.out);
+        h.bus.write_up_to(b, queued - 500, h.now, &mut h.out);
         assert!(matches!(h.out.as_slice(), [Action::ReleaseSender { conn }] if *conn == a));
         h.out.clear();
         assert_eq!(h.bus.traffic(a).unwrap().pauses, 1);
@@ -961,7 +959,7 @@ mod tests {
         let rest = std::mem::take(&mut h.out);
         assert!(rest.iter().all(|x| !matches!(x, Action::HoldSender { .. })));
         let left = written(&more, b).0 + written(&rest, b).0 + 500;
-        h.bus.flushed(b, left, 0, h.now, &mut h.out);
+        h.bus.write_up_to(b, left, h.now, &mut h.out);
         assert!(h.out.is_empty(), "{:?}", h.out);
         h.send(a, signal_to(&name_b));
         h.send(a, signal_to(&name_b));
@@ -1165,7 +1163,7 @@ mod tests {
         // r reads a little, not down to half its bound.
         let (queued, _) = written(&got, r);
         assert!(queued > BOUNDS.max_bytes, "{queued}");
-        h.bus.flushed(r, queued - 700, 0, h.now, &mut h.out);
+        h.bus.write_up_to(r, queued - 700, h.now, &mut h.out);
         h.out.clear();
         h.send(a, broadcast());
         let to_r = delivered_to(&h.out, r);

@@ -409,7 +409,7 @@ fn a_broadcast_queued_for_many_receivers_crosses_once_and_stays_queued() {
     let receivers: Vec<ConnId> = (0..3).map(|_| h.client().0).collect();
     for &r in &receivers {
         h.add_match(r, "type='signal',member='Big'");
-        h.bus.flushed(r, usize::MAX, 0, h.now, &mut h.out);
+        h.bus.write_up_to(r, usize::MAX, h.now, &mut h.out);
     }
     h.out.clear();
     h.send(
@@ -420,7 +420,7 @@ fn a_broadcast_queued_for_many_receivers_crosses_once_and_stays_queued() {
         }]),
     );
     // The first receiver's socket took part of it.
-    h.bus.flushed(receivers[0], 100, 0, h.now, &mut h.out);
+    h.bus.write_up_to(receivers[0], 100, h.now, &mut h.out);
     let clock = Clock {
         instant: h.now,
         monotonic_ns: MONOTONIC_AT_RESTART,
@@ -489,8 +489,7 @@ fn a_held_sender_stays_held_and_is_released_when_its_receiver_drains() {
     let (a, _) = h.client();
     let (b, name_b) = h.client();
     for conn in [a, b] {
-        h.bus
-            .flushed(conn, usize::MAX, usize::MAX, h.now, &mut h.out);
+        h.bus.write_up_to(conn, usize::MAX, h.now, &mut h.out);
     }
     h.out.clear();
     let signal = || {
@@ -528,7 +527,7 @@ fn a_held_sender_stays_held_and_is_released_when_its_receiver_drains() {
         h.send(a, signal());
     });
     let got = both(&mut h, &mut r, |h| {
-        h.bus.flushed(b, bytes, 0, h.now, &mut h.out);
+        h.bus.write_up_to(b, bytes, h.now, &mut h.out);
     });
     assert!(got.contains(&Seen::Other(format!(
         "{:?}",

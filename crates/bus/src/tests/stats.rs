@@ -60,7 +60,7 @@ fn stats_count_and_remember_peaks() {
     // What is queued for it counts until it is written.
     let queued = h.bus.queued_bytes(a);
     assert!(queued > 0);
-    h.bus.flushed(a, usize::MAX, 0, h.now, &mut h.out);
+    h.bus.write_up_to(a, usize::MAX, h.now, &mut h.out);
     let conn = dict_u32(&h.call(
         b,
         stats_call("GetConnectionStats", vec![s("org.example.One")]),

@@ -64,10 +64,10 @@ fn bus_errors_drops_and_queue_depth_are_counted() {
         &mut out,
     );
     // Nothing written yet: everything the bus sent it is queued.
-    h.bus.flushed(a, 0, 0, h.now, &mut out);
+    h.bus.write_up_to(a, 0, h.now, &mut out);
     let queued = h.bus.queued_bytes(a);
     assert_eq!(queued as u64, h.bus.traffic(a).unwrap().bytes_out);
-    h.bus.flushed(a, queued - 20, 0, h.now, &mut out);
+    h.bus.write_up_to(a, queued - 20, h.now, &mut out);
     h.bus.record_dropped(a);
     h.bus.record_dropped(a);
     let t: Traffic = h.bus.traffic(a).unwrap();
@@ -78,7 +78,7 @@ fn bus_errors_drops_and_queue_depth_are_counted() {
     assert_eq!(h.bus.total_traffic().dropped, 2);
     assert_eq!(h.bus.total_traffic().errors, 1);
     // Unknown connections are ignored, not a panic.
-    h.bus.flushed(ConnId(999), 1, 0, h.now, &mut out);
+    h.bus.write_up_to(ConnId(999), 1, h.now, &mut out);
     h.bus.record_dropped(ConnId(999));
     assert!(h.bus.traffic(ConnId(999)).is_none());
 }
