@@ -113,7 +113,8 @@ impl OutQueue {
         self.out.bytes()
     }
 
-    /// The items queued, in order.
+    /// The items queued, in order (the bus's tests).
+    #[cfg(test)]
     pub(crate) fn outbox(&self) -> &Outbox {
         &self.out
     }
@@ -177,9 +178,8 @@ enum UserLevel {
 
 /// What writing part of a queue changed (see [`Queues::write`]).
 pub(crate) struct Written {
-    /// Bytes queued before and after.
+    /// Bytes queued before.
     pub before: usize,
-    pub after: usize,
     /// The receiver's user's queues got to a lower [`UserLevel`], and its
     /// watched receivers are to be looked at (see `Queues::worth_a_look`).
     pub user_drained: Option<UserSlot>,
@@ -464,7 +464,6 @@ impl Queues {
         }
         let written = Written {
             before,
-            after: q.out.bytes(),
             user_drained: self.worth_a_look(q.user, level).then_some(q.user),
         };
         (result, written)

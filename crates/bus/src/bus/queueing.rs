@@ -362,25 +362,20 @@ impl Bus {
         write: impl FnMut(&Outbox) -> Result<Option<usize>, E>,
     ) -> Option<Result<bool, E>> {
         let c = self.conns.get_mut(&conn)?;
-        if c.queue.outbox().is_empty() {
-            return Some(Ok(true));
-        }
         let (result, written) = self.queues.write(&mut c.queue, now, write);
         // Debug.Stats shows the queue at its fullest (before a write).
         let t = &mut c.traffic;
         t.peak_queued_bytes = t.peak_queued_bytes.max(written.before as u64);
-        if written.after < written.before {
-            // What the bus sends now holds nobody back.
-            let routing = Routing::by_bus(now);
-            self.note_drained(conn, routing, out);
-            if let Some(c) = self.conns.get_mut(&conn) {
-                self.queues.watch(conn, &mut c.queue);
-            }
-            if let Some(user) = written.user_drained {
-                self.look_at_watched(user, routing, out);
-            }
-            self.check_holds(now, out);
+        // What the bus sends now holds nobody back.
+        let routing = Routing::by_bus(now);
+        self.note_drained(conn, routing, out);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            self.queues.watch(conn, &mut c.queue);
         }
+        if let Some(user) = written.user_drained {
+            self.look_at_watched(user, routing, out);
+        }
+        self.check_holds(now, out);
         Some(result)
     }
 

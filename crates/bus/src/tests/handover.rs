@@ -365,6 +365,17 @@ fn a_restored_bus_keeps_names_rules_calls_activations_and_counters() {
     }
 }
 
+/// `h`'s bus written out: its state, and the bytes of the buffers
+/// handed over beside it.
+fn written_out(h: &Harness) -> (Vec<u8>, usize) {
+    let clock = Clock {
+        instant: h.now,
+        monotonic_ns: MONOTONIC_AT_RESTART,
+    };
+    let (state, saved) = saving(clock, || postcard::to_stdvec(&h.bus).unwrap());
+    (state, saved.buffers.iter().map(Bytes::len).sum())
+}
+
 #[test]
 fn a_message_waiting_for_an_activation_crosses_once() {
     // The message as received and the copy stamped from it for the
@@ -382,12 +393,7 @@ fn a_message_waiting_for_an_activation_crosses_once() {
             }]),
     );
     assert!(h.bus.activation_pending("org.example.Activatable"));
-    let clock = Clock {
-        instant: h.now,
-        monotonic_ns: MONOTONIC_AT_RESTART,
-    };
-    let (state, saved) = saving(clock, || postcard::to_stdvec(&h.bus).unwrap());
-    let held: usize = saved.buffers.iter().map(Bytes::len).sum();
+    let (state, held) = written_out(&h);
     assert!(held < BODY + 1024, "{held} bytes of buffers");
     assert!(state.len() < BODY, "{} bytes of state", state.len());
     // And it still reaches the service after the restart.
@@ -421,12 +427,7 @@ fn a_broadcast_queued_for_many_receivers_crosses_once_and_stays_queued() {
     );
     // The first receiver's socket took part of it.
     h.bus.write_up_to(receivers[0], 100, h.now, &mut h.out);
-    let clock = Clock {
-        instant: h.now,
-        monotonic_ns: MONOTONIC_AT_RESTART,
-    };
-    let (_, saved) = saving(clock, || postcard::to_stdvec(&h.bus).unwrap());
-    let held: usize = saved.buffers.iter().map(Bytes::len).sum();
+    let (_, held) = written_out(&h);
     assert!(held < BODY + 1024, "{held} bytes of buffers");
     let r = restarted(&h);
     for &to in &receivers {
