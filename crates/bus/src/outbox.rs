@@ -118,13 +118,13 @@ impl Outbox {
         self.items.iter()
     }
 
-    /// The slices of the next write, appended to `iov`, and the fds to
-    /// attach to it. A message carrying fds starts a write of its own, so
+    /// The slices of the next write, each given to `push` in order, and
+    /// the fds to attach to it. A message carrying fds starts a write of its own, so
     /// its fds ride on its first byte; up to [`MAX_MESSAGES_PER_WRITE`]
     /// messages go in one.
     pub fn next_write<'a>(
         &'a self,
-        iov: &mut impl Extend<IoSlice<'a>>,
+        mut push: impl FnMut(IoSlice<'a>),
     ) -> Option<&'a Arc<Vec<OwnedFd>>> {
         let mut fds = None;
         for (i, item) in self.items.iter().take(MAX_MESSAGES_PER_WRITE).enumerate() {
@@ -136,7 +136,7 @@ impl Outbox {
             if i == 0 && skip == 0 && has_fds {
                 fds = item.fds.as_ref();
             }
-            push_from(iov, &item.header, &item.body, skip);
+            push_from(&mut push, &item.header, &item.body, skip);
         }
         fds
     }
@@ -186,18 +186,18 @@ impl Outbox {
 
 /// Append the parts of header ++ body after the first `skip` bytes.
 fn push_from<'a>(
-    iov: &mut impl Extend<IoSlice<'a>>,
+    push: &mut impl FnMut(IoSlice<'a>),
     header: &'a [u8],
     body: &'a [u8],
     skip: usize,
 ) {
     if skip < header.len() {
-        iov.extend([IoSlice::new(&header[skip..])]);
+        push(IoSlice::new(&header[skip..]));
         if !body.is_empty() {
-            iov.extend([IoSlice::new(body)]);
+            push(IoSlice::new(body));
         }
     } else if skip - header.len() < body.len() {
-        iov.extend([IoSlice::new(&body[skip - header.len()..])]);
+        push(IoSlice::new(&body[skip - header.len()..]));
     }
 }
 
@@ -219,7 +219,7 @@ mod tests {
 
     fn write(outbox: &Outbox) -> (Vec<u8>, usize) {
         let mut iov = Vec::new();
-        let fds = outbox.next_write(&mut iov).map_or(0, |f| f.len());
+        let fds = outbox.next_write(|s| iov.push(s)).map_or(0, |f| f.len());
         (iov.iter().flat_map(|s| s.iter().copied()).collect(), fds)
     }
 
@@ -267,7 +267,7 @@ mod tests {
             o.push(item(b"h", b"b", 0));
         }
         let mut iov = Vec::new();
-        o.next_write(&mut iov);
+        o.next_write(|s| iov.push(s));
         assert_eq!(iov.len(), 2 * MAX_MESSAGES_PER_WRITE);
         assert_eq!(o.advance(2 * MAX_MESSAGES_PER_WRITE), (512, 0));
         assert_eq!(o.items().count(), 10);

@@ -242,7 +242,7 @@ fn write_once(stream: &Stream, outbox: &Outbox) -> Result<Option<usize>, Errno> 
     // On the stack for the usual few messages (one header and one body
     // each): a heap vector here was one allocation per write.
     let mut iov = IoVec::new();
-    let fds_to_send = outbox.next_write(&mut iov);
+    let fds_to_send = outbox.next_write(|s| iov.push(s));
     let mut space;
     let mut control;
     let fd_refs: Vec<_>;

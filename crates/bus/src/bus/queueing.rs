@@ -397,7 +397,7 @@ impl Bus {
         let mut left = bytes;
         let _ = self.write_queue(conn, now, out, |outbox| {
             let mut iov = Vec::new();
-            outbox.next_write(&mut iov);
+            outbox.next_write(|s| iov.push(s));
             let took = iov.iter().map(|s| s.len()).sum::<usize>().min(left);
             left -= took;
             Ok::<_, ()>((took > 0).then_some(took))
@@ -619,7 +619,7 @@ mod tests {
     fn queued(h: &Harness, conn: ConnId) -> (usize, usize) {
         let outbox = h.bus.conns[&conn].queue.outbox();
         let mut iov = Vec::new();
-        outbox.next_write(&mut iov);
+        outbox.next_write(|s| iov.push(s));
         (outbox.bytes(), iov.iter().map(|s| s.len()).sum())
     }
 

@@ -434,7 +434,7 @@ fn a_broadcast_queued_for_many_receivers_crosses_once_and_stays_queued() {
         let queued = |h: &Harness| {
             let outbox = h.bus.conns[&to].queue.outbox();
             let mut iov = Vec::new();
-            outbox.next_write(&mut iov);
+            outbox.next_write(|s| iov.push(s));
             let bytes: Vec<u8> = iov.iter().flat_map(|s| s.iter().copied()).collect();
             (outbox.bytes(), bytes)
         };
