@@ -155,12 +155,12 @@ pub struct OutMessage {
 #[derive(Debug)]
 pub enum Action {
     /// A message went into connection `to`'s outgoing queue (the bus
-    /// keeps it: [`Bus::write_queue`] writes it); `call`: a method call
-    /// that `to` is to answer (not a copy for a monitor or an
-    /// eavesdropper). One per message, in the order they were queued.
+    /// keeps it: [`Bus::write_queue`] writes it); `kind`: what it is to
+    /// `to` (a copy for a monitor or an eavesdropper is a signal). One per
+    /// message, in the order they were queued.
     Queued {
         to: ConnId,
-        call: bool,
+        kind: flow::Kind,
         /// The message (for the bus's own tests).
         #[cfg(test)]
         msg: outbox::OutItem,

@@ -939,7 +939,7 @@ impl Server {
                 std::mem::replace(&mut self.actions, std::mem::take(&mut self.spare.applying));
             for action in actions.drain(..) {
                 match action {
-                    Action::Queued { to, call } => self.deliver(to, call),
+                    Action::Queued { to, kind } => self.deliver(to, kind),
                     Action::Disconnect { conn, reason } => self.close(conn, &reason),
                     Action::HoldSender { conn } => self.hold(conn),
                     Action::ReleaseSender { conn } => self.release(conn),

@@ -497,13 +497,13 @@ impl Bus {
     }
 }
 
-/// The daemon is told that `to`'s queue, `q`, got a message (`kind`: a
-/// call is one `to` must answer); the bus's own tests also see which.
+/// The daemon is told that `to`'s queue, `q`, got a message of `kind`;
+/// the bus's own tests also see which.
 #[cfg_attr(not(test), allow(unused_variables))]
 fn queued_action(to: ConnId, kind: Kind, q: &OutQueue) -> Action {
     Action::Queued {
         to,
-        call: kind == Kind::Call,
+        kind,
         #[cfg(test)]
         msg: q.outbox().last().expect("just queued").clone(),
     }

@@ -39,7 +39,7 @@ enum Seen {
         to: ConnId,
         bytes: Vec<u8>,
         files: Vec<(u64, u64)>,
-        call: bool,
+        kind: flow::Kind,
     },
     Other(String),
 }
@@ -55,11 +55,11 @@ fn seen(actions: Vec<Action>) -> Vec<Seen> {
     actions
         .into_iter()
         .map(|action| match action {
-            Action::Queued { to, call, msg } => Seen::Deliver {
+            Action::Queued { to, kind, msg } => Seen::Deliver {
                 to,
                 bytes: [&msg.header[..], &msg.body[..]].concat(),
                 files: msg.fds.iter().flat_map(|f| f.iter()).map(file_of).collect(),
-                call,
+                kind,
             },
             other => Seen::Other(format!("{other:?}")),
         })

@@ -6,22 +6,22 @@
 use std::cmp::Reverse;
 use std::time::Instant;
 
+use quickbus_bus::flow::Kind;
 use quickbus_bus::ConnId;
 use tracing::warn;
 
 use super::Server;
 
 impl Server {
-    /// The bus queued a message for `to` (`call`: a call it must
-    /// answer): write it this turn.
-    pub(super) fn deliver(&mut self, to: ConnId, call: bool) {
+    /// The bus queued a message of `kind` for `to`: write it this turn.
+    pub(super) fn deliver(&mut self, to: ConnId, kind: Kind) {
         let Some(conn) = self.conns.get_mut(&to) else {
             return;
         };
         // A call it must answer (not a copy for a monitor or an
         // eavesdropper, which the bus marks a signal): it never sits out
         // until it has replied (see `fair_share`).
-        conn.answering |= call;
+        conn.answering |= kind == Kind::Call;
         self.dirty.push(to);
     }
 
