@@ -22,6 +22,7 @@ impl Server {
         // eavesdropper, which the bus marks a signal): it never sits out
         // until it has replied (see `fair_share`).
         conn.answering |= msg.kind == quickbus_bus::flow::Kind::Call;
+        self.hand_off.delivered(msg.kind);
         conn.transport.queue(OutItem {
             header: msg.frame.header,
             body: msg.frame.body,
