@@ -121,12 +121,23 @@ impl Hasher for PassThrough {
 
 type Buckets = HashMap<u64, Bucket, BuildHasherDefault<PassThrough>>;
 
-/// The keyed hash of a rule's (or a message's) lookup values. foldhash's
-/// quality variant, randomly keyed, as the rest of the core's maps are
-/// (`FastMap`): the bucket map takes its output as is, so every bit must
-/// be well mixed. std's SipHash cost 9 % of the daemon's instructions in
+/// The keyed hash of a rule's (or a message's) lookup values: foldhash's
+/// quality variant (the bucket map takes its output as is, so every bit
+/// must be well mixed), keyed per index from the OS's randomness (see
+/// [`bucket_seed`]). std's SipHash cost 9 % of the daemon's instructions in
 /// a 32 B signal burst.
-type BucketSeed = foldhash::quality::RandomState;
+type BucketSeed = foldhash::quality::SeedableRandomState;
+
+/// A key for one index's bucket hashes drawn from the OS's randomness, as
+/// std's `RandomState` draws its keys: foldhash's own random state mixes
+/// addresses and the time, which a machine without ASLR makes guessable,
+/// and a client that could predict the key could put all its rules in
+/// the bucket everyone else's messages are checked against.
+fn bucket_seed() -> BucketSeed {
+    use std::collections::hash_map::RandomState;
+    let key = RandomState::new().build_hasher().finish();
+    BucketSeed::with_seed(key, foldhash::SharedSeed::global_random())
+}
 
 /// The slots sharing one key. Most keys have one rule: kept inline, so
 /// most rules cost no allocation of their own here.
@@ -220,8 +231,7 @@ pub struct MatchIndex<K> {
     /// PropertiesChanged) share one rule, which a message is checked
     /// against once for all of them ([`MatchIndex::matching`]).
     shared_rules: FastMap<Arc<MatchRule>, usize>,
-    /// Keys the bucket hashes, a random key per index: a client cannot
-    /// choose rules that all land in one bucket of another's lookups.
+    /// Keys the bucket hashes, a random key per index ([`bucket_seed`]).
     seed: BucketSeed,
     next_seq: u64,
     instances: usize,
@@ -238,7 +248,7 @@ impl<K> Default for MatchIndex<K> {
             naming_unique: FastMap::default(),
             shapes: BTreeMap::new(),
             shared_rules: FastMap::default(),
-            seed: BucketSeed::default(),
+            seed: bucket_seed(),
             next_seq: 0,
             instances: 0,
             #[cfg(test)]

@@ -30,12 +30,14 @@ use crate::service_file::ServiceFile;
 use crate::socket::{ListenSocket, Listening};
 use crate::transport::{OutItem, ReadStatus, Transport};
 use fair_share::{Exchange, FairShare};
+use hand_off::HandOff;
 use turns::{Contention, TurnBudget, READS_PER_TURN};
 
 mod admission;
 mod backpressure;
 mod containers;
 mod fair_share;
+mod hand_off;
 mod restarting;
 mod turns;
 
@@ -254,6 +256,9 @@ pub struct Server {
     /// flight, read again once it is answered (see [`fair_share`]).
     deferred_reads: Vec<(ConnId, bool)>,
     fair_share: FairShare,
+    /// Whether a turn ends with yielding the CPU to the peer it woke (see
+    /// [`hand_off`]).
+    hand_off: HandOff,
     /// Whether connections contend, which sets the turn's budgets.
     contention: Contention,
     /// Connections with queued output to flush at the end of the turn.
@@ -353,6 +358,7 @@ impl Server {
             unfinished_reads: Vec::new(),
             deferred_reads: Vec::new(),
             fair_share: FairShare::default(),
+            hand_off: HandOff::default(),
             contention: Contention::default(),
             dirty: Vec::new(),
             actions: Vec::new(),
@@ -452,10 +458,12 @@ impl Server {
             self.bus.handle_timeouts(now, &mut self.actions);
             self.apply_actions();
             self.flush_dirty();
-            if self.fair_share.take_hand_off(contended) {
+            if self.hand_off.should_yield(contended, now) {
                 // The caller or callee just woken runs before our next
-                // turn (see `fair_share`).
+                // turn (see `hand_off`).
+                let began = Instant::now();
                 rustix::process::sched_yield();
+                self.hand_off.yielded(began.elapsed());
             }
             // With everything routed and written as far as the sockets
             // took it: what is left crosses in the handover.

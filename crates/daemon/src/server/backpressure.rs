@@ -22,6 +22,7 @@ impl Server {
         // eavesdropper, which the bus marks a signal): it never sits out
         // until it has replied (see `fair_share`).
         conn.answering |= kind == Kind::Call;
+        self.hand_off.delivered(kind);
         self.dirty.push(to);
     }
 

@@ -24,21 +24,8 @@
 //!   the time, and all of it while nobody else calls.
 //!
 //! Pausing the flooder does not decide who runs next, though: the
-//! scheduler does. A peer woken by the bus's write of a call or a reply is
-//! woken on the bus's CPU (a Unix socket's wake-up is a synchronous one,
-//! which promises that the waker will sleep soon), and a bus that goes on
-//! routing a flood does not sleep: the caller or the callee then waits
-//! for the bus's time slice to end, up to a millisecond or more on a busy
-//! machine. So, while connections contend, a turn that delivered a call or
-//! a reply between light connections ends with the bus yielding the CPU
-//! ([`FairShare::take_hand_off`]), and the woken peer runs before the
-//! bus's next turn. On 2 cores this took a call's 99th percentile during
-//! an unpaced flood from 477 to 382 µs (medians of 5 interleaved runs,
-//! docs/performance.md, "Signal storm"). A bus alone with its peers
-//! sleeps in `epoll_wait` after such a turn anyway, so it never yields.
-//! Connections that call without end cost the bus at most one yield a
-//! turn, and no CPU share: a yield moves the bus's place in the run
-//! queue, not its weight.
+//! scheduler does; [`super::hand_off`] gives the CPU to the peer a turn
+//! woke.
 //!
 //! The rule sees only what the loop routes (types and destinations), so
 //! it costs nothing per message beyond a few comparisons, and it needs no
@@ -60,9 +47,6 @@ pub struct FairShare {
     pause: Option<(Instant, Instant)>,
     /// No pause begins before this (heavy senders' own time).
     next_allowed: Option<Instant>,
-    /// A call or a reply from a light connection was routed since the
-    /// last [`FairShare::take_hand_off`].
-    handed_off: bool,
 }
 
 /// What a routed message from a light connection means to the rule.
@@ -93,7 +77,6 @@ impl Exchange {
 impl FairShare {
     /// A message from a light connection was routed at `now`.
     pub fn routed(&mut self, exchange: Exchange, now: Instant) {
-        self.handed_off |= exchange != Exchange::Other;
         match exchange {
             Exchange::Call => self.begin_or_extend(now),
             Exchange::Reply if self.pause.is_some() => {
@@ -139,14 +122,6 @@ impl FairShare {
             Some(_) => true,
             None => false,
         }
-    }
-
-    /// Whether the loop yields the CPU at the end of a turn: it delivered
-    /// a call or a reply between light connections, whose receiver the
-    /// bus's write has just woken, while connections `contended`. Clears
-    /// the mark for the next turn either way.
-    pub fn take_hand_off(&mut self, contended: bool) -> bool {
-        std::mem::take(&mut self.handed_off) && contended
     }
 
     /// When the current pause ends at the latest (the loop's poll
@@ -239,23 +214,6 @@ mod tests {
         let t2 = t1 + MAX_PAUSE / 2;
         fair.routed(Exchange::Call, t2);
         assert!(fair.pausing(t2));
-    }
-
-    #[test]
-    fn a_turn_with_a_call_or_a_reply_yields_only_while_connections_contend() {
-        let t0 = Instant::now();
-        let mut fair = FairShare::default();
-        fair.routed(Exchange::Other, t0);
-        assert!(!fair.take_hand_off(true), "a signal wakes nobody waiting");
-        fair.routed(Exchange::Call, t0);
-        assert!(fair.take_hand_off(true));
-        assert!(!fair.take_hand_off(true), "one yield per turn");
-        fair.routed(Exchange::Reply, t0);
-        assert!(!fair.take_hand_off(false), "alone, the bus sleeps anyway");
-        assert!(!fair.take_hand_off(true), "the mark went with that turn");
-        fair.routed(Exchange::Reply, t0);
-        fair.routed(Exchange::Other, t0);
-        assert!(fair.take_hand_off(true));
     }
 
     #[test]
