@@ -45,20 +45,24 @@ impl OutItem {
         }
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         self.header.len() + self.body.len()
     }
 
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    #[inline]
     pub fn fd_count(&self) -> usize {
         self.fds.as_ref().map_or(0, |f| f.len())
     }
 }
 
 impl From<OutMessage> for OutItem {
+    #[inline]
     fn from(msg: OutMessage) -> OutItem {
         OutItem {
             header: msg.frame.header,
@@ -122,6 +126,7 @@ impl Outbox {
     /// the fds to attach to it. A message carrying fds starts a write of its own, so
     /// its fds ride on its first byte; up to [`MAX_MESSAGES_PER_WRITE`]
     /// messages go in one.
+    #[inline]
     pub fn next_write<'a>(
         &'a self,
         mut push: impl FnMut(IoSlice<'a>),
@@ -144,6 +149,7 @@ impl Outbox {
     /// Write until empty: `write` makes one write of [`Outbox::next_write`]'s
     /// slices and says how much the socket took, or None when it takes
     /// nothing more for now. Ok(true) when the box is empty.
+    #[inline]
     pub fn flush<E>(
         &mut self,
         mut write: impl FnMut(&Outbox) -> Result<Option<usize>, E>,
@@ -162,6 +168,7 @@ impl Outbox {
     /// The socket took `written` bytes of the next write: they leave,
     /// with the fds of each message written to its end. Returns the
     /// bytes and fds that left.
+    #[inline]
     pub fn advance(&mut self, mut written: usize) -> (usize, usize) {
         let (bytes, fds) = (self.bytes, self.fds);
         while written > 0 {
