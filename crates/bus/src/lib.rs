@@ -45,6 +45,7 @@ pub mod limits;
 pub mod mac;
 pub mod match_index;
 pub mod match_rule;
+pub mod outbox;
 pub mod overflow;
 mod peers;
 pub mod policy;
@@ -153,8 +154,17 @@ pub struct OutMessage {
 /// What the daemon must do after the bus handled an event.
 #[derive(Debug)]
 pub enum Action {
-    /// Queue `msg` on connection `to`'s socket.
-    Deliver { to: ConnId, msg: OutMessage },
+    /// A message went into connection `to`'s outgoing queue (the bus
+    /// keeps it: [`Bus::write_queue`] writes it); `kind`: what it is to
+    /// `to` (a copy for a monitor or an eavesdropper is a signal). One per
+    /// message, in the order they were queued.
+    Queued {
+        to: ConnId,
+        kind: flow::Kind,
+        /// The message (for the bus's own tests).
+        #[cfg(test)]
+        msg: outbox::OutItem,
+    },
     /// Close connection `conn`, logging `reason`. The daemon then calls
     /// [`Bus::remove_connection`].
     Disconnect { conn: ConnId, reason: String },

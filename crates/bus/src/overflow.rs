@@ -3,9 +3,10 @@
 //! [`crate::flow`]; the bus applies it as it routes, as dbus-broker does,
 //! so every action it emits is final:
 //!
-//! - a delivery that goes in is an [`crate::Action::Deliver`], and counts toward
-//!   its receiver's queue and its user's until the daemon reports it
-//!   written ([`crate::Bus::flushed`]);
+//! - a delivery that goes in is put in its receiver's queue (an
+//!   [`crate::outbox::Outbox`]; the daemon hears of it by an
+//!   [`crate::Action::Queued`]) and counts toward its user's until the
+//!   daemon writes it ([`crate::Bus::write_queue`]);
 //! - a signal dropped for a full receiver never leaves the bus (Debug.Stats
 //!   counts it, and the receiver gets `MessagesLost` before anything else
 //!   reaches it, and at the latest once it drains: see [`Queues::watch`]);
@@ -17,11 +18,12 @@
 //! - a receiver at twice its bound that still gets replies is an
 //!   [`crate::Action::Disconnect`].
 //!
-//! The daemon only carries these out: it keeps no queue accounting.
+//! The daemon only carries these out and writes the queues: it keeps no
+//! queue of its own but SASL replies, nor any accounting.
 //!
 //! Owns: `Queues` (the bounds, each user's tally and the receivers to
 //! look at when its queues drain, held senders) and each connection's
-//! `OutQueue` (bytes and fds queued, its flow state, its hold), behind
+//! `OutQueue` (the items queued, its flow state, its hold), behind
 //! private fields. It keeps nothing of the event being handled: the
 //! bus reads no clock, so each decision that depends on the time takes
 //! the event's `now` as an argument, and a hold the sender it holds
@@ -34,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use crate::accounting::{UserSlot, Users};
 use crate::flow::{Fill, HoldReason, Kind, OutBounds, Receiver, Verdict};
+use crate::outbox::{OutItem, Outbox};
 use crate::ConnId;
 
 /// The interface of quickbus's own signals from the bus.
@@ -58,11 +61,12 @@ pub(crate) struct Queues {
     drain_checks: usize,
 }
 
-/// One connection's outgoing queue, as the bus counts it.
+/// One connection's outgoing queue: its items and their counts (the
+/// [`Outbox`]), and their place in its user's tally, which every change
+/// of the items moves in the same call.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct OutQueue {
-    bytes: usize,
-    fds: usize,
+    out: Outbox,
     flow: Receiver,
     user: UserSlot,
     /// Set while it is held back as a sender.
@@ -94,15 +98,25 @@ pub(crate) enum Admit {
     /// It went in (room everywhere); `paces`: its sender is to be paused.
     In { paces: bool },
     /// Its receiver (`own`) or its user (`user_full`) has no room: flow
-    /// control decides.
-    Over { own: Fill, user_full: bool },
+    /// control decides what becomes of `item`.
+    Over {
+        own: Fill,
+        user_full: bool,
+        item: OutItem,
+    },
 }
 
 impl OutQueue {
-    /// Bytes queued.
+    /// Bytes queued (not written yet).
     #[inline]
     pub(crate) fn bytes(&self) -> usize {
-        self.bytes
+        self.out.bytes()
+    }
+
+    /// The items queued, in order (the bus's tests).
+    #[cfg(test)]
+    pub(crate) fn outbox(&self) -> &Outbox {
+        &self.out
     }
 
     /// A Disconnect for it is out.
@@ -162,11 +176,10 @@ enum UserLevel {
     Full,
 }
 
-/// What writing part of a queue changed (see [`Queues::flushed`]).
+/// What writing part of a queue changed (see [`Queues::write`]).
 pub(crate) struct Written {
-    /// Bytes queued before and after.
+    /// Bytes queued before.
     pub before: usize,
-    pub after: usize,
     /// The receiver's user's queues got to a lower [`UserLevel`], and its
     /// watched receivers are to be looked at (see `Queues::worth_a_look`).
     pub user_drained: Option<UserSlot>,
@@ -186,8 +199,7 @@ impl Queues {
     /// A queue for a new connection of `uid`.
     pub(crate) fn join(&mut self, uid: u32) -> OutQueue {
         OutQueue {
-            bytes: 0,
-            fds: 0,
+            out: Outbox::default(),
             flow: Receiver::default(),
             user: self.users.join(uid),
             hold: None,
@@ -202,37 +214,42 @@ impl Queues {
         self.users.len()
     }
 
-    /// Put a delivery of `len` bytes and `nfds` fds in `q` at `now` if `q`
-    /// and its user have room: the common case, in four comparisons.
+    /// Put `item` in `q` at `now` if `q` and its user have room: the
+    /// common case, in four comparisons.
     #[inline]
-    pub(crate) fn admit(
-        &mut self,
-        q: &mut OutQueue,
-        len: usize,
-        nfds: usize,
-        now: Instant,
-    ) -> Admit {
-        let own = self.bounds.fill(q.bytes, q.fds);
-        let user = self.users.get(q.user);
-        let user_full = self.user_bounds.full(user.out_bytes, user.out_fds);
+    pub(crate) fn admit(&mut self, q: &mut OutQueue, item: OutItem, now: Instant) -> Admit {
+        let (own, user_full) = self.room(q);
         if own == Fill::Room && !user_full {
-            q.bytes += len;
-            q.fds += nfds;
-            self.users.get_mut(q.user).queued(len, nfds);
-            let paces = self.bounds.pacing.pauses_at(q.bytes) && q.flow.paces(now);
+            let queued = self.push(q, item);
+            let paces = self.bounds.pacing.pauses_at(queued) && q.flow.paces(now);
             return Admit::In { paces };
         }
-        Admit::Over { own, user_full }
+        Admit::Over {
+            own,
+            user_full,
+            item,
+        }
     }
 
-    /// Count a delivery in `q` and its user's tally, whatever the bounds.
-    /// Returns the bytes now queued in `q`.
+    /// How full `q` is, and whether its user's queues are.
     #[inline]
-    pub(crate) fn push(&mut self, q: &mut OutQueue, len: usize, nfds: usize) -> usize {
-        q.bytes += len;
-        q.fds += nfds;
-        self.users.get_mut(q.user).queued(len, nfds);
-        q.bytes
+    pub(crate) fn room(&self, q: &OutQueue) -> (Fill, bool) {
+        let user = self.users.get(q.user);
+        (
+            self.bounds.fill(q.out.bytes(), q.out.fds()),
+            self.user_bounds.full(user.out_bytes, user.out_fds),
+        )
+    }
+
+    /// Put `item` in `q`, counted in its user's tally, whatever the
+    /// bounds. Returns the bytes now queued in `q`.
+    #[inline]
+    pub(crate) fn push(&mut self, q: &mut OutQueue, item: OutItem) -> usize {
+        self.users
+            .get_mut(q.user)
+            .queued(item.len(), item.fd_count());
+        q.out.push(item);
+        q.out.bytes()
     }
 
     /// Whether `q`, now holding `queued` bytes, passed the pacing length
@@ -314,7 +331,10 @@ impl Queues {
         format!(
             "{} bytes and {} fds are queued for it, twice max_outgoing_bytes={} or \
              max_outgoing_unix_fds={}: it asks for replies and does not read them",
-            q.bytes, q.fds, self.bounds.max_bytes, self.bounds.max_fds
+            q.out.bytes(),
+            q.out.fds(),
+            self.bounds.max_bytes,
+            self.bounds.max_fds
         )
     }
 
@@ -322,7 +342,7 @@ impl Queues {
     #[inline]
     pub(crate) fn is_full(&self, q: &OutQueue) -> bool {
         let user = self.users.get(q.user);
-        self.bounds.fill(q.bytes, q.fds) != Fill::Room
+        self.bounds.fill(q.out.bytes(), q.out.fds()) != Fill::Room
             || self.user_bounds.full(user.out_bytes, user.out_fds)
     }
 
@@ -411,7 +431,7 @@ impl Queues {
     pub(crate) fn let_go(&self, r: &OutQueue, why: HoldReason) -> bool {
         match why {
             HoldReason::Full => self.drained(r),
-            HoldReason::Pace => self.bounds.pacing.caught_up(r.bytes),
+            HoldReason::Pace => self.bounds.pacing.caught_up(r.out.bytes()),
         }
     }
 
@@ -423,32 +443,30 @@ impl Queues {
         Some(now.saturating_duration_since(hold.since))
     }
 
-    /// The daemon wrote `bytes` and `fds` of `q` at `now`.
-    pub(crate) fn flushed(
+    /// Write `q` at `now` with `write` (see [`Outbox::flush`]): what the
+    /// socket took leaves `q` and its user's tally. Returns the write's
+    /// outcome and what it changed.
+    pub(crate) fn write<E>(
         &mut self,
         q: &mut OutQueue,
-        bytes: usize,
-        fds: usize,
         now: Instant,
-    ) -> Written {
-        let before = q.bytes;
+        write: impl FnMut(&Outbox) -> Result<Option<usize>, E>,
+    ) -> (Result<bool, E>, Written) {
+        let (before, fds_before) = (q.out.bytes(), q.out.fds());
         let level = self.user_level(q.user);
-        // The daemon may write bytes the bus never counted (SASL replies
-        // still queued when a pipelined BEGIN and Hello made the
-        // connection a bus peer): the user's total goes down only by what
-        // this queue had counted, so it stays the sum of its queues'.
-        let (bytes, fds) = (bytes.min(q.bytes), fds.min(q.fds));
-        q.bytes -= bytes;
-        q.fds -= fds;
-        self.users.get_mut(q.user).sent(bytes, fds);
-        if q.bytes == 0 {
+        let result = q.out.flush(write);
+        // Also when the write failed part way: what was written is gone.
+        self.users
+            .get_mut(q.user)
+            .sent(before - q.out.bytes(), fds_before - q.out.fds());
+        if q.out.bytes() == 0 {
             q.flow.emptied(now, self.bounds.memory);
         }
-        Written {
+        let written = Written {
             before,
-            after: q.bytes,
             user_drained: self.worth_a_look(q.user, level).then_some(q.user),
-        }
+        };
+        (result, written)
     }
 
     /// Whether `user`'s watched receivers are worth looking at, now that
@@ -499,7 +517,7 @@ impl Queues {
         {
             self.drain_checks += 1;
         }
-        if !q.flow.is_overflowing() || !self.bounds.drained(q.bytes, q.fds) {
+        if !q.flow.is_overflowing() || !self.bounds.drained(q.out.bytes(), q.out.fds()) {
             return None;
         }
         match self.user_level(q.user) {
@@ -513,7 +531,7 @@ impl Queues {
     /// bounds.
     fn drained(&self, q: &OutQueue) -> bool {
         let user = self.users.get(q.user);
-        self.bounds.drained(q.bytes, q.fds)
+        self.bounds.drained(q.out.bytes(), q.out.fds())
             && self.user_bounds.drained(user.out_bytes, user.out_fds)
     }
 
@@ -535,7 +553,9 @@ impl Queues {
     /// a write.
     pub(crate) fn leave(&mut self, queue: &OutQueue) -> Option<UserSlot> {
         let level = self.user_level(queue.user);
-        let stays = self.users.leave(queue.user, queue.bytes, queue.fds);
+        let stays = self
+            .users
+            .leave(queue.user, queue.out.bytes(), queue.out.fds());
         (stays && self.worth_a_look(queue.user, level)).then_some(queue.user)
     }
 }

@@ -88,7 +88,7 @@ impl View<'_> {
             ("PeakBusNames", u32_of(p.names)),
             ("PeakBusNamesPerConnection", u32_of(p.names_per_connection)),
         ];
-        entries.extend(self.traffic.stats_entries());
+        entries.extend(self.traffic.stats_entries(0));
         Ok(vec![dict_sv(entries)])
     }
 
@@ -106,8 +106,8 @@ impl View<'_> {
             )
         })?;
         let conn = &self.peers[&id];
-        let queued = conn.traffic.queued_bytes;
-        let peak_queued = conn.traffic.peak_queued_bytes;
+        let queued = conn.queue.bytes() as u64;
+        let peak_queued = conn.traffic.peak(queued);
         let mut entries = vec![
             ("Serial", Value::Uint32(0)),
             ("MatchRules", u32_of(self.subs.count(id))),
@@ -124,7 +124,7 @@ impl View<'_> {
             ("PeakOutgoingBytes", u32_of(peak_queued as usize)),
             ("PendingReplies", u32_of(self.replies.waiting(id))),
         ];
-        entries.extend(conn.traffic.stats_entries());
+        entries.extend(conn.traffic.stats_entries(queued));
         Ok(vec![dict_sv(entries)])
     }
 

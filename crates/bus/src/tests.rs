@@ -64,10 +64,10 @@ pub(crate) fn options() -> BusOptions {
     }
 }
 
-pub(crate) fn parse_out(msg: &OutMessage) -> Message {
+pub(crate) fn parse_out(msg: &crate::outbox::OutItem) -> Message {
     let mut raw = BytesMut::new();
-    raw.extend_from_slice(&msg.frame.header);
-    raw.extend_from_slice(&msg.frame.body);
+    raw.extend_from_slice(&msg.header);
+    raw.extend_from_slice(&msg.body);
     Message::parse(raw.freeze()).expect("the bus sent an invalid message")
 }
 
@@ -212,7 +212,7 @@ impl Harness {
         std::mem::take(&mut self.out)
             .into_iter()
             .map(|action| match action {
-                Action::Deliver { to, msg } => (to, parse_out(&msg)),
+                Action::Queued { to, msg, .. } => (to, parse_out(&msg)),
                 Action::Disconnect { conn, reason } => {
                     panic!("unexpected disconnect of {conn:?}: {reason}")
                 }
@@ -241,14 +241,14 @@ impl Harness {
             .out
             .iter()
             .position(|a| match a {
-                Action::Deliver { to, msg } => {
+                Action::Queued { to, msg, .. } => {
                     *to == from && parse_out(msg).reply_serial() == Some(serial)
                 }
                 _ => false,
             })
             .expect("no reply to the call");
         match self.out.remove(pos) {
-            Action::Deliver { msg, .. } => parse_out(&msg),
+            Action::Queued { msg, .. } => parse_out(&msg),
             _ => unreachable!(),
         }
     }

@@ -23,9 +23,8 @@ pub struct Traffic {
     pub errors: u64,
     /// Signals for the peer dropped because its queue was full.
     pub dropped: u64,
-    /// Bytes waiting in the peer's outgoing queue after the daemon's last
-    /// write, and the most there were before one.
-    pub queued_bytes: u64,
+    /// The most bytes waiting in the peer's outgoing queue before a
+    /// write (what waits now is the queue's: `Bus::queued_bytes`).
     pub peak_queued_bytes: u64,
     /// Times the bus held the peer back because a receiver of its
     /// signal was full (`Holds`), or paced it (`Pauses`), and the time it
@@ -42,6 +41,11 @@ impl Traffic {
         self.bytes_in += bytes as u64;
     }
 
+    /// The most bytes queued before a write, or now if more.
+    pub fn peak(&self, queued: u64) -> u64 {
+        self.peak_queued_bytes.max(queued)
+    }
+
     #[inline]
     pub(crate) fn count_out(&mut self, bytes: usize) {
         self.messages_out += 1;
@@ -50,7 +54,8 @@ impl Traffic {
 
     /// quickbus's keys for Debug.Stats (dbus-daemon has none of these, so
     /// clients that only know its keys are not confused).
-    pub(crate) fn stats_entries(&self) -> Vec<(&'static str, Value)> {
+    /// `queued`: the bytes waiting in the peer's queue now.
+    pub(crate) fn stats_entries(&self, queued: u64) -> Vec<(&'static str, Value)> {
         vec![
             ("MessagesIn", Value::Uint64(self.messages_in)),
             ("BytesIn", Value::Uint64(self.bytes_in)),
@@ -58,8 +63,8 @@ impl Traffic {
             ("BytesOut", Value::Uint64(self.bytes_out)),
             ("Errors", Value::Uint64(self.errors)),
             ("Dropped", Value::Uint64(self.dropped)),
-            ("QueuedBytes", Value::Uint64(self.queued_bytes)),
-            ("PeakQueuedBytes", Value::Uint64(self.peak_queued_bytes)),
+            ("QueuedBytes", Value::Uint64(queued)),
+            ("PeakQueuedBytes", Value::Uint64(self.peak(queued))),
             ("Holds", Value::Uint64(self.holds)),
             ("Pauses", Value::Uint64(self.pauses)),
             ("HeldMicroseconds", Value::Uint64(self.held_micros)),

@@ -947,7 +947,7 @@ impl Server {
                 std::mem::replace(&mut self.actions, std::mem::take(&mut self.spare.applying));
             for action in actions.drain(..) {
                 match action {
-                    Action::Deliver { to, msg } => self.deliver(to, msg),
+                    Action::Queued { to, kind } => self.deliver(to, kind),
                     Action::Disconnect { conn, reason } => self.close(conn, &reason),
                     Action::HoldSender { conn } => self.hold(conn),
                     Action::ReleaseSender { conn } => self.release(conn),
@@ -997,21 +997,7 @@ impl Server {
             let Some(conn) = self.conns.get_mut(&id) else {
                 continue;
             };
-            let before = (conn.transport.queued_bytes(), conn.transport.queued_fds());
-            let flushed = conn.transport.flush();
-            let after = (conn.transport.queued_bytes(), conn.transport.queued_fds());
-            if let Phase::Running = conn.phase {
-                // (A SASL reply still queued is written uncounted: the bus
-                // never had it, and takes off no more than it counted.)
-                self.bus.flushed(
-                    id,
-                    before.0 - after.0,
-                    before.1 - after.1,
-                    Instant::now(),
-                    &mut self.actions,
-                );
-            }
-            match flushed {
+            match write_out(&mut self.bus, id, conn, &mut self.actions) {
                 Ok(emptied) => self.watch_writable(id, !emptied),
                 Err(e) => {
                     let reason = if is_hang_up(e) {
@@ -1071,7 +1057,7 @@ impl Server {
         let _ = self.poll.registry().deregister(&mut conn.transport.stream);
         // Best effort: what is already queued for it (a last SASL reply, an
         // error reply explaining the disconnect) goes out before the close.
-        let _ = conn.transport.flush();
+        let _ = write_out(&mut self.bus, id, &mut conn, &mut self.actions);
         if conn.incomplete {
             self.incomplete_closed(conn.uid);
         }
@@ -1104,4 +1090,23 @@ impl Server {
             }
         }
     }
+}
+
+/// Write what waits for `id` as far as its socket takes it: its SASL
+/// replies, then what the bus queued for it (the bus sees its queue go
+/// down). Ok(true) when nothing is left.
+fn write_out(
+    bus: &mut Bus,
+    id: ConnId,
+    conn: &mut Conn,
+    actions: &mut Vec<Action>,
+) -> Result<bool, rustix::io::Errno> {
+    if !conn.transport.flush()? || !matches!(conn.phase, Phase::Running) {
+        return Ok(!conn.transport.has_output());
+    }
+    let transport = &conn.transport;
+    bus.write_queue(id, Instant::now(), actions, |outbox| {
+        transport.write_once(outbox)
+    })
+    .unwrap_or(Ok(true))
 }

@@ -6,10 +6,10 @@
 use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
 
 use crate::socket::Stream;
 use bytes::{Bytes, BytesMut};
+pub use quickbus_bus::outbox::{OutItem, Outbox};
 use rustix::io::Errno;
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 use smallvec::SmallVec;
@@ -22,46 +22,8 @@ const MIN_READ_WINDOW: usize = 4 * 1024;
 const MAX_READ_WINDOW: usize = 256 * 1024;
 /// Most fds one `sendmsg`/`recvmsg` can carry (the kernel's SCM_MAX_FD).
 pub const SCM_MAX_FD: usize = 253;
-/// Most messages written by one `sendmsg` (two iovecs each; IOV_MAX is 1024).
-const MAX_MESSAGES_PER_WRITE: usize = 256;
-
 /// The slices of one `sendmsg`, inline up to eight messages.
 type IoVec<'a> = SmallVec<[IoSlice<'a>; 16]>;
-
-/// Something queued for writing: a header and a body sent back to back,
-/// with fds attached to its first byte. The receivers of a broadcast
-/// share all three, and keep sharing them across a restart in place.
-#[derive(Clone, serde::Serialize, serde::Deserialize)]
-pub struct OutItem {
-    #[serde(with = "quickbus_bus::handover::shared_bytes")]
-    pub header: Bytes,
-    #[serde(with = "quickbus_bus::handover::shared_bytes")]
-    pub body: Bytes,
-    #[serde(with = "quickbus_bus::handover::optional_shared_fds")]
-    pub fds: Option<Arc<Vec<OwnedFd>>>,
-}
-
-impl OutItem {
-    pub fn raw(bytes: Bytes) -> OutItem {
-        OutItem {
-            header: bytes,
-            body: Bytes::new(),
-            fds: None,
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.header.len() + self.body.len()
-    }
-
-    fn has_fds(&self) -> bool {
-        self.fds.as_ref().is_some_and(|f| !f.is_empty())
-    }
-
-    fn fd_count(&self) -> usize {
-        self.fds.as_ref().map_or(0, |f| f.len())
-    }
-}
 
 /// Outcome of draining the socket.
 #[derive(Debug, PartialEq, Eq)]
@@ -95,12 +57,10 @@ pub struct Transport {
     /// dbus-daemon's reads without SCM_RIGHTS discard them; a message that
     /// declares fds then lacks them and cuts its sender off.
     fd_passing: bool,
-    out: VecDeque<OutItem>,
-    /// Bytes of `out.front()` already written.
-    out_offset: usize,
-    out_bytes: usize,
-    /// Fds held by the items in `out`.
-    out_fds: usize,
+    /// SASL replies, which the bus does not count (it does not know the
+    /// connection yet); once it does, its messages wait in the bus's
+    /// queue ([`quickbus_bus::Bus::write_queue`]), after these.
+    sasl_out: Outbox,
 }
 
 impl Transport {
@@ -113,10 +73,7 @@ impl Transport {
             frame_need: 0,
             in_fds: VecDeque::new(),
             fd_passing: false,
-            out: VecDeque::new(),
-            out_offset: 0,
-            out_bytes: 0,
-            out_fds: 0,
+            sasl_out: Outbox::default(),
         }
     }
 
@@ -243,112 +200,76 @@ impl Transport {
         Ok(ReadStatus::Budget)
     }
 
+    /// Queue a SASL reply.
     pub fn queue(&mut self, item: OutItem) {
-        self.out_bytes += item.len();
-        self.out_fds += item.fd_count();
-        self.out.push_back(item);
+        self.sasl_out.push(item);
     }
 
-    pub fn queued_bytes(&self) -> usize {
-        self.out_bytes - self.out_offset
-    }
-
-    /// Fds waiting in the outgoing queue (`max_outgoing_unix_fds`).
-    pub fn queued_fds(&self) -> usize {
-        self.out_fds
-    }
-
+    /// Whether SASL replies wait to be written.
     pub fn has_output(&self) -> bool {
-        !self.out.is_empty()
+        !self.sasl_out.is_empty()
     }
 
     /// What is queued, in order (tests).
     #[cfg(test)]
     pub fn queued_items(&self) -> impl Iterator<Item = &OutItem> {
-        self.out.iter()
+        self.sasl_out.items()
     }
 
-    /// Write as much queued output as the socket takes. Ok(true) when the
-    /// queue is empty, Ok(false) when the socket is full.
+    /// Bytes and fds queued (tests).
+    #[cfg(test)]
+    fn queued(&self) -> (usize, usize) {
+        (self.sasl_out.bytes(), self.sasl_out.fds())
+    }
+
+    /// Write as many SASL replies as the socket takes. Ok(true) when none
+    /// is left, Ok(false) when the socket is full.
     pub fn flush(&mut self) -> Result<bool, Errno> {
-        while !self.out.is_empty() {
-            let written = match self.write_batch() {
-                Ok(n) => n,
-                Err(Errno::AGAIN) => return Ok(false),
-                Err(Errno::INTR) => continue,
-                Err(e) => return Err(e),
-            };
-            self.advance(written);
-        }
-        Ok(true)
+        let stream = &self.stream;
+        self.sasl_out.flush(|outbox| write_once(stream, outbox))
     }
 
-    /// One `sendmsg` of the front of the queue. A message carrying fds
-    /// starts a batch of its own so its fds ride on its first byte.
-    fn write_batch(&mut self) -> Result<usize, Errno> {
-        // On the stack for the usual few messages (one header and one body
-        // each): a heap vector here was one allocation per write.
-        let mut iov = IoVec::new();
-        let mut fds_to_send = None;
-        for (i, item) in self.out.iter().take(MAX_MESSAGES_PER_WRITE).enumerate() {
-            if i > 0 && item.has_fds() {
-                break;
-            }
-            let skip = if i == 0 { self.out_offset } else { 0 };
-            if i == 0 && skip == 0 && item.has_fds() {
-                fds_to_send = item.fds.clone();
-            }
-            push_from(&mut iov, &item.header, &item.body, skip);
-        }
-        let mut space;
-        let mut control;
-        let fd_refs: Vec<_>;
-        match &fds_to_send {
-            Some(fds) => {
-                fd_refs = fds.iter().map(std::os::fd::AsFd::as_fd).collect();
-                space = vec![0u8; rustix::cmsg_space!(ScmRights(fd_refs.len()))];
-                control = SendAncillaryBuffer::new(&mut space);
-                control.push(SendAncillaryMessage::ScmRights(&fd_refs));
-            }
-            None => {
-                space = Vec::new();
-                control = SendAncillaryBuffer::new(&mut space);
-            }
-        }
-        rustix::net::sendmsg(
-            &self.stream,
-            &iov,
-            &mut control,
-            SendFlags::NOSIGNAL | SendFlags::DONTWAIT,
-        )
-    }
-
-    fn advance(&mut self, mut written: usize) {
-        while written > 0 {
-            let Some(front) = self.out.front() else { break };
-            let left = front.len() - self.out_offset;
-            if written < left {
-                self.out_offset += written;
-                return;
-            }
-            written -= left;
-            self.out_bytes -= front.len();
-            self.out_fds -= front.fd_count();
-            self.out_offset = 0;
-            self.out.pop_front();
-        }
+    /// One write of `outbox`'s next slices (see [`Outbox::next_write`]):
+    /// what the socket took, None when it is full.
+    pub fn write_once(&self, outbox: &Outbox) -> Result<Option<usize>, Errno> {
+        write_once(&self.stream, outbox)
     }
 }
 
-/// Append the parts of header ++ body after the first `skip` bytes.
-fn push_from<'a>(iov: &mut IoVec<'a>, header: &'a [u8], body: &'a [u8], skip: usize) {
-    if skip < header.len() {
-        iov.push(IoSlice::new(&header[skip..]));
-        if !body.is_empty() {
-            iov.push(IoSlice::new(body));
+/// One `sendmsg` of the front of `outbox`, retried if interrupted; None
+/// when the socket is full.
+fn write_once(stream: &Stream, outbox: &Outbox) -> Result<Option<usize>, Errno> {
+    // On the stack for the usual few messages (one header and one body
+    // each): a heap vector here was one allocation per write.
+    let mut iov = IoVec::new();
+    let fds_to_send = outbox.next_write(|s| iov.push(s));
+    let mut space;
+    let mut control;
+    let fd_refs: Vec<_>;
+    match fds_to_send {
+        Some(fds) => {
+            fd_refs = fds.iter().map(std::os::fd::AsFd::as_fd).collect();
+            space = vec![0u8; rustix::cmsg_space!(ScmRights(fd_refs.len()))];
+            control = SendAncillaryBuffer::new(&mut space);
+            control.push(SendAncillaryMessage::ScmRights(&fd_refs));
         }
-    } else if skip - header.len() < body.len() {
-        iov.push(IoSlice::new(&body[skip - header.len()..]));
+        None => {
+            space = Vec::new();
+            control = SendAncillaryBuffer::new(&mut space);
+        }
+    }
+    loop {
+        match rustix::net::sendmsg(
+            stream,
+            &iov,
+            &mut control,
+            SendFlags::NOSIGNAL | SendFlags::DONTWAIT,
+        ) {
+            Ok(n) => return Ok(Some(n)),
+            Err(Errno::AGAIN) => return Ok(None),
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e),
+        }
     }
 }
 
@@ -358,6 +279,7 @@ mod tests {
     use std::io::Read;
     use std::os::fd::AsFd;
     use std::os::unix::net::UnixStream as StdStream;
+    use std::sync::Arc;
 
     fn pair() -> (Transport, StdStream) {
         let (a, b) = StdStream::pair().unwrap();
@@ -378,10 +300,10 @@ mod tests {
                 fds: None,
             });
         }
-        assert_eq!(t.queued_bytes(), 110);
+        assert_eq!(t.queued().0, 110);
         assert!(t.flush().unwrap());
-        assert_eq!(t.queued_bytes(), 0);
-        assert_eq!(t.queued_fds(), 0);
+        assert_eq!(t.queued().0, 0);
+        assert_eq!(t.queued().1, 0);
         let mut got = vec![0u8; 110];
         peer.read_exact(&mut got).unwrap();
         for i in 0..10u8 {
@@ -482,10 +404,10 @@ mod tests {
             fds: Some(Arc::new(vec![r, w])),
         });
         t.queue(OutItem::raw(Bytes::from_static(b"plain")));
-        assert_eq!(t.queued_fds(), 2);
-        assert_eq!(t.queued_bytes(), 13);
+        assert_eq!(t.queued().1, 2);
+        assert_eq!(t.queued().0, 13);
         assert!(t.flush().unwrap());
-        assert_eq!(t.queued_fds(), 0);
+        assert_eq!(t.queued().1, 0);
         let mut got = [0u8; 13];
         peer.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"with fdsplain");

@@ -16,6 +16,7 @@ use quickbus_wire::{MessageBuilder, Value};
 use crate::accounting::UserSlot;
 use crate::errors::{self, BusError};
 use crate::flow::{Fill, HoldReason, Kind, OutBounds, Verdict};
+use crate::outbox::{OutItem, Outbox};
 use crate::overflow::{Admit, OutQueue, MESSAGES_LOST, QUICKBUS_INTERFACE};
 use crate::{Action, Bus, ConnId, OutMessage, BUS_PATH};
 
@@ -46,25 +47,35 @@ impl Bus {
             return;
         };
         let len = msg.frame.header.len() + msg.frame.body.len();
-        let nfds = msg.fds.len();
         conn.traffic.count_out(len);
         self.traffic.count_out(len);
+        let msg_kind = msg.kind;
+        let item = OutItem::from(msg);
         let q = &mut conn.queue;
-        let owes = q.owes();
+        if q.owes() {
+            // It hears of its losses before this message: the rare case,
+            // judged as the common one after that.
+            let (own, user_full) = self.queues.room(q);
+            if own == Fill::Room && !user_full {
+                self.queue_in(to, item, msg_kind, routing, out);
+                return;
+            }
+        }
         // The common case: room everywhere (and one lookup of the
         // receiver).
-        let (own, user_full) = match self.queues.admit(q, len, nfds, routing.now) {
+        let (own, user_full, item) = match self.queues.admit(q, item, routing.now) {
             Admit::In { paces } => {
-                if owes {
-                    self.tell_before_next(to, routing, out);
-                }
-                out.push(Action::Deliver { to, msg });
+                out.push(queued_action(to, msg_kind, q));
                 if paces {
                     self.pace_sender(to, routing, out);
                 }
                 return;
             }
-            Admit::Over { own, user_full } => (own, user_full),
+            Admit::Over {
+                own,
+                user_full,
+                item,
+            } => (own, user_full, item),
         };
         if q.is_closing() {
             return;
@@ -72,9 +83,9 @@ impl Bus {
         // A user's full queues make each of its connections full, but only
         // a connection's own queue can get it disconnected.
         let fill = if user_full { own.max(Fill::Full) } else { own };
-        let kind = match msg.kind {
+        let kind = match msg_kind {
             Kind::Call if addressed => {
-                self.queue_in(to, msg, len, nfds, routing, out);
+                self.queue_in(to, item, msg_kind, routing, out);
                 return;
             }
             Kind::Reply if !self.monitors.is_monitor(to) => Kind::Reply,
@@ -83,9 +94,9 @@ impl Bus {
         };
         let verdict = self.judge(to, kind, fill, routing);
         match verdict {
-            Verdict::Queue => self.queue_in(to, msg, len, nfds, routing, out),
+            Verdict::Queue => self.queue_in(to, item, msg_kind, routing, out),
             Verdict::QueueAndHoldSender => {
-                self.push_delivery(to, msg, len, nfds, routing, out);
+                self.push_delivery(to, item, msg_kind, routing, out);
                 self.hold_sender(to, HoldReason::Full, routing, out);
             }
             Verdict::Drop | Verdict::RefuseCall => self.record_dropped(to),
@@ -121,13 +132,12 @@ impl Bus {
     fn queue_in(
         &mut self,
         to: ConnId,
-        msg: OutMessage,
-        len: usize,
-        nfds: usize,
+        item: OutItem,
+        kind: Kind,
         routing: Routing,
         out: &mut Vec<Action>,
     ) {
-        let queued = self.push_delivery(to, msg, len, nfds, routing, out);
+        let queued = self.push_delivery(to, item, kind, routing, out);
         let paces = self
             .conns
             .get(&to)
@@ -145,15 +155,14 @@ impl Bus {
         }
     }
 
-    /// Count it in its receiver's queue and user's, and hand it over,
-    /// after a MessagesLost if the receiver is owed one. Returns the bytes
-    /// now queued for the receiver.
+    /// Put it in its receiver's queue (counted there and in its user's),
+    /// after a MessagesLost if the receiver is owed one, and tell the
+    /// daemon. Returns the bytes now queued for the receiver.
     fn push_delivery(
         &mut self,
         to: ConnId,
-        msg: OutMessage,
-        len: usize,
-        nfds: usize,
+        item: OutItem,
+        kind: Kind,
         routing: Routing,
         out: &mut Vec<Action>,
     ) -> usize {
@@ -165,8 +174,8 @@ impl Bus {
             .get_mut(&to)
             .expect("looked up by the caller")
             .queue;
-        let queued = self.queues.push(q, len, nfds);
-        out.push(Action::Deliver { to, msg });
+        let queued = self.queues.push(q, item);
+        out.push(queued_action(to, kind, q));
         queued
     }
 
@@ -186,10 +195,11 @@ impl Bus {
         if conn.queue.is_closing() {
             return;
         }
-        let (len, nfds) = (msg.frame.header.len() + msg.frame.body.len(), msg.fds.len());
+        let len = msg.frame.header.len() + msg.frame.body.len();
         conn.traffic.count_out(len);
         self.traffic.count_out(len);
-        self.push_delivery(to, msg, len, nfds, routing, out);
+        let kind = msg.kind;
+        self.push_delivery(to, OutItem::from(msg), kind, routing, out);
     }
 
     /// The error the caller of a method call to `target` gets when the
@@ -336,25 +346,26 @@ impl Bus {
         out.push(Action::ReleaseSender { conn: sender });
     }
 
-    /// The daemon wrote `bytes` and `fds` of what was queued for `conn`. A
-    /// receiver whose queue went down to half its bound is back to normal,
-    /// and hears how many signals it lost; senders held for it go on.
-    pub fn flushed(
+    /// Write what is queued for `conn` at `now` with `write`, which makes
+    /// one write of the slices [`Outbox::next_write`] gives and says how
+    /// much the socket took (None: nothing more for now); what it took
+    /// leaves the queue and its user's tally. Then, as the queue went
+    /// down: a receiver whose queue went down to half its bound is back
+    /// to normal, and hears how many signals it lost; senders held for it
+    /// go on. Returns the write's outcome (Ok(true): the queue is empty),
+    /// None if `conn` is not the bus's.
+    pub fn write_queue<E>(
         &mut self,
         conn: ConnId,
-        bytes: usize,
-        fds: usize,
         now: Instant,
         out: &mut Vec<Action>,
-    ) {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        let written = self.queues.flushed(&mut c.queue, bytes, fds, now);
-        // Debug.Stats shows the queue at its fullest (before the write).
+        write: impl FnMut(&Outbox) -> Result<Option<usize>, E>,
+    ) -> Option<Result<bool, E>> {
+        let c = self.conns.get_mut(&conn)?;
+        let (result, written) = self.queues.write(&mut c.queue, now, write);
+        // Debug.Stats shows the queue at its fullest (before a write).
         let t = &mut c.traffic;
         t.peak_queued_bytes = t.peak_queued_bytes.max(written.before as u64);
-        t.queued_bytes = written.after as u64;
         // What the bus sends now holds nobody back.
         let routing = Routing::by_bus(now);
         self.note_drained(conn, routing, out);
@@ -365,6 +376,32 @@ impl Bus {
             self.look_at_watched(user, routing, out);
         }
         self.check_holds(now, out);
+        Some(result)
+    }
+
+    /// Bytes queued for `conn` and not written yet.
+    pub fn queued_bytes(&self, conn: ConnId) -> usize {
+        self.conns.get(&conn).map_or(0, |c| c.queue.bytes())
+    }
+
+    /// Write up to `bytes` of what is queued for `conn` at `now`, as a
+    /// socket that takes that much would (the fds go with the messages).
+    #[cfg(test)]
+    pub(crate) fn write_up_to(
+        &mut self,
+        conn: ConnId,
+        bytes: usize,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        let mut left = bytes;
+        let _ = self.write_queue(conn, now, out, |outbox| {
+            let mut iov = Vec::new();
+            outbox.next_write(|s| iov.push(s));
+            let took = iov.iter().map(|s| s.len()).sum::<usize>().min(left);
+            left -= took;
+            Ok::<_, ()>((took > 0).then_some(took))
+        });
     }
 
     /// `user`'s queues went down a level (they have room again, or are
@@ -460,6 +497,18 @@ impl Bus {
     }
 }
 
+/// The daemon is told that `to`'s queue, `q`, got a message of `kind`;
+/// the bus's own tests also see which.
+#[cfg_attr(not(test), allow(unused_variables))]
+fn queued_action(to: ConnId, kind: Kind, q: &OutQueue) -> Action {
+    Action::Queued {
+        to,
+        kind,
+        #[cfg(test)]
+        msg: q.outbox().last().expect("just queued").clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -501,9 +550,9 @@ mod tests {
     /// Bytes and fds delivered to `to` in `out`.
     fn written(out: &[Action], to: ConnId) -> (usize, usize) {
         out.iter().fold((0, 0), |(bytes, fds), a| match a {
-            Action::Deliver { to: t, msg } if *t == to => (
-                bytes + msg.frame.header.len() + msg.frame.body.len(),
-                fds + msg.fds.len(),
+            Action::Queued { to: t, msg, .. } if *t == to => (
+                bytes + msg.header.len() + msg.body.len(),
+                fds + msg.fd_count(),
             ),
             _ => (bytes, fds),
         })
@@ -524,7 +573,7 @@ mod tests {
     fn delivered_to(out: &[Action], to: ConnId) -> Vec<Message> {
         out.iter()
             .filter_map(|a| match a {
-                Action::Deliver { to: t, msg } if *t == to => Some(parse_out(msg)),
+                Action::Queued { to: t, msg, .. } if *t == to => Some(parse_out(msg)),
                 _ => None,
             })
             .collect()
@@ -548,16 +597,15 @@ mod tests {
     /// The daemon wrote everything queued for `conns` so far.
     fn settle(h: &mut Harness, conns: &[ConnId]) {
         for &conn in conns {
-            h.bus
-                .flushed(conn, usize::MAX, usize::MAX, h.now, &mut h.out);
+            h.bus.write_up_to(conn, usize::MAX, h.now, &mut h.out);
         }
         h.out.clear();
     }
 
     /// The daemon wrote everything `out` delivered to `conn`.
     fn write_all(h: &mut Harness, conn: ConnId, out: &[Action]) {
-        let (bytes, fds) = written(out, conn);
-        h.bus.flushed(conn, bytes, fds, h.now, &mut h.out);
+        let (bytes, _) = written(out, conn);
+        h.bus.write_up_to(conn, bytes, h.now, &mut h.out);
     }
 
     /// What all of `conn`'s user's queues hold, as the bus counts it.
@@ -566,23 +614,47 @@ mod tests {
         h.bus.queues.user_queued_bytes(&c.queue)
     }
 
+    /// What `conn`'s queue holds: by its count, and by its items (what
+    /// a write would take: all of it, with few messages and no fds).
+    fn queued(h: &Harness, conn: ConnId) -> (usize, usize) {
+        let outbox = h.bus.conns[&conn].queue.outbox();
+        let mut iov = Vec::new();
+        outbox.next_write(|s| iov.push(s));
+        (outbox.bytes(), iov.iter().map(|s| s.len()).sum())
+    }
+
     #[test]
-    fn a_write_of_bytes_the_bus_never_counted_takes_nothing_off_the_users_other_queues() {
+    fn a_users_tally_moves_with_the_items_of_its_queues() {
         let mut h = harness(BOUNDS);
         let (a, _) = h.client();
         let (b, name_b) = h.client();
         let (c, name_c) = h.client();
         settle(&mut h, &[a, b, c]);
         h.send(a, signal_to(&name_b));
+        h.send(a, signal_to(&name_b));
         h.send(a, signal_to(&name_c));
         let (to_b, _) = written(&h.out, b);
         let (to_c, _) = written(&h.out, c);
         h.out.clear();
-        assert_eq!(user_queued(&h, b), to_b + to_c);
-        // The daemon wrote b's message and 50 bytes of SASL replies that
-        // were still queued when b became a bus peer.
-        h.bus.flushed(b, to_b + 50, 0, h.now, &mut h.out);
-        assert_eq!(user_queued(&h, b), to_c, "c's bytes are still queued");
+        let tally = |h: &Harness| user_queued(h, a);
+        assert_eq!(queued(&h, b), (to_b, to_b));
+        assert_eq!(tally(&h), to_b + to_c);
+        // Part of b's first message is written.
+        h.bus.write_up_to(b, 5, h.now, &mut h.out);
+        assert_eq!(queued(&h, b), (to_b - 5, to_b - 5));
+        assert_eq!(tally(&h), to_b - 5 + to_c);
+        // The rest of it, and part of the second.
+        h.bus.write_up_to(b, to_b / 2, h.now, &mut h.out);
+        assert_eq!(queued(&h, b), (to_b / 2 - 5, to_b / 2 - 5));
+        assert_eq!(h.bus.conns[&b].queue.outbox().items().count(), 1);
+        assert_eq!(tally(&h), to_b / 2 - 5 + to_c);
+        // All of it.
+        h.bus.write_up_to(b, usize::MAX, h.now, &mut h.out);
+        assert_eq!(queued(&h, b), (0, 0));
+        assert_eq!(tally(&h), to_c);
+        // c leaves with its queue, and its bytes leave the tally.
+        h.bus.remove_connection(c, h.now, &mut h.out);
+        assert_eq!(tally(&h), queued(&h, a).0 + queued(&h, b).0);
     }
 
     #[test]
@@ -598,9 +670,9 @@ mod tests {
         assert!(matches!(got.last(), Some(Action::HoldSender { conn }) if *conn == a));
         // Half the bound is not enough to release it: a quarter is.
         let (bytes, _) = written(&got, b);
-        h.bus.flushed(b, bytes - 600, 0, h.now, &mut h.out);
+        h.bus.write_up_to(b, bytes - 600, h.now, &mut h.out);
         assert!(h.out.is_empty(), "{:?}", h.out);
-        h.bus.flushed(b, 600, 0, h.now, &mut h.out);
+        h.bus.write_up_to(b, 600, h.now, &mut h.out);
         assert!(matches!(h.out.as_slice(), [Action::ReleaseSender { conn }] if *conn == a));
         h.out.clear();
         let t = h.bus.traffic(a).unwrap();
@@ -644,7 +716,7 @@ mod tests {
         assert_eq!(err[0].reply_serial(), Some(serial));
         h.out.clear();
         // It drains: it is told, once.
-        got.retain(|a| matches!(a, Action::Deliver { .. }));
+        got.retain(|a| matches!(a, Action::Queued { .. }));
         write_all(&mut h, b, &got);
         let lost = delivered_to(&h.out, b);
         assert_eq!(lost.len(), 1, "{:?}", h.out);
@@ -865,7 +937,7 @@ mod tests {
         assert!(queued > 1000 && queued < 1500, "{queued}");
         assert_eq!(h.bus.next_deadline(), Some(h.now + pacing.timeout));
         // Down to half pacing_bytes: caught up.
-        h.bus.flushed(b, queued - 500, 0, h.now, &mut h.out);
+        h.bus.write_up_to(b, queued - 500, h.now, &mut h.out);
         assert!(matches!(h.out.as_slice(), [Action::ReleaseSender { conn }] if *conn == a));
         h.out.clear();
         assert_eq!(h.bus.traffic(a).unwrap().pauses, 1);
@@ -882,7 +954,7 @@ mod tests {
         let rest = std::mem::take(&mut h.out);
         assert!(rest.iter().all(|x| !matches!(x, Action::HoldSender { .. })));
         let left = written(&more, b).0 + written(&rest, b).0 + 500;
-        h.bus.flushed(b, left, 0, h.now, &mut h.out);
+        h.bus.write_up_to(b, left, h.now, &mut h.out);
         assert!(h.out.is_empty(), "{:?}", h.out);
         h.send(a, signal_to(&name_b));
         h.send(a, signal_to(&name_b));
@@ -1086,7 +1158,7 @@ mod tests {
         // r reads a little, not down to half its bound.
         let (queued, _) = written(&got, r);
         assert!(queued > BOUNDS.max_bytes, "{queued}");
-        h.bus.flushed(r, queued - 700, 0, h.now, &mut h.out);
+        h.bus.write_up_to(r, queued - 700, h.now, &mut h.out);
         h.out.clear();
         h.send(a, broadcast());
         let to_r = delivered_to(&h.out, r);

@@ -18,7 +18,7 @@ fn drain(h: &mut Harness) -> (Vec<String>, Vec<(ConnId, Message)>) {
     let mut delivered = Vec::new();
     for action in std::mem::take(&mut h.out) {
         match action {
-            Action::Deliver { to, msg } => delivered.push((to, parse_out(&msg))),
+            Action::Queued { to, msg, .. } => delivered.push((to, parse_out(&msg))),
             Action::Activate { name, .. } => started.push(name),
             Action::CancelActivation { name } => started.push(format!("cancel {name}")),
             Action::Disconnect { conn, reason } => panic!("disconnect {conn:?}: {reason}"),

@@ -33,10 +33,10 @@ fn credentials_call(h: &mut Harness, from: ConnId, name: &str) -> (Message, Arc<
     let pos = h
         .out
         .iter()
-        .position(|a| matches!(a, Action::Deliver { to, msg } if *to == from && parse_out(msg).reply_serial() == Some(serial)))
+        .position(|a| matches!(a, Action::Queued { to, msg, .. } if *to == from && parse_out(msg).reply_serial() == Some(serial)))
         .expect("no reply to GetConnectionCredentials");
     match h.out.remove(pos) {
-        Action::Deliver { msg, .. } => (parse_out(&msg), msg.fds),
+        Action::Queued { msg, .. } => (parse_out(&msg), msg.fds.unwrap_or_default()),
         _ => unreachable!(),
     }
 }

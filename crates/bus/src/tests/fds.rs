@@ -16,9 +16,9 @@ fn fds_travel_with_the_message() {
         some_fds(2),
     );
     match h.out.as_slice() {
-        [Action::Deliver { to, msg }] => {
+        [Action::Queued { to, msg, .. }] => {
             assert_eq!(*to, b);
-            assert_eq!(msg.fds.len(), 2);
+            assert_eq!(msg.fd_count(), 2);
             assert_eq!(parse_out(msg).unix_fds(), 2);
         }
         other => panic!("{other:?}"),
@@ -36,7 +36,7 @@ fn monitors_get_the_fds_of_a_call_to_the_driver() {
     let fds_seen: Vec<(ConnId, usize)> = std::mem::take(&mut h.out)
         .into_iter()
         .filter_map(|action| match action {
-            Action::Deliver { to, msg } => Some((to, msg.fds.len())),
+            Action::Queued { to, msg, .. } => Some((to, msg.fd_count())),
             _ => None,
         })
         .collect();

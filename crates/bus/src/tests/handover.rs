@@ -55,11 +55,11 @@ fn seen(actions: Vec<Action>) -> Vec<Seen> {
     actions
         .into_iter()
         .map(|action| match action {
-            Action::Deliver { to, msg } => Seen::Deliver {
+            Action::Queued { to, kind, msg } => Seen::Deliver {
                 to,
-                bytes: [&msg.frame.header[..], &msg.frame.body[..]].concat(),
-                files: msg.fds.iter().map(file_of).collect(),
-                kind: msg.kind,
+                bytes: [&msg.header[..], &msg.body[..]].concat(),
+                files: msg.fds.iter().flat_map(|f| f.iter()).map(file_of).collect(),
+                kind,
             },
             other => Seen::Other(format!("{other:?}")),
         })
@@ -365,6 +365,17 @@ fn a_restored_bus_keeps_names_rules_calls_activations_and_counters() {
     }
 }
 
+/// `h`'s bus written out: its state, and the bytes of the buffers
+/// handed over beside it.
+fn written_out(h: &Harness) -> (Vec<u8>, usize) {
+    let clock = Clock {
+        instant: h.now,
+        monotonic_ns: MONOTONIC_AT_RESTART,
+    };
+    let (state, saved) = saving(clock, || postcard::to_stdvec(&h.bus).unwrap());
+    (state, saved.buffers.iter().map(Bytes::len).sum())
+}
+
 #[test]
 fn a_message_waiting_for_an_activation_crosses_once() {
     // The message as received and the copy stamped from it for the
@@ -382,12 +393,7 @@ fn a_message_waiting_for_an_activation_crosses_once() {
             }]),
     );
     assert!(h.bus.activation_pending("org.example.Activatable"));
-    let clock = Clock {
-        instant: h.now,
-        monotonic_ns: MONOTONIC_AT_RESTART,
-    };
-    let (state, saved) = saving(clock, || postcard::to_stdvec(&h.bus).unwrap());
-    let held: usize = saved.buffers.iter().map(Bytes::len).sum();
+    let (state, held) = written_out(&h);
     assert!(held < BODY + 1024, "{held} bytes of buffers");
     assert!(state.len() < BODY, "{} bytes of state", state.len());
     // And it still reaches the service after the restart.
@@ -399,6 +405,43 @@ fn a_message_waiting_for_an_activation_crosses_once() {
         d,
         Seen::Deliver { to, bytes, .. } if *to == service && bytes.len() > BODY
     )));
+}
+
+#[test]
+fn a_broadcast_queued_for_many_receivers_crosses_once_and_stays_queued() {
+    const BODY: usize = 64 * 1024;
+    let mut h = Harness::new();
+    let (a, _) = h.client();
+    let receivers: Vec<ConnId> = (0..3).map(|_| h.client().0).collect();
+    for &r in &receivers {
+        h.add_match(r, "type='signal',member='Big'");
+        h.bus.write_up_to(r, usize::MAX, h.now, &mut h.out);
+    }
+    h.out.clear();
+    h.send(
+        a,
+        MessageBuilder::signal("/", "org.example.T", "Big").body(vec![Value::Array {
+            elem_sig: "y".into(),
+            items: vec![Value::Byte(7); BODY],
+        }]),
+    );
+    // The first receiver's socket took part of it.
+    h.bus.write_up_to(receivers[0], 100, h.now, &mut h.out);
+    let (_, held) = written_out(&h);
+    assert!(held < BODY + 1024, "{held} bytes of buffers");
+    let r = restarted(&h);
+    for &to in &receivers {
+        let queued = |h: &Harness| {
+            let outbox = h.bus.conns[&to].queue.outbox();
+            let mut iov = Vec::new();
+            outbox.next_write(|s| iov.push(s));
+            let bytes: Vec<u8> = iov.iter().flat_map(|s| s.iter().copied()).collect();
+            (outbox.bytes(), bytes)
+        };
+        let (before, after) = (queued(&h), queued(&r));
+        assert!(before.0 > BODY - 100, "{to:?}: {} bytes queued", before.0);
+        assert_eq!(before, after, "{to:?}'s queue changed across the restart");
+    }
 }
 
 #[test]
@@ -447,8 +490,7 @@ fn a_held_sender_stays_held_and_is_released_when_its_receiver_drains() {
     let (a, _) = h.client();
     let (b, name_b) = h.client();
     for conn in [a, b] {
-        h.bus
-            .flushed(conn, usize::MAX, usize::MAX, h.now, &mut h.out);
+        h.bus.write_up_to(conn, usize::MAX, h.now, &mut h.out);
     }
     h.out.clear();
     let signal = || {
@@ -470,9 +512,7 @@ fn a_held_sender_stays_held_and_is_released_when_its_receiver_drains() {
         .out
         .iter()
         .map(|x| match x {
-            Action::Deliver { to, msg } if *to == b => {
-                msg.frame.header.len() + msg.frame.body.len()
-            }
+            Action::Queued { to, msg, .. } if *to == b => msg.header.len() + msg.body.len(),
             _ => 0,
         })
         .sum();
@@ -488,7 +528,7 @@ fn a_held_sender_stays_held_and_is_released_when_its_receiver_drains() {
         h.send(a, signal());
     });
     let got = both(&mut h, &mut r, |h| {
-        h.bus.flushed(b, bytes, 0, h.now, &mut h.out);
+        h.bus.write_up_to(b, bytes, h.now, &mut h.out);
     });
     assert!(got.contains(&Seen::Other(format!(
         "{:?}",

@@ -209,7 +209,7 @@ fn connection_ids_are_never_given_twice_and_a_departed_one_gets_nothing() {
         MessageBuilder::signal("/", "org.example.T", "S").destination(":1.0"),
     );
     assert!(h.out.iter().all(|action| match action {
-        Action::Deliver { to, .. } => *to != a,
+        Action::Queued { to, .. } => *to != a,
         Action::Disconnect { conn, .. }
         | Action::HoldSender { conn }
         | Action::ReleaseSender { conn } => *conn != a,

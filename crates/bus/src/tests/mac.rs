@@ -200,7 +200,7 @@ fn drain(h: &mut Harness) -> (Vec<String>, Vec<(ConnId, quickbus_wire::Message)>
     let mut delivered = Vec::new();
     for action in std::mem::take(&mut h.out) {
         match action {
-            Action::Deliver { to, msg } => delivered.push((to, super::parse_out(&msg))),
+            Action::Queued { to, msg, .. } => delivered.push((to, super::parse_out(&msg))),
             Action::Activate { name, .. } => started.push(name),
             other => panic!("unexpected {other:?}"),
         }

@@ -253,7 +253,7 @@ fn broadcast_shares_one_message_between_receivers() {
         .out
         .iter()
         .map(|act| match act {
-            Action::Deliver { msg, .. } => &msg.frame.body,
+            Action::Queued { msg, .. } => &msg.body,
             _ => panic!(),
         })
         .collect();

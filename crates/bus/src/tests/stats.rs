@@ -57,6 +57,10 @@ fn stats_count_and_remember_peaks() {
     assert_eq!(stat(&stats, "BusNames"), Value::Uint32(3));
     assert_eq!(stat(&stats, "PeakBusNames"), Value::Uint32(4));
     assert_eq!(stat(&stats, "PeakBusNamesPerConnection"), Value::Uint32(3));
+    // What is queued for it counts until it is written.
+    let queued = h.bus.queued_bytes(a);
+    assert!(queued > 0);
+    h.bus.write_up_to(a, usize::MAX, h.now, &mut h.out);
     let conn = dict_u32(&h.call(
         b,
         stats_call("GetConnectionStats", vec![s("org.example.One")]),
@@ -70,6 +74,10 @@ fn stats_count_and_remember_peaks() {
     assert!(matches!(stat(&conn, "BytesOut"), Value::Uint64(n) if n > 0));
     assert_eq!(stat(&conn, "PendingReplies"), Value::Uint32(0));
     assert_eq!(stat(&conn, "OutgoingBytes"), Value::Uint32(0));
+    assert_eq!(
+        stat(&conn, "PeakOutgoingBytes"),
+        Value::Uint32(queued as u32)
+    );
     assert!(matches!(stat(&stats, "MessagesOut"), Value::Uint64(n) if n >= 8));
     let err = h.driver_error(b, stats_call("GetConnectionStats", vec![s("org.nope")]));
     assert_eq!(

@@ -8,10 +8,9 @@ use crate::{Action, ConnId, Traffic};
 /// Total size of every delivery in `out` addressed to `to`.
 fn bytes_to(out: &[Action], to: ConnId) -> (u64, u64) {
     out.iter().fold((0, 0), |(n, bytes), a| match a {
-        Action::Deliver { to: t, msg } if *t == to => (
-            n + 1,
-            bytes + (msg.frame.header.len() + msg.frame.body.len()) as u64,
-        ),
+        Action::Queued { to: t, msg, .. } if *t == to => {
+            (n + 1, bytes + (msg.header.len() + msg.body.len()) as u64)
+        }
         _ => (n, bytes),
     })
 }
@@ -65,21 +64,21 @@ fn bus_errors_drops_and_queue_depth_are_counted() {
         &mut out,
     );
     // Nothing written yet: everything the bus sent it is queued.
-    h.bus.flushed(a, 0, 0, h.now, &mut out);
-    let queued = h.bus.traffic(a).unwrap().queued_bytes as usize;
+    h.bus.write_up_to(a, 0, h.now, &mut out);
+    let queued = h.bus.queued_bytes(a);
     assert_eq!(queued as u64, h.bus.traffic(a).unwrap().bytes_out);
-    h.bus.flushed(a, queued - 20, 0, h.now, &mut out);
+    h.bus.write_up_to(a, queued - 20, h.now, &mut out);
     h.bus.record_dropped(a);
     h.bus.record_dropped(a);
     let t: Traffic = h.bus.traffic(a).unwrap();
     assert_eq!(
-        (t.queued_bytes, t.peak_queued_bytes, t.dropped),
+        (h.bus.queued_bytes(a) as u64, t.peak_queued_bytes, t.dropped),
         (20, queued as u64, 2)
     );
     assert_eq!(h.bus.total_traffic().dropped, 2);
     assert_eq!(h.bus.total_traffic().errors, 1);
     // Unknown connections are ignored, not a panic.
-    h.bus.flushed(ConnId(999), 1, 0, h.now, &mut out);
+    h.bus.write_up_to(ConnId(999), 1, h.now, &mut out);
     h.bus.record_dropped(ConnId(999));
     assert!(h.bus.traffic(ConnId(999)).is_none());
 }

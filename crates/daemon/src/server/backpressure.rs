@@ -6,28 +6,23 @@
 use std::cmp::Reverse;
 use std::time::Instant;
 
-use quickbus_bus::{ConnId, OutMessage};
+use quickbus_bus::flow::Kind;
+use quickbus_bus::ConnId;
 use tracing::warn;
 
 use super::Server;
-use crate::transport::OutItem;
 
 impl Server {
-    /// Queue `msg` for `to` (the bus decided it goes in).
-    pub(super) fn deliver(&mut self, to: ConnId, msg: OutMessage) {
+    /// The bus queued a message of `kind` for `to`: write it this turn.
+    pub(super) fn deliver(&mut self, to: ConnId, kind: Kind) {
         let Some(conn) = self.conns.get_mut(&to) else {
             return;
         };
         // A call it must answer (not a copy for a monitor or an
         // eavesdropper, which the bus marks a signal): it never sits out
         // until it has replied (see `fair_share`).
-        conn.answering |= msg.kind == quickbus_bus::flow::Kind::Call;
-        self.hand_off.delivered(msg.kind);
-        conn.transport.queue(OutItem {
-            header: msg.frame.header,
-            body: msg.frame.body,
-            fds: (!msg.fds.is_empty()).then_some(msg.fds),
-        });
+        conn.answering |= kind == Kind::Call;
+        self.hand_off.delivered(kind);
         self.dirty.push(to);
     }
 

@@ -157,7 +157,7 @@ impl Server {
                 token(id),
                 Interest::READABLE,
             )?;
-            if conn.transport.queued_bytes() > 0 {
+            if conn.transport.has_output() || self.bus.queued_bytes(id) > 0 {
                 self.dirty.push(id);
             }
         }

@@ -97,7 +97,7 @@ fn random_step(h: &mut Harness, dice: &mut Dice, alive: &mut Vec<ConnId>) {
         10 | 11 => {
             // The daemon wrote some of what was queued for `from`.
             let bytes = [200, 1000, usize::MAX][dice.below(3)];
-            h.bus.flushed(from, bytes, usize::MAX, h.now, &mut h.out);
+            h.bus.write_up_to(from, bytes, h.now, &mut h.out);
         }
         _ => {
             alive.retain(|&c| c != from);

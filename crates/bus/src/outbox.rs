@@ -1,0 +1,283 @@
+//! One connection's outgoing messages: the items in order, how much of
+//! the first is written, and their counts, changed only together.
+//!
+//! The bus keeps one per connection in its queue ([`crate::overflow`]),
+//! which also moves the user's tally in the same calls; the daemon keeps
+//! one, that nobody counts, for the SASL replies of a connection the bus
+//! does not know yet. Writing is the daemon's (the socket is its): it
+//! asks for the slices of the next write ([`Outbox::next_write`]) and
+//! reports what the socket took ([`Outbox::advance`]).
+//!
+//! Owns: the items, the offset, the counts. May touch: nothing.
+
+use std::collections::VecDeque;
+use std::io::IoSlice;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::OutMessage;
+
+/// Most messages written by one `sendmsg` (two iovecs each; IOV_MAX is 1024).
+pub const MAX_MESSAGES_PER_WRITE: usize = 256;
+
+/// Something queued for writing: a header and a body sent back to back,
+/// with fds attached to its first byte. The receivers of a broadcast
+/// share all three, and keep sharing them across a restart in place.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct OutItem {
+    #[serde(with = "crate::handover::shared_bytes")]
+    pub header: Bytes,
+    #[serde(with = "crate::handover::shared_bytes")]
+    pub body: Bytes,
+    #[serde(with = "crate::handover::optional_shared_fds")]
+    pub fds: Option<Arc<Vec<OwnedFd>>>,
+}
+
+impl OutItem {
+    /// Bytes without fds (a SASL reply).
+    pub fn raw(bytes: Bytes) -> OutItem {
+        OutItem {
+            header: bytes,
+            body: Bytes::new(),
+            fds: None,
+        }
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.header.len() + self.body.len()
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    pub fn fd_count(&self) -> usize {
+        self.fds.as_ref().map_or(0, |f| f.len())
+    }
+}
+
+impl From<OutMessage> for OutItem {
+    #[inline]
+    fn from(msg: OutMessage) -> OutItem {
+        OutItem {
+            header: msg.frame.header,
+            body: msg.frame.body,
+            fds: (!msg.fds.is_empty()).then_some(msg.fds),
+        }
+    }
+}
+
+/// The items, in order, with the written part of the first and the
+/// counts of what is left.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct Outbox {
+    items: VecDeque<OutItem>,
+    /// Bytes of `items.front()` already written.
+    offset: usize,
+    /// Bytes not written yet (of all items, less `offset`).
+    bytes: usize,
+    /// Fds held by the items (a message's fds go with its first byte, but
+    /// count until the whole message is written).
+    fds: usize,
+}
+
+impl Outbox {
+    /// Append `item`.
+    #[inline]
+    pub fn push(&mut self, item: OutItem) {
+        self.bytes += item.len();
+        self.fds += item.fd_count();
+        self.items.push_back(item);
+    }
+
+    /// Bytes not written yet.
+    #[inline]
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Fds in the items not wholly written yet.
+    #[inline]
+    pub fn fds(&self) -> usize {
+        self.fds
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The item queued last.
+    pub fn last(&self) -> Option<&OutItem> {
+        self.items.back()
+    }
+
+    /// What is queued, in order (the first possibly written in part).
+    pub fn items(&self) -> impl Iterator<Item = &OutItem> {
+        self.items.iter()
+    }
+
+    /// The slices of the next write, each given to `push` in order, and
+    /// the fds to attach to it. A message carrying fds starts a write of its own, so
+    /// its fds ride on its first byte; up to [`MAX_MESSAGES_PER_WRITE`]
+    /// messages go in one.
+    #[inline]
+    pub fn next_write<'a>(
+        &'a self,
+        mut push: impl FnMut(IoSlice<'a>),
+    ) -> Option<&'a Arc<Vec<OwnedFd>>> {
+        let mut fds = None;
+        for (i, item) in self.items.iter().take(MAX_MESSAGES_PER_WRITE).enumerate() {
+            let has_fds = item.fd_count() > 0;
+            if i > 0 && has_fds {
+                break;
+            }
+            let skip = if i == 0 { self.offset } else { 0 };
+            if i == 0 && skip == 0 && has_fds {
+                fds = item.fds.as_ref();
+            }
+            push_from(&mut push, &item.header, &item.body, skip);
+        }
+        fds
+    }
+
+    /// Write until empty: `write` makes one write of [`Outbox::next_write`]'s
+    /// slices and says how much the socket took, or None when it takes
+    /// nothing more for now. Ok(true) when the box is empty.
+    #[inline]
+    pub fn flush<E>(
+        &mut self,
+        mut write: impl FnMut(&Outbox) -> Result<Option<usize>, E>,
+    ) -> Result<bool, E> {
+        while !self.is_empty() {
+            match write(self)? {
+                Some(written) => {
+                    self.advance(written);
+                }
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
+    /// The socket took `written` bytes of the next write: they leave,
+    /// with the fds of each message written to its end. Returns the
+    /// bytes and fds that left.
+    #[inline]
+    pub fn advance(&mut self, mut written: usize) -> (usize, usize) {
+        let (bytes, fds) = (self.bytes, self.fds);
+        while written > 0 {
+            let Some(front) = self.items.front() else {
+                break;
+            };
+            let left = front.len() - self.offset;
+            if written < left {
+                self.offset += written;
+                self.bytes -= written;
+                break;
+            }
+            written -= left;
+            self.bytes -= left;
+            self.fds -= front.fd_count();
+            self.offset = 0;
+            self.items.pop_front();
+        }
+        (bytes - self.bytes, fds - self.fds)
+    }
+}
+
+/// Append the parts of header ++ body after the first `skip` bytes.
+fn push_from<'a>(
+    push: &mut impl FnMut(IoSlice<'a>),
+    header: &'a [u8],
+    body: &'a [u8],
+    skip: usize,
+) {
+    if skip < header.len() {
+        push(IoSlice::new(&header[skip..]));
+        if !body.is_empty() {
+            push(IoSlice::new(body));
+        }
+    } else if skip - header.len() < body.len() {
+        push(IoSlice::new(&body[skip - header.len()..]));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[allow(clippy::disallowed_methods)] // a test's own descriptors
+    fn item(header: &'static [u8], body: &'static [u8], nfds: usize) -> OutItem {
+        let fds = (0..nfds)
+            .map(|_| OwnedFd::from(std::fs::File::open("/dev/null").unwrap()))
+            .collect::<Vec<_>>();
+        OutItem {
+            header: Bytes::from_static(header),
+            body: Bytes::from_static(body),
+            fds: (nfds > 0).then(|| Arc::new(fds)),
+        }
+    }
+
+    fn write(outbox: &Outbox) -> (Vec<u8>, usize) {
+        let mut iov = Vec::new();
+        let fds = outbox.next_write(|s| iov.push(s)).map_or(0, |f| f.len());
+        (iov.iter().flat_map(|s| s.iter().copied()).collect(), fds)
+    }
+
+    /// The counts are what the items still hold.
+    fn assert_counts_match(outbox: &Outbox) {
+        let bytes: usize = outbox.items().map(OutItem::len).sum::<usize>() - outbox.offset;
+        let fds: usize = outbox.items().map(OutItem::fd_count).sum();
+        assert_eq!((outbox.bytes(), outbox.fds()), (bytes, fds));
+    }
+
+    #[test]
+    fn counts_move_with_each_push_and_write() {
+        let mut o = Outbox::default();
+        o.push(item(b"head", b"body", 0));
+        o.push(item(b"fds!", b"", 2));
+        o.push(item(b"last", b"one", 0));
+        assert_eq!((o.bytes(), o.fds()), (19, 2));
+        assert_counts_match(&o);
+        // The fds start a write of their own.
+        assert_eq!(write(&o), (b"headbody".to_vec(), 0));
+        // Part of the first item: bytes go, nothing else does.
+        assert_eq!(o.advance(3), (3, 0));
+        assert_counts_match(&o);
+        assert_eq!(write(&o), (b"dbody".to_vec(), 0));
+        // The rest of it.
+        assert_eq!(o.advance(5), (5, 0));
+        assert_counts_match(&o);
+        // They go with the first byte of their message; what follows
+        // without fds joins the write.
+        assert_eq!(write(&o), (b"fds!lastone".to_vec(), 2));
+        // The fds leave once their message is written to its end.
+        assert_eq!(o.advance(1), (1, 0));
+        assert_eq!(o.fds(), 2);
+        assert_eq!(write(&o), (b"ds!lastone".to_vec(), 0), "sent already");
+        assert_eq!(o.advance(10), (10, 2));
+        assert!(o.is_empty());
+        assert_eq!((o.bytes(), o.fds()), (0, 0));
+        assert_counts_match(&o);
+    }
+
+    #[test]
+    fn a_write_takes_many_messages_up_to_the_bound() {
+        let mut o = Outbox::default();
+        for _ in 0..MAX_MESSAGES_PER_WRITE + 10 {
+            o.push(item(b"h", b"b", 0));
+        }
+        let mut iov = Vec::new();
+        o.next_write(|s| iov.push(s));
+        assert_eq!(iov.len(), 2 * MAX_MESSAGES_PER_WRITE);
+        assert_eq!(o.advance(2 * MAX_MESSAGES_PER_WRITE), (512, 0));
+        assert_eq!(o.items().count(), 10);
+        assert_counts_match(&o);
+    }
+}
