@@ -9,8 +9,9 @@
 #    connection and parallel by nature);
 # 2. a run under callgrind (valgrind): the daemon's user-space instructions,
 #    and the share of them inside the bus core's entry points
-#    (Bus::receive, Bus::flushed, Bus::handle_timeouts): the routing that
-#    stays serial behind one point of order.
+#    (Bus::receive, Bus::write_queue without the sendmsg it calls,
+#    Bus::handle_timeouts): the routing and queueing that stay serial
+#    behind one point of order.
 #
 # It prints both and their product, the serial share of the whole per-message
 # CPU. That product takes instructions as a stand-in for user time (callgrind
@@ -78,10 +79,17 @@ instructions() {
 }
 total=$(grep "PROGRAM TOTALS" <<<"$annotated" | awk '{gsub(",", "", $1); print $1}')
 core=0
-for entry in 'quickbus_bus::bus::Bus::receive' 'queueing::<impl quickbus_bus::bus::Bus>::flushed' \
-    'quickbus_bus::bus::Bus::handle_timeouts'; do
+for entry in 'quickbus_bus::bus::Bus::receive' 'quickbus_bus::bus::Bus::handle_timeouts'; do
     core=$((core + $(instructions "$entry")))
 done
+# The write: the core advances the connection's queue and reacts
+# (Bus::write_queue), around the daemon's sendmsg (transport::write_once,
+# which is per connection and not the core's).
+write_queue=$(instructions 'queueing::<impl quickbus_bus::bus::Bus>::write_queue')
+write_once=$(instructions 'quickbus_daemon::transport::write_once')
+((write_queue > 0)) || { echo "Bus::write_queue not found in the profile: the script is out of date" >&2; exit 1; }
+core=$((core + write_queue - write_once))
+((core > 0)) || { echo "Bus::receive not found in the profile: the script is out of date" >&2; exit 1; }
 parse=$(instructions 'quickbus_wire::message::Message::parse')
 
 awk -v u="$user" -v s="$system" -v core="$core" -v total="$total" -v parse="$parse" \

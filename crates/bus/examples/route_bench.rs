@@ -10,8 +10,8 @@
 
 mod common;
 
-use common::{add_match, hello, three_peers, time_unicast_and_broadcast};
-use quickbus_bus::{Bus, BusOptions};
+use common::{add_match, hello_as, three_peers, time_unicast_and_broadcast};
+use quickbus_bus::{Bus, BusOptions, Credentials};
 
 /// (unicast round trip ns, broadcast ns)
 fn measure(extra_rules: usize) -> (f64, f64) {
@@ -22,7 +22,12 @@ fn measure(extra_rules: usize) -> (f64, f64) {
     let mut holders = Vec::new();
     for i in 0..extra_rules {
         if i % 100 == 0 {
-            holders.push(hello(&mut bus, &mut out).0);
+            // Each holder its own user: one user may not have them all.
+            let creds = Credentials {
+                uid: 2000 + (i / 100) as u32,
+                ..Credentials::default()
+            };
+            holders.push(hello_as(&mut bus, creds, &mut out).0);
         }
         let holder = *holders.last().expect("a holder");
         let rule = format!("type='signal',interface='org.example.Other{i}',member='Changed'");

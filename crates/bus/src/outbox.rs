@@ -90,6 +90,9 @@ impl Outbox {
     /// Append `item`.
     #[inline]
     pub fn push(&mut self, item: OutItem) {
+        // Every message has a header: an empty item would give a write
+        // of nothing (see `flush`).
+        debug_assert!(!item.is_empty(), "an empty item queued");
         self.bytes += item.len();
         self.fds += item.fd_count();
         self.items.push_back(item);
@@ -156,10 +159,12 @@ impl Outbox {
     ) -> Result<bool, E> {
         while !self.is_empty() {
             match write(self)? {
-                Some(written) => {
+                // A write that took nothing would take nothing again: wait
+                // for the socket instead of spinning.
+                Some(written) if written > 0 => {
                     self.advance(written);
                 }
-                None => return Ok(false),
+                _ => return Ok(false),
             }
         }
         Ok(true)
@@ -235,6 +240,20 @@ mod tests {
         let bytes: usize = outbox.items().map(OutItem::len).sum::<usize>() - outbox.offset;
         let fds: usize = outbox.items().map(OutItem::fd_count).sum();
         assert_eq!((outbox.bytes(), outbox.fds()), (bytes, fds));
+    }
+
+    #[test]
+    fn a_write_that_takes_nothing_waits_for_the_socket_instead_of_spinning() {
+        let mut o = Outbox::default();
+        o.push(item(b"head", b"body", 0));
+        let mut writes = 0;
+        let flushed = o.flush(|_| {
+            writes += 1;
+            assert!(writes < 3, "flush spins on a write of 0 bytes");
+            Ok::<_, ()>(Some(0))
+        });
+        assert_eq!(flushed, Ok(false));
+        assert_eq!(o.bytes(), 8);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! quickbus's own traffic counters, per connection and bus-wide, reported
 //! by Debug.Stats beside dbus-daemon's keys. The bus core counts what it
 //! routes and, with flow control ([`crate::overflow`]), what it queued,
-//! dropped and held back; queue depth is as of the daemon's last write.
+//! dropped and held back; queue depth is read from the queue itself
+//! ([`crate::outbox`]).
 //!
 //! Owns: one [`Traffic`] value (a peer keeps one, the bus one more for
 //! the totals; `bus::counting` keeps the two in step). May touch:

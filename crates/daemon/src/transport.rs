@@ -1,7 +1,9 @@
 //! One connection's byte stream: a read buffer that yields whole frames
-//! without copying them, a queue of fds received with SCM_RIGHTS, and an
-//! outgoing queue flushed with vectored `sendmsg` (fds attached to the first
-//! byte of the message that carries them).
+//! without copying them, a queue of fds received with SCM_RIGHTS, the SASL
+//! replies not written yet (the bus never counts them), and the vectored
+//! `sendmsg` that writes them and the bus's queue for the connection
+//! ([`write_once`]: fds attached to the first byte of the message that
+//! carries them).
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
@@ -210,12 +212,6 @@ impl Transport {
         !self.sasl_out.is_empty()
     }
 
-    /// What is queued, in order (tests).
-    #[cfg(test)]
-    pub fn queued_items(&self) -> impl Iterator<Item = &OutItem> {
-        self.sasl_out.items()
-    }
-
     /// Bytes and fds queued (tests).
     #[cfg(test)]
     fn queued(&self) -> (usize, usize) {
@@ -237,7 +233,9 @@ impl Transport {
 }
 
 /// One `sendmsg` of the front of `outbox`, retried if interrupted; None
-/// when the socket is full.
+/// when the socket is full. Never inlined: scripts/cpu-split.sh takes its
+/// instructions out of the core's `Bus::write_queue`, which calls it.
+#[inline(never)]
 fn write_once(stream: &Stream, outbox: &Outbox) -> Result<Option<usize>, Errno> {
     // On the stack for the usual few messages (one header and one body
     // each): a heap vector here was one allocation per write.
