@@ -493,6 +493,12 @@ impl Bus {
         routing: Routing,
         out: &mut Vec<Action>,
     ) {
+        // Its Disconnect is out and nothing more goes in (its last write
+        // may still drain it): a MessagesLost would be dropped, after
+        // monitors had seen it go.
+        if self.conns.get(&to).is_some_and(|c| c.queue.is_closing()) {
+            return;
+        }
         let count = u32::try_from(count).unwrap_or(u32::MAX);
         let builder = MessageBuilder::signal(BUS_PATH, QUICKBUS_INTERFACE, MESSAGES_LOST)
             .body(vec![Value::Uint32(count)]);
@@ -756,6 +762,81 @@ mod tests {
         settle(h, &[a, b, c, m]);
         let got = fill(h, c, &name_b);
         ([a, b, c, m], name_b, got)
+    }
+
+    #[test]
+    fn a_receiver_the_bus_disconnects_is_not_told_its_losses_when_its_last_write_drains_it() {
+        let mut h = harness(BOUNDS);
+        let ([a, b, c, m], name_b, got) = filled_with_a_monitor(&mut h);
+        let lost_of_b = |msg: &Message| {
+            msg.member() == Some(MESSAGES_LOST) && msg.destination() == Some(name_b.as_str())
+        };
+        // The hold of c runs out: b is lossy, and loses one signal.
+        h.now += HOLD;
+        h.bus.handle_timeouts(h.now, &mut h.out);
+        write_all(&mut h, m, &got);
+        h.out.clear();
+        h.send(c, signal_to(&name_b));
+        assert_eq!(h.bus.traffic(b).unwrap().dropped, 1);
+        let copies = std::mem::take(&mut h.out);
+        write_all(&mut h, m, &copies);
+        h.out.clear();
+        // b asks for replies it has no room for: the first goes in, past
+        // twice its bound; at the second the bus disconnects it.
+        let name_a = h.bus.unique_name(a).expect("named").to_owned();
+        let first = h.send(
+            b,
+            MessageBuilder::method_call("/", "M").destination(&*name_a),
+        );
+        let second = h.send(b, MessageBuilder::method_call("/", "M").destination(name_a));
+        let sent = std::mem::take(&mut h.out);
+        write_all(&mut h, m, &sent);
+        write_all(&mut h, a, &sent);
+        h.out.clear();
+        h.send(
+            a,
+            MessageBuilder::method_return(first)
+                .destination(&*name_b)
+                .body(vec![s(&"x".repeat(2 * BOUNDS.max_bytes))]),
+        );
+        // (Told first what it lost so far, as before any message.)
+        let to_b: Vec<_> = delivered_to(&h.out, b).iter().map(lost_of_b).collect();
+        assert_eq!(to_b, [true, false], "{:?}", h.out);
+        let big = std::mem::take(&mut h.out);
+        write_all(&mut h, m, &big);
+        h.out.clear();
+        // It loses one more, and the second reply finds it past twice its
+        // bound.
+        h.send(c, signal_to(&name_b));
+        assert_eq!(h.bus.traffic(b).unwrap().dropped, 2);
+        let copies = std::mem::take(&mut h.out);
+        write_all(&mut h, m, &copies);
+        h.out.clear();
+        h.send(
+            a,
+            MessageBuilder::method_return(second).destination(&*name_b),
+        );
+        assert!(
+            h.out
+                .iter()
+                .any(|x| matches!(x, Action::Disconnect { conn, .. } if *conn == b)),
+            "{:?}",
+            h.out
+        );
+        let replied = std::mem::take(&mut h.out);
+        write_all(&mut h, m, &replied);
+        h.out.clear();
+        // The daemon's last write before the close drains b: nobody, not
+        // even a monitor, hears of a MessagesLost that b never gets.
+        let mut queued_for_b = got;
+        queued_for_b.extend(big);
+        write_all(&mut h, b, &queued_for_b);
+        let told: Vec<Message> = [b, m]
+            .iter()
+            .flat_map(|&to| delivered_to(&h.out, to))
+            .filter(|msg| lost_of_b(msg))
+            .collect();
+        assert!(told.is_empty(), "{told:?}");
     }
 
     #[test]
