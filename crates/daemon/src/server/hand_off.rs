@@ -9,7 +9,8 @@
 //! connections contend, a turn that delivered a call or a reply ends with
 //! the bus yielding the CPU, and the woken peer runs before the bus's next
 //! turn. On 2 cores this took a call's 99th percentile during an unpaced
-//! flood from 477 to 382 µs (docs/performance.md, "Signal storm"). A bus
+//! flood from 477 to 382 µs in its first version, without the budget
+//! below (docs/performance.md, "Signal storm", has the final runs). A bus
 //! alone with its peers sleeps in `epoll_wait` after such a turn anyway,
 //! so it never yields then.
 //!
