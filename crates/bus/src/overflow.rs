@@ -113,8 +113,7 @@ impl OutQueue {
         self.out.bytes()
     }
 
-    /// The items queued, in order (the bus's tests).
-    #[cfg(test)]
+    /// The items queued, in order.
     pub(crate) fn outbox(&self) -> &Outbox {
         &self.out
     }

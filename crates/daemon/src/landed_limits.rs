@@ -93,6 +93,7 @@ fn server_limits(limits: &Limits) -> ServerLimits {
         pending_fd_timeout: millis(limits.pending_fd_timeout_ms),
         socket_buffer_bytes: size(limits.socket_buffer_bytes),
         max_connections_per_container: size(limits.max_connections_per_container),
+        threads: size(limits.threads),
     }
 }
 

@@ -32,6 +32,7 @@ use crate::transport::{OutItem, ReadStatus, Transport};
 use fair_share::{Exchange, FairShare};
 use hand_off::HandOff;
 use turns::{Contention, TurnBudget, READS_PER_TURN};
+use workers::{Workers, WriteResult};
 
 mod admission;
 mod backpressure;
@@ -40,6 +41,7 @@ mod fair_share;
 mod hand_off;
 mod restarting;
 mod turns;
+mod workers;
 
 pub use restarting::{LoopState, Unbuilt};
 
@@ -147,6 +149,9 @@ pub struct ServerLimits {
     /// Connections one container instance's socket takes at once,
     /// authenticating or not (`max_connections_per_container`).
     pub max_connections_per_container: usize,
+    /// Threads for the sockets' reads and writes (`threads`; 0: from the
+    /// core count, see [`workers`]).
+    pub threads: usize,
 }
 
 /// Where a connection is in its life (docs/architecture.md, "A
@@ -206,6 +211,12 @@ struct Conn {
     /// waits for.
     #[serde(skip)]
     answering: bool,
+    /// A read made ahead of its turn by a worker thread, for the loop to
+    /// take where it would have read (see [`workers`]). Not carried by a
+    /// restart: the data is in the input buffer, and the new image's
+    /// registration raises the edges again.
+    #[serde(skip)]
+    read_ahead: Option<Result<ReadStatus, rustix::io::Errno>>,
 }
 
 impl Conn {
@@ -261,6 +272,8 @@ pub struct Server {
     hand_off: HandOff,
     /// Whether connections contend, which sets the turn's budgets.
     contention: Contention,
+    /// The threads that make a turn's reads and writes side by side.
+    workers: Workers,
     /// Connections with queued output to flush at the end of the turn.
     dirty: Vec<ConnId>,
     actions: Vec<Action>,
@@ -299,6 +312,8 @@ struct Listen {
 #[derive(Default)]
 struct Spare {
     ready: Vec<(ConnId, bool)>,
+    /// Connections out of the map while workers read them.
+    reading: Vec<(ConnId, Conn)>,
     flushing: Vec<ConnId>,
     applying: Vec<Action>,
 }
@@ -343,6 +358,7 @@ impl Server {
         // Blocked by the image that executed this one, until handlers
         // were in place.
         crate::restart::unblock_handled_signals();
+        let workers = Workers::new(opts.limits.threads);
         let mut server = Server {
             poll,
             listeners: Vec::new(),
@@ -360,6 +376,7 @@ impl Server {
             fair_share: FairShare::default(),
             hand_off: HandOff::default(),
             contention: Contention::default(),
+            workers,
             dirty: Vec::new(),
             actions: Vec::new(),
             spare: Spare::default(),
@@ -434,6 +451,7 @@ impl Server {
             }
             let turn_began = Instant::now();
             self.order_turn(&mut ready, turn_began);
+            self.read_ahead(&ready);
             let limits = self.contention.limits(turn_began);
             let contended = limits == turns::CONTENDED;
             for &(id, hung_up) in &ready {
@@ -605,6 +623,9 @@ impl Server {
         self.bus.set_limits(landed.bus);
         self.bus.set_out_bounds(landed.out_bounds);
         self.retime_auth_deadlines(self.opts.limits.auth_timeout, landed.server.auth_timeout);
+        if landed.server.threads != self.opts.limits.threads {
+            self.rebuild_workers(landed.server.threads);
+        }
         self.opts.limits = landed.server;
         let old = &self.opts.setup.current_config().limits;
         if let Some(report) = crate::landed_limits::reload_report(old, new) {
@@ -733,7 +754,11 @@ impl Server {
                 return;
             } else {
                 reads += 1;
-                match conn.transport.read_once() {
+                let read = match conn.read_ahead.take() {
+                    Some(made_ahead) => made_ahead,
+                    None => conn.transport.read_once(),
+                };
+                match read {
                     Ok(s) => Some(s),
                     Err(e) if is_hang_up(e) => {
                         self.close(id, HUNG_UP);
@@ -993,11 +1018,14 @@ impl Server {
             std::mem::replace(&mut self.dirty, std::mem::take(&mut self.spare.flushing));
         dirty.sort_unstable();
         dirty.dedup();
+        let mut written_ahead = self.write_ahead(&dirty).into_iter().peekable();
         for &id in &dirty {
+            let first = written_ahead.next_if(|(ahead, _)| *ahead == id);
             let Some(conn) = self.conns.get_mut(&id) else {
                 continue;
             };
-            match write_out(&mut self.bus, id, conn, &mut self.actions) {
+            let first = first.map(|(_, result)| result);
+            match write_out(&mut self.bus, id, conn, first, &mut self.actions) {
                 Ok(emptied) => self.watch_writable(id, !emptied),
                 Err(e) => {
                     let reason = if is_hang_up(e) {
@@ -1057,7 +1085,7 @@ impl Server {
         let _ = self.poll.registry().deregister(&mut conn.transport.stream);
         // Best effort: what is already queued for it (a last SASL reply, an
         // error reply explaining the disconnect) goes out before the close.
-        let _ = write_out(&mut self.bus, id, &mut conn, &mut self.actions);
+        let _ = write_out(&mut self.bus, id, &mut conn, None, &mut self.actions);
         if conn.incomplete {
             self.incomplete_closed(conn.uid);
         }
@@ -1094,11 +1122,13 @@ impl Server {
 
 /// Write what waits for `id` as far as its socket takes it: its SASL
 /// replies, then what the bus queued for it (the bus sees its queue go
-/// down). Ok(true) when nothing is left.
+/// down), the first write's result being `written_ahead` when a worker
+/// made it (see [`workers`]). Ok(true) when nothing is left.
 fn write_out(
     bus: &mut Bus,
     id: ConnId,
     conn: &mut Conn,
+    mut written_ahead: Option<WriteResult>,
     actions: &mut Vec<Action>,
 ) -> Result<bool, rustix::io::Errno> {
     if !conn.transport.flush()? || !matches!(conn.phase, Phase::Running) {
@@ -1106,7 +1136,9 @@ fn write_out(
     }
     let transport = &conn.transport;
     bus.write_queue(id, Instant::now(), actions, |outbox| {
-        transport.write_once(outbox)
+        written_ahead
+            .take()
+            .unwrap_or_else(|| transport.write_once(outbox))
     })
     .unwrap_or(Ok(true))
 }

@@ -205,9 +205,25 @@ fn a_signal_burst_crossing_ten_restarts_arrives_whole_and_in_order() {
     if skip::quickbus_only("restarting in place") {
         return;
     }
+    signal_burst_crossing_ten_restarts(Bus::start());
+}
+
+/// The same with worker threads making the reads and writes (issue 27):
+/// each restart happens between turns, with the workers idle.
+#[test]
+fn a_signal_burst_crossing_ten_restarts_with_worker_threads_arrives_whole_and_in_order() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    signal_burst_crossing_ten_restarts(Bus::start_with_config(
+        Listen::UnixPath,
+        r#"<limit name="threads">4</limit>"#,
+    ));
+}
+
+fn signal_burst_crossing_ten_restarts(bus: Bus) {
     const COUNT: u32 = 100_000;
     const RECEIVERS: usize = 3;
-    let bus = Bus::start();
     let rule = format!("type='signal',interface='{SIGNALS}',member='Seq'");
     let mut receivers = Vec::new();
     for _ in 0..RECEIVERS {

@@ -382,6 +382,13 @@ impl Bus {
         Some(result)
     }
 
+    /// What is queued for `conn`, to write from without changing it (a
+    /// write made on another thread; its result goes through
+    /// [`Bus::write_queue`] as the first write's).
+    pub fn outbox(&self, conn: ConnId) -> Option<&Outbox> {
+        self.conns.get(&conn).map(|c| c.queue.outbox())
+    }
+
     /// Bytes queued for `conn` and not written yet.
     pub fn queued_bytes(&self, conn: ConnId) -> usize {
         self.conns.get(&conn).map_or(0, |c| c.queue.bytes())

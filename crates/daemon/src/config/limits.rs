@@ -55,6 +55,10 @@ pub struct Limits {
     /// activation environment (UpdateActivationEnvironment) may hold.
     pub max_activation_environment_variables: u64,
     pub max_activation_environment_bytes: u64,
+    /// quickbus's own: the threads that read and write the connections'
+    /// sockets around the one routing core, 0 for as many as the core
+    /// count suggests (crate::server::workers).
+    pub threads: u64,
 }
 
 /// Descriptors one message may carry by default (dbus-daemon's
@@ -100,6 +104,7 @@ impl Default for Limits {
                 quickbus_bus::DEFAULT_ACTIVATION_ENVIRONMENT_VARIABLES as u64,
             max_activation_environment_bytes: quickbus_bus::DEFAULT_ACTIVATION_ENVIRONMENT_BYTES
                 as u64,
+            threads: 0,
         }
     }
 }

@@ -152,6 +152,7 @@ impl Server {
                 last_read_turn: 0,
                 heavy: false,
                 answering: false,
+                read_ahead: None,
             },
         );
         self.incomplete += 1;

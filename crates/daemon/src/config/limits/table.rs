@@ -163,6 +163,8 @@ pub static TABLE: &[Entry] = &[
     limit!("max_hold_per_user_per_minute" => max_hold_per_user_per_minute, Int, [OutBounds], AtOnce),
     limit!("max_activation_environment_variables" => max_activation_environment_variables, Int, [Bus], AtOnce),
     limit!("max_activation_environment_bytes" => max_activation_environment_bytes, Long, [Bus], AtOnce),
+    // The loop builds its workers anew when a reload changes it.
+    limit!("threads" => threads, Int, [Server], AtOnce),
 ];
 
 #[cfg(test)]
@@ -197,7 +199,7 @@ pub(crate) mod tests {
     ];
 
     /// quickbus's own (docs/quickbus-daemon-config.md).
-    const QUICKBUS_NAMES: [&str; 9] = [
+    const QUICKBUS_NAMES: [&str; 10] = [
         "socket_buffer_bytes",
         "pacing_bytes",
         "pacing_timeout",
@@ -207,6 +209,7 @@ pub(crate) mod tests {
         "max_hold_per_user_per_minute",
         "max_activation_environment_variables",
         "max_activation_environment_bytes",
+        "threads",
     ];
 
     #[test]
@@ -272,6 +275,7 @@ pub(crate) mod tests {
             ("max_hold_per_user_per_minute", AtOnce),
             ("max_activation_environment_variables", AtOnce),
             ("max_activation_environment_bytes", AtOnce),
+            ("threads", AtOnce),
         ];
         assert_eq!(expected.len(), TABLE.len());
         for (name, reload) in expected {

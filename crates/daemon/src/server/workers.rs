@@ -1,0 +1,240 @@
+//! The threads that make a turn's socket syscalls side by side (issue 27).
+//!
+//! The bus stays one point of order: the loop's thread routes every
+//! message, in the same order as with one thread. What runs in parallel
+//! is only what touches one connection and nothing else, at two points of
+//! a turn:
+//! - before routing, the first `recvmsg` of each connection served in the
+//!   turn that has no whole message buffered (`read_ahead`): the loop then
+//!   routes from the buffers as before, each read's result waiting in its
+//!   connection (`Conn::read_ahead`) for the point where the loop would
+//!   have read;
+//! - before the flush, the first `sendmsg` of each connection with output
+//!   (`write_ahead`), made from the bus's queue without changing it: the
+//!   flush then takes that write's result as its first and the bus
+//!   advances the queue and its counts as for any write.
+//!
+//! Routing changes nothing in a queue's written front (the bus only
+//! appends, and only a connection's own flush or close takes from it), so
+//! a write made ahead is still the front of the queue when its result is
+//! applied; and reading a connection earlier in the turn moves no message
+//! ahead of another in the bus's order, which is the order of routing.
+//! docs/architecture.md ("Threads") has the measurements behind the shape.
+//!
+//! With one thread, or fewer than [`LEAST_PARALLEL`] connections to serve,
+//! nothing is handed over: the loop does its syscalls itself, as it did
+//! before threads, and an idle round trip pays no cross-thread wake-up.
+//!
+//! Owns: the thread pool. May touch: the connections' sockets, through
+//! `Server`.
+
+use rayon::prelude::*;
+use rustix::io::Errno;
+use tracing::{info, warn};
+
+use super::{Conn, ConnId, Phase, Server};
+
+/// Fewer connections than this in a phase are served on the loop's
+/// thread: waking a worker costs about as much as one syscall.
+const LEAST_PARALLEL: usize = 2;
+
+/// The most threads a configuration gets (a typo's 100000 would start
+/// that many).
+const MAX_THREADS: usize = 64;
+
+/// What one write made ahead gave: what the socket took, None when full.
+pub(super) type WriteResult = Result<Option<usize>, Errno>;
+
+/// The pool, or none when the loop does everything itself.
+pub(super) struct Workers {
+    pool: Option<rayon::ThreadPool>,
+}
+
+impl Workers {
+    /// `configured` threads (the `threads` limit; 0: [`threads_for_cores`]).
+    /// A pool that cannot start leaves the loop doing its syscalls itself.
+    pub(super) fn new(configured: usize) -> Workers {
+        let threads = match configured {
+            0 => threads_for_cores(available_cores()),
+            n if n > MAX_THREADS => {
+                warn!("threads={n} is more than {MAX_THREADS}: starting {MAX_THREADS}");
+                MAX_THREADS
+            }
+            n => n,
+        };
+        if threads <= 1 {
+            return Workers { pool: None };
+        }
+        let built = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("quickbus-io-{i}"))
+            // Signals stay the loop's (its signal pipe): a worker's
+            // syscalls are never interrupted by one.
+            .start_handler(|_| block_signals())
+            .build();
+        match built {
+            Ok(pool) => {
+                info!("{threads} threads read and write the connections");
+                Workers { pool: Some(pool) }
+            }
+            Err(e) => {
+                warn!("cannot start {threads} threads ({e}): one thread does all the work");
+                Workers { pool: None }
+            }
+        }
+    }
+
+    /// Whether `count` connections are worth handing to the pool.
+    fn parallel(&self, count: usize) -> bool {
+        self.pool.is_some() && count >= LEAST_PARALLEL
+    }
+
+    /// `work` on each item, on the pool's threads when worth it.
+    fn each<T: Send>(&self, items: &mut [T], work: impl Fn(&mut T) + Sync + Send) {
+        match &self.pool {
+            Some(pool) if items.len() >= LEAST_PARALLEL => {
+                pool.install(|| items.par_iter_mut().for_each(work))
+            }
+            _ => items.iter_mut().for_each(work),
+        }
+    }
+}
+
+/// Block every signal in the calling thread (a worker's).
+fn block_signals() {
+    use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
+    if let Err(e) = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&SigSet::all()), None) {
+        warn!("a worker thread cannot block signals: {e}");
+    }
+}
+
+/// The cores this process may run on (its affinity and CPU quota).
+fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The threads for `cores` cores when the configuration leaves it to the
+/// daemon: one (no pool) on small machines, where the clients need the
+/// cores more than the bus (docs/performance.md, "Threads").
+fn threads_for_cores(cores: usize) -> usize {
+    if cores < MANY_CORES {
+        1
+    } else {
+        (cores / 4).clamp(2, 8)
+    }
+}
+
+/// From this many cores on, the daemon starts a pool by itself.
+const MANY_CORES: usize = 8;
+
+impl Server {
+    /// The `threads` limit changed (a reload): a pool of the new size.
+    pub(super) fn rebuild_workers(&mut self, threads: usize) {
+        self.workers = Workers::new(threads);
+    }
+
+    /// Make the first read of each connection about to be served, side by
+    /// side, when enough of them need one (see the module's doc).
+    pub(super) fn read_ahead(&mut self, ready: &[(ConnId, bool)]) {
+        if !self.workers.parallel(ready.len()) {
+            return;
+        }
+        let mut batch = std::mem::take(&mut self.spare.reading);
+        for &(id, _) in ready {
+            let reads = self
+                .conns
+                .get(&id)
+                .is_some_and(|c| !c.held && c.read_ahead.is_none() && !c.has_whole_message());
+            if let Some(conn) = reads.then(|| self.conns.remove(&id)).flatten() {
+                batch.push((id, conn));
+            }
+        }
+        self.workers
+            .each(&mut batch, |(_, conn): &mut (ConnId, Conn)| {
+                conn.read_ahead = Some(conn.transport.read_once());
+            });
+        self.conns.extend(batch.drain(..));
+        self.spare.reading = batch;
+    }
+
+    /// Make the first write of each connection in `dirty` (sorted) whose
+    /// queue holds messages, side by side, when enough of them do; their
+    /// results in `dirty`'s order.
+    pub(super) fn write_ahead(&self, dirty: &[ConnId]) -> Vec<(ConnId, WriteResult)> {
+        if !self.workers.parallel(dirty.len()) {
+            return Vec::new();
+        }
+        let mut batch: Vec<_> = dirty
+            .iter()
+            .filter_map(|&id| {
+                let conn = self.conns.get(&id)?;
+                // SASL replies go first, and only the flush writes them.
+                if !matches!(conn.phase, Phase::Running) || conn.transport.has_output() {
+                    return None;
+                }
+                let outbox = self.bus.outbox(id).filter(|o| !o.is_empty())?;
+                Some((id, &conn.transport, outbox, None))
+            })
+            .collect();
+        self.workers
+            .each(&mut batch, |(_, transport, outbox, result)| {
+                *result = Some(transport.write_once(outbox));
+            });
+        batch
+            .into_iter()
+            .filter_map(|(id, _, _, result)| Some((id, result?)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_machines_keep_one_thread_and_large_ones_get_a_pool() {
+        assert_eq!(threads_for_cores(1), 1);
+        assert_eq!(threads_for_cores(2), 1);
+        assert_eq!(threads_for_cores(MANY_CORES - 1), 1);
+        assert_eq!(threads_for_cores(MANY_CORES), 2);
+        assert_eq!(threads_for_cores(16), 4);
+        assert_eq!(threads_for_cores(256), 8);
+    }
+
+    #[test]
+    fn one_thread_means_no_pool() {
+        assert!(Workers::new(1).pool.is_none());
+        let pool = Workers::new(3);
+        assert!(pool.parallel(LEAST_PARALLEL));
+        assert!(!pool.parallel(LEAST_PARALLEL - 1));
+    }
+
+    #[test]
+    fn with_a_pool_the_items_are_worked_on_by_its_threads() {
+        let workers = Workers::new(2);
+        let mut items = vec![String::new(); 64];
+        workers.each(&mut items, |name| {
+            *name = std::thread::current().name().unwrap_or("").to_owned();
+        });
+        assert!(
+            items.iter().all(|name| name.starts_with("quickbus-io-")),
+            "{items:?}"
+        );
+        // Too few to hand over: the calling thread does it.
+        let mut one = vec![String::new()];
+        workers.each(&mut one, |name| {
+            *name = std::thread::current().name().unwrap_or("").to_owned();
+        });
+        assert!(!one[0].starts_with("quickbus-io-"));
+    }
+
+    #[test]
+    fn each_does_every_item_once_with_or_without_a_pool() {
+        for threads in [1, 4] {
+            let workers = Workers::new(threads);
+            let mut items: Vec<u32> = (0..100).collect();
+            workers.each(&mut items, |n| *n *= 2);
+            assert_eq!(items, (0..100).map(|n| n * 2).collect::<Vec<_>>());
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! Worker threads (issue 27, crates/daemon/src/server/workers.rs): the
+//! `threads` limit starts that many threads, a reload resizes them, a
+//! restart in place keeps them, and
+//! what they read and write (many connections at once, fds included)
+//! arrives whole, in the order sent, exactly as with one thread. The
+//! order of the whole bus under many senders is checked against an oracle
+//! in order_oracle.rs; restarts under load with threads in restart.rs.
+
+#[allow(dead_code)]
+#[path = "restart/support.rs"]
+mod restart_support;
+
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Instant;
+
+use quickbus_client::{bus_call, Connection, MessageBuilder, MessageType, Value};
+use quickbus_e2e::{skip, write_config_with, Bus, Listen, POLL_INTERVAL, TIMEOUT};
+
+const INTERFACE: &str = "org.example.Threads";
+
+fn threads(n: u32) -> String {
+    format!(r#"<limit name="threads">{n}</limit>"#)
+}
+
+/// The daemon's threads named as its workers are.
+fn workers_of(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the daemon's threads")
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
+        .filter(|comm| comm.starts_with("quickbus-io-"))
+        .count()
+}
+
+/// Waits until the daemon has `count` workers (a pool that was dropped
+/// ends its threads on their own time).
+fn wait_for_workers(bus: &Bus, count: usize) {
+    let began = Instant::now();
+    loop {
+        let now = workers_of(bus.pid());
+        if now == count {
+            return;
+        }
+        assert!(
+            began.elapsed() < TIMEOUT,
+            "{now} worker threads, {count} expected; log:\n{}",
+            bus.log()
+        );
+        thread::sleep(POLL_INTERVAL);
+    }
+}
+
+fn reload_with(bus: &Bus, limits: &str) {
+    write_config_with(bus.dir(), Listen::UnixPath, limits);
+    let mut conn = bus.connect();
+    conn.call(bus_call("ReloadConfig")).expect("ReloadConfig");
+}
+
+#[test]
+fn the_threads_limit_starts_its_workers_and_a_reload_resizes_them() {
+    if skip::quickbus_only("the threads limit") {
+        return;
+    }
+    let bus = Bus::start_with_config(Listen::UnixPath, &threads(3));
+    wait_for_workers(&bus, 3);
+    // One thread: the loop does everything itself, as before threads.
+    reload_with(&bus, &threads(1));
+    wait_for_workers(&bus, 0);
+    reload_with(&bus, &threads(2));
+    wait_for_workers(&bus, 2);
+    // A restart in place reads the configuration again: the new image
+    // starts as many.
+    restart_support::restart_by_signal(&bus);
+    wait_for_workers(&bus, 2);
+    // The bus serves on.
+    bus.connect().get_id().expect("GetId after the reloads");
+}
+
+/// `calls` calls from `caller` to `callee`, `window` in flight at a time so
+/// that several wait in the bus at once: each reply carries its call's
+/// number back, in order.
+fn call_in_windows(caller: &mut Connection, callee: &str, calls: u32, window: u32) {
+    let mut next_reply = 0;
+    for first in (0..calls).step_by(window as usize) {
+        let mut serials = Vec::new();
+        for n in first..(first + window).min(calls) {
+            let call = MessageBuilder::method_call("/echo", "Echo")
+                .interface(INTERFACE)
+                .destination(callee.to_owned())
+                .body(vec![Value::Uint32(n)]);
+            serials.push(caller.send(call, &[]).expect("send a call"));
+        }
+        for serial in serials {
+            let (reply, _) = caller.wait_reply(serial).expect("a reply");
+            assert_eq!(
+                reply.body_values().unwrap(),
+                vec![Value::Uint32(next_reply)]
+            );
+            next_reply += 1;
+        }
+    }
+}
+
+/// Answers `calls` calls with their own body, then returns how many it
+/// answered; asserts they came numbered in order.
+fn echo(mut callee: Connection, calls: u32) -> u32 {
+    let mut next = 0;
+    while next < calls {
+        let (call, _) = callee.receive().expect("a call");
+        if call.msg_type() != MessageType::MethodCall || call.member() != Some("Echo") {
+            continue;
+        }
+        let body = call.body_values().unwrap();
+        assert_eq!(body, vec![Value::Uint32(next)], "calls out of order");
+        let reply = MessageBuilder::method_return(call.serial())
+            .destination(call.sender().unwrap().to_owned())
+            .body(body);
+        callee.send(reply, &[]).expect("send the reply");
+        next += 1;
+    }
+    next
+}
+
+/// The inode of `fd`: what tells one socket from another in every
+/// process that holds it.
+fn inode(fd: impl AsFd) -> u64 {
+    rustix::fs::fstat(fd).expect("fstat").st_ino
+}
+
+/// Receives `count` Fd signals numbered from 0, each carrying a socket
+/// and its inode as the emitter saw it.
+fn receive_fds(mut receiver: Connection, count: u32) -> u32 {
+    let mut next = 0;
+    while next < count {
+        let (signal, fds) = receiver.receive().expect("a signal");
+        if signal.member() != Some("Fd") {
+            continue;
+        }
+        let body = signal.body_values().unwrap();
+        assert_eq!(body[0], Value::Uint32(next));
+        assert_eq!(fds.len(), 1, "signal {next} lost its fd");
+        let Value::Uint64(sent) = body[1] else {
+            panic!("signal {next} carries {body:?}");
+        };
+        assert_eq!(inode(&fds[0]), sent, "signal {next} carries another's fd");
+        next += 1;
+    }
+    next
+}
+
+#[test]
+fn pairs_and_a_broadcast_with_fds_cross_the_workers_whole_and_in_order() {
+    if skip::quickbus_only("the threads limit") {
+        return;
+    }
+    const PAIRS: usize = 8;
+    const CALLS: u32 = 400;
+    const RECEIVERS: usize = 4;
+    const SIGNALS: u32 = 100;
+    let bus = Bus::start_with_config(Listen::UnixPath, &threads(4));
+    wait_for_workers(&bus, 4);
+    let start = Arc::new(Barrier::new(2 * PAIRS + RECEIVERS + 1));
+    let mut answered = Vec::new();
+    let mut callers = Vec::new();
+    for pair in 0..PAIRS {
+        let callee = bus.connect();
+        let name = callee.unique_name().to_owned();
+        let go = start.clone();
+        answered.push(thread::spawn(move || {
+            go.wait();
+            echo(callee, CALLS)
+        }));
+        let mut caller = bus.connect();
+        let go = start.clone();
+        callers.push(thread::spawn(move || {
+            go.wait();
+            // Windows of different sizes: turns that read and write
+            // different numbers of messages per connection.
+            call_in_windows(&mut caller, &name, CALLS, 1 + pair as u32 % 5);
+        }));
+    }
+    let mut received = Vec::new();
+    let rule = format!("type='signal',interface='{INTERFACE}',member='Fd'");
+    for _ in 0..RECEIVERS {
+        let mut receiver = bus.connect();
+        assert!(receiver.can_pass_fds());
+        receiver.add_match(&rule).expect("AddMatch");
+        let go = start.clone();
+        received.push(thread::spawn(move || {
+            go.wait();
+            receive_fds(receiver, SIGNALS)
+        }));
+    }
+    let mut emitter = bus.connect();
+    start.wait();
+    for n in 0..SIGNALS {
+        let (_ours, theirs) = UnixStream::pair().unwrap();
+        let signal = MessageBuilder::signal("/fds", INTERFACE, "Fd")
+            .unix_fds(1)
+            .body(vec![
+                Value::Uint32(n),
+                Value::Uint64(inode(&theirs)),
+                Value::UnixFd(0),
+            ]);
+        emitter
+            .send(signal, &[theirs.as_fd()])
+            .expect("send a signal");
+    }
+    for caller in callers {
+        caller.join().expect("a caller");
+    }
+    for callee in answered {
+        assert_eq!(callee.join().expect("a callee"), CALLS);
+    }
+    for receiver in received {
+        assert_eq!(receiver.join().expect("a receiver"), SIGNALS);
+    }
+}
