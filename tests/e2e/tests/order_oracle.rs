@@ -1,8 +1,8 @@
 //! The bus's one total order, checked against a single-threaded oracle
 //! (issue 27): many senders and receivers, each on its own thread, all at
 //! once; a monitor records every message in the order the bus routed it;
-//! the oracle replays that record and says what each receiver must have
-//! got, and each receiver's list must be exactly that, in order and count.
+//! the oracle replays that record and says what each client must have
+//! got, and each client's list must be exactly that, in order and count.
 //!
 //! Senders mix broadcast signals, signals and method calls addressed to
 //! one receiver, and RequestName / ReleaseName of a name of their own and
@@ -13,18 +13,26 @@
 //! counts (each sender ends with a Done signal, every receiver and the
 //! monitor stop at the last one), with `TIMEOUT` only as the bound on a
 //! failure; nothing here asserts on time.
+//!
+//! What the record is taken to mean: the bus routed the messages in this
+//! one order, each message to every receiver in it (so a receiver gets a
+//! sender's messages in the order sent, and a signal before the call or
+//! reply its sender sent later), and a match rule applies to everything
+//! routed after its AddMatch call and before its RemoveMatch call.
 
+#[path = "order_oracle/client.rs"]
+mod client;
 #[path = "order_oracle/oracle.rs"]
 mod oracle;
 
-use std::collections::HashSet;
 use std::sync::Barrier;
 use std::thread;
 
-use quickbus_client::{bus_call, Connection, Message, MessageBuilder, MessageType, Value};
+use quickbus_client::{bus_call, Connection, MessageBuilder, MessageType, Value};
 use quickbus_e2e::{become_monitor, Bus, Listen};
 
-use oracle::{Receiver, Rule, Seen, DRIVER};
+use client::Client;
+use oracle::{Rule, Seen, DRIVER};
 
 /// More connections on each side than the daemon's threads (4 in the
 /// second test), so that threads share connections.
@@ -32,26 +40,26 @@ const SENDERS: usize = 8;
 const RECEIVERS: usize = 8;
 /// Rounds per sender: few enough that no receiver's queue gets near a
 /// flow-control bound (about 22,000 routed messages in all), a multiple of
-/// 20 so every name a sender takes it gives back.
+/// 20 so that every name a sender takes it gives back.
 const ROUNDS: u32 = 1000;
 const INTERFACE: &str = "org.example.Order";
 const PATH: &str = "/org/example/Order";
 const SHARED_NAME: &str = "org.example.Order.Shared";
-/// Odd receivers add a rule whenever the messages they kept reach 100
-/// more than a multiple of 400, and remove it at 300 more, while the
-/// senders are still sending.
+/// Odd receivers add a rule whenever the messages they got reach 100 more
+/// than a multiple of 400, and remove it at 300 more, while the senders
+/// are still sending.
 const EXTRA_RULE_PERIOD: usize = 400;
 const EXTRA_RULE_ADDED: usize = 100;
 const EXTRA_RULE_REMOVED: usize = 300;
 
 #[test]
-fn every_receiver_gets_exactly_what_the_bus_order_says() {
+fn every_client_gets_exactly_what_the_bus_order_says() {
     order_matches_the_oracle("");
 }
 
 #[test]
 #[ignore = "waits for the daemon's threads limit (issue 27)"]
-fn every_receiver_gets_exactly_what_the_bus_order_says_with_four_threads() {
+fn every_client_gets_exactly_what_the_bus_order_says_with_four_threads() {
     order_matches_the_oracle(r#"<limit name="threads">4</limit>"#);
 }
 
@@ -71,61 +79,34 @@ fn body(tag: &str, sender: usize, round: u32) -> Vec<Value> {
     ]
 }
 
-/// Sends `message`, noting its serial in `sent`.
-fn send(conn: &mut Connection, sent: &mut Vec<u32>, message: MessageBuilder) -> u32 {
-    let serial = conn
-        .send(message, &[])
-        .unwrap_or_else(|e| panic!("{} cannot send: {e}", conn.unique_name()));
-    sent.push(serial);
-    serial
-}
-
-/// A call and its (successful) reply; other messages wait for receive().
-fn call(conn: &mut Connection, sent: &mut Vec<u32>, message: MessageBuilder) -> Message {
-    let serial = send(conn, sent, message);
-    let name = conn.unique_name().to_owned();
-    conn.wait_reply(serial)
-        .unwrap_or_else(|e| panic!("{name}'s call {serial} failed: {e}"))
-        .0
-}
-
-fn u32_reply(reply: &Message) -> u32 {
-    match reply.body_values().expect("a reply body").as_slice() {
-        [Value::Uint32(n)] => *n,
-        other => panic!("expected one u32, got {other:?}"),
-    }
-}
-
-fn name_call(conn: &mut Connection, sent: &mut Vec<u32>, member: &str, name: &str) -> u32 {
+/// RequestName (flags 0: queue if owned) or ReleaseName; the bus's answer.
+fn name_call(client: &mut Client, member: &str, name: &str) -> u32 {
     let mut args = vec![Value::String(name.into())];
     if member == "RequestName" {
         args.push(Value::Uint32(0));
     }
-    u32_reply(&call(conn, sent, bus_call(member).body(args)))
+    match client
+        .call(bus_call(member).body(args))
+        .body_values()
+        .as_deref()
+    {
+        Ok([Value::Uint32(answer)]) => *answer,
+        other => panic!("{member} {name}: expected one u32, got {other:?}"),
+    }
 }
 
 /// One sender's rounds: a broadcast Tick every round, and in some rounds a
 /// Poke signal or an Echo call to one receiver, and its names taken and
-/// given back. Returns the serials it sent (Hello's is 1).
-fn run_sender(
-    index: usize,
-    conn: &mut Connection,
-    receivers: &[String],
-    start: &Barrier,
-) -> Vec<u32> {
-    let mut sent = vec![1];
+/// given back; a Done signal at the end.
+fn run_sender(index: usize, client: &mut Client, receivers: &[String], start: &Barrier) {
     let own = own_name(index);
     start.wait();
     for round in 0..ROUNDS {
         let tag = if round % 2 == 0 { "even" } else { "odd" };
-        send(conn, &mut sent, signal("Tick", tag, index, round));
+        client.send(signal("Tick", tag, index, round));
         if round % 4 == 1 {
             let to = &receivers[(index + round as usize) % receivers.len()];
-            send(
-                conn,
-                &mut sent,
-                signal("Poke", "poke", index, round).destination(to),
-            );
+            client.send(signal("Poke", "poke", index, round).destination(to));
         }
         if round % 5 == 2 {
             let to = &receivers[(3 * index + round as usize) % receivers.len()];
@@ -133,7 +114,7 @@ fn run_sender(
                 .interface(INTERFACE)
                 .destination(to)
                 .body(body("echo", index, round));
-            let reply = call(conn, &mut sent, echo);
+            let reply = client.call(echo);
             assert_eq!(
                 reply.sender(),
                 Some(to.as_str()),
@@ -146,22 +127,21 @@ fn run_sender(
             );
         }
         match round % 10 {
-            3 => assert_eq!(name_call(conn, &mut sent, "RequestName", &own), 1, "{own}"),
-            8 => assert_eq!(name_call(conn, &mut sent, "ReleaseName", &own), 1, "{own}"),
+            3 => assert_eq!(name_call(client, "RequestName", &own), 1, "{own}"),
+            8 => assert_eq!(name_call(client, "ReleaseName", &own), 1, "{own}"),
             _ => {}
         }
         match round % 20 {
             // Owner or queued, whichever the others left it.
             5 => assert!(matches!(
-                name_call(conn, &mut sent, "RequestName", SHARED_NAME),
+                name_call(client, "RequestName", SHARED_NAME),
                 1 | 2
             )),
-            15 => assert_eq!(name_call(conn, &mut sent, "ReleaseName", SHARED_NAME), 1),
+            15 => assert_eq!(name_call(client, "ReleaseName", SHARED_NAME), 1),
             _ => {}
         }
     }
-    send(conn, &mut sent, signal("Done", "done", index, ROUNDS));
-    sent
+    client.send(signal("Done", "done", index, ROUNDS));
 }
 
 fn is_done(message: &Seen) -> bool {
@@ -209,71 +189,52 @@ fn match_call(member: &str, rule: &Rule) -> MessageBuilder {
     bus_call(member).body(vec![Value::String(rule.text())])
 }
 
-/// What a receiver got, and the serials it sent.
-struct Received {
-    list: Vec<Seen>,
-    sent: Vec<u32>,
-}
-
-/// One receiver: adds its rules, then keeps every message it gets (but
-/// the replies to its own calls) until every sender's Done came, and
-/// answers the Echo calls.
-fn run_receiver(index: usize, conn: &mut Connection, rules: &[Rule], start: &Barrier) -> Received {
-    let me = conn.unique_name().to_owned();
-    let mut sent = vec![1];
+/// One receiver: adds its rules, then receives until every sender's Done
+/// came, answering the Echo calls and (odd ones) changing a rule without
+/// waiting for the bus's answer.
+fn run_receiver(index: usize, client: &mut Client, rules: &[Rule], start: &Barrier) {
     let (initial, extra) = if index % 2 == 1 {
         (&rules[..rules.len() - 1], rules.last())
     } else {
         (rules, None)
     };
     for rule in initial {
-        call(conn, &mut sent, match_call("AddMatch", rule));
+        client.call(match_call("AddMatch", rule));
     }
     start.wait();
-    let mut list = Vec::new();
     let mut done = 0;
     while done < SENDERS {
-        let (message, _) = conn.receive().unwrap_or_else(|e| {
-            panic!(
-                "receiver {index} ({me}) stopped after {} messages, {done} Done: {e}",
-                list.len()
-            )
-        });
-        let seen = Seen::of(&message);
-        if seen.reply_serial.is_some_and(|s| sent.contains(&s))
-            && seen.destination.as_deref() == Some(&me)
-        {
-            assert_eq!(
-                seen.kind,
-                MessageType::MethodReturn,
-                "receiver {index}'s own call failed"
-            );
-            continue;
-        }
+        let message = client.receive();
+        let seen = client.last();
         assert_ne!(
             seen.member.as_deref(),
             Some("MessagesLost"),
             "receiver {index} lost messages to flow control: lower ROUNDS"
         );
-        if is_done(&seen) {
+        if seen.reply_serial.is_some() {
+            assert_eq!(
+                seen.kind,
+                MessageType::MethodReturn,
+                "receiver {index}'s call failed"
+            );
+        }
+        if is_done(seen) {
             done += 1;
         }
         if seen.kind == MessageType::MethodCall && seen.member.as_deref() == Some("Echo") {
             let reply = MessageBuilder::method_return(seen.serial)
                 .destination(seen.sender.clone())
                 .body(message.body_values().expect("the Echo's body"));
-            send(conn, &mut sent, reply);
+            client.send(reply);
         }
-        list.push(seen);
         if let Some(rule) = extra {
-            match list.len() % EXTRA_RULE_PERIOD {
-                EXTRA_RULE_ADDED => _ = send(conn, &mut sent, match_call("AddMatch", rule)),
-                EXTRA_RULE_REMOVED => _ = send(conn, &mut sent, match_call("RemoveMatch", rule)),
+            match client.got.len() % EXTRA_RULE_PERIOD {
+                EXTRA_RULE_ADDED => _ = client.send(match_call("AddMatch", rule)),
+                EXTRA_RULE_REMOVED => _ = client.send(match_call("RemoveMatch", rule)),
                 _ => {}
             }
         }
     }
-    Received { list, sent }
 }
 
 /// Everything the bus routes, in its order, up to the last sender's Done.
@@ -298,20 +259,15 @@ fn record_until_done(mut monitor: Connection) -> Vec<Seen> {
 
 /// How much the run did (`--nocapture`): the shared name must have gone
 /// from one owner to another for the driver's hand-overs to be in the mix.
-fn describe(record: &[Seen], received: &[Received]) {
+fn describe<'a>(record: &[Seen], clients: impl Iterator<Item = &'a Client>) {
     let handed_over = record
         .iter()
         .filter(|m| m.member.as_deref() == Some("NameOwnerChanged"))
-        .filter(|m| {
-            m.string_args[1..]
-                .iter()
-                .flatten()
-                .all(|owner| !owner.is_empty())
-        })
+        .filter(|m| !m.args.contains(&Value::String(String::new())))
         .count();
-    let kept: usize = received.iter().map(|r| r.list.len()).sum();
+    let got: usize = clients.map(|c| c.got.len()).sum();
     eprintln!(
-        "{} messages routed; the receivers kept {kept}; {handed_over} NameOwnerChanged from one owner to another",
+        "{} messages routed; the clients got {got}; {handed_over} NameOwnerChanged from one owner to another",
         record.len()
     );
 }
@@ -325,82 +281,90 @@ fn join<T>(handle: thread::ScopedJoinHandle<'_, T>) -> T {
 
 fn order_matches_the_oracle(extra_config: &str) {
     let bus = Bus::start_with_config(Listen::UnixPath, extra_config);
-    // The monitor first, so the record holds every other connection's
+    // The monitor first, so that the record holds every other connection's
     // messages from its Hello on.
     let mut monitor = bus.connect();
     become_monitor(&mut monitor, &[]);
-    let mut senders: Vec<Connection> = (0..SENDERS).map(|_| bus.connect()).collect();
-    let mut receivers: Vec<Connection> = (0..RECEIVERS).map(|_| bus.connect()).collect();
-    let sender_names: Vec<String> = senders.iter().map(|c| c.unique_name().to_owned()).collect();
-    let receiver_names: Vec<String> = receivers
-        .iter()
-        .map(|c| c.unique_name().to_owned())
-        .collect();
+    let mut senders: Vec<Client> = (0..SENDERS).map(|_| Client::new(bus.connect())).collect();
+    let mut receivers: Vec<Client> = (0..RECEIVERS).map(|_| Client::new(bus.connect())).collect();
+    let sender_names: Vec<String> = senders.iter().map(|c| c.name.clone()).collect();
+    let receiver_names: Vec<String> = receivers.iter().map(|c| c.name.clone()).collect();
     let rules: Vec<Vec<Rule>> = (0..RECEIVERS).map(|r| rules_of(r, &sender_names)).collect();
 
     let start = Barrier::new(SENDERS + RECEIVERS);
-    let (record, sent, received) = thread::scope(|scope| {
+    let record = thread::scope(|scope| {
         let record = scope.spawn(|| record_until_done(monitor));
-        let sending: Vec<_> = senders
-            .iter_mut()
-            .enumerate()
-            .map(|(i, conn)| {
-                let (names, start) = (&receiver_names, &start);
-                scope.spawn(move || run_sender(i, conn, names, start))
-            })
-            .collect();
-        let receiving: Vec<_> = receivers
-            .iter_mut()
-            .zip(&rules)
-            .enumerate()
-            .map(|(i, (conn, rules))| {
-                let start = &start;
-                scope.spawn(move || run_receiver(i, conn, rules, start))
-            })
-            .collect();
-        let sent: Vec<Vec<u32>> = sending.into_iter().map(join).collect();
-        let received: Vec<Received> = receiving.into_iter().map(join).collect();
-        (join(record), sent, received)
+        let mut running = Vec::new();
+        for (i, client) in senders.iter_mut().enumerate() {
+            let (names, start) = (&receiver_names, &start);
+            running.push(scope.spawn(move || run_sender(i, client, names, start)));
+        }
+        for (i, (client, rules)) in receivers.iter_mut().zip(&rules).enumerate() {
+            let start = &start;
+            running.push(scope.spawn(move || run_receiver(i, client, rules, start)));
+        }
+        running.into_iter().for_each(join);
+        join(record)
     });
+    describe(&record, senders.iter().chain(&receivers));
+    check(&record, &mut senders, &receivers, &rules);
+}
 
-    describe(&record, &received);
+fn check(record: &[Seen], senders: &mut [Client], receivers: &[Client], rules: &[Vec<Rule>]) {
     assert!(
         !record
             .iter()
             .any(|m| m.member.as_deref() == Some("MessagesLost")),
         "the bus dropped messages to flow control: lower ROUNDS"
     );
-    oracle::assert_per_sender_order(&record);
-    for (name, sent) in sender_names.iter().zip(&sent) {
-        // Each sent message is in the record once: same serials, same order.
+    oracle::assert_per_sender_order(record);
+    for sender in senders.iter_mut() {
+        // Each message it sent is in the record once: same serials, same
+        // order.
+        let name = &sender.name.clone();
         assert_eq!(
-            &oracle::serials_of(&record, name),
-            sent,
+            &oracle::serials_of(record, name),
+            &sender.sent,
             "what the monitor saw of sender {name}"
         );
-    }
-    for ((index, name), got) in receiver_names.iter().enumerate().zip(&received) {
-        // A receiver's last messages (a RemoveMatch) may come after the
-        // last Done, where the record stops.
-        let recorded = oracle::serials_of(&record, name);
+        let no_rules = oracle::Client { name, rules: &[] };
+        let expected = oracle::expected(record, &no_rules);
+        // The driver's NameLost after its last ReleaseName may still be on
+        // its way; then one more call, whose reply must be the next thing
+        // it gets.
+        while sender.got.len() < expected.len() {
+            sender.receive();
+        }
+        let ping = sender.send(bus_call("GetId"));
+        sender.receive();
+        let next = sender.last();
         assert_eq!(
-            recorded,
-            got.sent[..recorded.len()],
-            "what the monitor saw of receiver {index} ({name})"
+            next.reply_serial,
+            Some(ping),
+            "sender {name} got more than the record says: {next:?}"
         );
-        let sent: HashSet<u32> = got.sent.iter().copied().collect();
-        let expected = oracle::expected(
-            &record,
-            &Receiver {
-                name,
-                rules: &rules[index],
-                sent: &sent,
-            },
+        sender.got.pop();
+        oracle::assert_same_list(&format!("sender {name}"), &sender.got, &expected);
+    }
+    for ((index, receiver), rules) in receivers.iter().enumerate().zip(rules) {
+        let name = &receiver.name;
+        // Its last calls (a RemoveMatch) may come after the last Done,
+        // where the record stops.
+        let recorded = oracle::serials_of(record, name);
+        assert!(
+            receiver.sent.starts_with(&recorded),
+            "what the monitor saw of receiver {index} ({name}): {recorded:?}, not the start of {:?}",
+            receiver.sent
         );
+        let expected = oracle::expected(record, &oracle::Client { name, rules });
         // Exactly this list, in this order: so per receiver and per sender
         // the order is the bus's, and a sender's signal reaches a receiver
         // before that sender's later call (both are in the one record, the
         // signal first, and the receiver's list keeps the record's order).
-        oracle::assert_same_list(&format!("receiver {index} ({name})"), &got.list, &expected);
+        oracle::assert_same_list(
+            &format!("receiver {index} ({name})"),
+            &receiver.got,
+            &expected,
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! The single-threaded oracle of tests/order_oracle.rs: it replays a
 //! monitor's record of every message the bus routed, in the order the bus
-//! routed them, and says what each receiver must have received.
+//! routed them, and says what each client must have received.
 
 use std::collections::HashSet;
 
@@ -9,7 +9,7 @@ use quickbus_client::{Message, MessageType, Value};
 /// The bus driver, sender of NameOwnerChanged, NameAcquired and NameLost.
 pub const DRIVER: &str = "org.freedesktop.DBus";
 
-/// One message, as the monitor recorded it or a receiver got it.
+/// One message, as the monitor recorded it or a client got it.
 #[derive(Clone, Debug)]
 pub struct Seen {
     pub kind: MessageType,
@@ -19,19 +19,11 @@ pub struct Seen {
     pub interface: Option<String>,
     pub member: Option<String>,
     pub reply_serial: Option<u32>,
-    /// The top-level arguments, `Some` for strings: for `arg0` matching,
-    /// and to name the driver's messages.
-    pub string_args: Vec<Option<String>>,
+    pub args: Vec<Value>,
 }
 
 impl Seen {
     pub fn of(message: &Message) -> Seen {
-        let values = message.body_values().unwrap_or_else(|e| {
-            panic!(
-                "a body that does not decode from {:?}: {e}",
-                message.sender()
-            )
-        });
         Seen {
             kind: message.msg_type(),
             sender: message.sender().unwrap_or_default().to_owned(),
@@ -40,40 +32,46 @@ impl Seen {
             interface: message.interface().map(str::to_owned),
             member: message.member().map(str::to_owned),
             reply_serial: message.reply_serial(),
-            string_args: values
-                .into_iter()
-                .map(|value| match value {
-                    Value::String(s) => Some(s),
-                    _ => None,
-                })
-                .collect(),
+            args: message.body_values().unwrap_or_else(|e| {
+                panic!(
+                    "a body that does not decode from {:?}: {e}",
+                    message.sender()
+                )
+            }),
+        }
+    }
+
+    /// The first argument, when it is a string (what `arg0` matches).
+    pub fn arg0(&self) -> Option<&str> {
+        match self.args.first() {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
         }
     }
 
     /// Names the message the same way in the monitor's record and in
-    /// every receiver's list: a client's message by its sender and serial.
-    /// The driver's by member and arguments instead, since a daemon may
-    /// stamp each copy of its broadcast with another serial.
+    /// every client's list: a client's message by its sender and serial;
+    /// the driver's by what it says and to whom, since a daemon may stamp
+    /// each copy of its broadcast with another serial.
     pub fn key(&self) -> String {
-        let what = self
-            .member
-            .clone()
-            .unwrap_or_else(|| format!("{:?}", self.kind));
+        let what = match (&self.member, self.reply_serial) {
+            (Some(member), _) => member.clone(),
+            (None, Some(serial)) => format!("{:?} to #{serial}", self.kind),
+            (None, None) => format!("{:?}", self.kind),
+        };
         if self.sender == DRIVER {
-            let args: Vec<&str> = self
-                .string_args
-                .iter()
-                .flatten()
-                .map(String::as_str)
-                .collect();
-            format!("{DRIVER} {what}{args:?}")
+            let to = self.destination.as_deref().unwrap_or("all");
+            format!("{DRIVER} {what} {:?} for {to}", self.args)
         } else {
             format!("{}#{} {what}", self.sender, self.serial)
         }
     }
 
-    fn is_reply(&self) -> bool {
-        matches!(self.kind, MessageType::MethodReturn | MessageType::Error)
+    /// The driver's reply to Hello, which connecting consumes.
+    fn answers_hello_of(&self, name: &str) -> bool {
+        self.sender == DRIVER
+            && self.reply_serial == Some(1)
+            && self.destination.as_deref() == Some(name)
     }
 }
 
@@ -112,47 +110,35 @@ impl Rule {
             && wanted(&self.sender, Some(&message.sender))
             && message.interface.as_deref() == Some(self.interface.as_str())
             && wanted(&self.member, message.member.as_deref())
-            && wanted(
-                &self.arg0,
-                message.string_args.first().cloned().flatten().as_deref(),
-            )
+            && wanted(&self.arg0, message.arg0())
     }
 }
 
-/// What the oracle knows of one receiver.
-pub struct Receiver<'a> {
+/// What the oracle knows of one client.
+pub struct Client<'a> {
     pub name: &'a str,
     /// Every rule it may add or remove (an AddMatch in the record with
     /// another rule is a mistake of the test).
     pub rules: &'a [Rule],
-    /// The serials it sent: the replies to its own calls are consumed by
-    /// its calls, not in the list it keeps.
-    pub sent: &'a HashSet<u32>,
 }
 
-/// Replays `record` and returns what `receiver` must have got, in order:
-/// every message addressed to it (but the replies to its own calls), and
-/// every broadcast that matched one of its rules at that point of the
-/// record, once, whatever number of its rules matched. Its rules change
-/// where its AddMatch and RemoveMatch calls stand in the record.
-pub fn expected<'r>(record: &'r [Seen], receiver: &Receiver) -> Vec<&'r Seen> {
+/// Replays `record` and returns what `client` must have got, in order:
+/// every message addressed to it (but the reply to its Hello), and every
+/// broadcast that matched one of its rules at that point of the record,
+/// once, whatever number of its rules matched. Its rules change where its
+/// AddMatch and RemoveMatch calls stand in the record.
+pub fn expected<'r>(record: &'r [Seen], client: &Client) -> Vec<&'r Seen> {
     let mut active: Vec<&Rule> = Vec::new();
     let mut out = Vec::new();
     for message in record {
-        if message.sender == receiver.name
+        if message.sender == client.name
             && message.kind == MessageType::MethodCall
             && message.destination.as_deref() == Some(DRIVER)
         {
-            change_rules(&mut active, message, receiver);
+            change_rules(&mut active, message, client);
         }
         let wanted = match message.destination.as_deref() {
-            Some(to) => {
-                to == receiver.name
-                    && !(message.is_reply()
-                        && message
-                            .reply_serial
-                            .is_some_and(|s| receiver.sent.contains(&s)))
-            }
+            Some(to) => to == client.name && !message.answers_hello_of(client.name),
             None => active.iter().any(|rule| rule.matches(message)),
         };
         if wanted {
@@ -162,26 +148,21 @@ pub fn expected<'r>(record: &'r [Seen], receiver: &Receiver) -> Vec<&'r Seen> {
     out
 }
 
-fn change_rules<'a>(active: &mut Vec<&'a Rule>, call: &Seen, receiver: &Receiver<'a>) {
+fn change_rules<'a>(active: &mut Vec<&'a Rule>, call: &Seen, client: &Client<'a>) {
     let adds = match call.member.as_deref() {
         Some("AddMatch") => true,
         Some("RemoveMatch") => false,
         _ => return,
     };
-    let text = call
-        .string_args
-        .first()
-        .cloned()
-        .flatten()
-        .unwrap_or_default();
-    let rule = receiver
+    let text = call.arg0().unwrap_or_default();
+    let rule = client
         .rules
         .iter()
         .find(|rule| rule.text() == text)
         .unwrap_or_else(|| {
             panic!(
                 "{} changed a rule the test does not know: {text}",
-                receiver.name
+                client.name
             )
         });
     if adds {
