@@ -29,7 +29,7 @@ use std::sync::Barrier;
 use std::thread;
 
 use quickbus_client::{bus_call, Connection, MessageBuilder, MessageType, Value};
-use quickbus_e2e::{become_monitor, Bus, Listen};
+use quickbus_e2e::{become_monitor, skip, Bus, Listen};
 
 use client::Client;
 use oracle::{Rule, Seen, DRIVER};
@@ -58,8 +58,11 @@ fn every_client_gets_exactly_what_the_bus_order_says() {
 }
 
 #[test]
-#[ignore = "waits for the daemon's threads limit (issue 27)"]
 fn every_client_gets_exactly_what_the_bus_order_says_with_four_threads() {
+    // The limit is quickbus's own: dbus-daemon refuses a file that names it.
+    if skip::quickbus_only("the threads limit") {
+        return;
+    }
     order_matches_the_oracle(r#"<limit name="threads">4</limit>"#);
 }
 
