@@ -138,6 +138,13 @@ impl HandOff {
 mod tests {
     use super::*;
 
+    /// A turn at `at` that delivered a message of `kind`, connections
+    /// contending: whether it yields.
+    fn turn(hand_off: &mut HandOff, kind: Kind, at: Instant) -> bool {
+        hand_off.delivered(kind);
+        hand_off.should_yield(true, at)
+    }
+
     #[test]
     fn only_a_delivered_call_or_reply_while_contended_yields_once_per_turn() {
         let now = Instant::now();
@@ -168,36 +175,31 @@ mod tests {
     fn yields_stop_for_the_rest_of_a_window_once_its_allowance_is_spent() {
         let t0 = Instant::now();
         let mut hand_off = HandOff::default();
-        let turn = |hand_off: &mut HandOff, at| {
-            hand_off.delivered(Kind::Reply);
-            hand_off.should_yield(true, at)
-        };
-        assert!(turn(&mut hand_off, t0));
+        let reply = Kind::Reply;
+        assert!(turn(&mut hand_off, reply, t0));
         hand_off.yielded(ALLOWANCE / 2);
-        assert!(turn(&mut hand_off, t0 + WINDOW / 4));
+        assert!(turn(&mut hand_off, reply, t0 + WINDOW / 4));
         hand_off.yielded(ALLOWANCE / 2);
         // Spent: no yield however many peers the turns wake.
-        assert!(!turn(&mut hand_off, t0 + WINDOW / 2));
-        assert!(!turn(&mut hand_off, t0 + WINDOW - Duration::from_nanos(1)));
+        assert!(!turn(&mut hand_off, reply, t0 + WINDOW / 2));
+        let last = t0 + WINDOW - Duration::from_nanos(1);
+        assert!(!turn(&mut hand_off, reply, last));
         // A new window, a new allowance.
-        assert!(turn(&mut hand_off, t0 + WINDOW));
+        assert!(turn(&mut hand_off, reply, t0 + WINDOW));
     }
 
     #[test]
     fn a_closing_window_reports_its_yields_their_time_and_the_turns_refused() {
         let t0 = Instant::now();
         let mut hand_off = HandOff::default();
-        let turn = |hand_off: &mut HandOff, at| {
-            hand_off.delivered(Kind::Call);
-            hand_off.should_yield(true, at)
-        };
+        let call = Kind::Call;
         assert_eq!(hand_off.close_window(), None, "no window yet");
         for at in [t0, t0 + WINDOW / 10] {
-            assert!(turn(&mut hand_off, at));
+            assert!(turn(&mut hand_off, call, at));
             hand_off.yielded(ALLOWANCE * 3 / 4);
         }
-        assert!(!turn(&mut hand_off, t0 + WINDOW / 5));
-        assert!(!turn(&mut hand_off, t0 + WINDOW / 4));
+        assert!(!turn(&mut hand_off, call, t0 + WINDOW / 5));
+        assert!(!turn(&mut hand_off, call, t0 + WINDOW / 4));
         let cost = hand_off.close_window().expect("it yielded");
         assert_eq!(
             cost,
@@ -213,7 +215,7 @@ mod tests {
              the allowance (10 ms) refused 2 more"
         );
         // The next window starts from nothing.
-        assert!(turn(&mut hand_off, t0 + WINDOW));
+        assert!(turn(&mut hand_off, call, t0 + WINDOW));
         assert_eq!(hand_off.close_window(), None, "no yield since");
     }
 }
