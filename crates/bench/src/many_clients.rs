@@ -35,7 +35,7 @@ use serde_json::{json, Value};
 use super::buses::{BusKind, RunningBus};
 use super::endpoint::{Endpoint, Peer};
 use super::messages::{self, Template};
-use super::report::{errors_cell, median, ratio, short, Subject};
+use super::report::{errors_cell, median, ratio, write_qb_ratio_row, Subject};
 use super::round_trip::{call_once, serve_echo};
 use super::workloads::{own_name, percentile, signal_burst_routed, BurstRoute, Sample};
 use quickbus_chart::{Axis, Chart, Series};
@@ -540,16 +540,17 @@ impl ManyClients {
             let Some(q) = summaries.get(&(pairs, Subject::Bus(BusKind::Quickbus))) else {
                 continue;
             };
-            let _ = writeln!(
-                out,
-                "{:<6} {:>12} {:>14} {:>8} {:>9} {:>9} {:>9}",
-                "",
-                format!("qb/{}", short(other)),
-                ratio(q.rate, s.rate),
-                "",
-                ratio(q.p50_us, s.p50_us),
-                ratio(q.p99_us, s.p99_us),
-                cores_ratio(q.bus_cores, s.bus_cores)
+            write_qb_ratio_row(
+                &mut out,
+                &[6, 12, 14, 8, 9, 9, 9],
+                other,
+                &[
+                    &ratio(q.rate, s.rate),
+                    "",
+                    &ratio(q.p50_us, s.p50_us),
+                    &ratio(q.p99_us, s.p99_us),
+                    &cores_ratio(q.bus_cores, s.bus_cores),
+                ],
             );
         }
         out
@@ -590,15 +591,16 @@ impl ManyClients {
             let Some(q) = summaries.get(&(receivers, BusKind::Quickbus)) else {
                 continue;
             };
-            let _ = writeln!(
-                out,
-                "{:<9} {:>12} {:>12} {:>9} {:>8} {:>9}",
-                "",
-                format!("qb/{}", short(bus)),
-                ratio(q.rate, s.rate),
-                "",
-                "",
-                cores_ratio(q.bus_cores, s.bus_cores)
+            write_qb_ratio_row(
+                &mut out,
+                &[9, 12, 12, 9, 8, 9],
+                bus,
+                &[
+                    &ratio(q.rate, s.rate),
+                    "",
+                    "",
+                    &cores_ratio(q.bus_cores, s.bus_cores),
+                ],
             );
         }
         out

@@ -191,6 +191,32 @@ pub(crate) fn ratio(a: f64, b: f64) -> String {
     }
 }
 
+/// The row under another bus's row that compares quickbus with it, for
+/// the tables of one workload each (many-clients, storm): blank in the
+/// table's first column, "qb/<bus>" in the bus column, then quickbus's
+/// figure over `bus`'s in each later column ("" leaves one blank).
+/// `widths` are the table's column widths, those first two included.
+pub(crate) fn write_qb_ratio_row(
+    out: &mut String,
+    widths: &[usize],
+    bus: BusKind,
+    ratios: &[&str],
+) {
+    debug_assert_eq!(widths.len(), ratios.len() + 2, "a width per column");
+    let Some((&first, widths)) = widths.split_first() else {
+        return;
+    };
+    let name = format!("qb/{}", short(bus));
+    let _ = write!(out, "{:first$}", "");
+    for (cell, &width) in std::iter::once(name.as_str())
+        .chain(ratios.iter().copied())
+        .zip(widths)
+    {
+        let _ = write!(out, " {cell:>width$}");
+    }
+    out.push('\n');
+}
+
 /// A row of the main table under the row of `b`: `name` and a ratios.
 fn ratio_row(name: &str, cells: &RatioCells) -> String {
     format!(
@@ -759,6 +785,19 @@ mod tests {
             daemon_cpu_seconds: Some(0.0),
             ..Sample::default()
         }
+    }
+
+    #[test]
+    fn a_qb_ratio_row_lays_out_like_the_tables_format_strings() {
+        let mut out = String::new();
+        let widths = [4, 10, 6, 3, 6];
+        write_qb_ratio_row(&mut out, &widths, BusKind::DbusDaemon, &["1.50x", "", "-"]);
+        let by_hand = format!(
+            "{:<4} {:>10} {:>6} {:>3} {:>6}\n",
+            "", "qb/daemon", "1.50x", "", "-"
+        );
+        assert_eq!(out, by_hand);
+        assert_eq!(out, "      qb/daemon  1.50x          -\n");
     }
 
     #[test]

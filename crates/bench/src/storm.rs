@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 
 use super::buses::{BusKind, RunningBus};
 use super::messages::{self, Template};
-use super::report::{median, ratio, short};
+use super::report::{median, ratio, write_qb_ratio_row};
 use super::round_trip::{call_once, serve_echo};
 use super::workloads::percentile;
 use quickbus_chart::{Axis, Chart, Series};
@@ -187,17 +187,18 @@ impl Storms {
             if bus == BusKind::Quickbus {
                 continue;
             }
-            let _ = writeln!(
-                out,
-                "{:<8} {:>12} {:>10} {:>10} {:>10} {:>12} {:>12} {:>9}",
-                "",
-                format!("qb/{}", short(bus)),
-                ratio(q.p50_us, s.p50_us),
-                ratio(q.p99_us, s.p99_us),
-                ratio(q.max_us, s.max_us),
-                ratio(q.flood_carried_per_s, s.flood_carried_per_s),
-                ratio(q.flood_sent_per_s, s.flood_sent_per_s),
-                ratio(q.bus_cpu_seconds, s.bus_cpu_seconds),
+            write_qb_ratio_row(
+                &mut out,
+                &[8, 12, 10, 10, 10, 12, 12, 9],
+                bus,
+                &[
+                    &ratio(q.p50_us, s.p50_us),
+                    &ratio(q.p99_us, s.p99_us),
+                    &ratio(q.max_us, s.max_us),
+                    &ratio(q.flood_carried_per_s, s.flood_carried_per_s),
+                    &ratio(q.flood_sent_per_s, s.flood_sent_per_s),
+                    &ratio(q.bus_cpu_seconds, s.bus_cpu_seconds),
+                ],
             );
         }
         out

@@ -397,17 +397,19 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
     /// The one copy of a rule equal to `rule` that every slot holding it
     /// shares, counting one more slot.
     fn share(&mut self, rule: MatchRule) -> Arc<MatchRule> {
-        if let Some(slots) = self.shared_rules.get_mut(&rule) {
-            *slots += 1;
-            let (shared, _) = self
-                .shared_rules
-                .get_key_value(&rule)
-                .expect("the rule just found");
-            return Arc::clone(shared);
+        // One probe: the entry keeps the map's own key when the rule is
+        // already there, and the new `Arc` is then dropped unused.
+        match self.shared_rules.entry(Arc::new(rule)) {
+            Entry::Occupied(mut held) => {
+                *held.get_mut() += 1;
+                Arc::clone(held.key())
+            }
+            Entry::Vacant(new) => {
+                let shared = Arc::clone(new.key());
+                new.insert(1);
+                shared
+            }
         }
-        let shared = Arc::new(rule);
-        self.shared_rules.insert(Arc::clone(&shared), 1);
-        shared
     }
 
     /// A slot holding `rule` went: the last one takes the shared copy.

@@ -4,6 +4,7 @@
 //! normalised (see [`normalize`]), and the two records are compared. Every
 //! difference must be listed, with its reason, in `differences.toml`.
 
+pub mod answering;
 pub mod client;
 pub mod compare;
 pub mod daemon;

@@ -10,7 +10,7 @@
 //! connection's (it connects first, watches NameOwnerChanged and sends the
 //! end marker) and the `Peer.Ping` round trips that settle a step.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::time::Instant;
@@ -18,6 +18,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use quickbus_client::{Message, MessageBuilder, MessageType, Value};
 
+use crate::answering::{Answer, Unanswered};
 use crate::client::{Incoming, RawClient};
 use crate::daemon::Daemon;
 use crate::normalize::{self, Names, DRIVER};
@@ -44,8 +45,8 @@ struct Conn {
     closed: bool,
     monitor: bool,
     events: Vec<Event>,
-    /// Method calls received and not yet answered: (sender, serial).
-    unanswered: VecDeque<(String, u32)>,
+    /// Method calls received and not yet answered.
+    unanswered: Unanswered,
     /// fds received and kept open until the end of the scenario.
     fds: Vec<OwnedFd>,
 }
@@ -90,7 +91,7 @@ impl Script {
             closed: false,
             monitor: false,
             events: Vec::new(),
-            unanswered: VecDeque::new(),
+            unanswered: Unanswered::default(),
             fds: Vec::new(),
         };
         let hello = bus_call("Hello");
@@ -153,7 +154,7 @@ impl Script {
             closed: false,
             monitor: false,
             events: Vec::new(),
-            unanswered: VecDeque::new(),
+            unanswered: Unanswered::default(),
             fds: Vec::new(),
         };
         assert!(
@@ -360,10 +361,8 @@ impl Script {
                     conn.events.push(Event::Frame(frame.clone(), fds.len()));
                     conn.fds.extend(fds);
                     if let Ok(m) = Message::parse(Bytes::from(frame)) {
-                        if m.msg_type() == MessageType::MethodCall && !conn.monitor {
-                            if let Some(sender) = m.sender() {
-                                conn.unanswered.push_back((sender.to_owned(), m.serial()));
-                            }
+                        if !conn.monitor {
+                            conn.unanswered.record(&m);
                         }
                         if done(&m) {
                             return true;
@@ -398,28 +397,23 @@ impl Script {
     /// Waits for a method call to arrive at `label` (unless one is already
     /// waiting) and answers the oldest with a method return of `body`.
     pub fn reply(&mut self, label: &str, body: Vec<Value>) {
-        self.answer(label, |serial| {
-            MessageBuilder::method_return(serial).body(body)
-        });
+        self.answer(label, Answer::Return(body));
     }
 
     /// Like [`Script::reply`] with an error `name`.
     pub fn reply_error(&mut self, label: &str, name: &str) {
-        self.answer(label, |serial| {
-            MessageBuilder::error(serial, name).body(vec![s("scripted error")])
-        });
+        self.answer(label, Answer::Error(name));
     }
 
-    fn answer(&mut self, label: &str, build: impl FnOnce(u32) -> MessageBuilder) {
+    fn answer(&mut self, label: &str, answer: Answer<'_>) {
         if self.conn(label).unanswered.is_empty() {
             let deadline = Instant::now() + TIMEOUT;
             self.read_until(label, deadline, |m| m.msg_type() == MessageType::MethodCall);
         }
-        let Some((sender, serial)) = self.conn(label).unanswered.pop_front() else {
-            self.note(label, "no method call arrived to answer");
-            return;
-        };
-        self.send(label, build(serial).destination(sender));
+        match self.conn(label).unanswered.answer_oldest(answer) {
+            Some(reply) => self.send(label, reply),
+            None => self.note(label, "no method call arrived to answer"),
+        }
     }
 
     /// Reads what `label` has been sent up to now (a round trip settles it).

@@ -25,9 +25,12 @@
 //! turns end without yielding until the next window. Whatever clients
 //! do, they cost the bus at most that share of its time this way (the
 //! fair share's pauses, by comparison, may keep heavy senders out for
-//! half of it). The storm of docs/performance.md spent 4 to 10 % of its
-//! time in these yields on a loaded 2-core machine.
+//! half of it). With `QUICKBUS_LOG=quickbus_daemon::server::hand_off=debug`
+//! the daemon logs what each window's yields took, when the next window
+//! begins ([`WindowCost`]; docs/performance.md, "The hand-off", has the
+//! command and what a storm printed).
 
+use std::fmt;
 use std::time::{Duration, Instant};
 
 use quickbus_bus::flow::Kind;
@@ -47,6 +50,39 @@ pub struct HandOff {
     window_began: Option<Instant>,
     /// Wall time spent in `sched_yield` in the current window.
     spent: Duration,
+    /// Yields in the current window.
+    yields: u32,
+    /// Turns of the current window that woke a peer while connections
+    /// contended but did not yield, its allowance spent.
+    refused: u32,
+}
+
+/// What yielding cost in one window, logged at debug level when the
+/// window closes: once per window at most, so that it costs nothing
+/// measurable with debug off.
+#[derive(Debug, PartialEq, Eq)]
+pub struct WindowCost {
+    pub yields: u32,
+    /// Wall time spent in `sched_yield`.
+    pub spent: Duration,
+    /// Turns that would have yielded but for the spent allowance.
+    pub refused: u32,
+}
+
+impl fmt::Display for WindowCost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let share = self.spent.as_secs_f64() / WINDOW.as_secs_f64() * 100.0;
+        write!(
+            f,
+            "hand-off: {} sched_yield calls in a {} ms window took {} µs ({share:.1} %); \
+             the allowance ({} ms) refused {} more",
+            self.yields,
+            WINDOW.as_millis(),
+            self.spent.as_micros(),
+            ALLOWANCE.as_millis(),
+            self.refused
+        )
+    }
 }
 
 impl HandOff {
@@ -66,22 +102,48 @@ impl HandOff {
         match self.window_began {
             Some(began) if now.saturating_duration_since(began) < WINDOW => {}
             _ => {
+                if let Some(cost) = self.close_window() {
+                    tracing::debug!("{cost}");
+                }
                 self.window_began = Some(now);
-                self.spent = Duration::ZERO;
             }
         }
-        self.spent < ALLOWANCE
+        let allowed = self.spent < ALLOWANCE;
+        if !allowed {
+            self.refused = self.refused.saturating_add(1);
+        }
+        allowed
     }
 
     /// A yield took `took` of wall time (the bus was off the CPU).
     pub fn yielded(&mut self, took: Duration) {
         self.spent = self.spent.saturating_add(took);
+        self.yields = self.yields.saturating_add(1);
+    }
+
+    /// Ends the current window: what its yields cost, if it had any
+    /// (a window in which every turn was refused had none: it opened
+    /// with the allowance unspent, so it yielded at least once).
+    fn close_window(&mut self) -> Option<WindowCost> {
+        let cost = WindowCost {
+            yields: std::mem::take(&mut self.yields),
+            spent: std::mem::take(&mut self.spent),
+            refused: std::mem::take(&mut self.refused),
+        };
+        (cost.yields > 0).then_some(cost)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A turn at `at` that delivered a message of `kind`, connections
+    /// contending: whether it yields.
+    fn turn(hand_off: &mut HandOff, kind: Kind, at: Instant) -> bool {
+        hand_off.delivered(kind);
+        hand_off.should_yield(true, at)
+    }
 
     #[test]
     fn only_a_delivered_call_or_reply_while_contended_yields_once_per_turn() {
@@ -113,18 +175,47 @@ mod tests {
     fn yields_stop_for_the_rest_of_a_window_once_its_allowance_is_spent() {
         let t0 = Instant::now();
         let mut hand_off = HandOff::default();
-        let turn = |hand_off: &mut HandOff, at| {
-            hand_off.delivered(Kind::Reply);
-            hand_off.should_yield(true, at)
-        };
-        assert!(turn(&mut hand_off, t0));
+        let reply = Kind::Reply;
+        assert!(turn(&mut hand_off, reply, t0));
         hand_off.yielded(ALLOWANCE / 2);
-        assert!(turn(&mut hand_off, t0 + WINDOW / 4));
+        assert!(turn(&mut hand_off, reply, t0 + WINDOW / 4));
         hand_off.yielded(ALLOWANCE / 2);
         // Spent: no yield however many peers the turns wake.
-        assert!(!turn(&mut hand_off, t0 + WINDOW / 2));
-        assert!(!turn(&mut hand_off, t0 + WINDOW - Duration::from_nanos(1)));
+        assert!(!turn(&mut hand_off, reply, t0 + WINDOW / 2));
+        let last = t0 + WINDOW - Duration::from_nanos(1);
+        assert!(!turn(&mut hand_off, reply, last));
         // A new window, a new allowance.
-        assert!(turn(&mut hand_off, t0 + WINDOW));
+        assert!(turn(&mut hand_off, reply, t0 + WINDOW));
+    }
+
+    #[test]
+    fn a_closing_window_reports_its_yields_their_time_and_the_turns_refused() {
+        let t0 = Instant::now();
+        let mut hand_off = HandOff::default();
+        let call = Kind::Call;
+        assert_eq!(hand_off.close_window(), None, "no window yet");
+        for at in [t0, t0 + WINDOW / 10] {
+            assert!(turn(&mut hand_off, call, at));
+            hand_off.yielded(ALLOWANCE * 3 / 4);
+        }
+        assert!(!turn(&mut hand_off, call, t0 + WINDOW / 5));
+        assert!(!turn(&mut hand_off, call, t0 + WINDOW / 4));
+        let cost = hand_off.close_window().expect("it yielded");
+        assert_eq!(
+            cost,
+            WindowCost {
+                yields: 2,
+                spent: ALLOWANCE * 3 / 2,
+                refused: 2,
+            }
+        );
+        assert_eq!(
+            cost.to_string(),
+            "hand-off: 2 sched_yield calls in a 100 ms window took 15000 µs (15.0 %); \
+             the allowance (10 ms) refused 2 more"
+        );
+        // The next window starts from nothing.
+        assert!(turn(&mut hand_off, call, t0 + WINDOW));
+        assert_eq!(hand_off.close_window(), None, "no yield since");
     }
 }

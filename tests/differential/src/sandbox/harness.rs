@@ -12,7 +12,7 @@
 //! round trips are back: the same steps give the same streams on every
 //! side, and a message that one side drops is simply absent.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -23,6 +23,7 @@ use quickbus_client::{Message, MessageBuilder, MessageType, Value};
 use super::container::{self, Instance};
 use super::render;
 use super::side::{self, Programs, Proxy, Side};
+use crate::answering::{Answer, Unanswered};
 use crate::client::{Incoming, RawClient};
 use crate::daemon::Daemon;
 use crate::normalize::{Names, DRIVER};
@@ -42,8 +43,8 @@ struct Conn {
     next_serial: u32,
     closed: bool,
     events: Vec<Event>,
-    /// Method calls received and not yet answered: (sender, serial).
-    unanswered: VecDeque<(String, u32)>,
+    /// Method calls received and not yet answered.
+    unanswered: Unanswered,
     /// Serials of the harness's settling round trips.
     hidden: HashSet<u32>,
     /// Serials of calls whose reply bodies are each bus's own.
@@ -58,7 +59,7 @@ impl Conn {
             next_serial: 0,
             closed: false,
             events: Vec::new(),
-            unanswered: VecDeque::new(),
+            unanswered: Unanswered::default(),
             hidden: HashSet::new(),
             elided: HashSet::new(),
         }
@@ -83,11 +84,7 @@ impl Conn {
                             .push(Event::Note("an unparseable message".into()));
                         continue;
                     };
-                    if m.msg_type() == MessageType::MethodCall {
-                        if let Some(sender) = m.sender() {
-                            self.unanswered.push_back((sender.to_owned(), m.serial()));
-                        }
-                    }
+                    self.unanswered.record(&m);
                     let finished = done(&m);
                     self.events.push(Event::Frame(m, fds.len()));
                     if finished {
@@ -333,26 +330,22 @@ impl Sandbox {
     /// Answers the oldest call `label` received and has not answered with
     /// a return of `body` (or notes that none came), then settles.
     pub fn answer(&mut self, label: &str, body: Vec<Value>) {
-        self.answer_with(label, |serial| {
-            MessageBuilder::method_return(serial).body(body)
-        });
+        self.answer_with(label, Answer::Return(body));
     }
 
     /// Like [`Sandbox::answer`] with an error `name`.
     pub fn answer_error(&mut self, label: &str, name: &str) {
-        self.answer_with(label, |serial| {
-            MessageBuilder::error(serial, name).body(vec![s("scripted error")])
-        });
+        self.answer_with(label, Answer::Error(name));
     }
 
-    fn answer_with(&mut self, label: &str, build: impl FnOnce(u32) -> MessageBuilder) {
+    fn answer_with(&mut self, label: &str, answer: Answer<'_>) {
         let conn = self.conn(label);
-        let Some((sender, serial)) = conn.unanswered.pop_front() else {
+        let Some(reply) = conn.unanswered.answer_oldest(answer) else {
             conn.events
                 .push(Event::Note("no call arrived to answer".into()));
             return;
         };
-        self.send(label, build(serial).destination(sender));
+        self.send(label, reply);
     }
 
     /// Closes `label`'s connection and waits until the bus announced its
