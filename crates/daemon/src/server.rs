@@ -906,32 +906,44 @@ impl Server {
                         // for its next turn.
                         return Ok(());
                     }
-                    let input = conn.transport.input();
-                    let total = match frame_length(input) {
-                        Ok(Some(total)) => total,
-                        Ok(None) => return Ok(()),
-                        Err(e) => return Err(format!("invalid message framing: {e}")),
+                    let max_message_size = self.opts.limits.max_message_size;
+                    let too_large = |total: usize| {
+                        format!("message of {total} bytes exceeds max_message_size ({max_message_size})")
                     };
-                    if total > self.opts.limits.max_message_size {
-                        return Err(format!(
-                            "message of {total} bytes exceeds max_message_size ({})",
-                            self.opts.limits.max_message_size
-                        ));
-                    }
-                    if input.len() < total {
-                        conn.transport.reserve_frame(total);
-                        return Ok(());
-                    }
-                    budget.charge(total);
-                    let frame = conn.transport.take_frame(total);
-                    let msg = match Message::parse(frame) {
-                        Ok(msg) => msg,
-                        // The spec: messages of unknown type must be ignored.
-                        Err(e) if matches!(e.kind(), ErrorKind::UnknownMessageType(_)) => {
-                            debug!("ignoring a message of unknown type from {id:?}");
-                            continue;
+                    let msg = if let Some(msg) = conn.transport.take_parsed() {
+                        // Parsed by a worker (see `workers`); a reload may
+                        // have lowered the limit since.
+                        let total = msg.raw().len();
+                        if total > max_message_size {
+                            return Err(too_large(total));
                         }
-                        Err(e) => return Err(format!("invalid message: {e}")),
+                        budget.charge(total);
+                        msg
+                    } else {
+                        let input = conn.transport.input();
+                        let total = match frame_length(input) {
+                            Ok(Some(total)) => total,
+                            Ok(None) => return Ok(()),
+                            Err(e) => return Err(format!("invalid message framing: {e}")),
+                        };
+                        if total > max_message_size {
+                            return Err(too_large(total));
+                        }
+                        if input.len() < total {
+                            conn.transport.reserve_frame(total);
+                            return Ok(());
+                        }
+                        budget.charge(total);
+                        let frame = conn.transport.take_frame(total);
+                        match Message::parse(frame) {
+                            Ok(msg) => msg,
+                            // The spec: messages of unknown type must be ignored.
+                            Err(e) if matches!(e.kind(), ErrorKind::UnknownMessageType(_)) => {
+                                debug!("ignoring a message of unknown type from {id:?}");
+                                continue;
+                            }
+                            Err(e) => return Err(format!("invalid message: {e}")),
+                        }
                     };
                     let nfds = msg.unix_fds() as usize;
                     if nfds > 0 && !conn.transport.fd_passing() {

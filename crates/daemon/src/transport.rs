@@ -12,6 +12,7 @@ use std::os::fd::OwnedFd;
 use crate::socket::Stream;
 use bytes::{Bytes, BytesMut};
 pub use quickbus_bus::outbox::{OutItem, Outbox};
+use quickbus_wire::Message;
 use rustix::io::Errno;
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 use smallvec::SmallVec;
@@ -63,6 +64,11 @@ pub struct Transport {
     /// connection yet); once it does, its messages wait in the bus's
     /// queue ([`quickbus_bus::Bus::write_queue`]), after these.
     sasl_out: Outbox,
+    /// Messages a worker thread split off the front of `inbuf` and parsed
+    /// ahead of routing (`parse_ahead`), in order: they come before what
+    /// `inbuf` holds. A restart carries their frames and parses them again.
+    #[serde(with = "parsed_ahead")]
+    parsed: VecDeque<Message>,
 }
 
 impl Transport {
@@ -76,6 +82,7 @@ impl Transport {
             in_fds: VecDeque::new(),
             fd_passing: false,
             sasl_out: Outbox::default(),
+            parsed: VecDeque::new(),
         }
     }
 
@@ -135,11 +142,44 @@ impl Transport {
     /// Whether the input holds a whole message (or a framing error, which
     /// is as final): routing it needs no read.
     pub fn has_complete_frame(&self) -> bool {
+        if !self.parsed.is_empty() {
+            return true;
+        }
         match quickbus_wire::frame_length(&self.inbuf) {
             Ok(Some(total)) => self.inbuf.len() >= total,
             Ok(None) => false,
             Err(_) => true,
         }
+    }
+
+    /// Split off and parse every whole frame at the front of the input (a
+    /// worker thread's part of routing, see `server::workers`), stopping
+    /// at the first one that is not whole, is larger than
+    /// `max_message_size`, or does not parse: the loop meets those where
+    /// it always did, and says what is wrong with them.
+    pub fn parse_ahead(&mut self, max_message_size: usize) {
+        while let Ok(Some(total)) = quickbus_wire::frame_length(&self.inbuf) {
+            if total > max_message_size || self.inbuf.len() < total {
+                return;
+            }
+            let frame = self.take_frame(total);
+            match Message::parse(frame.clone()) {
+                Ok(message) => self.parsed.push_back(message),
+                Err(_) => {
+                    // Back where the loop will find it (rare: the
+                    // connection is cut off, or the message ignored).
+                    let mut input = BytesMut::from(&frame[..]);
+                    input.unsplit(std::mem::take(&mut self.inbuf));
+                    self.inbuf = input;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The oldest message parsed ahead, if any.
+    pub fn take_parsed(&mut self) -> Option<Message> {
+        self.parsed.pop_front()
     }
 
     /// Make room so the next read can complete a frame of `total` bytes.
@@ -229,6 +269,39 @@ impl Transport {
     /// what the socket took, None when it is full.
     pub fn write_once(&self, outbox: &Outbox) -> Result<Option<usize>, Errno> {
         write_once(&self.stream, outbox)
+    }
+}
+
+/// Messages parsed ahead cross a restart as their frames, and are parsed
+/// again on the other side (a parse is a function of the frame).
+mod parsed_ahead {
+    use std::collections::VecDeque;
+
+    use bytes::Bytes;
+    use quickbus_wire::Message;
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(
+        parsed: &VecDeque<Message>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let frames: Vec<&Bytes> = parsed.iter().map(Message::raw).collect();
+        frames.serialize(serializer)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<VecDeque<Message>, D::Error> {
+        let frames = Vec::<Bytes>::deserialize(deserializer)?;
+        frames
+            .into_iter()
+            .map(|frame| {
+                Message::parse(frame).map_err(|e| {
+                    D::Error::custom(format!("a message read before the restart: {e}"))
+                })
+            })
+            .collect()
     }
 }
 
@@ -500,5 +573,82 @@ mod tests {
         let frame = t.take_frame(2);
         assert_eq!(&frame[..], b"ab");
         assert_eq!(t.input(), b"c");
+    }
+
+    /// A method call numbered `n`, marshalled.
+    fn call(n: u32) -> Bytes {
+        quickbus_wire::MessageBuilder::method_call("/p", "M")
+            .destination("org.example.Dest")
+            .body(vec![quickbus_wire::Value::Uint32(n)])
+            .build(n + 1)
+            .unwrap()
+    }
+
+    /// `t` with `bytes` in its input, as a read would leave them.
+    fn reading(bytes: &[u8]) -> Transport {
+        use std::io::Write;
+        let (mut t, mut peer) = pair();
+        peer.write_all(bytes).unwrap();
+        t.read_once().unwrap();
+        assert_eq!(t.input(), bytes);
+        t
+    }
+
+    fn serials(t: &mut Transport) -> Vec<u32> {
+        std::iter::from_fn(|| t.take_parsed())
+            .map(|m| m.serial())
+            .collect()
+    }
+
+    #[test]
+    fn whole_frames_are_parsed_ahead_in_order_and_the_rest_stays() {
+        let (a, b) = (call(1), call(2));
+        let c = call(3);
+        let mut input = [&a[..], &b[..], &c[..]].concat();
+        input.truncate(input.len() - 3);
+        let mut t = reading(&input);
+        t.parse_ahead(usize::MAX);
+        assert!(t.has_complete_frame(), "parsed messages wait to be routed");
+        assert_eq!(t.input(), &c[..c.len() - 3], "the incomplete frame stays");
+        assert_eq!(serials(&mut t), vec![2, 3]);
+        assert!(!t.has_complete_frame());
+    }
+
+    #[test]
+    fn parsing_ahead_stops_at_a_frame_too_large_or_invalid_and_leaves_it_whole() {
+        let (a, b) = (call(1), call(2));
+        let input = [&a[..], &b[..], &a[..]].concat();
+        // Too large for the limit: nothing parsed, nothing taken.
+        let mut t = reading(&input);
+        t.parse_ahead(a.len() - 1);
+        assert_eq!(t.input(), &input[..]);
+        assert_eq!(serials(&mut t), Vec::<u32>::new());
+        // A second frame of an unknown type (the spec: ignored, which the
+        // loop does): the first is parsed, the rest stays as it came.
+        let mut unknown = b.to_vec();
+        unknown[1] = 42;
+        let input = [&a[..], &unknown[..], &a[..]].concat();
+        let mut t = reading(&input);
+        t.parse_ahead(usize::MAX);
+        assert_eq!(serials(&mut t), vec![2]);
+        assert_eq!(t.input(), &input[a.len()..]);
+    }
+
+    #[test]
+    fn messages_parsed_ahead_cross_a_restart_as_their_frames() {
+        #[derive(serde::Serialize, serde::Deserialize)]
+        struct Held(#[serde(with = "parsed_ahead")] VecDeque<Message>);
+        let (a, b) = (call(1), call(2));
+        let input = [&a[..], &b[..]].concat();
+        let mut t = reading(&input);
+        t.parse_ahead(usize::MAX);
+        let saved = postcard::to_stdvec(&Held(std::mem::take(&mut t.parsed))).unwrap();
+        let Held(restored) = postcard::from_bytes(&saved).unwrap();
+        let raw: Vec<&[u8]> = restored.iter().map(|m| &m.raw()[..]).collect();
+        assert_eq!(raw, vec![&a[..], &b[..]]);
+        // A frame that no longer parses fails the restore (which then
+        // goes back to the old image, docs/restart.md).
+        let broken = postcard::to_stdvec(&vec![Bytes::from_static(b"l\x01\0\x01")]).unwrap();
+        assert!(postcard::from_bytes::<Held>(&broken).is_err());
     }
 }

@@ -149,9 +149,14 @@ impl Server {
                 batch.push((id, conn));
             }
         }
+        let max_message_size = self.opts.limits.max_message_size;
         self.workers
             .each(&mut batch, |(_, conn): &mut (ConnId, Conn)| {
-                conn.read_ahead = Some(conn.transport.read_once());
+                let read = conn.transport.read_once();
+                if read.is_ok() && matches!(conn.phase, Phase::Running) {
+                    conn.transport.parse_ahead(max_message_size);
+                }
+                conn.read_ahead = Some(read);
             });
         self.conns.extend(batch.drain(..));
         self.spare.reading = batch;
