@@ -97,6 +97,7 @@ impl Transport {
     }
 
     /// Take the first `n` bytes of input as an immutable frame, no copy.
+    #[inline]
     pub fn take_frame(&mut self, n: usize) -> Bytes {
         self.frame_need = 0;
         self.inbuf.split_to(n).freeze()

@@ -85,6 +85,7 @@ impl Workers {
     }
 
     /// Whether `count` connections are worth handing to the pool.
+    #[inline]
     fn parallel(&self, count: usize) -> bool {
         self.pool.is_some() && count >= LEAST_PARALLEL
     }
