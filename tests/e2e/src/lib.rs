@@ -47,7 +47,7 @@ pub use locate::{
 pub use peer::{flags, json_string_list, Peer};
 pub use process::{
     copy_executable, process_state, run_bounded, running, status_kib, terminate_and_wait,
-    write_executable, Background, Finished,
+    write_executable, Background, Finished, Stopped,
 };
 pub use raw::read_raw_message;
 pub use shared::shared_copy;

@@ -70,6 +70,36 @@ pub fn process_state(pid: u32) -> Option<char> {
     stat[stat.rfind(')')? + 1..].trim_start().chars().next()
 }
 
+/// A process stopped (SIGSTOP) until dropped (SIGCONT): whatever clients
+/// write meanwhile waits in its sockets, so that it finds it all at once
+/// when it goes on (a deterministic turn).
+pub struct Stopped(u32);
+
+impl Stopped {
+    /// Stops `pid` and waits (bounded) until /proc says it is stopped.
+    pub fn process(pid: u32) -> Stopped {
+        signal(pid, rustix::process::Signal::Stop);
+        let began = Instant::now();
+        while process_state(pid) != Some('T') {
+            assert!(began.elapsed() < TIMEOUT, "process {pid} did not stop");
+            thread::sleep(POLL_INTERVAL);
+        }
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        signal(self.0, rustix::process::Signal::Cont);
+    }
+}
+
+fn signal(pid: u32, which: rustix::process::Signal) {
+    let process = rustix::process::Pid::from_raw(pid as i32).expect("a pid");
+    rustix::process::kill_process(process, which)
+        .unwrap_or_else(|e| panic!("{which:?} to process {pid}: {e}"));
+}
+
 /// SIGTERM to `pid`, then waits (bounded) until it has exited.
 pub fn terminate_and_wait(pid: u32) {
     if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {

@@ -12,6 +12,8 @@ mod support;
 mod container_support;
 #[path = "restart/containers.rs"]
 mod containers;
+#[path = "restart/parsed_ahead.rs"]
+mod parsed_ahead;
 #[path = "restart/privileges.rs"]
 mod privileges;
 #[path = "restart/services.rs"]
@@ -205,28 +207,28 @@ fn a_signal_burst_crossing_ten_restarts_arrives_whole_and_in_order() {
     if skip::quickbus_only("restarting in place") {
         return;
     }
-    signal_burst_crossing_ten_restarts(Bus::start());
+    signal_burst_crossing_ten_restarts(Bus::start(), 3);
 }
 
-/// The same with worker threads making the reads and writes (issue 27):
-/// each restart happens between turns, with the workers idle.
+/// The same with worker threads making the reads and writes (issue 27),
+/// and receivers enough that each turn's writes go to the workers: each
+/// restart happens between turns, with the workers idle.
 #[test]
 fn a_signal_burst_crossing_ten_restarts_with_worker_threads_arrives_whole_and_in_order() {
     if skip::quickbus_only("restarting in place") {
         return;
     }
-    signal_burst_crossing_ten_restarts(Bus::start_with_config(
-        Listen::UnixPath,
-        r#"<limit name="threads">4</limit>"#,
-    ));
+    signal_burst_crossing_ten_restarts(
+        Bus::start_with_config(Listen::UnixPath, r#"<limit name="threads">4</limit>"#),
+        10,
+    );
 }
 
-fn signal_burst_crossing_ten_restarts(bus: Bus) {
+fn signal_burst_crossing_ten_restarts(bus: Bus, receiver_count: usize) {
     const COUNT: u32 = 100_000;
-    const RECEIVERS: usize = 3;
     let rule = format!("type='signal',interface='{SIGNALS}',member='Seq'");
     let mut receivers = Vec::new();
-    for _ in 0..RECEIVERS {
+    for _ in 0..receiver_count {
         let mut conn = bus.connect();
         conn.add_match(&rule).expect("AddMatch");
         receivers.push(thread::spawn(move || {

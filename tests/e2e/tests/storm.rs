@@ -10,12 +10,9 @@
 //! sockets at once; what the tests count is the order the messages
 //! arrive in, never time.
 
-use std::time::Instant;
-
 use bytes::Bytes;
 use quickbus_client::{Connection, Message, MessageBuilder, MessageType, Value};
-use quickbus_e2e::{process_state, skip, Bus, POLL_INTERVAL, TIMEOUT};
-use rustix::process::{kill_process, Pid, Signal};
+use quickbus_e2e::{skip, Bus, Stopped};
 
 const INTERFACE: &str = "org.example.Storm";
 /// Small signals, so that the whole flood fits in a socket's buffer
@@ -24,35 +21,6 @@ const FLOOD: u32 = 1500;
 /// A connection that has the bus to itself routes at most this many
 /// messages per turn (`turns::ALONE`): the most a call may wait behind.
 const ALONE_MESSAGES: u32 = 1024;
-
-/// The daemon stopped until dropped.
-struct Stopped(u32);
-
-impl Stopped {
-    fn daemon(bus: &Bus) -> Stopped {
-        signal(bus.pid(), Signal::Stop);
-        let pid = bus.pid();
-        let began = Instant::now();
-        // Stopped once /proc says so ("T"): every write from now on waits
-        // in the sockets.
-        while process_state(pid) != Some('T') {
-            assert!(began.elapsed() < TIMEOUT, "the daemon did not stop");
-            std::thread::sleep(POLL_INTERVAL);
-        }
-        Stopped(pid)
-    }
-}
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        signal(self.0, Signal::Cont);
-    }
-}
-
-fn signal(pid: u32, which: Signal) {
-    let pid = Pid::from_raw(pid as i32).expect("a daemon pid");
-    kill_process(pid, which).unwrap_or_else(|e| panic!("{which:?} the daemon: {e}"));
-}
 
 /// `count` Tick signals numbered from 0, marshalled one after another
 /// (one write: a batch of separate iovecs would pass IOV_MAX).
@@ -113,7 +81,7 @@ fn a_call_is_routed_within_one_budget_of_a_flood_that_waits_in_the_read_buffers(
     let flood = ticks(&mut flooder, FLOOD);
     let (call, serial) = ping(&mut caller, callee.unique_name());
     {
-        let _stopped = Stopped::daemon(&bus);
+        let _stopped = Stopped::process(bus.pid());
         flooder.send_raw(&flood, &[]).expect("the flood is written");
         caller.send_raw(&call, &[]).expect("the call is written");
     }
@@ -188,7 +156,7 @@ fn a_reply_never_overtakes_the_signals_its_sender_sent_first_across_turns() {
             .expect("the reply marshals"),
     );
     {
-        let _stopped = Stopped::daemon(&bus);
+        let _stopped = Stopped::process(bus.pid());
         service
             .send_raw(&batch.concat(), &[])
             .expect("signals and reply written");

@@ -17,7 +17,7 @@ use std::thread;
 use std::time::Instant;
 
 use quickbus_client::{bus_call, Connection, MessageBuilder, MessageType, Value};
-use quickbus_e2e::{skip, write_config_with, Bus, Listen, POLL_INTERVAL, TIMEOUT};
+use quickbus_e2e::{skip, write_config_with, Bus, Listen, Stopped, POLL_INTERVAL, TIMEOUT};
 
 const INTERFACE: &str = "org.example.Threads";
 
@@ -217,5 +217,86 @@ fn pairs_and_a_broadcast_with_fds_cross_the_workers_whole_and_in_order() {
     }
     for receiver in received {
         assert_eq!(receiver.join().expect("a receiver"), SIGNALS);
+    }
+}
+
+/// Answers `calls` calls each carrying a number, a socket and its inode:
+/// the reply carries the number and the inode back once the socket proved
+/// to be the one sent.
+fn echo_fds(mut callee: Connection, calls: u32) {
+    for _ in 0..calls {
+        let (call, fds) = loop {
+            let (call, fds) = callee.receive().expect("a call");
+            if call.member() == Some("EchoFd") {
+                break (call, fds);
+            }
+        };
+        let body = call.body_values().unwrap();
+        let Value::Uint64(sent) = body[1] else {
+            panic!("EchoFd carries {body:?}");
+        };
+        assert_eq!(fds.len(), 1, "call {body:?} lost its fd");
+        assert_eq!(inode(&fds[0]), sent, "call {body:?} carries another's fd");
+        let reply = MessageBuilder::method_return(call.serial())
+            .destination(call.sender().unwrap().to_owned())
+            .body(body[..2].to_vec());
+        callee.send(reply, &[]).expect("send the reply");
+    }
+}
+
+/// Every caller's call waits in the stopped daemon's sockets, so that it
+/// finds them all in one turn when it goes on: more connections to read
+/// than the pool's threshold, and as many callees to write.
+#[test]
+fn a_turn_that_finds_many_connections_at_once_reads_and_writes_them_through_the_workers() {
+    if skip::quickbus_only("the threads limit") {
+        return;
+    }
+    const PAIRS: usize = 16;
+    const ROUNDS: u32 = 5;
+    let bus = Bus::start_with_config(Listen::UnixPath, &threads(4));
+    wait_for_workers(&bus, 4);
+    let mut callers = Vec::new();
+    let mut callees = Vec::new();
+    for _ in 0..PAIRS {
+        let callee = bus.connect();
+        assert!(callee.can_pass_fds());
+        let name = callee.unique_name().to_owned();
+        callees.push(thread::spawn(move || echo_fds(callee, ROUNDS)));
+        callers.push((bus.connect(), name));
+    }
+    for round in 0..ROUNDS {
+        let mut sent = Vec::new();
+        {
+            let _stopped = Stopped::process(bus.pid());
+            for (i, (caller, callee)) in callers.iter_mut().enumerate() {
+                let (_ours, theirs) = UnixStream::pair().unwrap();
+                let number = round * PAIRS as u32 + i as u32;
+                let call = MessageBuilder::method_call("/echo", "EchoFd")
+                    .interface(INTERFACE)
+                    .destination(callee.clone())
+                    .unix_fds(1)
+                    .body(vec![
+                        Value::Uint32(number),
+                        Value::Uint64(inode(&theirs)),
+                        Value::UnixFd(0),
+                        // Each caller's calls of their own size: a write
+                        // result given to the wrong callee shows.
+                        Value::String("x".repeat(i * 13)),
+                    ]);
+                let serial = caller.send(call, &[theirs.as_fd()]).expect("send a call");
+                sent.push((serial, number, inode(&theirs)));
+            }
+        }
+        for ((caller, _), (serial, number, inode)) in callers.iter_mut().zip(sent) {
+            let (reply, _) = caller.wait_reply(serial).expect("a reply");
+            assert_eq!(
+                reply.body_values().unwrap(),
+                vec![Value::Uint32(number), Value::Uint64(inode)]
+            );
+        }
+    }
+    for callee in callees {
+        callee.join().expect("a callee");
     }
 }

@@ -35,8 +35,12 @@ use tracing::{info, warn};
 use super::{Conn, ConnId, Phase, Server};
 
 /// Fewer connections than this in a phase are served on the loop's
-/// thread: waking a worker costs about as much as one syscall.
-const LEAST_PARALLEL: usize = 2;
+/// thread. Handing a batch to the pool and waiting for it took 12 µs with
+/// its threads awake and 20 to 40 µs after they slept, on the 2-core VM
+/// (docs/performance.md, "Threads"), where one connection's `recvmsg` and
+/// parse or `sendmsg` takes 3 to 5 µs: below about eight connections the
+/// loop's own thread is as quick.
+const LEAST_PARALLEL: usize = 8;
 
 /// The most threads a configuration gets (a typo's 100000 would start
 /// that many).
