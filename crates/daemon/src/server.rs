@@ -211,12 +211,12 @@ struct Conn {
     /// waits for.
     #[serde(skip)]
     answering: bool,
-    /// A read made ahead of its turn by a worker thread, for the loop to
-    /// take where it would have read (see [`workers`]). Not carried by a
-    /// restart: the data is in the input buffer, and the new image's
+    /// A read made ahead by a worker thread, for the loop to take where it
+    /// would have read in the same turn (see [`workers`]). Not carried by
+    /// a restart: the data is in the input buffer, and the new image's
     /// registration raises the edges again.
     #[serde(skip)]
-    read_ahead: Option<Result<ReadStatus, rustix::io::Errno>>,
+    read_ahead: Option<workers::ReadAhead>,
 }
 
 impl Conn {
@@ -754,7 +754,8 @@ impl Server {
                 return;
             } else {
                 reads += 1;
-                let read = match conn.read_ahead.take() {
+                let turn = self.idle_buffers.turn();
+                let read = match conn.read_ahead.take().and_then(|r| r.of_turn(turn)) {
                     Some(made_ahead) => made_ahead,
                     None => conn.transport.read_once(),
                 };

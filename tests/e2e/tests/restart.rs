@@ -12,6 +12,8 @@ mod support;
 mod container_support;
 #[path = "restart/containers.rs"]
 mod containers;
+#[path = "threads/held_senders.rs"]
+mod held_senders;
 #[path = "restart/parsed_ahead.rs"]
 mod parsed_ahead;
 #[path = "restart/privileges.rs"]

@@ -6,6 +6,8 @@
 //! order of the whole bus under many senders is checked against an oracle
 //! in order_oracle.rs; restarts under load with threads in restart.rs.
 
+#[path = "threads/held_senders.rs"]
+mod held_senders;
 #[allow(dead_code)]
 #[path = "restart/support.rs"]
 mod restart_support;
@@ -298,5 +300,26 @@ fn a_turn_that_finds_many_connections_at_once_reads_and_writes_them_through_the_
     }
     for callee in callees {
         callee.join().expect("a callee");
+    }
+}
+
+/// A sender read ahead and then held back is read again when released,
+/// not taken at its word of that earlier read: what it sent while held
+/// arrives (a read-ahead's result stands for its own turn only).
+#[test]
+fn a_sender_held_after_its_read_ahead_is_read_again_when_released() {
+    if skip::quickbus_only("the threads limit") {
+        return;
+    }
+    use held_senders::{HeldSenders, LONG_BURST, SHORT_BURST};
+    // Bursts a read takes whole (the read says the socket is empty), and
+    // bursts longer than a read (it says more may wait).
+    for burst in [SHORT_BURST, LONG_BURST] {
+        let mut held = HeldSenders::start();
+        held.burst_into_the_stopped_daemon(0, burst, |_| ());
+        // Written while some are held: the daemon reads theirs once
+        // released.
+        held.burst(burst, burst);
+        held.receive_all(2 * burst);
     }
 }

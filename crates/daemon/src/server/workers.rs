@@ -32,6 +32,8 @@ use rayon::prelude::*;
 use rustix::io::Errno;
 use tracing::{info, warn};
 
+use crate::transport::ReadStatus;
+
 use super::{Conn, ConnId, Phase, Server};
 
 /// Fewer connections than this in a phase are served on the loop's
@@ -45,6 +47,24 @@ const LEAST_PARALLEL: usize = 8;
 /// The most threads a configuration gets (a typo's 100000 would start
 /// that many).
 const MAX_THREADS: usize = 64;
+
+/// What a read made ahead gave, and in which turn.
+pub(super) struct ReadAhead {
+    turn: u64,
+    read: Result<ReadStatus, Errno>,
+}
+
+impl ReadAhead {
+    /// The read's result if it was made in `turn`. A read of an earlier
+    /// turn that the loop did not reach (its connection spent its budget
+    /// on what was buffered, or was held back) says nothing of now: data
+    /// that came since raised an edge the loop has taken, and would wait
+    /// in the kernel for another if a stale "the socket is empty" were
+    /// believed. Its bytes and fds are in the input already.
+    pub(super) fn of_turn(self, turn: u64) -> Option<Result<ReadStatus, Errno>> {
+        (self.turn == turn).then_some(self.read)
+    }
+}
 
 /// What one write made ahead gave: what the socket took, None when full.
 pub(super) type WriteResult = Result<Option<usize>, Errno>;
@@ -149,19 +169,20 @@ impl Server {
             let reads = self
                 .conns
                 .get(&id)
-                .is_some_and(|c| !c.held && c.read_ahead.is_none() && !c.has_whole_message());
+                .is_some_and(|c| !c.held && !c.has_whole_message());
             if let Some(conn) = reads.then(|| self.conns.remove(&id)).flatten() {
                 batch.push((id, conn));
             }
         }
         let max_message_size = self.opts.limits.max_message_size;
+        let turn = self.idle_buffers.turn();
         self.workers
             .each(&mut batch, |(_, conn): &mut (ConnId, Conn)| {
                 let read = conn.transport.read_once();
                 if read.is_ok() && matches!(conn.phase, Phase::Running) {
                     conn.transport.parse_ahead(max_message_size);
                 }
-                conn.read_ahead = Some(read);
+                conn.read_ahead = Some(ReadAhead { turn, read });
             });
         self.conns.extend(batch.drain(..));
         self.spare.reading = batch;
