@@ -12,6 +12,7 @@ mod support;
 mod container_support;
 #[path = "restart/containers.rs"]
 mod containers;
+#[allow(dead_code)]
 #[path = "threads/held_senders.rs"]
 mod held_senders;
 #[path = "restart/parsed_ahead.rs"]
