@@ -57,6 +57,9 @@ pub struct RunningBus {
     /// The `socket_buffer_bytes` quickbus was configured with, when the
     /// bench set one (a socket-buffer sweep); None: the daemon's default.
     pub socket_buffer: Option<usize>,
+    /// The `threads` limit quickbus was configured with, when the bench
+    /// set one (--quickbus-threads); None: the daemon's default.
+    pub threads: Option<usize>,
     /// It listens on tcp (127.0.0.1, ANONYMOUS) rather than a unix socket.
     pub tcp: bool,
     pub address: String,
@@ -123,10 +126,14 @@ impl RunningBus {
     ) -> Result<RunningBus, String> {
         // Several buses of one kind may run at once (socket buffer sweeps).
         static STARTED: AtomicUsize = AtomicUsize::new(0);
-        let socket_buffer = limits
-            .iter()
-            .find(|(name, _)| *name == "socket_buffer_bytes")
-            .map(|&(_, bytes)| bytes as usize);
+        let limit = |wanted: &str| {
+            limits
+                .iter()
+                .find(|(name, _)| *name == wanted)
+                .map(|&(_, value)| value as usize)
+        };
+        let socket_buffer = limit("socket_buffer_bytes");
+        let threads = limit("threads");
         let dir = std::env::temp_dir().join(format!(
             "quickbus-bench-{}-{}-{}",
             std::process::id(),
@@ -159,6 +166,7 @@ impl RunningBus {
             Ok((child, address, journal)) => Ok(RunningBus {
                 kind,
                 socket_buffer,
+                threads,
                 tcp,
                 address,
                 child,
@@ -201,8 +209,25 @@ impl RunningBus {
     /// of every thread (/proc/PID/task/TID/schedstat) where the kernel
     /// has it, else utime + stime from /proc/PID/stat, whose clock ticks
     /// (10 ms) are too coarse for short runs.
+    ///
+    /// Both count every thread of a daemon, so a quickbus with worker
+    /// threads (its `threads` limit) shows all the cores they burn: the
+    /// schedstat of each thread is summed over /proc/PID/task, and the
+    /// utime and stime of /proc/PID/stat are the whole thread group's
+    /// (proc(5)), not only its main thread's.
     pub fn cpu_seconds(&self) -> f64 {
         tree_cpu_seconds(self.child.id())
+    }
+
+    /// Threads of the daemon and its descendants right now (the entries
+    /// of each one's /proc/PID/task): shows that a `threads` limit took
+    /// effect.
+    pub fn thread_count(&self) -> usize {
+        process_tree(self.child.id())
+            .into_iter()
+            .filter_map(|pid| std::fs::read_dir(format!("/proc/{pid}/task")).ok())
+            .map(|tasks| tasks.count())
+            .sum()
     }
 }
 

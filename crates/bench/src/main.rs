@@ -83,6 +83,14 @@ pub struct BenchArgs {
     /// burst and round trip workloads.
     #[arg(long)]
     sweep_socket_buffers: bool,
+    /// Also run quickbus once per thread count N of this list (its
+    /// `threads` limit; 1: no pool, as before threads), reported as rows
+    /// "qb tN" with ratio rows "tN/daemon" and "tN/broker"; the plain
+    /// quickbus row keeps the default configuration. Honoured by
+    /// many-clients, signal-burst, fan-out and round-trip; the other
+    /// workloads run the plain buses only.
+    #[arg(long, value_name = "N", value_delimiter = ',')]
+    quickbus_threads: Vec<usize>,
     /// Also run each of --buses that has a tcp transport (quickbus,
     /// dbus-daemon) listening on tcp:host=127.0.0.1 (ANONYMOUS), reported
     /// as "qb tcp" / "daemon tcp" with a tcp/unix ratio row. Without
@@ -261,6 +269,8 @@ struct Plan {
     buses: Vec<BusKind>,
     /// Extra quickbus instances, one per socket buffer size.
     socket_buffers: Vec<usize>,
+    /// Extra quickbus instances, one per `threads` limit, ascending.
+    quickbus_threads: Vec<usize>,
     /// Buses also started on tcp.
     tcp: Vec<BusKind>,
     reps: u32,
@@ -322,10 +332,27 @@ fn plan(args: &BenchArgs) -> Result<Plan, String> {
         workloads,
         buses,
         socket_buffers,
+        quickbus_threads: quickbus_threads(&args.quickbus_threads)?,
         tcp,
         reps,
         many_clients,
     })
+}
+
+/// The --quickbus-threads list, sorted, each once; 0 (the daemon's
+/// choice from the cores) is refused: that is the plain quickbus row.
+fn quickbus_threads(listed: &[usize]) -> Result<Vec<usize>, String> {
+    if listed.contains(&0) {
+        return Err(
+            "--quickbus-threads: every thread count must be 1 or more (the default, \
+             chosen from the cores, is the plain quickbus row)"
+                .into(),
+        );
+    }
+    let mut threads = listed.to_vec();
+    threads.sort_unstable();
+    threads.dedup();
+    Ok(threads)
 }
 
 pub(crate) fn default_quickbus_daemon() -> PathBuf {
@@ -399,7 +426,8 @@ fn run(args: &BenchArgs) -> Result<(), String> {
                 continue;
             }
             if workload == Workload::ManyClients {
-                many_clients::run(&plain_buses(&running), &plan.many_clients, rep, &mut many);
+                let buses = many_clients_buses(&running);
+                many_clients::run(&buses, &plan.many_clients, rep, &mut many);
                 continue;
             }
             if workload == Workload::Storm {
@@ -493,8 +521,8 @@ fn run_storms(
     }
 }
 
-/// The buses of `running` that are not the tcp or socket-buffer variants
-/// of a sweep (whose samples would be filed under the same bus).
+/// The buses of `running` that are not the tcp, socket-buffer or thread
+/// variants of quickbus (whose samples would be filed under the same bus).
 fn plain_buses(running: &[RunningBus]) -> Vec<&RunningBus> {
     running
         .iter()
@@ -502,8 +530,20 @@ fn plain_buses(running: &[RunningBus]) -> Vec<&RunningBus> {
         .collect()
 }
 
-/// Every bus of the plan (and each socket buffer size of a sweep), those
-/// that cannot start noted once in `notes`.
+/// The buses of `running` the many-clients workload measures, each with
+/// its subject: the plain buses and quickbus with each number of threads
+/// (not the tcp or socket-buffer variants).
+fn many_clients_buses(running: &[RunningBus]) -> Vec<(Subject, &RunningBus)> {
+    running
+        .iter()
+        .map(|bus| (subject_of(bus), bus))
+        .filter(|(subject, _)| matches!(subject, Subject::Bus(_) | Subject::QuickbusThreads(_)))
+        .collect()
+}
+
+/// Every bus of the plan (and quickbus with each socket buffer size of a
+/// sweep, each thread count of --quickbus-threads), those that cannot
+/// start noted once in `notes`.
 fn start_buses(plan: &Plan, daemon: &std::path::Path, notes: &mut Vec<String>) -> Vec<RunningBus> {
     let mut running = Vec::new();
     let mut note = |text: String| {
@@ -526,6 +566,16 @@ fn start_buses(plan: &Plan, daemon: &std::path::Path, notes: &mut Vec<String>) -
             )),
         }
     }
+    for &threads in &plan.quickbus_threads {
+        match RunningBus::start_with_limits(
+            BusKind::Quickbus,
+            daemon,
+            &[("threads", threads as u64)],
+        ) {
+            Ok(bus) => running.push(bus),
+            Err(e) => note(format!("quickbus with {threads} threads skipped: {e}")),
+        }
+    }
     for &kind in &plan.tcp {
         match RunningBus::start_tcp(kind, daemon) {
             Ok(bus) => running.push(bus),
@@ -536,10 +586,11 @@ fn start_buses(plan: &Plan, daemon: &std::path::Path, notes: &mut Vec<String>) -
 }
 
 fn subject_of(bus: &RunningBus) -> Subject {
-    match (bus.socket_buffer, bus.tcp) {
-        (Some(bytes), _) => Subject::QuickbusSocketBuffer(bytes),
-        (None, true) => Subject::Tcp(bus.kind),
-        (None, false) => Subject::Bus(bus.kind),
+    match (bus.socket_buffer, bus.threads, bus.tcp) {
+        (Some(bytes), _, _) => Subject::QuickbusSocketBuffer(bytes),
+        (None, Some(threads), _) => Subject::QuickbusThreads(threads),
+        (None, None, true) => Subject::Tcp(bus.kind),
+        (None, None, false) => Subject::Bus(bus.kind),
     }
 }
 
@@ -651,6 +702,26 @@ mod tests {
         assert!(narrowed.many_clients.window < full_window);
         assert!(plan(&args(&["--clients", "1,0"])).is_err());
         assert!(plan(&args(&["--wide-fan-out", "0"])).is_err());
+    }
+
+    #[test]
+    fn quickbus_threads_add_a_quickbus_per_count_and_keep_the_workloads() {
+        let none = plan(&args(&["--only", "many-clients"])).unwrap();
+        assert!(none.quickbus_threads.is_empty());
+        let listed = plan(&args(&[
+            "--only",
+            "many-clients",
+            "--quickbus-threads",
+            "8,1,4,1",
+        ]));
+        let listed = listed.unwrap();
+        assert_eq!(listed.quickbus_threads, [1, 4, 8]);
+        assert_eq!(listed.buses, BusKind::ALL, "the plain buses all stay");
+        assert_eq!(listed.workloads, [Workload::ManyClients]);
+        let default = plan(&args(&["--quickbus-threads", "2"])).unwrap();
+        assert_eq!(default.workloads, plan(&args(&[])).unwrap().workloads);
+        let zero = plan(&args(&["--quickbus-threads", "1,0"])).err().unwrap();
+        assert!(zero.contains("--quickbus-threads"), "{zero}");
     }
 
     #[test]

@@ -35,7 +35,7 @@ use serde_json::{json, Value};
 use super::buses::{BusKind, RunningBus};
 use super::endpoint::{Endpoint, Peer};
 use super::messages::{self, Template};
-use super::report::{errors_cell, median, ratio, write_qb_ratio_row, Subject};
+use super::report::{errors_cell, median, ratio, write_ratio_row, Subject};
 use super::round_trip::{call_once, serve_echo};
 use super::workloads::{own_name, percentile, signal_burst_routed, BurstRoute, Sample};
 use quickbus_chart::{Axis, Chart, Series};
@@ -113,6 +113,8 @@ pub struct PairsSample {
     pub bus_cpu_seconds: Option<f64>,
     /// The wall seconds those CPU seconds were read over.
     pub cpu_wall_seconds: f64,
+    /// The bus's threads at the window's end (None: no bus).
+    pub bus_threads: Option<usize>,
     pub errors: Vec<String>,
 }
 
@@ -139,17 +141,25 @@ fn per_second(amount: f64, seconds: f64) -> f64 {
     }
 }
 
-/// One repetition: the pairs at every K on every bus of `buses` and peer
-/// to peer, then the fan-out on every bus; the order rotates with `rep`
-/// (and with K) so that none always runs first.
-pub fn run(buses: &[&RunningBus], settings: &Settings, rep: u32, results: &mut ManyClients) {
-    let mut lanes: Vec<Option<&RunningBus>> = buses.iter().copied().map(Some).collect();
-    lanes.push(None);
+/// One repetition: the pairs at every K on every bus of `buses` (each
+/// filed under its subject: a bus, or quickbus with a number of threads)
+/// and peer to peer, then the fan-out on every bus; the order rotates
+/// with `rep` (and with K) so that none always runs first.
+pub fn run(
+    buses: &[(Subject, &RunningBus)],
+    settings: &Settings,
+    rep: u32,
+    results: &mut ManyClients,
+) {
+    let mut lanes: Vec<(Subject, Option<&RunningBus>)> = buses
+        .iter()
+        .map(|&(subject, bus)| (subject, Some(bus)))
+        .collect();
+    lanes.push((Subject::PeerToPeer, None));
     for (i, &pairs) in settings.clients.iter().enumerate() {
         let n = lanes.len();
         for j in 0..n {
-            let lane = lanes[(j + i + rep as usize) % n];
-            let subject = lane.map_or(Subject::PeerToPeer, |bus| Subject::Bus(bus.kind));
+            let (subject, lane) = lanes[(j + i + rep as usize) % n];
             eprintln!("many-clients: {pairs} pairs on {}", subject.name());
             let sample = run_pairs(lane, pairs, settings.window);
             results.add_pairs(pairs, subject, sample);
@@ -157,14 +167,14 @@ pub fn run(buses: &[&RunningBus], settings: &Settings, rep: u32, results: &mut M
     }
     let n = buses.len().max(1);
     for i in 0..buses.len() {
-        let bus = buses[(i + rep as usize) % n];
+        let (subject, bus) = buses[(i + rep as usize) % n];
         eprintln!(
             "many-clients: fan-out to {} receivers on {}",
             settings.receivers,
-            bus.kind.name()
+            subject.name()
         );
         let sample = run_fan_out(bus, settings.receivers, settings.signals);
-        results.add_fan_out(settings.receivers, bus.kind, sample);
+        results.add_fan_out(settings.receivers, subject, sample);
     }
 }
 
@@ -332,6 +342,7 @@ fn run_pairs(bus: Option<&RunningBus>, pairs: usize, window: Duration) -> PairsS
         .zip(cpu_before)
         .map(|(bus, before)| (bus.cpu_seconds() - before).max(0.0));
     sample.cpu_wall_seconds = began.elapsed().as_secs_f64();
+    sample.bus_threads = bus.map(RunningBus::thread_count);
 
     let mut rtts_ns = Vec::new();
     for caller in callers {
@@ -377,8 +388,9 @@ fn run_fan_out(bus: &RunningBus, receivers: usize, signals: u32) -> Sample {
 pub struct ManyClients {
     /// By K and subject (a bus, or peer to peer).
     pairs: BTreeMap<(usize, Subject), Vec<PairsSample>>,
-    /// By receivers and bus.
-    fan_outs: BTreeMap<(usize, BusKind), Vec<Sample>>,
+    /// By receivers and subject (a bus, or quickbus with a number of
+    /// threads).
+    fan_outs: BTreeMap<(usize, Subject), Vec<Sample>>,
 }
 
 /// Medians over the repetitions of one K and subject.
@@ -449,14 +461,52 @@ fn cores_ratio(a: Option<f64>, b: Option<f64>) -> String {
     }
 }
 
+/// The ratio rows that follow the row of `subject` (figures `row`) in a
+/// table with column `widths`: under another bus's row, the plain
+/// quickbus's figures over its ("qb/broker"), as before threads; under
+/// the row of quickbus with N threads, its figures over each other bus's
+/// ("t4/daemon", "t4/broker"). `find` gives a subject's figures at the
+/// same K (or receivers), `cells` a row's ratio cells, quickbus's first.
+fn write_ratio_rows<'a, T: 'a>(
+    out: &mut String,
+    widths: &[usize],
+    subject: Subject,
+    row: &T,
+    find: impl Fn(Subject) -> Option<&'a T>,
+    cells: impl Fn(&T, &T) -> Vec<String>,
+) {
+    let mut write = |name: Option<String>, quickbus: &T, other: &T| {
+        let Some(name) = name else { return };
+        let cells = cells(quickbus, other);
+        let cells: Vec<&str> = cells.iter().map(String::as_str).collect();
+        write_ratio_row(out, widths, &name, &cells);
+    };
+    match subject {
+        Subject::Bus(other) if other != BusKind::Quickbus => {
+            let quickbus = Subject::Bus(BusKind::Quickbus);
+            if let Some(q) = find(quickbus) {
+                write(quickbus.ratio_name(other), q, row);
+            }
+        }
+        Subject::QuickbusThreads(_) => {
+            for other in Subject::OTHER_BUSES {
+                if let Some(theirs) = find(Subject::Bus(other)) {
+                    write(subject.ratio_name(other), row, theirs);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 impl ManyClients {
     pub fn add_pairs(&mut self, pairs: usize, subject: Subject, sample: PairsSample) {
         self.pairs.entry((pairs, subject)).or_default().push(sample);
     }
 
-    pub fn add_fan_out(&mut self, receivers: usize, bus: BusKind, sample: Sample) {
+    pub fn add_fan_out(&mut self, receivers: usize, subject: Subject, sample: Sample) {
         self.fan_outs
-            .entry((receivers, bus))
+            .entry((receivers, subject))
             .or_default()
             .push(sample);
     }
@@ -531,26 +581,21 @@ impl ManyClients {
                 cores_cell(s.bus_cores),
                 errors_cell(&s.errors)
             );
-            let Subject::Bus(other) = subject else {
-                continue;
-            };
-            if other == BusKind::Quickbus {
-                continue;
-            }
-            let Some(q) = summaries.get(&(pairs, Subject::Bus(BusKind::Quickbus))) else {
-                continue;
-            };
-            write_qb_ratio_row(
+            write_ratio_rows(
                 &mut out,
                 &[6, 12, 14, 8, 9, 9, 9],
-                other,
-                &[
-                    &ratio(q.rate, s.rate),
-                    "",
-                    &ratio(q.p50_us, s.p50_us),
-                    &ratio(q.p99_us, s.p99_us),
-                    &cores_ratio(q.bus_cores, s.bus_cores),
-                ],
+                subject,
+                s,
+                |other| summaries.get(&(pairs, other)),
+                |q, s| {
+                    vec![
+                        ratio(q.rate, s.rate),
+                        String::new(),
+                        ratio(q.p50_us, s.p50_us),
+                        ratio(q.p99_us, s.p99_us),
+                        cores_ratio(q.bus_cores, s.bus_cores),
+                    ]
+                },
             );
         }
         out
@@ -558,7 +603,7 @@ impl ManyClients {
 
     fn fan_out_table(&self) -> String {
         let mut out = String::new();
-        let summaries: BTreeMap<(usize, BusKind), FanOutSummary> = self
+        let summaries: BTreeMap<(usize, Subject), FanOutSummary> = self
             .fan_outs
             .iter()
             .map(|(&key, samples)| (key, summarize_fan_out(samples)))
@@ -573,34 +618,32 @@ impl ManyClients {
             "{:<9} {:>12} {:>12} {:>9} {:>8} {:>9}  errors",
             "receivers", "bus", "deliveries/s", "signals", "recv %", "bus cores"
         );
-        for (&(receivers, bus), s) in &summaries {
+        for (&(receivers, subject), s) in &summaries {
             let _ = writeln!(
                 out,
                 "{:<9} {:>12} {:>12.0} {:>9} {:>7.1}% {:>9}  {}",
                 receivers,
-                bus.name(),
+                subject.name(),
                 s.rate,
                 s.signals / receivers.max(1) as u64,
                 s.received_percent,
                 cores_cell(s.bus_cores),
                 errors_cell(&s.errors)
             );
-            if bus == BusKind::Quickbus {
-                continue;
-            }
-            let Some(q) = summaries.get(&(receivers, BusKind::Quickbus)) else {
-                continue;
-            };
-            write_qb_ratio_row(
+            write_ratio_rows(
                 &mut out,
                 &[9, 12, 12, 9, 8, 9],
-                bus,
-                &[
-                    &ratio(q.rate, s.rate),
-                    "",
-                    "",
-                    &cores_ratio(q.bus_cores, s.bus_cores),
-                ],
+                subject,
+                s,
+                |other| summaries.get(&(receivers, other)),
+                |q, s| {
+                    vec![
+                        ratio(q.rate, s.rate),
+                        String::new(),
+                        String::new(),
+                        cores_ratio(q.bus_cores, s.bus_cores),
+                    ]
+                },
             );
         }
         out
@@ -664,7 +707,7 @@ impl ManyClients {
                 let scaling = bases
                     .get(&subject)
                     .and_then(|&(_, base)| (base > 0.0).then(|| s.rate / base));
-                json!({
+                let mut row = json!({
                     "pairs": k,
                     "subject": subject.name(),
                     "call_size": CALL_SIZE,
@@ -682,19 +725,22 @@ impl ManyClients {
                         "p99_us": x.p99_us,
                         "bus_cpu_seconds": x.bus_cpu_seconds,
                         "cpu_wall_seconds": x.cpu_wall_seconds,
+                        "bus_threads": x.bus_threads,
                         "errors": x.errors,
                     })).collect::<Vec<_>>(),
-                })
+                });
+                subject.mark_json(&mut row);
+                row
             })
             .collect();
         let fan_outs: Vec<Value> = self
             .fan_outs
             .iter()
-            .map(|(&(receivers, bus), samples)| {
+            .map(|(&(receivers, subject), samples)| {
                 let s = summarize_fan_out(samples);
-                json!({
+                let mut row = json!({
                     "receivers": receivers,
-                    "bus": bus.name(),
+                    "bus": subject.name(),
                     "signal_size": SIGNAL_SIZE,
                     "median": {
                         "deliveries_per_s": s.rate,
@@ -708,7 +754,9 @@ impl ManyClients {
                         "bus_cpu_seconds": x.daemon_cpu_seconds,
                         "errors": x.errors,
                     })).collect::<Vec<_>>(),
-                })
+                });
+                subject.mark_json(&mut row);
+                row
             })
             .collect();
         json!({ "pairs": pairs, "fan_out": fan_outs })
@@ -727,6 +775,7 @@ mod tests {
             p99_us: 100.0,
             bus_cpu_seconds: cpu,
             cpu_wall_seconds: 2.0,
+            bus_threads: cpu.map(|_| 1),
             errors: Vec::new(),
         }
     }
@@ -769,8 +818,8 @@ mod tests {
             .errors
             .push("pair 0: callee: connect: refused".into());
         results.add_pairs(4, Subject::PeerToPeer, failed);
-        results.add_fan_out(48, BusKind::Quickbus, fan_out(4800, 0.5));
-        results.add_fan_out(48, BusKind::DbusBroker, fan_out(2400, 0.5));
+        results.add_fan_out(48, qb, fan_out(4800, 0.5));
+        results.add_fan_out(48, broker, fan_out(2400, 0.5));
         let table = results.table();
         let row = |start: &str, subject: &str| {
             table
@@ -818,6 +867,92 @@ mod tests {
             ["many-clients-round-trips.svg", "many-clients-bus-cores.svg"]
         );
         assert!(plots[0].1.contains(">dbus-broker<"));
+    }
+
+    #[test]
+    fn quickbus_with_threads_gets_rows_of_its_own_each_with_ratios_to_the_other_buses() {
+        let mut results = ManyClients::default();
+        let qb = Subject::Bus(BusKind::Quickbus);
+        let t4 = Subject::QuickbusThreads(4);
+        let daemon = Subject::Bus(BusKind::DbusDaemon);
+        let broker = Subject::Bus(BusKind::DbusBroker);
+        for (subject, k1, k4, cores) in [
+            (qb, 20_000, 40_000, 1.0),
+            (t4, 20_000, 80_000, 3.0),
+            (daemon, 10_000, 20_000, 1.0),
+            (broker, 40_000, 40_000, 1.0),
+        ] {
+            results.add_pairs(1, subject, pairs(k1, Some(cores)));
+            results.add_pairs(4, subject, pairs(k4, Some(cores * 2.0)));
+            results.add_fan_out(48, subject, fan_out(k4 / 20, cores));
+        }
+        let table = results.table();
+        let lines: Vec<&str> = table.lines().collect();
+        let at = |start: &str, name: &str| {
+            lines
+                .iter()
+                .position(|l| l.starts_with(start) && l.contains(&format!(" {name} ")))
+                .unwrap_or_else(|| panic!("no {start}{name} row in\n{table}"))
+        };
+        // K=4: 40,000 round trips/s with 4 threads, 4x its K=1, on 3 cores.
+        let row = lines[at("4 ", "qb t4")];
+        assert!(row.contains(" 40000 ") && row.contains(" 4.00x "), "{row}");
+        assert!(row.contains(" 3.00 "), "cores: {row}");
+        // Right under it, against each other bus: dbus-daemon's 10,000/s
+        // and dbus-broker's 20,000/s.
+        let variant = at("4 ", "qb t4");
+        let by_hand = format!(
+            "{:<6} {:>12} {:>14} {:>8} {:>9} {:>9} {:>9}",
+            "", "t4/daemon", "4.00x", "", "1.00x", "1.00x", "3.00x"
+        );
+        assert_eq!(lines[variant + 1], by_hand, "{table}");
+        assert!(
+            lines[variant + 2]
+                .trim_start()
+                .starts_with("t4/broker          2.00x "),
+            "{table}"
+        );
+        // The plain quickbus keeps its rows under the other buses'.
+        assert!(
+            lines[at("4 ", "dbus-broker") + 1].contains("qb/broker"),
+            "{table}"
+        );
+        assert_eq!(
+            table.matches("qb/broker").count(),
+            3,
+            "K=1, K=4, fan-out:\n{table}"
+        );
+        // The fan-out too: 4,000 deliveries in 0.5 s against dbus-broker's 2,000.
+        let fan = at("48 ", "qb t4");
+        assert!(lines[fan].contains(" 8000 "), "{table}");
+        assert!(
+            lines[fan + 2]
+                .trim_start()
+                .starts_with("t4/broker        2.00x "),
+            "{table}"
+        );
+        assert!(lines[fan + 2].trim_end().ends_with(" 3.00x"), "{table}");
+
+        let json = results.json();
+        let variant_rows = |part: &str| -> Vec<Value> {
+            json[part]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|row| row.get("quickbus_threads").is_some())
+                .cloned()
+                .collect()
+        };
+        let rows = variant_rows("pairs");
+        assert_eq!(rows.len(), 2, "{json}");
+        assert!(rows
+            .iter()
+            .all(|r| r["quickbus_threads"] == 4 && r["subject"] == "qb t4"));
+        assert_eq!(rows[1]["median"]["scaling"], 4.0);
+        assert_eq!(variant_rows("fan_out")[0]["bus"], "qb t4");
+        assert_eq!(json["pairs"][0]["samples"][0]["bus_threads"], 1);
+        let plots = results.plots();
+        assert!(plots[0].1.contains(">qb t4<"));
     }
 
     #[test]

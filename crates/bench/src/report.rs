@@ -17,6 +17,10 @@ use quickbus_chart::{Axis, Chart, Series};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Subject {
     Bus(BusKind),
+    /// quickbus with its `threads` limit set to this many (the plain
+    /// `Bus(Quickbus)` keeps the default configuration), from
+    /// --quickbus-threads.
+    QuickbusThreads(usize),
     /// quickbus with its socket buffers set to this many bytes (0: the
     /// kernel's default), in a socket-buffer sweep.
     QuickbusSocketBuffer(usize),
@@ -32,15 +36,48 @@ pub enum Subject {
 }
 
 impl Subject {
+    /// The buses a quickbus subject's ratio rows compare it with, the
+    /// plain quickbus excluded.
+    pub const OTHER_BUSES: [BusKind; 2] = [BusKind::DbusDaemon, BusKind::DbusBroker];
+
     pub fn name(self) -> String {
         match self {
             Subject::Bus(kind) => kind.name().to_owned(),
+            Subject::QuickbusThreads(threads) => format!("qb t{threads}"),
             Subject::QuickbusSocketBuffer(0) => "qb buf=dflt".to_owned(),
             Subject::QuickbusSocketBuffer(bytes) => format!("qb buf={}", buffer_text(bytes)),
             Subject::Tcp(kind) => format!("{} tcp", short(kind)),
             Subject::PeerToPeer => "peer-to-peer".to_owned(),
             Subject::Relay => "relay".to_owned(),
             Subject::Socket => "bare-socket".to_owned(),
+        }
+    }
+
+    /// The name of the ratio row of this subject's figures over `other`'s:
+    /// "qb/broker" for the plain quickbus, "t4/broker" for quickbus with 4
+    /// threads (short enough for the bus column); None for subjects that
+    /// have no ratio rows.
+    pub fn ratio_name(self, other: BusKind) -> Option<String> {
+        match self {
+            Subject::Bus(BusKind::Quickbus) => Some(format!("qb/{}", short(other))),
+            Subject::QuickbusThreads(threads) => Some(format!("t{threads}/{}", short(other))),
+            _ => None,
+        }
+    }
+
+    /// The `threads` limit quickbus ran with, for the JSON rows.
+    pub fn quickbus_threads(self) -> Option<usize> {
+        match self {
+            Subject::QuickbusThreads(threads) => Some(threads),
+            _ => None,
+        }
+    }
+
+    /// Adds `"quickbus_threads"` to a JSON row of this subject, if it has
+    /// one (the rows of other subjects stay as they were).
+    pub fn mark_json(self, row: &mut Value) {
+        if let (Some(threads), Some(row)) = (self.quickbus_threads(), row.as_object_mut()) {
+            row.insert("quickbus_threads".into(), threads.into());
         }
     }
 }
@@ -202,13 +239,19 @@ pub(crate) fn write_qb_ratio_row(
     bus: BusKind,
     ratios: &[&str],
 ) {
+    let name = format!("qb/{}", short(bus));
+    write_ratio_row(out, widths, &name, ratios);
+}
+
+/// [`write_qb_ratio_row`] with the row's name given (e.g. "t4/broker",
+/// [`Subject::ratio_name`]).
+pub(crate) fn write_ratio_row(out: &mut String, widths: &[usize], name: &str, ratios: &[&str]) {
     debug_assert_eq!(widths.len(), ratios.len() + 2, "a width per column");
     let Some((&first, widths)) = widths.split_first() else {
         return;
     };
-    let name = format!("qb/{}", short(bus));
     let _ = write!(out, "{:first$}", "");
-    for (cell, &width) in std::iter::once(name.as_str())
+    for (cell, &width) in std::iter::once(name)
         .chain(ratios.iter().copied())
         .zip(widths)
     {
@@ -323,6 +366,21 @@ impl Results {
                 };
                 if let Some(u) = summaries.get(&unix) {
                     out.push_str(&ratio_row("tcp/unix", &RatioCells::of(s, u)));
+                }
+                continue;
+            }
+            if let Subject::QuickbusThreads(_) = key.subject {
+                // The variant against each other bus, under its own row.
+                for other in Subject::OTHER_BUSES {
+                    let theirs = Key {
+                        subject: Subject::Bus(other),
+                        ..*key
+                    };
+                    if let (Some(b), Some(name)) =
+                        (summaries.get(&theirs), key.subject.ratio_name(other))
+                    {
+                        out.push_str(&ratio_row(&name, &RatioCells::of(s, b)));
+                    }
                 }
                 continue;
             }
@@ -460,7 +518,10 @@ impl Results {
             .keys()
             .filter(|k| {
                 k.workload == Workload::RoundTrip
-                    && matches!(k.subject, Subject::Bus(_) | Subject::Relay)
+                    && matches!(
+                        k.subject,
+                        Subject::Bus(_) | Subject::QuickbusThreads(_) | Subject::Relay
+                    )
             })
             .collect();
         if rows.is_empty() {
@@ -560,7 +621,7 @@ impl Results {
             .iter()
             .map(|(key, samples)| {
                 let s = summarize(key, samples);
-                json!({
+                let mut row = json!({
                     "workload": key.workload.name(),
                     "size": key.size,
                     "count": key.count,
@@ -584,7 +645,9 @@ impl Results {
                         "daemon_cpu_seconds": x.daemon_cpu_seconds,
                         "errors": x.errors,
                     })).collect::<Vec<_>>(),
-                })
+                });
+                key.subject.mark_json(&mut row);
+                row
             })
             .collect();
         let unix_time = std::time::SystemTime::now()
@@ -677,7 +740,10 @@ fn burst_ceiling(summaries: &BTreeMap<Key, Summary>) -> String {
     let mut out = String::new();
     let rows: Vec<&Key> = summaries
         .keys()
-        .filter(|k| k.workload == Workload::SignalBurst && matches!(k.subject, Subject::Bus(_)))
+        .filter(|k| {
+            k.workload == Workload::SignalBurst
+                && matches!(k.subject, Subject::Bus(_) | Subject::QuickbusThreads(_))
+        })
         .collect();
     let mut lines = Vec::new();
     for key in rows {
@@ -866,6 +932,49 @@ mod tests {
             ceiling.contains("0.25 of the peer-to-peer rate (10 messages/s)"),
             "{ceiling}"
         );
+    }
+
+    #[test]
+    fn quickbus_with_threads_is_compared_with_each_other_bus_under_its_own_row() {
+        let mut results = Results::default();
+        let key = |subject| Key {
+            workload: Workload::RoundTrip,
+            size: 1,
+            count: 10,
+            subject,
+        };
+        results.add(key(Subject::Bus(BusKind::Quickbus)), sample(10, 1.0));
+        results.add(key(Subject::QuickbusThreads(2)), sample(10, 0.5));
+        results.add(key(Subject::Bus(BusKind::DbusDaemon)), sample(10, 2.0));
+        results.add(key(Subject::PeerToPeer), sample(10, 0.25));
+        results.add(key(Subject::Socket), sample(10, 0.25));
+        let table = results.table(&[]);
+        let lines: Vec<&str> = table.lines().collect();
+        let variant = lines
+            .iter()
+            .position(|l| l.contains(" qb t2 "))
+            .unwrap_or_else(|| panic!("no qb t2 row:\n{table}"));
+        // 20 calls/s against dbus-daemon's 5: 4x, at a quarter of its latency.
+        let below = lines[variant + 1];
+        assert!(
+            below.contains(" t2/daemon ") && below.contains(" 4.00x ") && below.contains(" 0.25x "),
+            "{table}"
+        );
+        assert!(!table.contains("t2/broker"), "no dbus-broker ran:\n{table}");
+        assert_eq!(table.matches("qb/daemon").count(), 1, "{table}");
+        assert!(
+            table.contains("bus-hop              1 B        qb t2"),
+            "{table}"
+        );
+        let json = results.json("quickbus-bench", 1, &[]);
+        let rows = json["results"].as_array().unwrap();
+        let marked: Vec<&Value> = rows
+            .iter()
+            .filter(|r| r.get("quickbus_threads").is_some())
+            .collect();
+        assert_eq!(marked.len(), 1, "{json}");
+        assert_eq!(marked[0]["quickbus_threads"], 2);
+        assert_eq!(marked[0]["subject"], "qb t2");
     }
 
     #[test]

@@ -1,44 +1,60 @@
 //! A tiny run of `quickbus-bench --only many-clients` against quickbus-daemon
 //! and dbus-daemon: a row for every K on every bus and peer to peer, with
 //! round trips made and no errors, and a fan-out row per bus with every
-//! signal delivered. No timing is checked. Needs /usr/bin/dbus-daemon;
-//! quickbus-daemon is built by quickbus-e2e's `quickbus_daemon_path`.
+//! signal delivered; and with `--quickbus-threads`, a row of its own for
+//! quickbus with each number of threads, whose daemon does run that pool.
+//! No timing is checked. Needs /usr/bin/dbus-daemon; quickbus-daemon is
+//! built by quickbus-e2e's `quickbus_daemon_path`.
 
 mod support;
 
 use std::time::Duration;
 
+use serde_json::Value;
 use support::{against_quickbus, run_bench};
+
+/// A quick many-clients run with `args` added (20 fan-out signals): its
+/// table, no bus skipped, and its JSON's many-clients part. `name` keeps
+/// the JSON file apart from the other test's.
+fn run_many_clients(name: &str, args: &[&str]) -> (String, Value) {
+    let json =
+        std::env::temp_dir().join(format!("quickbus-bench-{name}-{}.json", std::process::id()));
+    let mut all = vec!["--only", "many-clients", "--quick", "--count", "20"];
+    all.extend_from_slice(args);
+    let mut all = against_quickbus(&all);
+    all.extend(["--json".into(), json.clone().into()]);
+    let output = run_bench(all, Duration::from_secs(120));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(!stdout.contains("skipped"), "{stdout}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written")).unwrap();
+    let _ = std::fs::remove_file(&json);
+    (stdout, report["many_clients"].clone())
+}
+
+/// The table's row that starts with `start` (K or receivers) for
+/// `subject`.
+fn row<'a>(stdout: &'a str, start: &str, subject: &str) -> &'a str {
+    stdout
+        .lines()
+        .find(|l| l.starts_with(start) && l.contains(&format!(" {subject} ")))
+        .unwrap_or_else(|| panic!("no {start}row for {subject}:\n{stdout}"))
+}
 
 #[test]
 fn a_tiny_many_clients_run_reports_every_k_and_the_fan_out_fully() {
-    let json = std::env::temp_dir().join(format!(
-        "quickbus-bench-many-clients-{}.json",
-        std::process::id()
-    ));
-    let mut args = against_quickbus(&[
-        "--only",
+    let (stdout, many) = run_many_clients(
         "many-clients",
-        "--quick",
-        "--clients",
-        "1,3",
-        "--wide-fan-out",
-        "4",
-        "--count",
-        "20",
-        "--buses",
-        "quickbus,dbus-daemon",
-    ]);
-    args.extend(["--json".into(), json.clone().into()]);
-    let output = run_bench(args, Duration::from_secs(120));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(!stdout.contains("skipped"), "{stdout}");
-    let row = |start: &str, subject: &str| {
-        stdout
-            .lines()
-            .find(|l| l.starts_with(start) && l.contains(&format!(" {subject} ")))
-            .unwrap_or_else(|| panic!("no {start}row for {subject}:\n{stdout}"))
-    };
+        &[
+            "--clients",
+            "1,3",
+            "--wide-fan-out",
+            "4",
+            "--buses",
+            "quickbus,dbus-daemon",
+        ],
+    );
+    let row = |start: &str, subject: &str| row(&stdout, start, subject);
     for k in ["1 ", "3 "] {
         for subject in ["quickbus", "dbus-daemon", "peer-to-peer"] {
             let row = row(k, subject);
@@ -49,10 +65,6 @@ fn a_tiny_many_clients_run_reports_every_k_and_the_fan_out_fully() {
     assert!(fan_out.contains("100.0%"), "not all delivered: {fan_out}");
     assert!(stdout.contains("qb/daemon"), "no ratio rows:\n{stdout}");
 
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written")).unwrap();
-    let _ = std::fs::remove_file(&json);
-    let many = &report["many_clients"];
     let pairs = many["pairs"].as_array().expect("pairs rows");
     // Two K, each on two buses and peer to peer.
     assert_eq!(pairs.len(), 6, "{many}");
@@ -75,4 +87,64 @@ fn a_tiny_many_clients_run_reports_every_k_and_the_fan_out_fully() {
         assert_eq!(sample["delivered"], 80, "{row}");
         assert!(sample["bus_cpu_seconds"].as_f64() > Some(0.0), "{row}");
     }
+}
+
+#[test]
+fn quickbus_threads_add_a_row_per_thread_count_beside_the_plain_quickbus() {
+    let (stdout, many) = run_many_clients(
+        "many-clients-threads",
+        &[
+            "--clients",
+            "1,2",
+            "--wide-fan-out",
+            "3",
+            "--buses",
+            "quickbus",
+            "--quickbus-threads",
+            "1,2",
+        ],
+    );
+    let row = |start: &str, subject: &str| row(&stdout, start, subject);
+    for k in ["1 ", "2 "] {
+        for subject in ["quickbus", "qb t1", "qb t2", "peer-to-peer"] {
+            let row = row(k, subject);
+            assert!(row.trim_end().ends_with(" -"), "errors reported: {row}");
+        }
+    }
+    for subject in ["quickbus", "qb t1", "qb t2"] {
+        let fan_out = row("3 ", subject);
+        assert!(fan_out.contains("100.0%"), "not all delivered: {fan_out}");
+    }
+
+    // Two K, each on three quickbus configurations and peer to peer.
+    let pairs = many["pairs"].as_array().expect("pairs rows");
+    assert_eq!(pairs.len(), 8, "{many}");
+    let threads_of = |subject: &str| -> Vec<u64> {
+        pairs
+            .iter()
+            .filter(|row| row["subject"] == subject)
+            .map(|row| {
+                let sample = &row["samples"][0];
+                assert!(sample["round_trips"].as_u64() > Some(0), "{row}");
+                assert!(sample["bus_cpu_seconds"].as_f64() > Some(0.0), "{row}");
+                sample["bus_threads"].as_u64().expect("the bus's threads")
+            })
+            .collect()
+    };
+    for row in pairs.iter().filter(|row| row["subject"] == "qb t2") {
+        assert_eq!(row["quickbus_threads"], 2, "{row}");
+    }
+    // The limit took effect: the pool of 2 runs beside the loop's thread,
+    // and one thread starts no pool.
+    let (one, two) = (threads_of("qb t1"), threads_of("qb t2"));
+    assert_eq!(one.len(), 2, "{many}");
+    for (one, two) in one.iter().zip(&two) {
+        assert!(*two >= one + 2, "threads: t1 {one}, t2 {two}");
+    }
+    let fan_outs = many["fan_out"].as_array().expect("fan-out rows");
+    let marked: Vec<_> = fan_outs
+        .iter()
+        .filter_map(|row| row.get("quickbus_threads"))
+        .collect();
+    assert_eq!(marked, [1, 2], "{many}");
 }
