@@ -23,6 +23,11 @@ use smallvec::SmallVec;
 /// (ping-pong), and grows at once to whatever a pending frame lacks.
 const MIN_READ_WINDOW: usize = 4 * 1024;
 const MAX_READ_WINDOW: usize = 256 * 1024;
+/// Most messages a connection holds parsed ahead (`parse_ahead`): a parsed
+/// message takes about four times the bytes of the smallest frame, and a
+/// held sender keeps what it has; the loop parses the rest itself. More
+/// than a contended turn routes (16, `server::turns`).
+const MAX_PARSED_AHEAD: usize = 64;
 /// Most fds one `sendmsg`/`recvmsg` can carry (the kernel's SCM_MAX_FD).
 pub const SCM_MAX_FD: usize = 253;
 /// The slices of one `sendmsg`, inline up to eight messages.
@@ -153,13 +158,17 @@ impl Transport {
         }
     }
 
-    /// Split off and parse every whole frame at the front of the input (a
-    /// worker thread's part of routing, see `server::workers`), stopping
-    /// at the first one that is not whole, is larger than
-    /// `max_message_size`, or does not parse: the loop meets those where
-    /// it always did, and says what is wrong with them.
+    /// Split off and parse the whole frames at the front of the input (a
+    /// worker thread's part of routing, see `server::workers`), up to
+    /// [`MAX_PARSED_AHEAD`] held at once, stopping at the first one that is
+    /// not whole, is larger than `max_message_size`, or does not parse: the
+    /// loop meets those where it always did, and says what is wrong with
+    /// them.
     pub fn parse_ahead(&mut self, max_message_size: usize) {
-        while let Ok(Some(total)) = quickbus_wire::frame_length(&self.inbuf) {
+        while self.parsed.len() < MAX_PARSED_AHEAD {
+            let Ok(Some(total)) = quickbus_wire::frame_length(&self.inbuf) else {
+                return;
+            };
             if total > max_message_size || self.inbuf.len() < total {
                 return;
             }
@@ -590,8 +599,10 @@ mod tests {
         use std::io::Write;
         let (mut t, mut peer) = pair();
         peer.write_all(bytes).unwrap();
-        t.read_once().unwrap();
-        assert_eq!(t.input(), bytes);
+        while t.input().len() < bytes.len() {
+            t.read_once().unwrap();
+        }
+        assert!(t.input() == bytes, "the input is what was written");
         t
     }
 
@@ -613,6 +624,23 @@ mod tests {
         assert_eq!(t.input(), &c[..c.len() - 3], "the incomplete frame stays");
         assert_eq!(serials(&mut t), vec![2, 3]);
         assert!(!t.has_complete_frame());
+    }
+
+    #[test]
+    fn at_most_so_many_messages_wait_parsed_ahead() {
+        let frames: Vec<Bytes> = (0..MAX_PARSED_AHEAD as u32 + 10).map(call).collect();
+        let input = frames.concat();
+        let mut t = reading(&input);
+        t.parse_ahead(usize::MAX);
+        assert_eq!(t.parsed.len(), MAX_PARSED_AHEAD);
+        let rest: usize = frames[MAX_PARSED_AHEAD..].iter().map(|f| f.len()).sum();
+        assert_eq!(t.input().len(), rest, "the rest stays as it came");
+        // Taking some makes room for as many again.
+        for _ in 0..5 {
+            t.take_parsed().unwrap();
+        }
+        t.parse_ahead(usize::MAX);
+        assert_eq!(t.parsed.len(), MAX_PARSED_AHEAD);
     }
 
     #[test]
