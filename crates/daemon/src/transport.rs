@@ -24,9 +24,10 @@ use smallvec::SmallVec;
 const MIN_READ_WINDOW: usize = 4 * 1024;
 const MAX_READ_WINDOW: usize = 256 * 1024;
 /// Most messages a connection holds parsed ahead (`parse_ahead`): a parsed
-/// message takes about four times the bytes of the smallest frame, and a
-/// held sender keeps what it has; the loop parses the rest itself. More
-/// than a contended turn routes (16, `server::turns`).
+/// message takes 160 bytes, up to seven times a frame's (the smallest, a
+/// method return, is 24), and a held sender keeps what it has; the loop
+/// parses the rest itself. More than a contended turn routes (16,
+/// `server::turns`).
 const MAX_PARSED_AHEAD: usize = 64;
 /// Most fds one `sendmsg`/`recvmsg` can carry (the kernel's SCM_MAX_FD).
 pub const SCM_MAX_FD: usize = 253;
