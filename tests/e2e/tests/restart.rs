@@ -857,15 +857,18 @@ fn a_service_started_before_a_restart_is_still_the_bus_s_child() {
         return;
     }
     // The program exits with status 3 once the gate opens, after the
-    // restart: only the bus that started it, by its pid, can tell.
+    // restart: only the bus that started it, by its pid, can tell. (It
+    // also ends when the test's directory is gone: a test that failed
+    // leaves no process looping behind.)
     let services = TempDir::new();
     let gate = services.path().join("gate");
     add_service(
         &services,
         "org.example.Dies",
         &format!(
-            "/bin/sh -c 'while [ ! -e {} ]; do sleep 0.01; done; exit 3'",
-            gate.display()
+            "/bin/sh -c 'while [ ! -e {gate} ]; do [ -d {dir} ] || exit 4; sleep 0.01; done; exit 3'",
+            gate = gate.display(),
+            dir = services.path().display()
         ),
     );
     let bus = bus_with_services(&services);
