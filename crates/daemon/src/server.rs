@@ -907,18 +907,11 @@ impl Server {
                         // for its next turn.
                         return Ok(());
                     }
-                    let max_message_size = self.opts.limits.max_message_size;
-                    let too_large = |total: usize| {
-                        format!("message of {total} bytes exceeds max_message_size ({max_message_size})")
-                    };
                     let msg = if let Some(msg) = conn.transport.take_parsed() {
-                        // Parsed by a worker (see `workers`); a reload may
-                        // have lowered the limit since.
-                        let total = msg.raw().len();
-                        if total > max_message_size {
-                            return Err(too_large(total));
-                        }
-                        budget.charge(total);
+                        // Parsed by a worker (see `workers`). Were
+                        // `max_message_size` lowered by a reload since,
+                        // the core refuses it (`Bus::over_message_limits`).
+                        budget.charge(msg.raw().len());
                         msg
                     } else {
                         let input = conn.transport.input();
@@ -927,8 +920,11 @@ impl Server {
                             Ok(None) => return Ok(()),
                             Err(e) => return Err(format!("invalid message framing: {e}")),
                         };
-                        if total > max_message_size {
-                            return Err(too_large(total));
+                        if total > self.opts.limits.max_message_size {
+                            return Err(format!(
+                                "message of {total} bytes exceeds max_message_size ({})",
+                                self.opts.limits.max_message_size
+                            ));
                         }
                         if input.len() < total {
                             conn.transport.reserve_frame(total);

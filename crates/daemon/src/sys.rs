@@ -423,8 +423,10 @@ fn close_range_cloexec() -> Result<(), i32> {
 /// and closing it would turn every exec failure into a child exiting 1.
 pub fn start_as_service(command: &mut Command, fd_limit: rustix::process::Rlimit) {
     // Without close_range, the child marks every number up to the highest
-    // open one, read here in the parent (the loop is single-threaded: no
-    // descriptor opens between now and the fork). Not the open-file
+    // open one, read here in the parent (no descriptor opens between now
+    // and the fork: routing is one thread, and the worker threads, whose
+    // reads receive fds, work only in a turn's read and write phases,
+    // not while the loop starts a service). Not the open-file
     // limit, which the bus raised, up to a million and more: a loop that
     // long would hold the service's start for seconds.
     let highest = match close_range_cloexec_works() {

@@ -72,8 +72,11 @@ pub struct Transport {
     sasl_out: Outbox,
     /// Messages a worker thread split off the front of `inbuf` and parsed
     /// ahead of routing (`parse_ahead`), in order: they come before what
-    /// `inbuf` holds. A restart carries their frames and parses them again.
-    #[serde(with = "parsed_ahead")]
+    /// `inbuf` holds. A restart puts their frames back in front of `inbuf`
+    /// first (`unparse`), so that the new image meets them as any input,
+    /// and a frame its parser refuses cuts off only its sender; the
+    /// handover's format has no place for them.
+    #[serde(with = "put_back_before_a_handover")]
     parsed: VecDeque<Message>,
 }
 
@@ -188,6 +191,24 @@ impl Transport {
         }
     }
 
+    /// Put the messages parsed ahead back in front of the input, as they
+    /// were read (before a restart's handover).
+    pub fn unparse(&mut self) {
+        if self.parsed.is_empty() {
+            return;
+        }
+        let frames: usize = self.parsed.iter().map(|m| m.raw().len()).sum();
+        let mut input = BytesMut::with_capacity(frames + self.inbuf.len());
+        for message in self.parsed.drain(..) {
+            input.extend_from_slice(message.raw());
+        }
+        input.extend_from_slice(&self.inbuf);
+        self.inbuf = input;
+        // A frame waiting for its end is no longer the first: the loop
+        // sizes its buffer again when it gets to it.
+        self.frame_need = 0;
+    }
+
     /// The oldest message parsed ahead, if any.
     pub fn take_parsed(&mut self) -> Option<Message> {
         self.parsed.pop_front()
@@ -283,36 +304,35 @@ impl Transport {
     }
 }
 
-/// Messages parsed ahead cross a restart as their frames, and are parsed
-/// again on the other side (a parse is a function of the frame).
-mod parsed_ahead {
+/// The parsed messages' place in the handover: none (they are put back
+/// into the input first, `Transport::unparse`). Serializing any is an
+/// error, which refuses the restart rather than losing them; nothing is
+/// written (postcard writes a unit as no bytes), so the format is the one
+/// of before threads.
+mod put_back_before_a_handover {
     use std::collections::VecDeque;
 
-    use bytes::Bytes;
     use quickbus_wire::Message;
-    use serde::de::Error as _;
+    use serde::ser::Error as _;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     pub fn serialize<S: Serializer>(
         parsed: &VecDeque<Message>,
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
-        let frames: Vec<&Bytes> = parsed.iter().map(Message::raw).collect();
-        frames.serialize(serializer)
+        if !parsed.is_empty() {
+            return Err(S::Error::custom(
+                "messages parsed ahead were not put back into the input",
+            ));
+        }
+        ().serialize(serializer)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<VecDeque<Message>, D::Error> {
-        let frames = Vec::<Bytes>::deserialize(deserializer)?;
-        frames
-            .into_iter()
-            .map(|frame| {
-                Message::parse(frame).map_err(|e| {
-                    D::Error::custom(format!("a message read before the restart: {e}"))
-                })
-            })
-            .collect()
+        <()>::deserialize(deserializer)?;
+        Ok(VecDeque::new())
     }
 }
 
@@ -664,21 +684,33 @@ mod tests {
         assert_eq!(t.input(), &input[a.len()..]);
     }
 
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Parsed(#[serde(with = "put_back_before_a_handover")] VecDeque<Message>);
+
     #[test]
-    fn messages_parsed_ahead_cross_a_restart_as_their_frames() {
-        #[derive(serde::Serialize, serde::Deserialize)]
-        struct Held(#[serde(with = "parsed_ahead")] VecDeque<Message>);
-        let (a, b) = (call(1), call(2));
-        let input = [&a[..], &b[..]].concat();
+    fn messages_parsed_ahead_go_back_in_front_of_the_input_for_a_handover() {
+        let (a, b, c) = (call(1), call(2), call(3));
+        let input = [&a[..], &b[..], &c[..c.len() - 3]].concat();
         let mut t = reading(&input);
         t.parse_ahead(usize::MAX);
-        let saved = postcard::to_stdvec(&Held(std::mem::take(&mut t.parsed))).unwrap();
-        let Held(restored) = postcard::from_bytes(&saved).unwrap();
-        let raw: Vec<&[u8]> = restored.iter().map(|m| &m.raw()[..]).collect();
-        assert_eq!(raw, vec![&a[..], &b[..]]);
-        // A frame that no longer parses fails the restore (which then
-        // goes back to the old image, docs/restart.md).
-        let broken = postcard::to_stdvec(&vec![Bytes::from_static(b"l\x01\0\x01")]).unwrap();
-        assert!(postcard::from_bytes::<Held>(&broken).is_err());
+        t.reserve_frame(c.len());
+        let parsed: Vec<u32> = t.parsed.iter().map(|m| m.serial()).collect();
+        assert_eq!(parsed, vec![2, 3]);
+        t.unparse();
+        assert!(t.parsed.is_empty());
+        assert!(t.input() == &input[..], "the input is as it was read");
+        assert_eq!(t.frame_need, 0);
+    }
+
+    #[test]
+    fn the_handover_holds_no_parsed_message_and_refuses_one_not_put_back() {
+        // Nothing written: the format of before threads.
+        let written = postcard::to_stdvec(&Parsed(VecDeque::new())).unwrap();
+        assert!(written.is_empty());
+        let Parsed(read) = postcard::from_bytes(&written).unwrap();
+        assert!(read.is_empty());
+        // One left parsed: the handover fails rather than lose it.
+        let left = Message::parse(call(1)).unwrap();
+        assert!(postcard::to_stdvec(&Parsed(VecDeque::from([left]))).is_err());
     }
 }

@@ -305,6 +305,10 @@ impl Server {
     }
 
     fn take_state(&mut self) -> LoopState {
+        // What workers parsed ahead crosses as the bytes it was read as.
+        for conn in self.conns.values_mut() {
+            conn.transport.unparse();
+        }
         LoopState {
             conns: std::mem::take(&mut self.conns),
             listeners: std::mem::take(&mut self.listeners),

@@ -1,12 +1,11 @@
 //! A bus whose senders get held back with messages their worker threads
 //! read and parsed ahead (issue 27): ten senders write bursts into a
-//! stopped daemon while one receiver's queue is nearly full, so that the
-//! daemon's first turn after it goes on reads every sender at once (the
-//! workers' read-ahead), fills the receiver's queue and holds the senders
-//! whose signals found it full, with messages left unrouted. Shared by
-//! threads.rs and restart/parsed_ahead.rs.
+//! stopped daemon while one receiver's queue is full, so that the daemon's
+//! first turn after it goes on reads every sender at once (the workers'
+//! read-ahead) and holds each at its first signal, everything else it
+//! sent unrouted. Shared by threads.rs and restart/parsed_ahead.rs.
 
-use quickbus_client::{Connection, MessageBuilder, Value};
+use quickbus_client::{bus_call, Connection, MessageBuilder, Value};
 use quickbus_e2e::{connection_stat, Bus, Listen, Stopped};
 
 const INTERFACE: &str = "com.example.HeldSenders";
@@ -19,27 +18,31 @@ pub const LONG_BURST: u32 = 20;
 /// read says the socket is empty).
 pub const SHORT_BURST: u32 = 6;
 const PADDING: usize = 480;
-/// The receiver's queue before the bursts: 40 of its 64 KiB, so that the
-/// ten senders' bursts fill it, long or short.
-const PREFILLED_BYTES: u64 = 40 * 1024;
+/// The receiver's queue bound (`max_outgoing_bytes`): filled to it before
+/// the bursts, so that every sender's first signal finds it full and the
+/// sender is held with all it sent still unrouted.
+const MAX_OUTGOING_BYTES: u64 = 64 * 1024;
 
 pub struct HeldSenders {
     pub bus: Bus,
     /// Reads nothing until the test says.
     pub receiver: Connection,
     pub senders: Vec<Connection>,
+    /// Asks what the filler may not be answered: the queue's size, and
+    /// when the daemon's turn after a stop is over.
+    observer: Connection,
     /// Signals sent before the bursts so that the receiver's queue is
-    /// nearly full, by one more connection, the sender numbered `SENDERS`.
+    /// full, by one more connection, the sender numbered `SENDERS`.
     prefill: u32,
 }
 
 impl HeldSenders {
-    /// The bus, the receiver's queue nearly full.
+    /// The bus, the receiver's queue full.
     pub fn start() -> HeldSenders {
         let limits: String = [
             ("threads", 4),
             ("socket_buffer_bytes", 16384),
-            ("max_outgoing_bytes", 65536),
+            ("max_outgoing_bytes", MAX_OUTGOING_BYTES),
             // Held senders wait as long as the test needs: nothing is lost.
             ("overflow_hold_timeout", 600_000),
             ("max_hold_per_user_per_minute", 60_000),
@@ -54,13 +57,14 @@ impl HeldSenders {
             .add_match(&format!("type='signal',interface='{INTERFACE}'"))
             .expect("AddMatch");
         let senders = (0..SENDERS).map(|_| bus.connect()).collect();
-        // Filled in small batches, each routed (the stats call's answer
-        // comes after it) before the next: never full, so the filler is
-        // never held itself.
+        // Filled until full: the filler is held back itself then, and the
+        // rest of what it sends waits with it (an observer asks for the
+        // queue's size, as the filler may not be answered).
         let mut filler = bus.connect();
+        let mut observer = bus.connect();
         let receiver_name = receiver.unique_name().to_owned();
         let mut prefill = 0;
-        while connection_stat(&mut filler, &receiver_name, "QueuedBytes") < PREFILLED_BYTES {
+        while connection_stat(&mut observer, &receiver_name, "QueuedBytes") < MAX_OUTGOING_BYTES {
             for _ in 0..5 {
                 filler.send(signal(SENDERS, prefill), &[]).expect("prefill");
                 prefill += 1;
@@ -70,21 +74,30 @@ impl HeldSenders {
             bus,
             receiver,
             senders,
+            observer,
             prefill,
         }
     }
 
     /// Every sender writes signals `first..first + count` while the
-    /// daemon is stopped; `while_stopped` runs before it goes on.
+    /// daemon is stopped; `while_stopped` runs before it goes on. Returns
+    /// once the daemon's first turn after it went on is over: the
+    /// observer's call, written last into the stopped daemon, was read in
+    /// that turn and is answered at its end.
     pub fn burst_into_the_stopped_daemon(
         &mut self,
         first: u32,
         count: u32,
         while_stopped: impl FnOnce(&Bus),
     ) {
-        let _stopped = Stopped::process(self.bus.pid());
-        self.burst(first, count);
-        while_stopped(&self.bus);
+        let probe = {
+            let _stopped = Stopped::process(self.bus.pid());
+            self.burst(first, count);
+            let probe = self.observer.send(bus_call("GetId"), &[]).expect("GetId");
+            while_stopped(&self.bus);
+            probe
+        };
+        self.observer.wait_reply(probe).expect("the turn is over");
     }
 
     /// Every sender writes signals `first..first + count`.
