@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# How a threaded quickbus-daemon's CPU splits between its loop thread (what
-# stays serial: epoll, routing, the turn's bookkeeping) and its worker
-# threads (the reads, parsing and writes made side by side), for one
-# quickbus-bench many-clients run (issue 27; docs/performance.md,
-# "Threads"). The loop thread's share is the serial part of the daemon's
-# CPU as the threads divide it; worker time includes rayon's spinning
-# while it waits for work, so the share is a lower bound of the serial
-# part.
+# How a threaded quickbus-daemon's CPU splits between its loop thread and
+# its worker threads, for one quickbus-bench many-clients run (issue 27;
+# docs/performance.md, "Threads"). The loop thread does what stays serial
+# (epoll, routing, the turn's bookkeeping), but also its equal share of
+# each phase it hands to the pool and the whole of the phases too small
+# to hand over; the workers' time includes rayon's spinning while they
+# wait for work. So the loop thread's share is how much the one thread
+# carries, which bounds what the pool can win, not the serial part
+# itself (scripts/cpu-split.sh estimates that, by instructions).
 #
 # Usage: scripts/thread-split.sh THREADS [quickbus-bench many-clients options]
 #   e.g. scripts/thread-split.sh 4 --clients 16 --wide-fan-out 48 --reps 1

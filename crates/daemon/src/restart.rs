@@ -35,7 +35,7 @@ pub use resume::resume;
 /// The handover format's version: a binary restarts into another only
 /// when both print the same number for `--handover-version`. Bump it with
 /// every change to any serialized type (the bus's or the daemon's state).
-pub const HANDOVER_VERSION: u32 = 5;
+pub const HANDOVER_VERSION: u32 = 7;
 
 /// The number of the memfd holding the state, in the new image's
 /// environment.

@@ -307,8 +307,7 @@ impl Transport {
 /// The parsed messages' place in the handover: none (they are put back
 /// into the input first, `Transport::unparse`). Serializing any is an
 /// error, which refuses the restart rather than losing them; nothing is
-/// written (postcard writes a unit as no bytes), so the format is the one
-/// of before threads.
+/// written (postcard writes a unit as no bytes).
 mod put_back_before_a_handover {
     use std::collections::VecDeque;
 
@@ -704,7 +703,7 @@ mod tests {
 
     #[test]
     fn the_handover_holds_no_parsed_message_and_refuses_one_not_put_back() {
-        // Nothing written: the format of before threads.
+        // Nothing written.
         let written = postcard::to_stdvec(&Parsed(VecDeque::new())).unwrap();
         assert!(written.is_empty());
         let Parsed(read) = postcard::from_bytes(&written).unwrap();
