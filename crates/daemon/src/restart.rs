@@ -80,3 +80,32 @@ impl Setup {
         self.reloaded.as_ref().unwrap_or(&self.config)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use sha1::{Digest, Sha1};
+
+    use super::HANDOVER_VERSION;
+
+    /// A tripwire for the handover's format: the configuration the
+    /// handover carries (`Setup::config`) serialized as it crosses. A field
+    /// added to it, removed, moved or retyped changes these bytes, and so
+    /// must change `HANDOVER_VERSION` (postcard writes fields by position
+    /// only: a binary of the old version would misread the new state). A
+    /// default value changing changes them too; then only the digest is
+    /// recorded again. (The `threads` limit was once added without a bump.)
+    #[test]
+    fn the_handover_version_names_the_configuration_layout() {
+        let bytes = postcard::to_stdvec(&crate::config::BusConfig::default()).unwrap();
+        let digest: String = Sha1::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(
+            (HANDOVER_VERSION, digest.as_str()),
+            (7, "4c63f8ba952efec5d12e5ad7b8fba55351a4fe01"),
+            "the configuration crosses a restart differently: if a field changed, bump \
+             HANDOVER_VERSION; if only a default value did, record the new digest"
+        );
+    }
+}
