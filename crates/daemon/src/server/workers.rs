@@ -5,10 +5,10 @@
 //! is only what touches one connection and nothing else, at two points of
 //! a turn:
 //! - before routing, the first `recvmsg` of each connection served in the
-//!   turn that has no whole message buffered (`read_ahead`): the loop then
-//!   routes from the buffers as before, each read's result waiting in its
-//!   connection (`Conn::read_ahead`) for the point where the loop would
-//!   have read;
+//!   turn that has no whole message buffered, and the parsing of what it
+//!   read (`read_ahead`): the loop then routes from the buffers as before,
+//!   each read's result waiting in its connection (`Conn::read_ahead`)
+//!   for the point in the same turn where the loop would have read;
 //! - before the flush, the first `sendmsg` of each connection with output
 //!   (`write_ahead`), made from the bus's queue without changing it: the
 //!   flush then takes that write's result as its first and the bus
@@ -36,11 +36,11 @@ use crate::transport::ReadStatus;
 use super::{Conn, ConnId, Phase, Server};
 
 /// Fewer connections than this in a phase are served on the loop's
-/// thread. Handing a batch to the pool and waiting for it took 12 µs with
-/// its threads awake and 20 to 40 µs after they slept, on the 2-core VM
-/// (docs/performance.md, "Threads"), where one connection's `recvmsg` and
-/// parse or `sendmsg` takes 3 to 5 µs: below about eight connections the
-/// loop's own thread is as quick.
+/// thread. Handing a batch to the pool (the loop taking a share) took 14
+/// to 21 µs with its threads awake and 14 to 44 µs after they slept, on
+/// the 2-core VM (docs/performance.md, "Threads"), where one connection's
+/// `recvmsg` and parse or `sendmsg` takes 3 to 5 µs: below about eight
+/// connections the loop's own thread is as quick.
 const LEAST_PARALLEL: usize = 8;
 
 /// The most threads a configuration gets (a typo's 100000 would start
@@ -116,7 +116,7 @@ impl Workers {
     /// `work` on each item, on the pool's threads when worth it. The
     /// calling thread (the loop's) takes an equal share itself rather than
     /// sleeping until the pool is done: a hand-over after the pool slept
-    /// took about half the time so (examples/pool_handover.rs).
+    /// took from 40 % to 90 % of the time so (examples/pool_handover.rs).
     fn each<T: Send>(&self, items: &mut [T], work: impl Fn(&mut T) + Sync + Send) {
         let Some(pool) = self.pool.as_ref().filter(|_| items.len() >= LEAST_PARALLEL) else {
             items.iter_mut().for_each(work);
