@@ -646,6 +646,17 @@ mod tests {
         assert!(!t.has_complete_frame());
     }
 
+    /// The sizes MAX_PARSED_AHEAD's reason gives.
+    #[test]
+    fn a_parsed_message_is_up_to_seven_times_its_frame() {
+        assert_eq!(std::mem::size_of::<Message>(), 160);
+        let smallest = quickbus_wire::MessageBuilder::method_return(1)
+            .build(2)
+            .unwrap();
+        assert_eq!(smallest.len(), 24);
+        Message::parse(smallest).unwrap();
+    }
+
     #[test]
     fn at_most_so_many_messages_wait_parsed_ahead() {
         let frames: Vec<Bytes> = (0..MAX_PARSED_AHEAD as u32 + 10).map(call).collect();

@@ -12,13 +12,13 @@ mod held_senders;
 #[path = "restart/support.rs"]
 mod restart_support;
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Instant;
 
-use quickbus_client::{bus_call, Connection, MessageBuilder, MessageType, Value};
+use quickbus_client::{bus_call, Connection, MessageBuilder, Received, Value};
 use quickbus_e2e::{skip, write_config_with, Bus, Listen, Stopped, POLL_INTERVAL, TIMEOUT};
 
 const INTERFACE: &str = "org.example.Threads";
@@ -106,24 +106,43 @@ fn call_in_windows(caller: &mut Connection, callee: &str, calls: u32, window: u3
     }
 }
 
-/// Answers `calls` calls with their own body, then returns how many it
-/// answered; asserts they came numbered in order.
-fn echo(mut callee: Connection, calls: u32) -> u32 {
-    let mut next = 0;
-    while next < calls {
-        let (call, _) = callee.receive().expect("a call");
-        if call.msg_type() != MessageType::MethodCall || call.member() != Some("Echo") {
-            continue;
+/// The next message named `member` that `conn` receives (others are
+/// skipped), with its fds.
+fn next_named(conn: &mut Connection, member: &str) -> Received {
+    loop {
+        let (message, fds) = conn.receive().expect(member);
+        if message.member() == Some(member) {
+            return (message, fds);
         }
-        let body = call.body_values().unwrap();
-        assert_eq!(body, vec![Value::Uint32(next)], "calls out of order");
+    }
+}
+
+/// Answers `calls` calls named `member`, the `n`th (from 0) with what
+/// `answer(n, body, fds)` makes of it; returns how many it answered.
+fn answer_calls(
+    mut callee: Connection,
+    member: &str,
+    calls: u32,
+    mut answer: impl FnMut(u32, Vec<Value>, Vec<OwnedFd>) -> Vec<Value>,
+) -> u32 {
+    for n in 0..calls {
+        let (call, fds) = next_named(&mut callee, member);
+        let body = answer(n, call.body_values().unwrap(), fds);
         let reply = MessageBuilder::method_return(call.serial())
             .destination(call.sender().unwrap().to_owned())
             .body(body);
         callee.send(reply, &[]).expect("send the reply");
-        next += 1;
     }
-    next
+    calls
+}
+
+/// Answers `calls` Echo calls with their own body; asserts they came
+/// numbered in order.
+fn echo(callee: Connection, calls: u32) -> u32 {
+    answer_calls(callee, "Echo", calls, |n, body, _| {
+        assert_eq!(body, vec![Value::Uint32(n)], "calls out of order");
+        body
+    })
 }
 
 /// The inode of `fd`: what tells one socket from another in every
@@ -132,25 +151,25 @@ fn inode(fd: impl AsFd) -> u64 {
     rustix::fs::fstat(fd).expect("fstat").st_ino
 }
 
+/// Asserts that `fds` is the one socket whose inode `body[at]` names.
+fn assert_carries_the_sent_socket(body: &[Value], fds: &[OwnedFd], at: usize) {
+    assert_eq!(fds.len(), 1, "{body:?} lost its fd");
+    let Value::Uint64(sent) = body[at] else {
+        panic!("{body:?} names no inode");
+    };
+    assert_eq!(inode(&fds[0]), sent, "{body:?} carries another's fd");
+}
+
 /// Receives `count` Fd signals numbered from 0, each carrying a socket
 /// and its inode as the emitter saw it.
 fn receive_fds(mut receiver: Connection, count: u32) -> u32 {
-    let mut next = 0;
-    while next < count {
-        let (signal, fds) = receiver.receive().expect("a signal");
-        if signal.member() != Some("Fd") {
-            continue;
-        }
+    for n in 0..count {
+        let (signal, fds) = next_named(&mut receiver, "Fd");
         let body = signal.body_values().unwrap();
-        assert_eq!(body[0], Value::Uint32(next));
-        assert_eq!(fds.len(), 1, "signal {next} lost its fd");
-        let Value::Uint64(sent) = body[1] else {
-            panic!("signal {next} carries {body:?}");
-        };
-        assert_eq!(inode(&fds[0]), sent, "signal {next} carries another's fd");
-        next += 1;
+        assert_eq!(body[0], Value::Uint32(n), "signals out of order");
+        assert_carries_the_sent_socket(&body, &fds, 1);
     }
-    next
+    count
 }
 
 #[test]
@@ -225,25 +244,11 @@ fn pairs_and_a_broadcast_with_fds_cross_the_workers_whole_and_in_order() {
 /// Answers `calls` calls each carrying a number, a socket and its inode:
 /// the reply carries the number and the inode back once the socket proved
 /// to be the one sent.
-fn echo_fds(mut callee: Connection, calls: u32) {
-    for _ in 0..calls {
-        let (call, fds) = loop {
-            let (call, fds) = callee.receive().expect("a call");
-            if call.member() == Some("EchoFd") {
-                break (call, fds);
-            }
-        };
-        let body = call.body_values().unwrap();
-        let Value::Uint64(sent) = body[1] else {
-            panic!("EchoFd carries {body:?}");
-        };
-        assert_eq!(fds.len(), 1, "call {body:?} lost its fd");
-        assert_eq!(inode(&fds[0]), sent, "call {body:?} carries another's fd");
-        let reply = MessageBuilder::method_return(call.serial())
-            .destination(call.sender().unwrap().to_owned())
-            .body(body[..2].to_vec());
-        callee.send(reply, &[]).expect("send the reply");
-    }
+fn echo_fds(callee: Connection, calls: u32) {
+    answer_calls(callee, "EchoFd", calls, |_, body, fds| {
+        assert_carries_the_sent_socket(&body, &fds, 1);
+        body[..2].to_vec()
+    });
 }
 
 /// Every caller's call waits in the stopped daemon's sockets, so that it

@@ -39,8 +39,8 @@ use super::{Conn, ConnId, Phase, Server};
 /// thread. Handing a batch to the pool (the loop taking a share) took 14
 /// to 21 µs with its threads awake and 14 to 44 µs after they slept, on
 /// the 2-core VM (docs/performance.md, "Threads"), where one connection's
-/// `recvmsg` and parse or `sendmsg` takes 3 to 5 µs: below about eight
-/// connections the loop's own thread is as quick.
+/// write and read take 4 to 5 µs (half a bare-socket round trip): below
+/// about eight connections the loop's own thread is as quick.
 const LEAST_PARALLEL: usize = 8;
 
 /// The most threads a configuration gets (a typo's 100000 would start
