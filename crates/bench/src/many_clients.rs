@@ -35,9 +35,14 @@ use serde_json::{json, Value};
 use super::buses::{BusKind, RunningBus};
 use super::endpoint::{Endpoint, Peer};
 use super::messages::{self, Template};
-use super::report::{errors_cell, median, ratio, write_ratio_row, Subject};
+use super::report::{
+    count_errors, errors_cell, measured_cell, measured_ratio, median, ratio, write_ratio_row,
+    Subject,
+};
 use super::round_trip::{call_once, serve_echo};
-use super::workloads::{own_name, percentile, signal_burst_routed, BurstRoute, Sample};
+use super::workloads::{
+    own_name, percentile, signal_burst_routed, sleep_until, BurstRoute, Sample,
+};
 use quickbus_chart::{Axis, Chart, Series};
 
 /// Pairs at once, the default list (issue 27's).
@@ -362,13 +367,6 @@ fn run_pairs(bus: Option<&RunningBus>, pairs: usize, window: Duration) -> PairsS
     sample
 }
 
-fn sleep_until(at: Instant) {
-    let now = Instant::now();
-    if at > now {
-        thread::sleep(at - now);
-    }
-}
-
 /// One emitter's `signals` to `receivers` matching receivers on `bus`,
 /// the bus's CPU read from the moment every client is connected.
 fn run_fan_out(bus: &RunningBus, receivers: usize, signals: u32) -> Sample {
@@ -418,15 +416,6 @@ fn median_of<T>(samples: &[T], f: impl Fn(&T) -> Option<f64>) -> Option<f64> {
     (!values.is_empty()).then(|| median(&mut values))
 }
 
-/// Distinct errors with how often they occurred.
-fn count_errors<'a>(errors: impl Iterator<Item = &'a String>) -> Vec<(String, usize)> {
-    let mut counted: BTreeMap<String, usize> = BTreeMap::new();
-    for e in errors {
-        *counted.entry(e.clone()).or_default() += 1;
-    }
-    counted.into_iter().collect()
-}
-
 fn summarize_pairs(samples: &[PairsSample]) -> PairsSummary {
     let med = |f: fn(&PairsSample) -> f64| median_of(samples, |s| Some(f(s))).unwrap_or(0.0);
     PairsSummary {
@@ -446,18 +435,6 @@ fn summarize_fan_out(samples: &[Sample]) -> FanOutSummary {
         bus_cores: median_of(samples, fan_out_cores),
         signals: samples.first().map_or(0, |s| s.expected),
         errors: count_errors(samples.iter().flat_map(|s| &s.errors)),
-    }
-}
-
-fn cores_cell(cores: Option<f64>) -> String {
-    cores.map_or("-".into(), |c| format!("{c:.2}"))
-}
-
-/// A ratio of cores, "-" where either side has none.
-fn cores_ratio(a: Option<f64>, b: Option<f64>) -> String {
-    match (a, b) {
-        (Some(a), Some(b)) => ratio(a, b),
-        _ => "-".into(),
     }
 }
 
@@ -489,7 +466,7 @@ fn write_ratio_rows<'a, T: 'a>(
             }
         }
         Subject::QuickbusThreads(_) => {
-            for other in Subject::OTHER_BUSES {
+            for other in Subject::other_buses() {
                 if let Some(theirs) = find(Subject::Bus(other)) {
                     write(subject.ratio_name(other), row, theirs);
                 }
@@ -578,7 +555,7 @@ impl ManyClients {
                 scaling,
                 s.p50_us,
                 s.p99_us,
-                cores_cell(s.bus_cores),
+                measured_cell(s.bus_cores),
                 errors_cell(&s.errors)
             );
             write_ratio_rows(
@@ -593,7 +570,7 @@ impl ManyClients {
                         String::new(),
                         ratio(q.p50_us, s.p50_us),
                         ratio(q.p99_us, s.p99_us),
-                        cores_ratio(q.bus_cores, s.bus_cores),
+                        measured_ratio(q.bus_cores, s.bus_cores),
                     ]
                 },
             );
@@ -627,7 +604,7 @@ impl ManyClients {
                 s.rate,
                 s.signals / receivers.max(1) as u64,
                 s.received_percent,
-                cores_cell(s.bus_cores),
+                measured_cell(s.bus_cores),
                 errors_cell(&s.errors)
             );
             write_ratio_rows(
@@ -641,7 +618,7 @@ impl ManyClients {
                         ratio(q.rate, s.rate),
                         String::new(),
                         String::new(),
-                        cores_ratio(q.bus_cores, s.bus_cores),
+                        measured_ratio(q.bus_cores, s.bus_cores),
                     ]
                 },
             );

@@ -36,9 +36,13 @@ pub enum Subject {
 }
 
 impl Subject {
-    /// The buses a quickbus subject's ratio rows compare it with, the
-    /// plain quickbus excluded.
-    pub const OTHER_BUSES: [BusKind; 2] = [BusKind::DbusDaemon, BusKind::DbusBroker];
+    /// The buses a quickbus subject's ratio rows compare it with: every
+    /// bus but quickbus.
+    pub fn other_buses() -> impl Iterator<Item = BusKind> {
+        BusKind::ALL
+            .into_iter()
+            .filter(|&kind| kind != BusKind::Quickbus)
+    }
 
     pub fn name(self) -> String {
         match self {
@@ -59,16 +63,8 @@ impl Subject {
     /// have no ratio rows.
     pub fn ratio_name(self, other: BusKind) -> Option<String> {
         match self {
-            Subject::Bus(BusKind::Quickbus) => Some(format!("qb/{}", short(other))),
+            Subject::Bus(BusKind::Quickbus) => Some(qb_ratio_name(other)),
             Subject::QuickbusThreads(threads) => Some(format!("t{threads}/{}", short(other))),
-            _ => None,
-        }
-    }
-
-    /// The `threads` limit quickbus ran with, for the JSON rows.
-    pub fn quickbus_threads(self) -> Option<usize> {
-        match self {
-            Subject::QuickbusThreads(threads) => Some(threads),
             _ => None,
         }
     }
@@ -76,7 +72,7 @@ impl Subject {
     /// Adds `"quickbus_threads"` to a JSON row of this subject, if it has
     /// one (the rows of other subjects stay as they were).
     pub fn mark_json(self, row: &mut Value) {
-        if let (Some(threads), Some(row)) = (self.quickbus_threads(), row.as_object_mut()) {
+        if let (Subject::QuickbusThreads(threads), Some(row)) = (self, row.as_object_mut()) {
             row.insert("quickbus_threads".into(), threads.into());
         }
     }
@@ -146,10 +142,6 @@ pub(crate) fn summarize_samples(samples: &[Sample], bytes_per_unit: f64) -> Summ
         .iter()
         .filter_map(|s| s.daemon_cpu_us_per_message())
         .collect();
-    let mut errors: BTreeMap<String, usize> = BTreeMap::new();
-    for e in samples.iter().flat_map(|s| &s.errors) {
-        *errors.entry(e.clone()).or_default() += 1;
-    }
     let rate = med(&|s| s.rate());
     Summary {
         rate,
@@ -158,8 +150,17 @@ pub(crate) fn summarize_samples(samples: &[Sample], bytes_per_unit: f64) -> Summ
         latency_p99_us: med(&|s| s.latency_p99_us),
         received_percent: med(&|s| s.received_percent()),
         cpu_us_per_message: (!cpu.is_empty()).then(|| median(&mut cpu.clone())),
-        errors: errors.into_iter().collect(),
+        errors: count_errors(samples.iter().flat_map(|s| &s.errors)),
     }
+}
+
+/// Distinct errors with how often they occurred.
+pub(crate) fn count_errors<'a>(errors: impl Iterator<Item = &'a String>) -> Vec<(String, usize)> {
+    let mut counted: BTreeMap<String, usize> = BTreeMap::new();
+    for e in errors {
+        *counted.entry(e.clone()).or_default() += 1;
+    }
+    counted.into_iter().collect()
 }
 
 pub(crate) fn size_text(size: usize) -> String {
@@ -195,17 +196,24 @@ impl RatioCells {
             mib_per_s: ratio(a.mib_per_s, b.mib_per_s),
             latency_mean: ratio(a.latency_mean_us, b.latency_mean_us),
             latency_p99: ratio(a.latency_p99_us, b.latency_p99_us),
-            cpu: match (a.cpu_us_per_message, b.cpu_us_per_message) {
-                (Some(a), Some(b)) => ratio(a, b),
-                _ => "-".into(),
-            },
+            cpu: measured_ratio(a.cpu_us_per_message, b.cpu_us_per_message),
         }
     }
 }
 
-/// CPU µs per message, or "-" where it was not measured.
-pub(crate) fn cpu_cell(cpu_us_per_message: Option<f64>) -> String {
-    cpu_us_per_message.map_or("-".into(), |c| format!("{c:.2}"))
+/// A figure that is not always measured (CPU µs per message, bus cores),
+/// or "-" where it was not.
+pub(crate) fn measured_cell(figure: Option<f64>) -> String {
+    figure.map_or("-".into(), |c| format!("{c:.2}"))
+}
+
+/// The ratio of two figures that are not always measured, "-" where
+/// either was not.
+pub(crate) fn measured_ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) => ratio(a, b),
+        _ => "-".into(),
+    }
 }
 
 /// A summary's errors, each with how often it occurred, or "-".
@@ -239,8 +247,12 @@ pub(crate) fn write_qb_ratio_row(
     bus: BusKind,
     ratios: &[&str],
 ) {
-    let name = format!("qb/{}", short(bus));
-    write_ratio_row(out, widths, &name, ratios);
+    write_ratio_row(out, widths, &qb_ratio_name(bus), ratios);
+}
+
+/// The name of the row of the plain quickbus's figures over `bus`'s.
+fn qb_ratio_name(bus: BusKind) -> String {
+    format!("qb/{}", short(bus))
 }
 
 /// [`write_qb_ratio_row`] with the row's name given (e.g. "t4/broker",
@@ -342,7 +354,7 @@ impl Results {
                 out.push('\n');
             }
             current = Some((key.workload, key.size));
-            let cpu = cpu_cell(s.cpu_us_per_message);
+            let cpu = measured_cell(s.cpu_us_per_message);
             let errors = errors_cell(&s.errors);
             let _ = writeln!(
                 out,
@@ -371,7 +383,7 @@ impl Results {
             }
             if let Subject::QuickbusThreads(_) = key.subject {
                 // The variant against each other bus, under its own row.
-                for other in Subject::OTHER_BUSES {
+                for other in Subject::other_buses() {
                     let theirs = Key {
                         subject: Subject::Bus(other),
                         ..*key
@@ -393,8 +405,7 @@ impl Results {
                     ..*key
                 };
                 if let Some(q) = summaries.get(&qb) {
-                    let name = format!("qb/{}", short(other));
-                    out.push_str(&ratio_row(&name, &RatioCells::of(q, s)));
+                    out.push_str(&ratio_row(&qb_ratio_name(other), &RatioCells::of(q, s)));
                 }
             }
         }

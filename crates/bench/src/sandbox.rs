@@ -31,7 +31,7 @@ use quickbus_client::{containers1, Connection};
 use serde_json::{json, Value as Json};
 
 use super::buses::{tree_cpu_seconds, BusKind, RunningBus};
-use super::report::{cpu_cell, errors_cell, summarize_samples, RatioCells, Summary};
+use super::report::{errors_cell, measured_cell, summarize_samples, RatioCells, Summary};
 use super::round_trip::{interleaved_paths, CallPath};
 use super::targets::{rows_section, Row};
 use super::workloads::{signal_burst_routed, BurstRoute, Sample};
@@ -394,7 +394,7 @@ impl Sandboxes {
             "measure", "size", "way", "rate", "lat mean µs", "p99 µs", "recv %", "cpu µs/msg"
         );
         for (&(measure, way), s) in &summaries {
-            let cpu = cpu_cell(s.cpu_us_per_message);
+            let cpu = measured_cell(s.cpu_us_per_message);
             let errors = errors_cell(&s.errors);
             let _ = writeln!(
                 out,

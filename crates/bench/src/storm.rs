@@ -30,7 +30,7 @@ use super::buses::{BusKind, RunningBus};
 use super::messages::{self, Template};
 use super::report::{median, ratio, write_qb_ratio_row};
 use super::round_trip::{call_once, serve_echo};
-use super::workloads::percentile;
+use super::workloads::{percentile, sleep_until};
 use quickbus_chart::{Axis, Chart, Series};
 
 /// Flood rates in signals/s: 0 is as fast as the bus takes them.
@@ -401,11 +401,7 @@ fn make_calls(
     let mut call = Template::call(callee, messages::METHOD, CALL_SIZE);
     let first = Instant::now();
     for i in 0..calls {
-        let due = first + CALL_PERIOD * i;
-        let now = Instant::now();
-        if due > now {
-            thread::sleep(due - now);
-        }
+        sleep_until(first + CALL_PERIOD * i);
         let sent = Instant::now();
         call_once(caller, &mut call, i + 1)?;
         rtts_ns.push(sent.elapsed().as_nanos() as u64);

@@ -72,6 +72,14 @@ impl Sample {
     }
 }
 
+/// Sleep until `at` (at once if it has passed).
+pub fn sleep_until(at: Instant) {
+    let now = Instant::now();
+    if at > now {
+        std::thread::sleep(at - now);
+    }
+}
+
 /// The value below which `q` of the sorted values lie (nearest rank).
 pub fn percentile(sorted: &[u64], q: f64) -> u64 {
     if sorted.is_empty() {

@@ -115,3 +115,35 @@ fn quick_storm_reports_every_bus_at_every_flood_rate_with_every_call_answered() 
     }
     assert!(stdout.contains("qb/daemon"), "no ratio rows:\n{stdout}");
 }
+
+/// `--quickbus-threads` reaches the generic workloads too, as its help
+/// says: quickbus with 2 threads gets rows of its own, fully received,
+/// and ratio rows against the other bus.
+#[test]
+fn quickbus_threads_give_the_generic_workloads_rows_of_their_own() {
+    let args = against_quickbus(&[
+        "--only",
+        "fan-out,round-trip",
+        "--quick",
+        "--count",
+        "20",
+        "--buses",
+        "quickbus,dbus-daemon",
+        "--quickbus-threads",
+        "2",
+    ]);
+    let output = run_bench(args, Duration::from_secs(120));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for workload in ["fan-out", "round-trip"] {
+        let rows: Vec<&str> = stdout
+            .lines()
+            .filter(|l| l.starts_with(workload) && l.contains(" qb t2 "))
+            .collect();
+        assert!(!rows.is_empty(), "no {workload} row for qb t2:\n{stdout}");
+        for row in rows {
+            assert!(row.contains("100.0%"), "not all received: {row}");
+            assert!(row.trim_end().ends_with(" -"), "errors reported: {row}");
+        }
+    }
+    assert!(stdout.contains("t2/daemon"), "no ratio rows for qb t2:\n{stdout}");
+}
