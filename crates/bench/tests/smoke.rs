@@ -145,5 +145,8 @@ fn quickbus_threads_give_the_generic_workloads_rows_of_their_own() {
             assert!(row.trim_end().ends_with(" -"), "errors reported: {row}");
         }
     }
-    assert!(stdout.contains("t2/daemon"), "no ratio rows for qb t2:\n{stdout}");
+    assert!(
+        stdout.contains("t2/daemon"),
+        "no ratio rows for qb t2:\n{stdout}"
+    );
 }

@@ -302,6 +302,26 @@ where
     }
 }
 
+/// The one copy of a rule equal to `rule` in `shared` that every slot
+/// holding it shares, counting one more slot. (A function of the map
+/// alone, so that `MatchIndex::add` keeps its borrow of the connection's
+/// rules.)
+fn share(shared: &mut FastMap<Arc<MatchRule>, usize>, rule: MatchRule) -> Arc<MatchRule> {
+    // One probe: the entry keeps the map's own key when the rule is
+    // already there, and the new `Arc` is then dropped unused.
+    match shared.entry(Arc::new(rule)) {
+        Entry::Occupied(mut held) => {
+            *held.get_mut() += 1;
+            Arc::clone(held.key())
+        }
+        Entry::Vacant(new) => {
+            let shared = Arc::clone(new.key());
+            new.insert(1);
+            shared
+        }
+    }
+}
+
 impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
     pub fn new() -> MatchIndex<K> {
         MatchIndex::default()
@@ -320,7 +340,7 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
         }
         let shape = Shape::of(&rule);
         let key = rule_hash(&self.seed, shape, &RuleKeys::of(&rule));
-        let rule = self.share(rule);
+        let rule = share(&mut self.shared_rules, rule);
         let id = match self.free.pop() {
             Some(id) => id,
             None => {
@@ -328,11 +348,7 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
                 self.slots.len() - 1
             }
         };
-        self.conns
-            .entry(conn)
-            .or_default()
-            .slots
-            .insert(Arc::clone(&rule), id);
+        conn_rules.slots.insert(Arc::clone(&rule), id);
         for name in unique_names_in(&rule) {
             self.naming_unique
                 .entry(name.into())
@@ -391,24 +407,6 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
         self.instances -= conn_rules.instances;
         for (_, id) in conn_rules.slots {
             self.unlink(id);
-        }
-    }
-
-    /// The one copy of a rule equal to `rule` that every slot holding it
-    /// shares, counting one more slot.
-    fn share(&mut self, rule: MatchRule) -> Arc<MatchRule> {
-        // One probe: the entry keeps the map's own key when the rule is
-        // already there, and the new `Arc` is then dropped unused.
-        match self.shared_rules.entry(Arc::new(rule)) {
-            Entry::Occupied(mut held) => {
-                *held.get_mut() += 1;
-                Arc::clone(held.key())
-            }
-            Entry::Vacant(new) => {
-                let shared = Arc::clone(new.key());
-                new.insert(1);
-                shared
-            }
         }
     }
 

@@ -4,9 +4,9 @@
 //! The bus keeps one per connection in its queue ([`crate::overflow`]),
 //! which also moves the user's tally in the same calls; the daemon keeps
 //! one, that nobody counts, for the SASL replies of a connection the bus
-//! does not know yet. Writing is the daemon's (the socket is its): it
-//! asks for the slices of the next write ([`Outbox::next_write`]) and
-//! reports what the socket took ([`Outbox::advance`]).
+//! does not know yet. Writing is the daemon's (the socket is its):
+//! [`Outbox::flush`] asks it for one write of the slices
+//! [`Outbox::next_write`] gives, and takes out what the socket took.
 //!
 //! Owns: the items, the offset, the counts. May touch: nothing.
 
@@ -115,8 +115,9 @@ impl Outbox {
         self.items.is_empty()
     }
 
-    /// The item queued last.
-    pub fn last(&self) -> Option<&OutItem> {
+    /// The item queued last (the bus's tests).
+    #[cfg(test)]
+    pub(crate) fn last(&self) -> Option<&OutItem> {
         self.items.back()
     }
 
@@ -171,11 +172,9 @@ impl Outbox {
     }
 
     /// The socket took `written` bytes of the next write: they leave,
-    /// with the fds of each message written to its end. Returns the
-    /// bytes and fds that left.
+    /// with the fds of each message written to its end.
     #[inline]
-    pub fn advance(&mut self, mut written: usize) -> (usize, usize) {
-        let (bytes, fds) = (self.bytes, self.fds);
+    fn advance(&mut self, mut written: usize) {
         while written > 0 {
             let Some(front) = self.items.front() else {
                 break;
@@ -192,7 +191,6 @@ impl Outbox {
             self.offset = 0;
             self.items.pop_front();
         }
-        (bytes - self.bytes, fds - self.fds)
     }
 }
 
@@ -256,6 +254,13 @@ mod tests {
         assert_eq!(o.bytes(), 8);
     }
 
+    /// `o.advance(written)`, and the bytes and fds that left.
+    fn advanced(o: &mut Outbox, written: usize) -> (usize, usize) {
+        let (bytes, fds) = (o.bytes(), o.fds());
+        o.advance(written);
+        (bytes - o.bytes(), fds - o.fds())
+    }
+
     #[test]
     fn counts_move_with_each_push_and_write() {
         let mut o = Outbox::default();
@@ -267,20 +272,20 @@ mod tests {
         // The fds start a write of their own.
         assert_eq!(write(&o), (b"headbody".to_vec(), 0));
         // Part of the first item: bytes go, nothing else does.
-        assert_eq!(o.advance(3), (3, 0));
+        assert_eq!(advanced(&mut o, 3), (3, 0));
         assert_counts_match(&o);
         assert_eq!(write(&o), (b"dbody".to_vec(), 0));
         // The rest of it.
-        assert_eq!(o.advance(5), (5, 0));
+        assert_eq!(advanced(&mut o, 5), (5, 0));
         assert_counts_match(&o);
         // They go with the first byte of their message; what follows
         // without fds joins the write.
         assert_eq!(write(&o), (b"fds!lastone".to_vec(), 2));
         // The fds leave once their message is written to its end.
-        assert_eq!(o.advance(1), (1, 0));
+        assert_eq!(advanced(&mut o, 1), (1, 0));
         assert_eq!(o.fds(), 2);
         assert_eq!(write(&o), (b"ds!lastone".to_vec(), 0), "sent already");
-        assert_eq!(o.advance(10), (10, 2));
+        assert_eq!(advanced(&mut o, 10), (10, 2));
         assert!(o.is_empty());
         assert_eq!((o.bytes(), o.fds()), (0, 0));
         assert_counts_match(&o);
@@ -295,7 +300,7 @@ mod tests {
         let mut iov = Vec::new();
         o.next_write(|s| iov.push(s));
         assert_eq!(iov.len(), 2 * MAX_MESSAGES_PER_WRITE);
-        assert_eq!(o.advance(2 * MAX_MESSAGES_PER_WRITE), (512, 0));
+        assert_eq!(advanced(&mut o, 2 * MAX_MESSAGES_PER_WRITE), (512, 0));
         assert_eq!(o.items().count(), 10);
         assert_counts_match(&o);
     }

@@ -340,9 +340,8 @@ impl Queues {
     /// Whether `q` or its user's queues are full.
     #[inline]
     pub(crate) fn is_full(&self, q: &OutQueue) -> bool {
-        let user = self.users.get(q.user);
-        self.bounds.fill(q.out.bytes(), q.out.fds()) != Fill::Room
-            || self.user_bounds.full(user.out_bytes, user.out_fds)
+        let (own, user_full) = self.room(q);
+        own != Fill::Room || user_full
     }
 
     /// Hold back the sender `sender` (of `sender_uid`, with queue `q`)

@@ -52,14 +52,11 @@ impl Bus {
         let msg_kind = msg.kind;
         let item = OutItem::from(msg);
         let q = &mut conn.queue;
-        if q.owes() {
-            // It hears of its losses before this message: the rare case,
-            // judged as the common one after that.
-            let (own, user_full) = self.queues.room(q);
-            if own == Fill::Room && !user_full {
-                self.queue_in(to, item, msg_kind, routing, out);
-                return;
-            }
+        // It hears of its losses before this message: the rare case,
+        // judged as the common one after that.
+        if q.owes() && !self.queues.is_full(q) {
+            self.queue_in(to, item, msg_kind, routing, out);
+            return;
         }
         // The common case: room everywhere (and one lookup of the
         // receiver).
