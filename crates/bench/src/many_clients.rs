@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::buses::{BusKind, RunningBus};
+use super::buses::RunningBus;
 use super::endpoint::{Endpoint, Peer};
 use super::messages::{self, Template};
 use super::report::{
@@ -225,23 +225,28 @@ impl Pair {
         Ok(Pair::new(Box::new(caller), ":1.0".to_owned(), callee))
     }
 
-    /// Back-to-back calls until `window` ends; the round-trip times of
-    /// those that completed within it.
-    fn make_calls(&mut self, window: &Window) -> (Vec<u64>, Option<String>) {
+    /// Back-to-back calls until `window` ends: the round-trip times of
+    /// those that completed within it, and the error that ended them
+    /// early, if one did.
+    fn make_calls(&mut self, window: &Window) -> Calls {
         let mut call = Template::call(&self.callee_name, messages::METHOD, CALL_SIZE);
-        let mut rtts_ns = Vec::new();
+        let mut calls = Calls {
+            rtts_ns: Vec::new(),
+            error: None,
+        };
         loop {
             let sent = Instant::now();
             if sent >= window.end {
-                return (rtts_ns, None);
+                return calls;
             }
             self.serial = self.serial.wrapping_add(1).max(1);
             if let Err(e) = call_once(self.caller.as_mut(), &mut call, self.serial) {
-                return (rtts_ns, Some(e));
+                calls.error = Some(e);
+                return calls;
             }
             let done = Instant::now();
             if done >= window.start && done <= window.end {
-                rtts_ns.push((done - sent).as_nanos() as u64);
+                calls.rtts_ns.push((done - sent).as_nanos() as u64);
             }
         }
     }
@@ -318,10 +323,7 @@ fn run_pairs(bus: Option<&RunningBus>, pairs: usize, window: Duration) -> PairsS
             windows.push(tell);
             thread::spawn(move || {
                 let calls = match told.recv() {
-                    Ok(window) => {
-                        let (rtts_ns, error) = pair.make_calls(&window);
-                        Calls { rtts_ns, error }
-                    }
+                    Ok(window) => pair.make_calls(&window),
                     Err(_) => Calls {
                         rtts_ns: Vec::new(),
                         error: Some("caller: no window".into()),
@@ -438,41 +440,23 @@ fn summarize_fan_out(samples: &[Sample]) -> FanOutSummary {
     }
 }
 
-/// The ratio rows that follow the row of `subject` (figures `row`) in a
-/// table with column `widths`: under another bus's row, the plain
-/// quickbus's figures over its ("qb/broker"), as before threads; under
-/// the row of quickbus with N threads, its figures over each other bus's
-/// ("t4/daemon", "t4/broker"). `find` gives a subject's figures at the
-/// same K (or receivers), `cells` a row's ratio cells, quickbus's first.
+/// The ratio rows that follow the row of `subject` in a table with
+/// column `widths` ([`Subject::ratio_rows`]). `find` gives a subject's
+/// figures at the same K (or receivers), `cells` a row's ratio cells,
+/// the figures over the others.
 fn write_ratio_rows<'a, T: 'a>(
     out: &mut String,
     widths: &[usize],
     subject: Subject,
-    row: &T,
     find: impl Fn(Subject) -> Option<&'a T>,
     cells: impl Fn(&T, &T) -> Vec<String>,
 ) {
-    let mut write = |name: Option<String>, quickbus: &T, other: &T| {
-        let Some(name) = name else { return };
-        let cells = cells(quickbus, other);
-        let cells: Vec<&str> = cells.iter().map(String::as_str).collect();
-        write_ratio_row(out, widths, &name, &cells);
-    };
-    match subject {
-        Subject::Bus(other) if other != BusKind::Quickbus => {
-            let quickbus = Subject::Bus(BusKind::Quickbus);
-            if let Some(q) = find(quickbus) {
-                write(quickbus.ratio_name(other), q, row);
-            }
+    for row in subject.ratio_rows() {
+        if let (Some(over), Some(under)) = (find(row.over), find(row.under)) {
+            let cells = cells(over, under);
+            let cells: Vec<&str> = cells.iter().map(String::as_str).collect();
+            write_ratio_row(out, widths, &row.name, &cells);
         }
-        Subject::QuickbusThreads(_) => {
-            for other in Subject::other_buses() {
-                if let Some(theirs) = find(Subject::Bus(other)) {
-                    write(subject.ratio_name(other), row, theirs);
-                }
-            }
-        }
-        _ => {}
     }
 }
 
@@ -562,7 +546,6 @@ impl ManyClients {
                 &mut out,
                 &[6, 12, 14, 8, 9, 9, 9],
                 subject,
-                s,
                 |other| summaries.get(&(pairs, other)),
                 |q, s| {
                     vec![
@@ -611,7 +594,6 @@ impl ManyClients {
                 &mut out,
                 &[9, 12, 12, 9, 8, 9],
                 subject,
-                s,
                 |other| summaries.get(&(receivers, other)),
                 |q, s| {
                     vec![
@@ -743,6 +725,7 @@ impl ManyClients {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::buses::BusKind;
 
     fn pairs(round_trips: u64, cpu: Option<f64>) -> PairsSample {
         PairsSample {

@@ -57,15 +57,33 @@ impl Subject {
         }
     }
 
-    /// The name of the ratio row of this subject's figures over `other`'s:
-    /// "qb/broker" for the plain quickbus, "t4/broker" for quickbus with 4
-    /// threads (short enough for the bus column); None for subjects that
-    /// have no ratio rows.
-    pub fn ratio_name(self, other: BusKind) -> Option<String> {
+    /// The ratio rows that follow this subject's row in a table, in order
+    /// (names short enough for the bus column): under a bus's tcp row, it
+    /// over the same bus on its unix socket ("tcp/unix", what tcp costs);
+    /// under another bus's row, the plain quickbus over it ("qb/broker");
+    /// under quickbus with N threads, it over each other bus ("t4/daemon",
+    /// "t4/broker"); none under the rest. A table writes those rows whose
+    /// two subjects it has figures for.
+    pub fn ratio_rows(self) -> Vec<RatioRow> {
+        let row = |name, over, under| RatioRow { name, over, under };
         match self {
-            Subject::Bus(BusKind::Quickbus) => Some(qb_ratio_name(other)),
-            Subject::QuickbusThreads(threads) => Some(format!("t{threads}/{}", short(other))),
-            _ => None,
+            Subject::Tcp(kind) => vec![row("tcp/unix".to_owned(), self, Subject::Bus(kind))],
+            Subject::Bus(BusKind::Quickbus) => Vec::new(),
+            Subject::Bus(other) => vec![row(
+                qb_ratio_name(other),
+                Subject::Bus(BusKind::Quickbus),
+                self,
+            )],
+            Subject::QuickbusThreads(threads) => Subject::other_buses()
+                .map(|other| {
+                    let name = format!("t{threads}/{}", short(other));
+                    row(name, self, Subject::Bus(other))
+                })
+                .collect(),
+            Subject::QuickbusSocketBuffer(_)
+            | Subject::PeerToPeer
+            | Subject::Relay
+            | Subject::Socket => Vec::new(),
         }
     }
 
@@ -76,6 +94,14 @@ impl Subject {
             row.insert("quickbus_threads".into(), threads.into());
         }
     }
+}
+
+/// A row of ratios under a subject's row: `over`'s figures ÷ `under`'s.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RatioRow {
+    pub name: String,
+    pub over: Subject,
+    pub under: Subject,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -256,7 +282,7 @@ fn qb_ratio_name(bus: BusKind) -> String {
 }
 
 /// [`write_qb_ratio_row`] with the row's name given (e.g. "t4/broker",
-/// [`Subject::ratio_name`]).
+/// a [`RatioRow`]'s).
 pub(crate) fn write_ratio_row(out: &mut String, widths: &[usize], name: &str, ratios: &[&str]) {
     debug_assert_eq!(widths.len(), ratios.len() + 2, "a width per column");
     let Some((&first, widths)) = widths.split_first() else {
@@ -370,42 +396,10 @@ impl Results {
                 cpu,
                 errors
             );
-            if let Subject::Tcp(kind) = key.subject {
-                // The same bus over its unix socket: what tcp costs.
-                let unix = Key {
-                    subject: Subject::Bus(kind),
-                    ..*key
-                };
-                if let Some(u) = summaries.get(&unix) {
-                    out.push_str(&ratio_row("tcp/unix", &RatioCells::of(s, u)));
-                }
-                continue;
-            }
-            if let Subject::QuickbusThreads(_) = key.subject {
-                // The variant against each other bus, under its own row.
-                for other in Subject::other_buses() {
-                    let theirs = Key {
-                        subject: Subject::Bus(other),
-                        ..*key
-                    };
-                    if let (Some(b), Some(name)) =
-                        (summaries.get(&theirs), key.subject.ratio_name(other))
-                    {
-                        out.push_str(&ratio_row(&name, &RatioCells::of(s, b)));
-                    }
-                }
-                continue;
-            }
-            if key.subject == Subject::Bus(BusKind::Quickbus) {
-                continue;
-            }
-            if let Subject::Bus(other) = key.subject {
-                let qb = Key {
-                    subject: Subject::Bus(BusKind::Quickbus),
-                    ..*key
-                };
-                if let Some(q) = summaries.get(&qb) {
-                    out.push_str(&ratio_row(&qb_ratio_name(other), &RatioCells::of(q, s)));
+            for row in key.subject.ratio_rows() {
+                let find = |subject| summaries.get(&Key { subject, ..*key });
+                if let (Some(over), Some(under)) = (find(row.over), find(row.under)) {
+                    out.push_str(&ratio_row(&row.name, &RatioCells::of(over, under)));
                 }
             }
         }
@@ -875,6 +869,65 @@ mod tests {
         );
         assert_eq!(out, by_hand);
         assert_eq!(out, "      qb/daemon  1.50x          -\n");
+    }
+
+    #[test]
+    fn each_subject_has_the_ratio_rows_of_one_rule() {
+        let names = |subject: Subject| -> Vec<(String, Subject, Subject)> {
+            subject
+                .ratio_rows()
+                .into_iter()
+                .map(|r| (r.name, r.over, r.under))
+                .collect()
+        };
+        let qb = Subject::Bus(BusKind::Quickbus);
+        let daemon = Subject::Bus(BusKind::DbusDaemon);
+        let broker = Subject::Bus(BusKind::DbusBroker);
+        assert_eq!(names(qb), []);
+        assert_eq!(names(daemon), [("qb/daemon".into(), qb, daemon)]);
+        let t4 = Subject::QuickbusThreads(4);
+        assert_eq!(
+            names(t4),
+            [
+                ("t4/daemon".into(), t4, daemon),
+                ("t4/broker".into(), t4, broker)
+            ]
+        );
+        let tcp = Subject::Tcp(BusKind::DbusDaemon);
+        assert_eq!(names(tcp), [("tcp/unix".into(), tcp, daemon)]);
+        for none in [
+            Subject::PeerToPeer,
+            Subject::Relay,
+            Subject::Socket,
+            Subject::QuickbusSocketBuffer(0),
+        ] {
+            assert_eq!(names(none), []);
+        }
+    }
+
+    #[test]
+    fn a_tcp_row_is_followed_by_its_cost_over_the_unix_socket() {
+        let mut results = Results::default();
+        let key = |subject| Key {
+            workload: Workload::SignalBurst,
+            size: 1,
+            count: 10,
+            subject,
+        };
+        results.add(key(Subject::Bus(BusKind::DbusDaemon)), sample(10, 1.0));
+        results.add(key(Subject::Tcp(BusKind::DbusDaemon)), sample(10, 2.0));
+        let table = results.table(&[]);
+        let lines: Vec<&str> = table.lines().collect();
+        let tcp = lines
+            .iter()
+            .position(|l| l.contains(" daemon tcp "))
+            .unwrap_or_else(|| panic!("no tcp row:\n{table}"));
+        // Half the rate at twice the latency.
+        let below = lines[tcp + 1];
+        assert!(
+            below.contains(" tcp/unix ") && below.contains(" 0.50x ") && below.contains(" 2.00x "),
+            "{table}"
+        );
     }
 
     #[test]
