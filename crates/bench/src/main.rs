@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod buses;
+mod cpu_window;
 mod draining_neighbours;
 mod endpoint;
 mod hostile_neighbour;
@@ -461,9 +462,7 @@ fn run(args: &BenchArgs) -> Result<(), String> {
                         Workload::FanOut => FAN_OUT_RECEIVERS,
                         _ => 1,
                     };
-                    let sample = workloads::with_daemon_cpu(bus, || {
-                        workloads::signal_burst(bus, receivers, size, count)
-                    });
+                    let sample = workloads::signal_burst(bus, receivers, size, count);
                     results.add(key(workload, size, count, subject_of(bus)), sample);
                 }
                 if workload == Workload::SignalBurst {

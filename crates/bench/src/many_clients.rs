@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::buses::RunningBus;
+use super::cpu_window::{cores, CpuWindow};
 use super::endpoint::{Endpoint, Peer};
 use super::messages::{self, Template};
 use super::report::{
@@ -40,9 +41,7 @@ use super::report::{
     Subject,
 };
 use super::round_trip::{call_once, serve_echo};
-use super::workloads::{
-    own_name, percentile, signal_burst_routed, sleep_until, BurstRoute, Sample,
-};
+use super::workloads::{own_name, percentile, signal_burst, sleep_until, Sample};
 use quickbus_chart::{Axis, Chart, Series};
 
 /// Pairs at once, the default list (issue 27's).
@@ -129,13 +128,18 @@ impl PairsSample {
     }
 
     pub fn bus_cores(&self) -> Option<f64> {
-        Some(per_second(self.bus_cpu_seconds?, self.cpu_wall_seconds))
+        Some(cores(self.bus_cpu_seconds?, self.cpu_wall_seconds))
     }
 }
 
-/// The bus's cores over a fan-out (None: not measured).
+/// The bus's cores over a fan-out (None: not measured): its CPU over the
+/// wall time that CPU was read over, which ends when every receiver is
+/// done, not over `seconds`, which ends at the last receive.
 fn fan_out_cores(sample: &Sample) -> Option<f64> {
-    Some(per_second(sample.daemon_cpu_seconds?, sample.seconds))
+    Some(cores(
+        sample.daemon_cpu_seconds?,
+        sample.daemon_cpu_wall_seconds,
+    ))
 }
 
 fn per_second(amount: f64, seconds: f64) -> f64 {
@@ -342,13 +346,11 @@ fn run_pairs(bus: Option<&RunningBus>, pairs: usize, window: Duration) -> PairsS
         let _ = tell.send(measured);
     }
     sleep_until(measured.start);
-    let cpu_before = bus.map(RunningBus::cpu_seconds);
-    let began = Instant::now();
+    let cpu = bus.map(|bus| CpuWindow::open(|| bus.cpu_seconds()));
     sleep_until(measured.end);
-    sample.bus_cpu_seconds = bus
-        .zip(cpu_before)
-        .map(|(bus, before)| (bus.cpu_seconds() - before).max(0.0));
-    sample.cpu_wall_seconds = began.elapsed().as_secs_f64();
+    let cpu = cpu.map(CpuWindow::close);
+    sample.bus_cpu_seconds = cpu.map(|span| span.cpu_seconds);
+    sample.cpu_wall_seconds = cpu.map_or(0.0, |span| span.wall_seconds);
     sample.bus_threads = bus.map(RunningBus::thread_count);
 
     let mut rtts_ns = Vec::new();
@@ -370,17 +372,10 @@ fn run_pairs(bus: Option<&RunningBus>, pairs: usize, window: Duration) -> PairsS
 }
 
 /// One emitter's `signals` to `receivers` matching receivers on `bus`,
-/// the bus's CPU read from the moment every client is connected.
+/// the bus's CPU read from the first send to when every receiver is done
+/// ([`signal_burst`]).
 fn run_fan_out(bus: &RunningBus, receivers: usize, signals: u32) -> Sample {
-    let cpu_seconds = || bus.cpu_seconds();
-    let route = BurstRoute {
-        sender_address: &bus.address,
-        sender_name: None,
-        receiver_address: &bus.address,
-        match_rule: messages::MATCH_RULE,
-        cpu_seconds: Some(&cpu_seconds),
-    };
-    signal_burst_routed(&route, receivers, SIGNAL_SIZE, signals)
+    signal_burst(bus, receivers, SIGNAL_SIZE, signals)
 }
 
 /// Every many-clients sample of a bench invocation.
@@ -711,6 +706,7 @@ impl ManyClients {
                         "delivered": x.delivered,
                         "seconds": x.seconds,
                         "bus_cpu_seconds": x.daemon_cpu_seconds,
+                        "cpu_wall_seconds": x.daemon_cpu_wall_seconds,
                         "errors": x.errors,
                     })).collect::<Vec<_>>(),
                 });
@@ -747,8 +743,33 @@ mod tests {
             bus_messages: delivered,
             seconds: 0.5,
             daemon_cpu_seconds: Some(cpu),
+            daemon_cpu_wall_seconds: 0.5,
             ..Sample::default()
         }
+    }
+
+    #[test]
+    fn fan_out_cores_divide_the_cpu_by_the_wall_time_it_was_read_over() {
+        // The last signal arrived 0.5 s after the first send, the CPU was
+        // read at 0.8 s: 0.4 CPU seconds over 0.8 s is half a core (over
+        // the 0.5 s to the last receive it would read 0.8).
+        let sample = Sample {
+            daemon_cpu_wall_seconds: 0.8,
+            ..fan_out(4800, 0.4)
+        };
+        assert_eq!(fan_out_cores(&sample), Some(0.5));
+        let mut results = ManyClients::default();
+        results.add_fan_out(48, Subject::Bus(BusKind::Quickbus), sample.clone());
+        let json = results.json();
+        let row = &json["fan_out"][0];
+        assert_eq!(row["median"]["bus_cores"], 0.5, "{row}");
+        assert_eq!(row["samples"][0]["cpu_wall_seconds"], 0.8, "{row}");
+        assert!(results.table().contains(" 0.50 "), "{}", results.table());
+        let unmeasured = Sample {
+            daemon_cpu_seconds: None,
+            ..sample
+        };
+        assert_eq!(fan_out_cores(&unmeasured), None);
     }
 
     #[test]

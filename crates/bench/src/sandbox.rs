@@ -324,16 +324,15 @@ pub fn run(
             counts.signals,
             route.way.name()
         );
+        let cpu_seconds = || route.cpu_seconds();
         let burst = BurstRoute {
             sender_address: &route.bus.address,
             sender_name: Some(SERVICE),
             receiver_address: &route.app_address,
             match_rule: MATCH_RULE,
-            cpu_seconds: None,
+            cpu_seconds: Some(&cpu_seconds),
         };
-        let before = route.cpu_seconds();
-        let mut sample = signal_burst_routed(&burst, 1, SIGNAL_SIZE, counts.signals);
-        sample.daemon_cpu_seconds = Some((route.cpu_seconds() - before).max(0.0));
+        let sample = signal_burst_routed(&burst, 1, SIGNAL_SIZE, counts.signals);
         results.add(Measure::Signals, route.way, sample);
     }
 }
