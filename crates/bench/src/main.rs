@@ -18,6 +18,7 @@ mod relay;
 mod report;
 mod restart;
 mod round_trip;
+mod sampled;
 mod sandbox;
 mod scale;
 mod storm;

@@ -41,6 +41,7 @@ use super::report::{
     Subject,
 };
 use super::round_trip::{call_once, serve_echo};
+use super::sampled::Sampled;
 use super::workloads::{own_name, percentile, signal_burst, sleep_until, Sample};
 use quickbus_chart::{Axis, Chart, Series};
 
@@ -382,10 +383,10 @@ fn run_fan_out(bus: &RunningBus, receivers: usize, signals: u32) -> Sample {
 #[derive(Default)]
 pub struct ManyClients {
     /// By K and subject (a bus, or peer to peer).
-    pairs: BTreeMap<(usize, Subject), Vec<PairsSample>>,
+    pairs: Sampled<(usize, Subject), PairsSample, PairsSummary>,
     /// By receivers and subject (a bus, or quickbus with a number of
     /// threads).
-    fan_outs: BTreeMap<(usize, Subject), Vec<Sample>>,
+    fan_outs: Sampled<(usize, Subject), Sample, FanOutSummary>,
 }
 
 /// Medians over the repetitions of one K and subject.
@@ -457,21 +458,20 @@ fn write_ratio_rows<'a, T: 'a>(
 
 impl ManyClients {
     pub fn add_pairs(&mut self, pairs: usize, subject: Subject, sample: PairsSample) {
-        self.pairs.entry((pairs, subject)).or_default().push(sample);
+        self.pairs.add((pairs, subject), sample);
     }
 
     pub fn add_fan_out(&mut self, receivers: usize, subject: Subject, sample: Sample) {
-        self.fan_outs
-            .entry((receivers, subject))
-            .or_default()
-            .push(sample);
+        self.fan_outs.add((receivers, subject), sample);
     }
 
-    fn pair_summaries(&self) -> BTreeMap<(usize, Subject), PairsSummary> {
-        self.pairs
-            .iter()
-            .map(|(&key, samples)| (key, summarize_pairs(samples)))
-            .collect()
+    fn pair_summaries(&self) -> &BTreeMap<(usize, Subject), PairsSummary> {
+        self.pairs.summaries(|_, samples| summarize_pairs(samples))
+    }
+
+    fn fan_out_summaries(&self) -> &BTreeMap<(usize, Subject), FanOutSummary> {
+        self.fan_outs
+            .summaries(|_, samples| summarize_fan_out(samples))
     }
 
     /// Each subject's rate at its smallest K: what scaling divides by.
@@ -502,7 +502,7 @@ impl ManyClients {
     fn pairs_table(&self) -> String {
         let mut out = String::new();
         let summaries = self.pair_summaries();
-        let bases = Self::scaling_bases(&summaries);
+        let bases = Self::scaling_bases(summaries);
         let smallest = bases.values().map(|&(k, _)| k).min().unwrap_or(1);
         let _ = writeln!(
             out,
@@ -517,7 +517,7 @@ impl ManyClients {
             "pairs", "bus", "round trips/s", "scaling", "p50 µs", "p99 µs", "bus cores"
         );
         let mut current = None;
-        for (&(pairs, subject), s) in &summaries {
+        for (&(pairs, subject), s) in summaries {
             if current.is_some_and(|k| k != pairs) {
                 out.push('\n');
             }
@@ -558,11 +558,7 @@ impl ManyClients {
 
     fn fan_out_table(&self) -> String {
         let mut out = String::new();
-        let summaries: BTreeMap<(usize, Subject), FanOutSummary> = self
-            .fan_outs
-            .iter()
-            .map(|(&key, samples)| (key, summarize_fan_out(samples)))
-            .collect();
+        let summaries = self.fan_out_summaries();
         let _ = writeln!(
             out,
             "\n== many-clients fan-out: one emitter, {SIGNAL_SIZE} B signals back to back to \
@@ -573,7 +569,7 @@ impl ManyClients {
             "{:<9} {:>12} {:>12} {:>9} {:>8} {:>9}  errors",
             "receivers", "bus", "deliveries/s", "signals", "recv %", "bus cores"
         );
-        for (&(receivers, subject), s) in &summaries {
+        for (&(receivers, subject), s) in summaries {
             let _ = writeln!(
                 out,
                 "{:<9} {:>12} {:>12.0} {:>9} {:>7.1}% {:>9}  {}",
@@ -652,9 +648,10 @@ impl ManyClients {
 
     pub fn json(&self) -> Value {
         let summaries = self.pair_summaries();
-        let bases = Self::scaling_bases(&summaries);
+        let bases = Self::scaling_bases(summaries);
         let pairs: Vec<Value> = self
             .pairs
+            .samples()
             .iter()
             .map(|(&(k, subject), samples)| {
                 let s = &summaries[&(k, subject)];
@@ -687,11 +684,13 @@ impl ManyClients {
                 row
             })
             .collect();
+        let fan_out_summaries = self.fan_out_summaries();
         let fan_outs: Vec<Value> = self
             .fan_outs
+            .samples()
             .iter()
             .map(|(&(receivers, subject), samples)| {
-                let s = summarize_fan_out(samples);
+                let s = &fan_out_summaries[&(receivers, subject)];
                 let mut row = json!({
                     "receivers": receivers,
                     "bus": subject.name(),

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use super::buses::BusKind;
 use super::draining_neighbours::{DrainSample, RECEIVERS};
 use super::hostile_neighbour::{ClientWaits, NeighbourSample};
+use super::sampled::Sampled;
 use super::workloads::Sample;
 use super::{Workload, FAN_OUT_RECEIVERS};
 use quickbus_chart::{Axis, Chart, Series};
@@ -130,7 +131,7 @@ pub struct Summary {
 
 #[derive(Default)]
 pub struct Results {
-    samples: BTreeMap<Key, Vec<Sample>>,
+    samples: Sampled<Key, Sample, Summary>,
     /// The hostile-neighbour runs, by bus, in the order they ran.
     neighbours: Vec<(BusKind, NeighbourSample)>,
     /// The draining-neighbours runs, likewise.
@@ -335,7 +336,7 @@ fn title(workload: Workload, count: u32) -> String {
 
 impl Results {
     pub fn add(&mut self, key: Key, sample: Sample) {
-        self.samples.entry(key).or_default().push(sample);
+        self.samples.add(key, sample);
     }
 
     pub fn add_neighbour(&mut self, bus: BusKind, sample: NeighbourSample) {
@@ -346,11 +347,8 @@ impl Results {
         self.draining.push((bus, sample));
     }
 
-    fn summaries(&self) -> BTreeMap<Key, Summary> {
-        self.samples
-            .iter()
-            .map(|(k, s)| (*k, summarize(k, s)))
-            .collect()
+    fn summaries(&self) -> &BTreeMap<Key, Summary> {
+        self.samples.summaries(summarize)
     }
 
     pub fn table(&self, notes: &[String]) -> String {
@@ -369,7 +367,7 @@ impl Results {
             "recv %",
             "cpu µs/msg"
         );
-        for (key, s) in &summaries {
+        for (key, s) in summaries {
             if current.map(|(w, _)| w) != Some(key.workload) {
                 let _ = writeln!(out, "\n== {} ==", title(key.workload, key.count));
                 out.push_str(&header);
@@ -403,10 +401,10 @@ impl Results {
                 }
             }
         }
-        out.push_str(&self.bus_overhead(&summaries));
-        out.push_str(&burst_ceiling(&summaries));
-        out.push_str(&super::targets::section(&summaries));
-        out.push_str(&socket_buffer_sweep(&summaries));
+        out.push_str(&self.bus_overhead(summaries));
+        out.push_str(&burst_ceiling(summaries));
+        out.push_str(&super::targets::section(summaries));
+        out.push_str(&socket_buffer_sweep(summaries));
         out.push_str(&self.neighbour_table());
         out.push_str(&self.draining_table());
         if !notes.is_empty() {
@@ -621,11 +619,13 @@ impl Results {
     }
 
     pub fn json(&self, command: &str, reps: u32, notes: &[String]) -> Value {
+        let summaries = self.summaries();
         let rows: Vec<Value> = self
             .samples
+            .samples()
             .iter()
             .map(|(key, samples)| {
-                let s = summarize(key, samples);
+                let s = &summaries[key];
                 let mut row = json!({
                     "workload": key.workload.name(),
                     "size": key.size,
