@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod buses;
+mod cpu_window;
 mod draining_neighbours;
 mod endpoint;
 mod hostile_neighbour;
@@ -17,6 +18,7 @@ mod relay;
 mod report;
 mod restart;
 mod round_trip;
+mod sampled;
 mod sandbox;
 mod scale;
 mod storm;
@@ -461,9 +463,7 @@ fn run(args: &BenchArgs) -> Result<(), String> {
                         Workload::FanOut => FAN_OUT_RECEIVERS,
                         _ => 1,
                     };
-                    let sample = workloads::with_daemon_cpu(bus, || {
-                        workloads::signal_burst(bus, receivers, size, count)
-                    });
+                    let sample = workloads::signal_burst(bus, receivers, size, count);
                     results.add(key(workload, size, count, subject_of(bus)), sample);
                 }
                 if workload == Workload::SignalBurst {

@@ -32,7 +32,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::buses::{BusKind, RunningBus};
+use super::buses::RunningBus;
+use super::cpu_window::{cores, CpuWindow};
 use super::endpoint::{Endpoint, Peer};
 use super::messages::{self, Template};
 use super::report::{
@@ -40,9 +41,8 @@ use super::report::{
     Subject,
 };
 use super::round_trip::{call_once, serve_echo};
-use super::workloads::{
-    own_name, percentile, signal_burst_routed, sleep_until, BurstRoute, Sample,
-};
+use super::sampled::Sampled;
+use super::workloads::{own_name, percentile, signal_burst, sleep_until, Sample};
 use quickbus_chart::{Axis, Chart, Series};
 
 /// Pairs at once, the default list (issue 27's).
@@ -129,13 +129,18 @@ impl PairsSample {
     }
 
     pub fn bus_cores(&self) -> Option<f64> {
-        Some(per_second(self.bus_cpu_seconds?, self.cpu_wall_seconds))
+        Some(cores(self.bus_cpu_seconds?, self.cpu_wall_seconds))
     }
 }
 
-/// The bus's cores over a fan-out (None: not measured).
+/// The bus's cores over a fan-out (None: not measured): its CPU over the
+/// wall time that CPU was read over, which ends when every receiver is
+/// done, not over `seconds`, which ends at the last receive.
 fn fan_out_cores(sample: &Sample) -> Option<f64> {
-    Some(per_second(sample.daemon_cpu_seconds?, sample.seconds))
+    Some(cores(
+        sample.daemon_cpu_seconds?,
+        sample.daemon_cpu_wall_seconds,
+    ))
 }
 
 fn per_second(amount: f64, seconds: f64) -> f64 {
@@ -225,23 +230,28 @@ impl Pair {
         Ok(Pair::new(Box::new(caller), ":1.0".to_owned(), callee))
     }
 
-    /// Back-to-back calls until `window` ends; the round-trip times of
-    /// those that completed within it.
-    fn make_calls(&mut self, window: &Window) -> (Vec<u64>, Option<String>) {
+    /// Back-to-back calls until `window` ends: the round-trip times of
+    /// those that completed within it, and the error that ended them
+    /// early, if one did.
+    fn make_calls(&mut self, window: &Window) -> Calls {
         let mut call = Template::call(&self.callee_name, messages::METHOD, CALL_SIZE);
-        let mut rtts_ns = Vec::new();
+        let mut calls = Calls {
+            rtts_ns: Vec::new(),
+            error: None,
+        };
         loop {
             let sent = Instant::now();
             if sent >= window.end {
-                return (rtts_ns, None);
+                return calls;
             }
             self.serial = self.serial.wrapping_add(1).max(1);
             if let Err(e) = call_once(self.caller.as_mut(), &mut call, self.serial) {
-                return (rtts_ns, Some(e));
+                calls.error = Some(e);
+                return calls;
             }
             let done = Instant::now();
             if done >= window.start && done <= window.end {
-                rtts_ns.push((done - sent).as_nanos() as u64);
+                calls.rtts_ns.push((done - sent).as_nanos() as u64);
             }
         }
     }
@@ -318,10 +328,7 @@ fn run_pairs(bus: Option<&RunningBus>, pairs: usize, window: Duration) -> PairsS
             windows.push(tell);
             thread::spawn(move || {
                 let calls = match told.recv() {
-                    Ok(window) => {
-                        let (rtts_ns, error) = pair.make_calls(&window);
-                        Calls { rtts_ns, error }
-                    }
+                    Ok(window) => pair.make_calls(&window),
                     Err(_) => Calls {
                         rtts_ns: Vec::new(),
                         error: Some("caller: no window".into()),
@@ -340,13 +347,11 @@ fn run_pairs(bus: Option<&RunningBus>, pairs: usize, window: Duration) -> PairsS
         let _ = tell.send(measured);
     }
     sleep_until(measured.start);
-    let cpu_before = bus.map(RunningBus::cpu_seconds);
-    let began = Instant::now();
+    let cpu = bus.map(|bus| CpuWindow::open(|| bus.cpu_seconds()));
     sleep_until(measured.end);
-    sample.bus_cpu_seconds = bus
-        .zip(cpu_before)
-        .map(|(bus, before)| (bus.cpu_seconds() - before).max(0.0));
-    sample.cpu_wall_seconds = began.elapsed().as_secs_f64();
+    let cpu = cpu.map(CpuWindow::close);
+    sample.bus_cpu_seconds = cpu.map(|span| span.cpu_seconds);
+    sample.cpu_wall_seconds = cpu.map_or(0.0, |span| span.wall_seconds);
     sample.bus_threads = bus.map(RunningBus::thread_count);
 
     let mut rtts_ns = Vec::new();
@@ -368,27 +373,20 @@ fn run_pairs(bus: Option<&RunningBus>, pairs: usize, window: Duration) -> PairsS
 }
 
 /// One emitter's `signals` to `receivers` matching receivers on `bus`,
-/// the bus's CPU read from the moment every client is connected.
+/// the bus's CPU read from the first send to when every receiver is done
+/// ([`signal_burst`]).
 fn run_fan_out(bus: &RunningBus, receivers: usize, signals: u32) -> Sample {
-    let cpu_seconds = || bus.cpu_seconds();
-    let route = BurstRoute {
-        sender_address: &bus.address,
-        sender_name: None,
-        receiver_address: &bus.address,
-        match_rule: messages::MATCH_RULE,
-        cpu_seconds: Some(&cpu_seconds),
-    };
-    signal_burst_routed(&route, receivers, SIGNAL_SIZE, signals)
+    signal_burst(bus, receivers, SIGNAL_SIZE, signals)
 }
 
 /// Every many-clients sample of a bench invocation.
 #[derive(Default)]
 pub struct ManyClients {
     /// By K and subject (a bus, or peer to peer).
-    pairs: BTreeMap<(usize, Subject), Vec<PairsSample>>,
+    pairs: Sampled<(usize, Subject), PairsSample, PairsSummary>,
     /// By receivers and subject (a bus, or quickbus with a number of
     /// threads).
-    fan_outs: BTreeMap<(usize, Subject), Vec<Sample>>,
+    fan_outs: Sampled<(usize, Subject), Sample, FanOutSummary>,
 }
 
 /// Medians over the repetitions of one K and subject.
@@ -438,61 +436,42 @@ fn summarize_fan_out(samples: &[Sample]) -> FanOutSummary {
     }
 }
 
-/// The ratio rows that follow the row of `subject` (figures `row`) in a
-/// table with column `widths`: under another bus's row, the plain
-/// quickbus's figures over its ("qb/broker"), as before threads; under
-/// the row of quickbus with N threads, its figures over each other bus's
-/// ("t4/daemon", "t4/broker"). `find` gives a subject's figures at the
-/// same K (or receivers), `cells` a row's ratio cells, quickbus's first.
+/// The ratio rows that follow the row of `subject` in a table with
+/// column `widths` ([`Subject::ratio_rows`]). `find` gives a subject's
+/// figures at the same K (or receivers), `cells` a row's ratio cells,
+/// the figures over the others.
 fn write_ratio_rows<'a, T: 'a>(
     out: &mut String,
     widths: &[usize],
     subject: Subject,
-    row: &T,
     find: impl Fn(Subject) -> Option<&'a T>,
     cells: impl Fn(&T, &T) -> Vec<String>,
 ) {
-    let mut write = |name: Option<String>, quickbus: &T, other: &T| {
-        let Some(name) = name else { return };
-        let cells = cells(quickbus, other);
-        let cells: Vec<&str> = cells.iter().map(String::as_str).collect();
-        write_ratio_row(out, widths, &name, &cells);
-    };
-    match subject {
-        Subject::Bus(other) if other != BusKind::Quickbus => {
-            let quickbus = Subject::Bus(BusKind::Quickbus);
-            if let Some(q) = find(quickbus) {
-                write(quickbus.ratio_name(other), q, row);
-            }
+    for row in subject.ratio_rows() {
+        if let (Some(over), Some(under)) = (find(row.over), find(row.under)) {
+            let cells = cells(over, under);
+            let cells: Vec<&str> = cells.iter().map(String::as_str).collect();
+            write_ratio_row(out, widths, &row.name, &cells);
         }
-        Subject::QuickbusThreads(_) => {
-            for other in Subject::other_buses() {
-                if let Some(theirs) = find(Subject::Bus(other)) {
-                    write(subject.ratio_name(other), row, theirs);
-                }
-            }
-        }
-        _ => {}
     }
 }
 
 impl ManyClients {
     pub fn add_pairs(&mut self, pairs: usize, subject: Subject, sample: PairsSample) {
-        self.pairs.entry((pairs, subject)).or_default().push(sample);
+        self.pairs.add((pairs, subject), sample);
     }
 
     pub fn add_fan_out(&mut self, receivers: usize, subject: Subject, sample: Sample) {
-        self.fan_outs
-            .entry((receivers, subject))
-            .or_default()
-            .push(sample);
+        self.fan_outs.add((receivers, subject), sample);
     }
 
-    fn pair_summaries(&self) -> BTreeMap<(usize, Subject), PairsSummary> {
-        self.pairs
-            .iter()
-            .map(|(&key, samples)| (key, summarize_pairs(samples)))
-            .collect()
+    fn pair_summaries(&self) -> &BTreeMap<(usize, Subject), PairsSummary> {
+        self.pairs.summaries(|_, samples| summarize_pairs(samples))
+    }
+
+    fn fan_out_summaries(&self) -> &BTreeMap<(usize, Subject), FanOutSummary> {
+        self.fan_outs
+            .summaries(|_, samples| summarize_fan_out(samples))
     }
 
     /// Each subject's rate at its smallest K: what scaling divides by.
@@ -523,7 +502,7 @@ impl ManyClients {
     fn pairs_table(&self) -> String {
         let mut out = String::new();
         let summaries = self.pair_summaries();
-        let bases = Self::scaling_bases(&summaries);
+        let bases = Self::scaling_bases(summaries);
         let smallest = bases.values().map(|&(k, _)| k).min().unwrap_or(1);
         let _ = writeln!(
             out,
@@ -538,7 +517,7 @@ impl ManyClients {
             "pairs", "bus", "round trips/s", "scaling", "p50 µs", "p99 µs", "bus cores"
         );
         let mut current = None;
-        for (&(pairs, subject), s) in &summaries {
+        for (&(pairs, subject), s) in summaries {
             if current.is_some_and(|k| k != pairs) {
                 out.push('\n');
             }
@@ -562,7 +541,6 @@ impl ManyClients {
                 &mut out,
                 &[6, 12, 14, 8, 9, 9, 9],
                 subject,
-                s,
                 |other| summaries.get(&(pairs, other)),
                 |q, s| {
                     vec![
@@ -580,11 +558,7 @@ impl ManyClients {
 
     fn fan_out_table(&self) -> String {
         let mut out = String::new();
-        let summaries: BTreeMap<(usize, Subject), FanOutSummary> = self
-            .fan_outs
-            .iter()
-            .map(|(&key, samples)| (key, summarize_fan_out(samples)))
-            .collect();
+        let summaries = self.fan_out_summaries();
         let _ = writeln!(
             out,
             "\n== many-clients fan-out: one emitter, {SIGNAL_SIZE} B signals back to back to \
@@ -595,7 +569,7 @@ impl ManyClients {
             "{:<9} {:>12} {:>12} {:>9} {:>8} {:>9}  errors",
             "receivers", "bus", "deliveries/s", "signals", "recv %", "bus cores"
         );
-        for (&(receivers, subject), s) in &summaries {
+        for (&(receivers, subject), s) in summaries {
             let _ = writeln!(
                 out,
                 "{:<9} {:>12} {:>12.0} {:>9} {:>7.1}% {:>9}  {}",
@@ -611,7 +585,6 @@ impl ManyClients {
                 &mut out,
                 &[9, 12, 12, 9, 8, 9],
                 subject,
-                s,
                 |other| summaries.get(&(receivers, other)),
                 |q, s| {
                     vec![
@@ -675,9 +648,10 @@ impl ManyClients {
 
     pub fn json(&self) -> Value {
         let summaries = self.pair_summaries();
-        let bases = Self::scaling_bases(&summaries);
+        let bases = Self::scaling_bases(summaries);
         let pairs: Vec<Value> = self
             .pairs
+            .samples()
             .iter()
             .map(|(&(k, subject), samples)| {
                 let s = &summaries[&(k, subject)];
@@ -710,11 +684,13 @@ impl ManyClients {
                 row
             })
             .collect();
+        let fan_out_summaries = self.fan_out_summaries();
         let fan_outs: Vec<Value> = self
             .fan_outs
+            .samples()
             .iter()
             .map(|(&(receivers, subject), samples)| {
-                let s = summarize_fan_out(samples);
+                let s = &fan_out_summaries[&(receivers, subject)];
                 let mut row = json!({
                     "receivers": receivers,
                     "bus": subject.name(),
@@ -729,6 +705,7 @@ impl ManyClients {
                         "delivered": x.delivered,
                         "seconds": x.seconds,
                         "bus_cpu_seconds": x.daemon_cpu_seconds,
+                        "cpu_wall_seconds": x.daemon_cpu_wall_seconds,
                         "errors": x.errors,
                     })).collect::<Vec<_>>(),
                 });
@@ -743,6 +720,7 @@ impl ManyClients {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::buses::BusKind;
 
     fn pairs(round_trips: u64, cpu: Option<f64>) -> PairsSample {
         PairsSample {
@@ -764,8 +742,33 @@ mod tests {
             bus_messages: delivered,
             seconds: 0.5,
             daemon_cpu_seconds: Some(cpu),
+            daemon_cpu_wall_seconds: 0.5,
             ..Sample::default()
         }
+    }
+
+    #[test]
+    fn fan_out_cores_divide_the_cpu_by_the_wall_time_it_was_read_over() {
+        // The last signal arrived 0.5 s after the first send, the CPU was
+        // read at 0.8 s: 0.4 CPU seconds over 0.8 s is half a core (over
+        // the 0.5 s to the last receive it would read 0.8).
+        let sample = Sample {
+            daemon_cpu_wall_seconds: 0.8,
+            ..fan_out(4800, 0.4)
+        };
+        assert_eq!(fan_out_cores(&sample), Some(0.5));
+        let mut results = ManyClients::default();
+        results.add_fan_out(48, Subject::Bus(BusKind::Quickbus), sample.clone());
+        let json = results.json();
+        let row = &json["fan_out"][0];
+        assert_eq!(row["median"]["bus_cores"], 0.5, "{row}");
+        assert_eq!(row["samples"][0]["cpu_wall_seconds"], 0.8, "{row}");
+        assert!(results.table().contains(" 0.50 "), "{}", results.table());
+        let unmeasured = Sample {
+            daemon_cpu_seconds: None,
+            ..sample
+        };
+        assert_eq!(fan_out_cores(&unmeasured), None);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use super::buses::BusKind;
 use super::draining_neighbours::{DrainSample, RECEIVERS};
 use super::hostile_neighbour::{ClientWaits, NeighbourSample};
+use super::sampled::Sampled;
 use super::workloads::Sample;
 use super::{Workload, FAN_OUT_RECEIVERS};
 use quickbus_chart::{Axis, Chart, Series};
@@ -57,15 +58,33 @@ impl Subject {
         }
     }
 
-    /// The name of the ratio row of this subject's figures over `other`'s:
-    /// "qb/broker" for the plain quickbus, "t4/broker" for quickbus with 4
-    /// threads (short enough for the bus column); None for subjects that
-    /// have no ratio rows.
-    pub fn ratio_name(self, other: BusKind) -> Option<String> {
+    /// The ratio rows that follow this subject's row in a table, in order
+    /// (names short enough for the bus column): under a bus's tcp row, it
+    /// over the same bus on its unix socket ("tcp/unix", what tcp costs);
+    /// under another bus's row, the plain quickbus over it ("qb/broker");
+    /// under quickbus with N threads, it over each other bus ("t4/daemon",
+    /// "t4/broker"); none under the rest. A table writes those rows whose
+    /// two subjects it has figures for.
+    pub fn ratio_rows(self) -> Vec<RatioRow> {
+        let row = |name, over, under| RatioRow { name, over, under };
         match self {
-            Subject::Bus(BusKind::Quickbus) => Some(qb_ratio_name(other)),
-            Subject::QuickbusThreads(threads) => Some(format!("t{threads}/{}", short(other))),
-            _ => None,
+            Subject::Tcp(kind) => vec![row("tcp/unix".to_owned(), self, Subject::Bus(kind))],
+            Subject::Bus(BusKind::Quickbus) => Vec::new(),
+            Subject::Bus(other) => vec![row(
+                qb_ratio_name(other),
+                Subject::Bus(BusKind::Quickbus),
+                self,
+            )],
+            Subject::QuickbusThreads(threads) => Subject::other_buses()
+                .map(|other| {
+                    let name = format!("t{threads}/{}", short(other));
+                    row(name, self, Subject::Bus(other))
+                })
+                .collect(),
+            Subject::QuickbusSocketBuffer(_)
+            | Subject::PeerToPeer
+            | Subject::Relay
+            | Subject::Socket => Vec::new(),
         }
     }
 
@@ -76,6 +95,14 @@ impl Subject {
             row.insert("quickbus_threads".into(), threads.into());
         }
     }
+}
+
+/// A row of ratios under a subject's row: `over`'s figures ÷ `under`'s.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RatioRow {
+    pub name: String,
+    pub over: Subject,
+    pub under: Subject,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -104,7 +131,7 @@ pub struct Summary {
 
 #[derive(Default)]
 pub struct Results {
-    samples: BTreeMap<Key, Vec<Sample>>,
+    samples: Sampled<Key, Sample, Summary>,
     /// The hostile-neighbour runs, by bus, in the order they ran.
     neighbours: Vec<(BusKind, NeighbourSample)>,
     /// The draining-neighbours runs, likewise.
@@ -256,7 +283,7 @@ fn qb_ratio_name(bus: BusKind) -> String {
 }
 
 /// [`write_qb_ratio_row`] with the row's name given (e.g. "t4/broker",
-/// [`Subject::ratio_name`]).
+/// a [`RatioRow`]'s).
 pub(crate) fn write_ratio_row(out: &mut String, widths: &[usize], name: &str, ratios: &[&str]) {
     debug_assert_eq!(widths.len(), ratios.len() + 2, "a width per column");
     let Some((&first, widths)) = widths.split_first() else {
@@ -309,7 +336,7 @@ fn title(workload: Workload, count: u32) -> String {
 
 impl Results {
     pub fn add(&mut self, key: Key, sample: Sample) {
-        self.samples.entry(key).or_default().push(sample);
+        self.samples.add(key, sample);
     }
 
     pub fn add_neighbour(&mut self, bus: BusKind, sample: NeighbourSample) {
@@ -320,11 +347,8 @@ impl Results {
         self.draining.push((bus, sample));
     }
 
-    fn summaries(&self) -> BTreeMap<Key, Summary> {
-        self.samples
-            .iter()
-            .map(|(k, s)| (*k, summarize(k, s)))
-            .collect()
+    fn summaries(&self) -> &BTreeMap<Key, Summary> {
+        self.samples.summaries(summarize)
     }
 
     pub fn table(&self, notes: &[String]) -> String {
@@ -343,7 +367,7 @@ impl Results {
             "recv %",
             "cpu µs/msg"
         );
-        for (key, s) in &summaries {
+        for (key, s) in summaries {
             if current.map(|(w, _)| w) != Some(key.workload) {
                 let _ = writeln!(out, "\n== {} ==", title(key.workload, key.count));
                 out.push_str(&header);
@@ -370,49 +394,17 @@ impl Results {
                 cpu,
                 errors
             );
-            if let Subject::Tcp(kind) = key.subject {
-                // The same bus over its unix socket: what tcp costs.
-                let unix = Key {
-                    subject: Subject::Bus(kind),
-                    ..*key
-                };
-                if let Some(u) = summaries.get(&unix) {
-                    out.push_str(&ratio_row("tcp/unix", &RatioCells::of(s, u)));
-                }
-                continue;
-            }
-            if let Subject::QuickbusThreads(_) = key.subject {
-                // The variant against each other bus, under its own row.
-                for other in Subject::other_buses() {
-                    let theirs = Key {
-                        subject: Subject::Bus(other),
-                        ..*key
-                    };
-                    if let (Some(b), Some(name)) =
-                        (summaries.get(&theirs), key.subject.ratio_name(other))
-                    {
-                        out.push_str(&ratio_row(&name, &RatioCells::of(s, b)));
-                    }
-                }
-                continue;
-            }
-            if key.subject == Subject::Bus(BusKind::Quickbus) {
-                continue;
-            }
-            if let Subject::Bus(other) = key.subject {
-                let qb = Key {
-                    subject: Subject::Bus(BusKind::Quickbus),
-                    ..*key
-                };
-                if let Some(q) = summaries.get(&qb) {
-                    out.push_str(&ratio_row(&qb_ratio_name(other), &RatioCells::of(q, s)));
+            for row in key.subject.ratio_rows() {
+                let find = |subject| summaries.get(&Key { subject, ..*key });
+                if let (Some(over), Some(under)) = (find(row.over), find(row.under)) {
+                    out.push_str(&ratio_row(&row.name, &RatioCells::of(over, under)));
                 }
             }
         }
-        out.push_str(&self.bus_overhead(&summaries));
-        out.push_str(&burst_ceiling(&summaries));
-        out.push_str(&super::targets::section(&summaries));
-        out.push_str(&socket_buffer_sweep(&summaries));
+        out.push_str(&self.bus_overhead(summaries));
+        out.push_str(&burst_ceiling(summaries));
+        out.push_str(&super::targets::section(summaries));
+        out.push_str(&socket_buffer_sweep(summaries));
         out.push_str(&self.neighbour_table());
         out.push_str(&self.draining_table());
         if !notes.is_empty() {
@@ -627,11 +619,13 @@ impl Results {
     }
 
     pub fn json(&self, command: &str, reps: u32, notes: &[String]) -> Value {
+        let summaries = self.summaries();
         let rows: Vec<Value> = self
             .samples
+            .samples()
             .iter()
             .map(|(key, samples)| {
-                let s = summarize(key, samples);
+                let s = &summaries[key];
                 let mut row = json!({
                     "workload": key.workload.name(),
                     "size": key.size,
@@ -875,6 +869,65 @@ mod tests {
         );
         assert_eq!(out, by_hand);
         assert_eq!(out, "      qb/daemon  1.50x          -\n");
+    }
+
+    #[test]
+    fn each_subject_has_the_ratio_rows_of_one_rule() {
+        let names = |subject: Subject| -> Vec<(String, Subject, Subject)> {
+            subject
+                .ratio_rows()
+                .into_iter()
+                .map(|r| (r.name, r.over, r.under))
+                .collect()
+        };
+        let qb = Subject::Bus(BusKind::Quickbus);
+        let daemon = Subject::Bus(BusKind::DbusDaemon);
+        let broker = Subject::Bus(BusKind::DbusBroker);
+        assert_eq!(names(qb), []);
+        assert_eq!(names(daemon), [("qb/daemon".into(), qb, daemon)]);
+        let t4 = Subject::QuickbusThreads(4);
+        assert_eq!(
+            names(t4),
+            [
+                ("t4/daemon".into(), t4, daemon),
+                ("t4/broker".into(), t4, broker)
+            ]
+        );
+        let tcp = Subject::Tcp(BusKind::DbusDaemon);
+        assert_eq!(names(tcp), [("tcp/unix".into(), tcp, daemon)]);
+        for none in [
+            Subject::PeerToPeer,
+            Subject::Relay,
+            Subject::Socket,
+            Subject::QuickbusSocketBuffer(0),
+        ] {
+            assert_eq!(names(none), []);
+        }
+    }
+
+    #[test]
+    fn a_tcp_row_is_followed_by_its_cost_over_the_unix_socket() {
+        let mut results = Results::default();
+        let key = |subject| Key {
+            workload: Workload::SignalBurst,
+            size: 1,
+            count: 10,
+            subject,
+        };
+        results.add(key(Subject::Bus(BusKind::DbusDaemon)), sample(10, 1.0));
+        results.add(key(Subject::Tcp(BusKind::DbusDaemon)), sample(10, 2.0));
+        let table = results.table(&[]);
+        let lines: Vec<&str> = table.lines().collect();
+        let tcp = lines
+            .iter()
+            .position(|l| l.contains(" daemon tcp "))
+            .unwrap_or_else(|| panic!("no tcp row:\n{table}"));
+        // Half the rate at twice the latency.
+        let below = lines[tcp + 1];
+        assert!(
+            below.contains(" tcp/unix ") && below.contains(" 0.50x ") && below.contains(" 2.00x "),
+            "{table}"
+        );
     }
 
     #[test]

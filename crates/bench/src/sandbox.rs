@@ -33,6 +33,7 @@ use serde_json::{json, Value as Json};
 use super::buses::{tree_cpu_seconds, BusKind, RunningBus};
 use super::report::{errors_cell, measured_cell, summarize_samples, RatioCells, Summary};
 use super::round_trip::{interleaved_paths, CallPath};
+use super::sampled::Sampled;
 use super::targets::{rows_section, Row};
 use super::workloads::{signal_burst_routed, BurstRoute, Sample};
 
@@ -324,16 +325,15 @@ pub fn run(
             counts.signals,
             route.way.name()
         );
+        let cpu_seconds = || route.cpu_seconds();
         let burst = BurstRoute {
             sender_address: &route.bus.address,
             sender_name: Some(SERVICE),
             receiver_address: &route.app_address,
             match_rule: MATCH_RULE,
-            cpu_seconds: None,
+            cpu_seconds: Some(&cpu_seconds),
         };
-        let before = route.cpu_seconds();
-        let mut sample = signal_burst_routed(&burst, 1, SIGNAL_SIZE, counts.signals);
-        sample.daemon_cpu_seconds = Some((route.cpu_seconds() - before).max(0.0));
+        let sample = signal_burst_routed(&burst, 1, SIGNAL_SIZE, counts.signals);
         results.add(Measure::Signals, route.way, sample);
     }
 }
@@ -341,7 +341,7 @@ pub fn run(
 /// Every sandbox sample, by measure and way.
 #[derive(Default)]
 pub struct Sandboxes {
-    runs: BTreeMap<(Measure, Way), Vec<Sample>>,
+    runs: Sampled<(Measure, Way), Sample, Summary>,
     notes: Vec<String>,
 }
 
@@ -356,7 +356,7 @@ fn summarize(measure: Measure, samples: &[Sample]) -> Summary {
 
 impl Sandboxes {
     pub fn add(&mut self, measure: Measure, way: Way, sample: Sample) {
-        self.runs.entry((measure, way)).or_default().push(sample);
+        self.runs.add((measure, way), sample);
     }
 
     fn note(&mut self, note: String) {
@@ -366,11 +366,9 @@ impl Sandboxes {
         }
     }
 
-    fn summaries(&self) -> BTreeMap<(Measure, Way), Summary> {
+    fn summaries(&self) -> &BTreeMap<(Measure, Way), Summary> {
         self.runs
-            .iter()
-            .map(|(&(measure, way), samples)| ((measure, way), summarize(measure, samples)))
-            .collect()
+            .summaries(|&(measure, _), samples| summarize(measure, samples))
     }
 
     /// The medians, a row per measure and way, each other way followed by
@@ -393,7 +391,7 @@ impl Sandboxes {
             "{:<8} {:>6} {:>16} {:>10} {:>12} {:>8} {:>8} {:>10}  errors",
             "measure", "size", "way", "rate", "lat mean µs", "p99 µs", "recv %", "cpu µs/msg"
         );
-        for (&(measure, way), s) in &summaries {
+        for (&(measure, way), s) in summaries {
             let cpu = measured_cell(s.cpu_us_per_message);
             let errors = errors_cell(&s.errors);
             let _ = writeln!(
@@ -427,7 +425,7 @@ impl Sandboxes {
                 );
             }
         }
-        out.push_str(&targets(&summaries));
+        out.push_str(&targets(summaries));
         if !self.notes.is_empty() {
             out.push('\n');
             for note in &self.notes {
@@ -438,11 +436,13 @@ impl Sandboxes {
     }
 
     pub fn json(&self) -> Json {
+        let summaries = self.summaries();
         let rows: Vec<Json> = self
             .runs
+            .samples()
             .iter()
             .map(|(&(measure, way), samples)| {
-                let s = summarize(measure, samples);
+                let s = &summaries[&(measure, way)];
                 json!({
                     "measure": measure.name(),
                     "size": measure.size(),

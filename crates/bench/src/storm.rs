@@ -30,6 +30,7 @@ use super::buses::{BusKind, RunningBus};
 use super::messages::{self, Template};
 use super::report::{median, ratio, write_qb_ratio_row};
 use super::round_trip::{call_once, serve_echo};
+use super::sampled::Sampled;
 use super::workloads::{percentile, sleep_until};
 use quickbus_chart::{Axis, Chart, Series};
 
@@ -85,7 +86,7 @@ impl StormSample {
 /// Every storm run of a bench invocation.
 #[derive(Default)]
 pub struct Storms {
-    runs: BTreeMap<(u32, BusKind), Vec<StormSample>>,
+    runs: Sampled<(u32, BusKind), StormSample, StormSummary>,
 }
 
 /// Medians over the repetitions of one (flood rate, bus).
@@ -130,7 +131,11 @@ fn rate_text(rate: u32) -> String {
 
 impl Storms {
     pub fn add(&mut self, flood_rate: u32, bus: BusKind, sample: StormSample) {
-        self.runs.entry((flood_rate, bus)).or_default().push(sample);
+        self.runs.add((flood_rate, bus), sample);
+    }
+
+    fn summaries(&self) -> &BTreeMap<(u32, BusKind), StormSummary> {
+        self.runs.summaries(|_, samples| summarize(samples))
     }
 
     /// The medians, one row per bus and flood rate, with quickbus's
@@ -159,12 +164,8 @@ impl Storms {
             "bus cpu s",
             "calls"
         );
-        let summaries: BTreeMap<(u32, BusKind), StormSummary> = self
-            .runs
-            .iter()
-            .map(|(key, samples)| (*key, summarize(samples)))
-            .collect();
-        for (&(rate, bus), s) in &summaries {
+        let summaries = self.summaries();
+        for (&(rate, bus), s) in summaries {
             let errors = crate::report::errors_text(&s.errors);
             let _ = writeln!(
                 out,
@@ -207,12 +208,13 @@ impl Storms {
     /// One chart per flood rate: each bus's call round-trip time at every
     /// percentile (the median over repetitions), so that the tail shows.
     pub fn plots(&self) -> Vec<(String, String)> {
-        let mut rates: Vec<u32> = self.runs.keys().map(|&(rate, _)| rate).collect();
+        let mut rates: Vec<u32> = self.runs.samples().keys().map(|&(rate, _)| rate).collect();
         rates.dedup();
         let mut charts = Vec::new();
         for rate in rates {
             let series: Vec<Series> = self
                 .runs
+                .samples()
                 .iter()
                 .filter(|((r, _), _)| *r == rate)
                 .map(|(&(_, bus), samples)| Series {
@@ -251,11 +253,13 @@ impl Storms {
     }
 
     pub fn json(&self) -> Value {
+        let summaries = self.summaries();
         let rows: Vec<Value> = self
             .runs
+            .samples()
             .iter()
             .map(|(&(rate, bus), samples)| {
-                let s = summarize(samples);
+                let s = &summaries[&(rate, bus)];
                 json!({
                     "flood_rate": rate,
                     "bus": bus.name(),

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use quickbus_client::Error;
 
 use super::buses::RunningBus;
+use super::cpu_window::CpuWindow;
 use super::endpoint::{Endpoint, Peer};
 use super::messages::{self, now_ns, Template};
 
@@ -37,6 +38,11 @@ pub struct Sample {
     pub errors: Vec<String>,
     /// Daemon CPU time (user + system) during the run.
     pub daemon_cpu_seconds: Option<f64>,
+    /// The wall seconds `daemon_cpu_seconds` was counted over, where a
+    /// workload reads it over one stretch (a burst: from its first send
+    /// to the moment every receiver is done); 0 where it does not (round
+    /// trips read it in turns).
+    pub daemon_cpu_wall_seconds: f64,
 }
 
 impl Sample {
@@ -89,19 +95,14 @@ pub fn percentile(sorted: &[u64], q: f64) -> u64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// Run `work` and add the daemon's CPU time over it to the sample.
-pub fn with_daemon_cpu(bus: &RunningBus, work: impl FnOnce() -> Sample) -> Sample {
-    let before = bus.cpu_seconds();
-    let mut sample = work();
-    sample.daemon_cpu_seconds = Some((bus.cpu_seconds() - before).max(0.0));
-    sample
-}
-
 struct Received {
     count: u64,
     latencies_ns: Vec<u64>,
     last_at_ns: u64,
     errors: Vec<String>,
+    /// The receiver's connection, kept open until the CPU is read: its
+    /// disconnect is no part of the burst.
+    conn: Option<quickbus_client::Connection>,
 }
 
 /// Where a burst's clients connect and what the receivers subscribe to.
@@ -112,21 +113,24 @@ pub struct BurstRoute<'a> {
     pub sender_name: Option<&'a str>,
     pub receiver_address: &'a str,
     pub match_rule: &'a str,
-    /// CPU seconds so far of what carries the signals, read once every
-    /// client is connected and again when the receivers are done (None:
-    /// the caller measures, or nothing is measured).
+    /// CPU seconds so far of what carries the signals (the bus, and a
+    /// proxy in front of it), read right before the first send and again
+    /// once every receiver is done, before any client disconnects (None:
+    /// nothing is measured).
     pub cpu_seconds: Option<&'a dyn Fn() -> f64>,
 }
 
 /// `count` signals of `size` payload bytes sent back to back by one
-/// client to `receivers` clients that each added a match rule.
+/// client to `receivers` clients on `bus` that each added a match rule,
+/// with the bus's CPU over them.
 pub fn signal_burst(bus: &RunningBus, receivers: usize, size: usize, count: u32) -> Sample {
+    let cpu_seconds = || bus.cpu_seconds();
     let route = BurstRoute {
         sender_address: &bus.address,
         sender_name: None,
         receiver_address: &bus.address,
         match_rule: messages::MATCH_RULE,
-        cpu_seconds: None,
+        cpu_seconds: Some(&cpu_seconds),
     };
     signal_burst_routed(&route, receivers, size, count)
 }
@@ -161,9 +165,9 @@ pub fn signal_burst_routed(
         .collect();
     let sender = connect_sender(route);
     ready.wait();
-    let cpu_before = route.cpu_seconds.map(|cpu| cpu());
+    let cpu = route.cpu_seconds.map(CpuWindow::open);
     let start_ns = now_ns();
-    let mut measured = match sender {
+    let sender = match sender {
         Ok(mut sender) => {
             let mut signal = Template::signal(size);
             for _ in 0..count {
@@ -180,22 +184,29 @@ pub fn signal_burst_routed(
                     break;
                 }
             }
-            sender_done.store(now_ns().max(1), Ordering::SeqCst);
-            // Keep the sender connected until the receivers are done: some
-            // buses drop what a departed sender left queued.
-            let received = join_all(threads);
-            drop(sender);
-            finish_burst(&mut sample, start_ns, received)
+            Some(sender)
         }
         Err(e) => {
             sample.errors.push(e);
-            sender_done.store(now_ns().max(1), Ordering::SeqCst);
-            let received = join_all(threads);
-            finish_burst(&mut sample, start_ns, received)
+            None
         }
     };
-    if let (Some(cpu), Some(before)) = (route.cpu_seconds, cpu_before) {
-        measured.daemon_cpu_seconds = Some((cpu() - before).max(0.0));
+    sender_done.store(now_ns().max(1), Ordering::SeqCst);
+    // Keep the sender connected until the receivers are done: some buses
+    // drop what a departed sender left queued.
+    let received = join_all(threads);
+    // The CPU window closes here, every receiver done and every client
+    // still connected: the disconnects that follow are no part of the
+    // burst, and the window's wall time ends where its CPU was read. (The
+    // CPU cannot be read at the last receive itself: which receive is the
+    // last is known only once every receiver is done, and reading /proc
+    // in a receiver would slow the burst it measures.)
+    let cpu = cpu.map(CpuWindow::close);
+    drop(sender);
+    let mut measured = finish_burst(&mut sample, start_ns, received);
+    if let Some(span) = cpu {
+        measured.daemon_cpu_seconds = Some(span.cpu_seconds);
+        measured.daemon_cpu_wall_seconds = span.wall_seconds;
     }
     measured
 }
@@ -234,6 +245,7 @@ fn join_all(threads: Vec<std::thread::JoinHandle<Received>>) -> Vec<Received> {
                 latencies_ns: Vec::new(),
                 last_at_ns: 0,
                 errors: vec!["receiver thread panicked".into()],
+                conn: None,
             })
         })
         .collect()
@@ -247,6 +259,8 @@ fn finish_burst(sample: &mut Sample, start_ns: u64, received: Vec<Received>) -> 
         latencies.extend(r.latencies_ns);
         last_ns = last_ns.max(r.last_at_ns);
         sample.errors.extend(r.errors);
+        // Hangs up only now, after the CPU was read.
+        drop(r.conn);
     }
     sample.bus_messages = sample.delivered;
     sample.seconds = (last_ns - start_ns) as f64 / 1e9;
@@ -266,6 +280,7 @@ fn receive_burst(
         latencies_ns: Vec::with_capacity(count as usize),
         last_at_ns: 0,
         errors: Vec::new(),
+        conn: None,
     };
     let setup = (|| {
         // Step by step, as libdbus and GDBus authenticate: a filtering
@@ -317,6 +332,7 @@ fn receive_burst(
             }
         }
     }
+    received.conn = Some(conn);
     received
 }
 

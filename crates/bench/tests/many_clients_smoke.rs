@@ -86,6 +86,12 @@ fn a_tiny_many_clients_run_reports_every_k_and_the_fan_out_fully() {
         assert_eq!(sample["expected"], 80, "{row}");
         assert_eq!(sample["delivered"], 80, "{row}");
         assert!(sample["bus_cpu_seconds"].as_f64() > Some(0.0), "{row}");
+        // The CPU is read once every receiver is done, over a wall time
+        // of its own: from before the first send to that read, so never
+        // shorter than first send to last receive (`seconds`).
+        let cpu_wall = sample["cpu_wall_seconds"].as_f64().expect("the CPU's wall");
+        let seconds = sample["seconds"].as_f64().expect("seconds");
+        assert!(cpu_wall >= seconds && seconds > 0.0, "{row}");
     }
 }
 
