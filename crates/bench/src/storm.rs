@@ -303,6 +303,19 @@ pub fn run(bus: &RunningBus, calls: u32, flood_rate: u32) -> StormSample {
     sample
 }
 
+/// A thread of the storm, named so that a scheduler trace
+/// (scripts/sched-delay.sh) tells the parts apart; the caller is the
+/// bench's main thread. Panics if it cannot start, as `thread::spawn` does.
+fn spawn_named<T: Send + 'static>(
+    name: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> JoinHandle<T> {
+    thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(work)
+        .expect("start a storm thread")
+}
+
 fn run_into(
     bus: &RunningBus,
     calls: u32,
@@ -328,7 +341,7 @@ fn run_into(
             .map_err(|e| format!("receiver: {e}"))?;
         receivers.push(receiver);
     }
-    let echo = thread::spawn(move || serve_echo(callee));
+    let echo = spawn_named("storm-callee", move || serve_echo(callee));
     let stop = Arc::new(AtomicBool::new(false));
     let received = Arc::new(AtomicU64::new(0));
     let sent = Arc::new(AtomicU64::new(0));
@@ -337,7 +350,7 @@ fn run_into(
         .into_iter()
         .map(|receiver| {
             let (stop, received, start) = (stop.clone(), received.clone(), start.clone());
-            thread::spawn(move || {
+            spawn_named("storm-receiver", move || {
                 start.wait();
                 receive_flood(receiver, &stop, &received)
             })
@@ -345,7 +358,7 @@ fn run_into(
         .collect();
     let flood_thread = {
         let (stop, sent, start) = (stop.clone(), sent.clone(), start.clone());
-        thread::spawn(move || {
+        spawn_named("storm-flooder", move || {
             start.wait();
             flood(flooder, flood_rate, &stop, &sent)
         })
