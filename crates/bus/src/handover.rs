@@ -87,8 +87,13 @@ enum Scope {
         buffers: Vec<Bytes>,
         /// The fd lists read so far, in the order they were written.
         fd_lists: Vec<Arc<Vec<OwnedFd>>>,
+        /// Only while [`layout::tracing`]: what every fd index reads (a
+        /// copy).
+        every_fd: Option<OwnedFd>,
     },
 }
+
+pub mod layout;
 
 thread_local! {
     static SCOPE: RefCell<Option<Scope>> = const { RefCell::new(None) };
@@ -202,6 +207,7 @@ pub fn restoring<R>(
             fds,
             buffers,
             fd_lists: Vec::new(),
+            every_fd: None,
         })
     });
     let result = restore();
@@ -229,6 +235,9 @@ pub fn save_fd(fd: BorrowedFd<'_>) -> Result<u32, String> {
 /// index is taken once).
 pub fn restore_fd(index: u32) -> Result<OwnedFd, String> {
     SCOPE.with(|s| match &mut *s.borrow_mut() {
+        Some(Scope::Restoring {
+            every_fd: Some(fd), ..
+        }) => fd.try_clone().map_err(|e| e.to_string()),
         Some(Scope::Restoring { fds, .. }) => fds
             .get_mut(index as usize)
             .and_then(Option::take)
@@ -381,6 +390,7 @@ pub mod optional_shared_fds {
     use super::*;
 
     #[derive(Serialize, Deserialize)]
+    #[serde(rename = "SharedFds")]
     struct Shared(#[serde(with = "super::shared_fds")] Arc<Vec<OwnedFd>>);
 
     pub fn serialize<S: Serializer>(
@@ -420,6 +430,7 @@ pub mod shared_frame {
     use quickbus_wire::Frame;
 
     #[derive(Serialize, Deserialize)]
+    #[serde(rename = "SharedFrame")]
     struct Shared(
         #[serde(with = "super::shared_bytes")] Bytes,
         #[serde(with = "super::shared_bytes")] Bytes,

@@ -21,7 +21,7 @@ use crate::socket::{Listening, Stream};
 
 /// Which kind of socket, and its index.
 #[derive(Serialize, Deserialize)]
-enum Socket {
+pub(crate) enum Socket {
     Unix(u32),
     Tcp(u32),
 }
