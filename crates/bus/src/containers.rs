@@ -180,7 +180,6 @@ impl Containers {
 pub mod value_as_message {
     use quickbus_wire::{Message, MessageBuilder, Value};
     use serde::de::Error as _;
-    use serde::ser::Error as _;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     /// The message's bytes: a newtype, which postcard writes as its
@@ -192,7 +191,7 @@ pub mod value_as_message {
         let bytes = MessageBuilder::method_return(1)
             .body(vec![value.clone()])
             .build(1)
-            .map_err(S::Error::custom)?;
+            .map_err(|e| crate::handover::refuse::<S::Error>(e.to_string()))?;
         MetadataMessage(bytes.to_vec()).serialize(s)
     }
 
