@@ -38,7 +38,7 @@ pub use resume::resume;
 /// when both print the same number for `--handover-version`. Bump it with
 /// every change to any serialized type (the bus's or the daemon's state):
 /// `layout`'s test traces them all and trips on a change.
-pub const HANDOVER_VERSION: u32 = 7;
+pub const HANDOVER_VERSION: u32 = 8;
 
 /// The number of the memfd holding the state, in the new image's
 /// environment.

@@ -58,7 +58,7 @@ use super::HANDOVER_VERSION;
 
 /// The layout `HANDOVER_VERSION` names: the version and the digest of the
 /// traced layout, recorded together.
-const RECORDED: (u32, &str) = (7, "f4eeb6ff532c05f0b301e221394e97999ab92041");
+const RECORDED: (u32, &str) = (8, "f0ad3c5148ab2cc8a76554091986f5252d9ce46f");
 
 #[test]
 fn the_handover_version_names_the_handover_layout() {
