@@ -306,12 +306,19 @@ mod tests {
         (bytes - o.bytes(), fds - o.fds())
     }
 
-    #[test]
-    fn counts_move_with_each_push_and_write() {
+    /// Three messages queued, the second with two fds, the last with
+    /// `last_fds`.
+    fn three_queued(last_fds: usize) -> Outbox {
         let mut o = Outbox::default();
         o.push(item(b"head", b"body", 0));
         o.push(item(b"fds!", b"", 2));
-        o.push(item(b"last", b"one", 0));
+        o.push(item(b"last", b"one", last_fds));
+        o
+    }
+
+    #[test]
+    fn counts_move_with_each_push_and_write() {
+        let mut o = three_queued(0);
         assert_eq!((o.bytes(), o.fds()), (19, 2));
         assert_counts_match(&o);
         // The fds start a write of their own.
@@ -360,10 +367,7 @@ mod tests {
 
     #[test]
     fn a_restored_outbox_counts_again_what_it_holds() {
-        let mut o = Outbox::default();
-        o.push(item(b"head", b"body", 0));
-        o.push(item(b"fds!", b"", 2));
-        o.push(item(b"last", b"one", 1));
+        let mut o = three_queued(1);
         // Written halfway into the first message.
         o.advance(3);
         assert_eq!((o.bytes(), o.fds()), (16, 3));
