@@ -81,6 +81,7 @@ fn the_handover_version_names_the_handover_layout() {
 /// by name: its fields in order with their formats, its variants with
 /// their indices.
 fn handover_layout() -> Registry {
+    // Samples of structs too: the message's sample is a `Slice`.
     let mut tracer = Tracer::new(TracerConfig::default().record_samples_for_structs(true));
     let (samples, buffers) = samples(&mut tracer);
     let fd: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
@@ -99,8 +100,8 @@ fn handover_layout() -> Registry {
     });
     let registry = traced.tracer.registry().unwrap_or_else(|e| {
         panic!(
-            "tracing the handover: {e:?} (an enum missing: visit it in `each_enum`, the \
-                 bus's, or in `handover_layout`, the daemon's)\n{}",
+            "tracing the handover: {e:?} (an enum missing: visit it in `each_enum`, \
+             the bus's, or in `handover_layout`, the daemon's)\n{}",
             e.explanation()
         )
     });
