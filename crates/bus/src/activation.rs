@@ -120,6 +120,9 @@ impl Waiter {
 
 /// One name being activated.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
+/// A name of its own for the handover's layout test, which tells
+/// serialized types by name (postcard writes none).
+#[serde(rename = "PendingActivation")]
 pub(crate) struct Pending {
     #[serde(with = "crate::handover::instant")]
     deadline: Instant,

@@ -79,7 +79,7 @@ struct NameGrants {
 /// A compiled per-app filter. Serialized as its option strings (the bus's
 /// handover carries it); deserializing compiles them again.
 #[derive(Clone, serde::Serialize, serde::Deserialize)]
-#[serde(try_from = "Vec<String>", into = "Vec<String>")]
+#[serde(try_from = "ProxyOptions", into = "ProxyOptions")]
 pub struct AppFilter {
     options: Vec<String>,
     names: FastMap<String, NameGrants>,
@@ -196,17 +196,23 @@ impl AppFilter {
     }
 }
 
-impl TryFrom<Vec<String>> for AppFilter {
+/// A filter as it crosses a restart: its option strings. (A newtype,
+/// which postcard writes as its content, so that the handover's layout
+/// test can give the one sample it cannot make up: options that compile.)
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct ProxyOptions(pub Vec<String>);
+
+impl TryFrom<ProxyOptions> for AppFilter {
     type Error = AppFilterError;
 
-    fn try_from(options: Vec<String>) -> Result<AppFilter, AppFilterError> {
+    fn try_from(ProxyOptions(options): ProxyOptions) -> Result<AppFilter, AppFilterError> {
         AppFilter::from_proxy_options(&options)
     }
 }
 
-impl From<AppFilter> for Vec<String> {
-    fn from(filter: AppFilter) -> Vec<String> {
-        filter.options
+impl From<AppFilter> for ProxyOptions {
+    fn from(filter: AppFilter) -> ProxyOptions {
+        ProxyOptions(filter.options)
     }
 }
 

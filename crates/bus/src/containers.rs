@@ -175,32 +175,33 @@ impl Containers {
 }
 
 /// A [`Value`] written as the body of a tiny message, the one marshalling
-/// quickbus-wire offers, and read back from it.
-mod value_as_message {
+/// quickbus-wire offers, and read back from it. (Public for the daemon's
+/// handover layout test, which needs one such message as a sample.)
+pub mod value_as_message {
     use quickbus_wire::{Message, MessageBuilder, Value};
     use serde::de::Error as _;
-    use serde::ser::Error as _;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// The message's bytes: a newtype, which postcard writes as its
+    /// content, so that the layout test can give a sample that parses.
+    #[derive(Serialize, Deserialize)]
+    struct MetadataMessage(Vec<u8>);
 
     pub fn serialize<S: Serializer>(value: &Value, s: S) -> Result<S::Ok, S::Error> {
         let bytes = MessageBuilder::method_return(1)
             .body(vec![value.clone()])
             .build(1)
-            .map_err(S::Error::custom)?;
-        bytes.to_vec().serialize(s)
+            .map_err(|e| crate::handover::refuse::<S::Error>(e.to_string()))?;
+        MetadataMessage(bytes.to_vec()).serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
-        let bytes: Vec<u8> = serde_bytes_vec(d)?;
+        let MetadataMessage(bytes) = MetadataMessage::deserialize(d)?;
         let msg = Message::parse(bytes.into()).map_err(D::Error::custom)?;
         let mut values = msg.body_values().map_err(D::Error::custom)?;
         values
             .pop()
             .ok_or_else(|| D::Error::custom("an empty metadata message"))
-    }
-
-    fn serde_bytes_vec<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        <Vec<u8>>::deserialize(d)
     }
 }
 

@@ -39,7 +39,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde::de::Error as _;
-use serde::ser::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// One moment read from both clocks: `Instant` (this process's) and
@@ -80,6 +79,8 @@ enum Scope {
         /// Each fd list written so far (by its `Arc`'s address): its
         /// number in the order of first writing.
         fd_lists: HashMap<usize, u32>,
+        /// Why the state cannot be written, once a field said so.
+        refused: Option<String>,
     },
     Restoring {
         clock: Clock,
@@ -87,8 +88,13 @@ enum Scope {
         buffers: Vec<Bytes>,
         /// The fd lists read so far, in the order they were written.
         fd_lists: Vec<Arc<Vec<OwnedFd>>>,
+        /// Only while [`layout::tracing`]: what every fd index reads (a
+        /// copy).
+        every_fd: Option<OwnedFd>,
     },
 }
+
+pub mod layout;
 
 thread_local! {
     static SCOPE: RefCell<Option<Scope>> = const { RefCell::new(None) };
@@ -102,6 +108,8 @@ pub struct Saved {
     /// The buffers, by index: each distinct piece of memory a message's
     /// bytes lie in, once.
     pub buffers: Vec<Bytes>,
+    /// Why the state could not be written, if a field refused ([`refuse`]).
+    pub refused: Option<String>,
 }
 
 /// The buffers written while saving, each once, found by address: bytes
@@ -168,18 +176,26 @@ pub fn saving<R>(clock: Clock, save: impl FnOnce() -> R) -> (R, Saved) {
             fds: Vec::new(),
             buffers: BufferTable::default(),
             fd_lists: HashMap::new(),
+            refused: None,
         })
     });
     let result = save();
     let scope = SCOPE.with(|s| s.borrow_mut().take());
     let saved = match scope {
-        Some(Scope::Saving { fds, buffers, .. }) => Saved {
+        Some(Scope::Saving {
+            fds,
+            buffers,
+            refused,
+            ..
+        }) => Saved {
             fds,
             buffers: buffers.buffers,
+            refused,
         },
         _ => Saved {
             fds: Vec::new(),
             buffers: Vec::new(),
+            refused: None,
         },
     };
     (result, saved)
@@ -202,6 +218,7 @@ pub fn restoring<R>(
             fds,
             buffers,
             fd_lists: Vec::new(),
+            every_fd: None,
         })
     });
     let result = restore();
@@ -211,6 +228,20 @@ pub fn restoring<R>(
         _ => 0,
     };
     (result, unused)
+}
+
+/// The error a field's `Serialize` returns when the state cannot be
+/// written, saying why. postcard keeps no text of a custom error (all it
+/// says is "Serde Serialization Error"), so inside [`saving`] the first
+/// reason is kept aside too, and handed back in [`Saved::refused`] for the
+/// restart's refusal to name.
+pub fn refuse<E: serde::ser::Error>(why: String) -> E {
+    SCOPE.with(|s| {
+        if let Some(Scope::Saving { refused, .. }) = &mut *s.borrow_mut() {
+            refused.get_or_insert_with(|| why.clone());
+        }
+    });
+    E::custom(why)
 }
 
 /// `fd`'s index in the table of the handover being saved, for fields
@@ -229,6 +260,9 @@ pub fn save_fd(fd: BorrowedFd<'_>) -> Result<u32, String> {
 /// index is taken once).
 pub fn restore_fd(index: u32) -> Result<OwnedFd, String> {
     SCOPE.with(|s| match &mut *s.borrow_mut() {
+        Some(Scope::Restoring {
+            every_fd: Some(fd), ..
+        }) => fd.try_clone().map_err(|e| e.to_string()),
         Some(Scope::Restoring { fds, .. }) => fds
             .get_mut(index as usize)
             .and_then(Option::take)
@@ -333,7 +367,9 @@ pub mod fd {
     use super::*;
 
     pub fn serialize<S: Serializer>(fd: &OwnedFd, s: S) -> Result<S::Ok, S::Error> {
-        save_fd(fd.as_fd()).map_err(S::Error::custom)?.serialize(s)
+        save_fd(fd.as_fd())
+            .map_err(refuse::<S::Error>)?
+            .serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<OwnedFd, D::Error> {
@@ -347,7 +383,7 @@ pub mod fds {
 
     pub fn serialize<S: Serializer>(fds: &[OwnedFd], s: S) -> Result<S::Ok, S::Error> {
         let indices: Result<Vec<u32>, String> = fds.iter().map(|f| save_fd(f.as_fd())).collect();
-        indices.map_err(S::Error::custom)?.serialize(s)
+        indices.map_err(refuse::<S::Error>)?.serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<OwnedFd>, D::Error> {
@@ -367,7 +403,7 @@ pub mod shared_fds {
     use super::*;
 
     pub fn serialize<S: Serializer>(fds: &Arc<Vec<OwnedFd>>, s: S) -> Result<S::Ok, S::Error> {
-        save_fd_list(fds).map_err(S::Error::custom)?.serialize(s)
+        save_fd_list(fds).map_err(refuse::<S::Error>)?.serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Vec<OwnedFd>>, D::Error> {
@@ -381,6 +417,7 @@ pub mod optional_shared_fds {
     use super::*;
 
     #[derive(Serialize, Deserialize)]
+    #[serde(rename = "SharedFds")]
     struct Shared(#[serde(with = "super::shared_fds")] Arc<Vec<OwnedFd>>);
 
     pub fn serialize<S: Serializer>(
@@ -404,7 +441,7 @@ pub mod shared_bytes {
     use super::*;
 
     pub fn serialize<S: Serializer>(bytes: &Bytes, s: S) -> Result<S::Ok, S::Error> {
-        save_bytes(bytes).map_err(S::Error::custom)?.serialize(s)
+        save_bytes(bytes).map_err(refuse::<S::Error>)?.serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
@@ -420,6 +457,7 @@ pub mod shared_frame {
     use quickbus_wire::Frame;
 
     #[derive(Serialize, Deserialize)]
+    #[serde(rename = "SharedFrame")]
     struct Shared(
         #[serde(with = "super::shared_bytes")] Bytes,
         #[serde(with = "super::shared_bytes")] Bytes,
@@ -458,7 +496,7 @@ pub mod instant {
     use super::*;
 
     pub fn serialize<S: Serializer>(at: &Instant, s: S) -> Result<S::Ok, S::Error> {
-        let clock = clock().map_err(S::Error::custom)?;
+        let clock = clock().map_err(refuse::<S::Error>)?;
         clock.to_monotonic(*at).serialize(s)
     }
 
@@ -481,7 +519,7 @@ pub mod timed_set {
         set: &BTreeSet<(Instant, T)>,
         s: S,
     ) -> Result<S::Ok, S::Error> {
-        let clock = clock().map_err(S::Error::custom)?;
+        let clock = clock().map_err(refuse::<S::Error>)?;
         s.collect_seq(set.iter().map(|(at, t)| (clock.to_monotonic(*at), t)))
     }
 
@@ -527,8 +565,8 @@ pub mod within_an_event {
     pub fn serialize<S: Serializer, T>(value: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
         match value {
             None => s.serialize_unit(),
-            Some(_) => Err(S::Error::custom(
-                "an event is still being handled (a restart happens between events)",
+            Some(_) => Err(refuse(
+                "an event is still being handled (a restart happens between events)".into(),
             )),
         }
     }
@@ -599,6 +637,25 @@ pub(crate) mod tests {
         };
         let err = postcard::to_stdvec(&value).unwrap_err();
         assert!(matches!(err, postcard::Error::SerdeSerCustom));
+    }
+
+    /// postcard says only "Serde Serialization Error": the reason a field
+    /// refused comes back beside it, for the restart's refusal.
+    #[test]
+    fn a_field_that_refuses_to_be_written_says_why() {
+        #[derive(Serialize)]
+        struct Handling(#[serde(with = "within_an_event")] Option<u8>);
+        #[allow(clippy::disallowed_methods)]
+        let now = Instant::now();
+        let (result, saved) = saving(clock_at(now, 0), || postcard::to_stdvec(&Handling(Some(1))));
+        assert!(matches!(result, Err(postcard::Error::SerdeSerCustom)));
+        assert_eq!(
+            saved.refused.as_deref(),
+            Some("an event is still being handled (a restart happens between events)")
+        );
+        let (result, saved) = saving(clock_at(now, 0), || postcard::to_stdvec(&Handling(None)));
+        assert!(result.is_ok());
+        assert_eq!(saved.refused, None);
     }
 
     #[test]

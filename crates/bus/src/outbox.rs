@@ -73,8 +73,11 @@ impl From<OutMessage> for OutItem {
 }
 
 /// The items, in order, with the written part of the first and the
-/// counts of what is left.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+/// counts of what is left. A restart in place hands over the items and
+/// the offset ([`Handed`]); the counts follow from them and are counted
+/// again.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(try_from = "Handed<VecDeque<OutItem>>")]
 pub struct Outbox {
     items: VecDeque<OutItem>,
     /// Bytes of `items.front()` already written.
@@ -84,6 +87,45 @@ pub struct Outbox {
     /// Fds held by the items (a message's fds go with its first byte, but
     /// count until the whole message is written).
     fds: usize,
+}
+
+/// An [`Outbox`] as it crosses a restart: what its counts follow from.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename = "Outbox")]
+struct Handed<Items> {
+    items: Items,
+    offset: usize,
+}
+
+impl serde::Serialize for Outbox {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        Handed {
+            items: &self.items,
+            offset: self.offset,
+        }
+        .serialize(s)
+    }
+}
+
+impl TryFrom<Handed<VecDeque<OutItem>>> for Outbox {
+    type Error = &'static str;
+
+    fn try_from(handed: Handed<VecDeque<OutItem>>) -> Result<Outbox, &'static str> {
+        let Handed { items, offset } = handed;
+        if items.iter().any(OutItem::is_empty) {
+            return Err("an empty message in a queue");
+        }
+        if offset > 0 && items.front().is_none_or(|front| offset >= front.len()) {
+            return Err("a queue written past the end of its first message");
+        }
+        let mut outbox = Outbox::default();
+        for item in items {
+            outbox.push(item);
+        }
+        outbox.offset = offset;
+        outbox.bytes -= offset;
+        Ok(outbox)
+    }
 }
 
 impl Outbox {
@@ -119,6 +161,15 @@ impl Outbox {
     #[cfg(test)]
     pub(crate) fn last(&self) -> Option<&OutItem> {
         self.items.back()
+    }
+
+    /// The bytes of the next write ([`Outbox::next_write`]) and how many
+    /// fds ride on it (the bus's tests).
+    #[cfg(test)]
+    pub(crate) fn next_write_bytes(&self) -> (Vec<u8>, usize) {
+        let mut iov = Vec::new();
+        let fds = self.next_write(|s| iov.push(s)).map_or(0, |f| f.len());
+        (iov.iter().flat_map(|s| s.iter().copied()).collect(), fds)
     }
 
     /// What is queued, in order (the first possibly written in part).
@@ -227,12 +278,6 @@ mod tests {
         }
     }
 
-    fn write(outbox: &Outbox) -> (Vec<u8>, usize) {
-        let mut iov = Vec::new();
-        let fds = outbox.next_write(|s| iov.push(s)).map_or(0, |f| f.len());
-        (iov.iter().flat_map(|s| s.iter().copied()).collect(), fds)
-    }
-
     /// The counts are what the items still hold.
     fn assert_counts_match(outbox: &Outbox) {
         let bytes: usize = outbox.items().map(OutItem::len).sum::<usize>() - outbox.offset;
@@ -261,34 +306,98 @@ mod tests {
         (bytes - o.bytes(), fds - o.fds())
     }
 
-    #[test]
-    fn counts_move_with_each_push_and_write() {
+    /// Three messages queued, the second with two fds, the last with
+    /// `last_fds`.
+    fn three_queued(last_fds: usize) -> Outbox {
         let mut o = Outbox::default();
         o.push(item(b"head", b"body", 0));
         o.push(item(b"fds!", b"", 2));
-        o.push(item(b"last", b"one", 0));
+        o.push(item(b"last", b"one", last_fds));
+        o
+    }
+
+    #[test]
+    fn counts_move_with_each_push_and_write() {
+        let mut o = three_queued(0);
         assert_eq!((o.bytes(), o.fds()), (19, 2));
         assert_counts_match(&o);
         // The fds start a write of their own.
-        assert_eq!(write(&o), (b"headbody".to_vec(), 0));
+        assert_eq!(o.next_write_bytes(), (b"headbody".to_vec(), 0));
         // Part of the first item: bytes go, nothing else does.
         assert_eq!(advanced(&mut o, 3), (3, 0));
         assert_counts_match(&o);
-        assert_eq!(write(&o), (b"dbody".to_vec(), 0));
+        assert_eq!(o.next_write_bytes(), (b"dbody".to_vec(), 0));
         // The rest of it.
         assert_eq!(advanced(&mut o, 5), (5, 0));
         assert_counts_match(&o);
         // They go with the first byte of their message; what follows
         // without fds joins the write.
-        assert_eq!(write(&o), (b"fds!lastone".to_vec(), 2));
+        assert_eq!(o.next_write_bytes(), (b"fds!lastone".to_vec(), 2));
         // The fds leave once their message is written to its end.
         assert_eq!(advanced(&mut o, 1), (1, 0));
         assert_eq!(o.fds(), 2);
-        assert_eq!(write(&o), (b"ds!lastone".to_vec(), 0), "sent already");
+        assert_eq!(
+            o.next_write_bytes(),
+            (b"ds!lastone".to_vec(), 0),
+            "sent already"
+        );
         assert_eq!(advanced(&mut o, 10), (10, 2));
         assert!(o.is_empty());
         assert_eq!((o.bytes(), o.fds()), (0, 0));
         assert_counts_match(&o);
+    }
+
+    /// `o` written out and read back as across a restart (the fds as
+    /// new descriptors, as the new image's table would hold them).
+    #[allow(clippy::disallowed_methods)] // a test's own clock and descriptors
+    fn handed_over(o: &Outbox) -> Result<Outbox, postcard::Error> {
+        use crate::handover::{restoring, saving, Clock};
+        let clock = Clock {
+            instant: std::time::Instant::now(),
+            monotonic_ns: 1_000_000_000,
+        };
+        let (bytes, saved) = saving(clock, || postcard::to_stdvec(o).unwrap());
+        let fds = saved
+            .fds
+            .iter()
+            .map(|_| OwnedFd::from(std::fs::File::open("/dev/null").unwrap()))
+            .collect();
+        restoring(clock, fds, saved.buffers, || postcard::from_bytes(&bytes)).0
+    }
+
+    #[test]
+    fn a_restored_outbox_counts_again_what_it_holds() {
+        let mut o = three_queued(1);
+        // Written halfway into the first message.
+        o.advance(3);
+        assert_eq!((o.bytes(), o.fds()), (16, 3));
+        let r = handed_over(&o).unwrap();
+        assert_eq!((r.bytes(), r.fds()), (16, 3));
+        assert_counts_match(&r);
+        assert_eq!(r.next_write_bytes(), o.next_write_bytes());
+        // And it goes on as the original would.
+        let mut r = r;
+        assert_eq!(advanced(&mut r, 5), (5, 0));
+        assert_eq!(advanced(&mut r, 4), (4, 2));
+        assert_eq!(advanced(&mut r, 7), (7, 1));
+        assert!(r.is_empty());
+        // Empty, and whole.
+        let r = handed_over(&Outbox::default()).unwrap();
+        assert_eq!((r.bytes(), r.fds(), r.is_empty()), (0, 0, true));
+    }
+
+    #[test]
+    fn a_handed_over_offset_past_the_first_message_is_refused() {
+        let mut o = Outbox::default();
+        o.push(item(b"head", b"body", 0));
+        o.advance(3);
+        o.offset = 8;
+        assert!(handed_over(&o).is_err());
+        let empty = Outbox {
+            offset: 1,
+            ..Outbox::default()
+        };
+        assert!(handed_over(&empty).is_err());
     }
 
     #[test]

@@ -18,6 +18,9 @@ use crate::{ConnId, FastMap, FastSet};
 pub type CallKey = (ConnId, u32);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// A name of its own for the handover's layout test, which tells
+/// serialized types by name (postcard writes none).
+#[serde(rename = "PendingReply")]
 struct Pending {
     callee: ConnId,
     #[serde(with = "crate::handover::optional_instant")]

@@ -191,7 +191,7 @@ pub enum AuthError {
 
 /// The conversation states of the spec's server state diagram.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-enum State {
+pub(crate) enum State {
     /// Nothing read yet: the next byte must be the credentials nul.
     WaitingForNul,
     WaitingForAuth,

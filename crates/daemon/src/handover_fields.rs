@@ -12,22 +12,21 @@
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
 
-use quickbus_bus::handover::{restore_fd, save_fd};
+use quickbus_bus::handover::{refuse, restore_fd, save_fd};
 use serde::de::Error as _;
-use serde::ser::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::socket::{Listening, Stream};
 
 /// Which kind of socket, and its index.
 #[derive(Serialize, Deserialize)]
-enum Socket {
+pub(crate) enum Socket {
     Unix(u32),
     Tcp(u32),
 }
 
 fn index<S: Serializer>(fd: impl AsFd) -> Result<u32, S::Error> {
-    save_fd(fd.as_fd()).map_err(S::Error::custom)
+    save_fd(fd.as_fd()).map_err(refuse::<S::Error>)
 }
 
 fn take<'de, D: Deserializer<'de>>(index: u32) -> Result<OwnedFd, D::Error> {

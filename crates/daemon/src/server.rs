@@ -158,7 +158,7 @@ pub struct ServerLimits {
 /// connection's life"). Until it is `Running` the bus does not know it,
 /// and its credentials wait here; then the bus owns them.
 #[derive(serde::Serialize, serde::Deserialize)]
-enum Phase {
+pub(crate) enum Phase {
     /// nonce-tcp: the 16 bytes of the nonce file must come first.
     Nonce {
         expected: [u8; NONCE_LEN],

@@ -312,7 +312,6 @@ mod put_back_before_a_handover {
     use std::collections::VecDeque;
 
     use quickbus_wire::Message;
-    use serde::ser::Error as _;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     pub fn serialize<S: Serializer>(
@@ -320,8 +319,11 @@ mod put_back_before_a_handover {
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
         if !parsed.is_empty() {
-            return Err(S::Error::custom(
-                "messages parsed ahead were not put back into the input",
+            // The restart's refusal names this reason (`refuse`).
+            return Err(quickbus_bus::handover::refuse(
+                "a message a worker parsed ahead was not put back into the input, and would \
+                 be lost"
+                    .into(),
             ));
         }
         ().serialize(serializer)

@@ -403,9 +403,7 @@ impl Bus {
     ) {
         let mut left = bytes;
         let _ = self.write_queue(conn, now, out, |outbox| {
-            let mut iov = Vec::new();
-            outbox.next_write(|s| iov.push(s));
-            let took = iov.iter().map(|s| s.len()).sum::<usize>().min(left);
+            let took = outbox.next_write_bytes().0.len().min(left);
             left -= took;
             Ok::<_, ()>((took > 0).then_some(took))
         });
@@ -631,9 +629,7 @@ mod tests {
     /// a write would take: all of it, with few messages and no fds).
     fn queued(h: &Harness, conn: ConnId) -> (usize, usize) {
         let outbox = h.bus.conns[&conn].queue.outbox();
-        let mut iov = Vec::new();
-        outbox.next_write(|s| iov.push(s));
-        (outbox.bytes(), iov.iter().map(|s| s.len()).sum())
+        (outbox.bytes(), outbox.next_write_bytes().0.len())
     }
 
     #[test]

@@ -433,10 +433,7 @@ fn a_broadcast_queued_for_many_receivers_crosses_once_and_stays_queued() {
     for &to in &receivers {
         let queued = |h: &Harness| {
             let outbox = h.bus.conns[&to].queue.outbox();
-            let mut iov = Vec::new();
-            outbox.next_write(|s| iov.push(s));
-            let bytes: Vec<u8> = iov.iter().flat_map(|s| s.iter().copied()).collect();
-            (outbox.bytes(), bytes)
+            (outbox.bytes(), outbox.next_write_bytes().0)
         };
         let (before, after) = (queued(&h), queued(&r));
         assert!(before.0 > BODY - 100, "{to:?}: {} bytes queued", before.0);

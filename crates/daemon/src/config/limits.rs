@@ -6,6 +6,10 @@ pub mod table;
 
 /// Every limit dbus-daemon 1.14 knows. Timeouts are in milliseconds.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// (`ConfigLimits` for serde: the bus has `Limits` too, and the
+/// handover's layout test, restart/layout.rs, tells types by that name;
+/// postcard writes no names.)
+#[serde(rename = "ConfigLimits")]
 pub struct Limits {
     pub max_incoming_bytes: u64,
     pub max_incoming_unix_fds: u64,

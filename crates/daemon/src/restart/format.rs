@@ -86,7 +86,14 @@ pub fn write_handover(handover: &Handover<'_>) -> io::Result<(OwnedFd, Vec<RawFd
 fn write_state<T: serde::Serialize>(state: &T) -> io::Result<(OwnedFd, Vec<RawFd>)> {
     let (payload, saved) =
         quickbus_bus::handover::saving(clock_now(), || postcard::to_stdvec(state));
-    let payload = payload.map_err(|e| io::Error::other(format!("cannot serialize: {e}")))?;
+    // postcard's error says only that a field refused; the field's reason
+    // is in `saved`.
+    let payload = payload.map_err(|e| {
+        io::Error::other(format!(
+            "cannot serialize: {}",
+            saved.refused.unwrap_or_else(|| e.to_string())
+        ))
+    })?;
     let memfd = rustix::fs::memfd_create(
         "quickbus-handover",
         rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
@@ -389,6 +396,37 @@ mod tests {
                 first.fds.as_ref().unwrap()
             ));
         }
+    }
+
+    /// A connection still holding a message its worker parsed ahead
+    /// (`Transport::unparse` not called, a bug): the restart is refused,
+    /// and the refusal the log and a Restart caller get says so, not
+    /// just postcard's "Serde Serialization Error".
+    #[test]
+    fn a_message_left_parsed_ahead_refuses_the_handover_saying_why() {
+        use crate::socket::Stream;
+        use crate::transport::Transport;
+        let (ours, mut peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let mut transport = Transport::new(Stream::Unix(mio::net::UnixStream::from_std(ours)));
+        let call = quickbus_wire::MessageBuilder::method_call("/p", "M")
+            .destination("org.example.Dest")
+            .build(1)
+            .unwrap();
+        peer.write_all(&call).unwrap();
+        while transport.input().len() < call.len() {
+            transport.read_once().unwrap();
+        }
+        transport.parse_ahead(usize::MAX);
+        assert!(transport.input().is_empty(), "the call was parsed ahead");
+        let Err(refusal) = write_state(&transport) else {
+            panic!("a handover was written with a message left parsed ahead");
+        };
+        assert_eq!(
+            refusal.to_string(),
+            "cannot serialize: a message a worker parsed ahead was not put back into \
+             the input, and would be lost"
+        );
     }
 
     /// The bytes of the memfd backed by memory.
