@@ -12,7 +12,8 @@
 #
 # It prints, per part, how many times it was switched in after a wake-up
 # and the median, 99th percentile and largest delay in µs: `bus` (the
-# daemon's threads), `caller` (the bench's main thread, which makes the
+# daemon's threads: its loop, named after its program, and its workers),
+# `caller` (the bench's main thread, which makes the
 # calls), `callee`, `flooder` and `receivers` (the storm's named threads).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -44,14 +45,14 @@ awk '
         task = ""
         for (i = 3; i <= NF - 3; i++) task = task (i > 3 ? " " : "") $i
         part = ""
-        if (task ~ /^quickbus-(daemon|io-[0-9]+)\[/) part = "bus"
+        if (index(task, daemon_comm "[") == 1 || task ~ /^quickbus-io-[0-9]+\[/) part = "bus"
         else if (task ~ /^quickbus-bench\[[0-9]+\]$/) part = "caller"
         else if (task ~ /^storm-callee\[/) part = "callee"
         else if (task ~ /^storm-flooder\[/) part = "flooder"
         else if (task ~ /^storm-receiver\[/) part = "receivers"
         if (part != "") print part, delay
     }
-' "$work/timehist" | sort -k1,1 -k2,2n | awk '
+' daemon_comm="$(basename "$daemon" | cut -c1-15)" "$work/timehist" | sort -k1,1 -k2,2n | awk '
     function report() {
         if (n == 0) return
         p99 = int(n * 0.99 + 0.5)
