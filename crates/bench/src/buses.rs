@@ -219,6 +219,19 @@ impl RunningBus {
         tree_cpu_seconds(self.child.id())
     }
 
+    /// CPU seconds of quickbus's loop alone, the one thread that routes
+    /// (its main thread), beside the workers its `threads` limit starts:
+    /// None for the other buses (dbus-broker's main thread is its
+    /// launcher's) or where the kernel keeps no schedstat.
+    pub fn loop_cpu_seconds(&self) -> Option<f64> {
+        if self.kind != BusKind::Quickbus {
+            return None;
+        }
+        let pid = self.child.id();
+        let path = PathBuf::from(format!("/proc/{pid}/task/{pid}"));
+        task_run_ns(&path).map(|ns| ns as f64 / 1e9)
+    }
+
     /// Threads of the daemon and its descendants right now (the entries
     /// of each one's /proc/PID/task): shows that a `threads` limit took
     /// effect.
@@ -492,13 +505,18 @@ fn process_run_ns(pid: u32) -> Option<u64> {
     // only when no thread has a readable schedstat (no such kernel support).
     let mut total = None;
     for task in tasks.flatten() {
-        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
-            continue;
-        };
-        let ns = text.split_whitespace().next()?.parse::<u64>().ok()?;
-        total = Some(total.unwrap_or(0) + ns);
+        if let Some(ns) = task_run_ns(&task.path()) {
+            total = Some(total.unwrap_or(0) + ns);
+        }
     }
     total
+}
+
+/// The run time in ns of the thread at `task` (/proc/PID/task/TID), from
+/// its schedstat.
+fn task_run_ns(task: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(task.join("schedstat")).ok()?;
+    text.split_whitespace().next()?.parse().ok()
 }
 
 fn process_ticks(pid: u32) -> Option<u64> {

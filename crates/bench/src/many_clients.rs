@@ -120,6 +120,11 @@ pub struct PairsSample {
     pub cpu_wall_seconds: f64,
     /// The bus's threads at the window's end (None: no bus).
     pub bus_threads: Option<usize>,
+    /// CPU seconds of quickbus's loop thread over the window, within
+    /// `bus_cpu_seconds` (None: another bus, or no bus).
+    pub loop_cpu_seconds: Option<f64>,
+    /// The wall seconds those were read over.
+    pub loop_wall_seconds: f64,
     pub errors: Vec<String>,
 }
 
@@ -130,6 +135,12 @@ impl PairsSample {
 
     pub fn bus_cores(&self) -> Option<f64> {
         Some(cores(self.bus_cpu_seconds?, self.cpu_wall_seconds))
+    }
+
+    /// The cores quickbus's loop thread kept busy: near 1, the one thread
+    /// that routes is what limits the rate, whatever its workers could do.
+    pub fn loop_cores(&self) -> Option<f64> {
+        Some(cores(self.loop_cpu_seconds?, self.loop_wall_seconds))
     }
 }
 
@@ -348,10 +359,16 @@ fn run_pairs(bus: Option<&RunningBus>, pairs: usize, window: Duration) -> PairsS
     }
     sleep_until(measured.start);
     let cpu = bus.map(|bus| CpuWindow::open(|| bus.cpu_seconds()));
+    let loop_cpu = bus
+        .filter(|bus| bus.loop_cpu_seconds().is_some())
+        .map(|bus| CpuWindow::open(|| bus.loop_cpu_seconds().unwrap_or(0.0)));
     sleep_until(measured.end);
     let cpu = cpu.map(CpuWindow::close);
+    let loop_cpu = loop_cpu.map(CpuWindow::close);
     sample.bus_cpu_seconds = cpu.map(|span| span.cpu_seconds);
     sample.cpu_wall_seconds = cpu.map_or(0.0, |span| span.wall_seconds);
+    sample.loop_cpu_seconds = loop_cpu.map(|span| span.cpu_seconds);
+    sample.loop_wall_seconds = loop_cpu.map_or(0.0, |span| span.wall_seconds);
     sample.bus_threads = bus.map(RunningBus::thread_count);
 
     let mut rtts_ns = Vec::new();
@@ -395,6 +412,7 @@ struct PairsSummary {
     p50_us: f64,
     p99_us: f64,
     bus_cores: Option<f64>,
+    loop_cores: Option<f64>,
     errors: Vec<(String, usize)>,
 }
 
@@ -421,6 +439,7 @@ fn summarize_pairs(samples: &[PairsSample]) -> PairsSummary {
         p50_us: med(|s| s.p50_us),
         p99_us: med(|s| s.p99_us),
         bus_cores: median_of(samples, PairsSample::bus_cores),
+        loop_cores: median_of(samples, PairsSample::loop_cores),
         errors: count_errors(samples.iter().flat_map(|s| &s.errors)),
     }
 }
@@ -668,6 +687,7 @@ impl ManyClients {
                         "p50_us": s.p50_us,
                         "p99_us": s.p99_us,
                         "bus_cores": s.bus_cores,
+                        "loop_cores": s.loop_cores,
                     },
                     "samples": samples.iter().map(|x| json!({
                         "round_trips": x.round_trips,
@@ -677,6 +697,8 @@ impl ManyClients {
                         "bus_cpu_seconds": x.bus_cpu_seconds,
                         "cpu_wall_seconds": x.cpu_wall_seconds,
                         "bus_threads": x.bus_threads,
+                        "loop_cpu_seconds": x.loop_cpu_seconds,
+                        "loop_wall_seconds": x.loop_wall_seconds,
                         "errors": x.errors,
                     })).collect::<Vec<_>>(),
                 });
@@ -731,6 +753,8 @@ mod tests {
             bus_cpu_seconds: cpu,
             cpu_wall_seconds: 2.0,
             bus_threads: cpu.map(|_| 1),
+            loop_cpu_seconds: cpu.map(|c| c / 2.0),
+            loop_wall_seconds: 2.0,
             errors: Vec::new(),
         }
     }
@@ -839,6 +863,8 @@ mod tests {
         assert_eq!(json["pairs"][2]["subject"], "quickbus");
         assert_eq!(json["pairs"][2]["median"]["scaling"], 3.0);
         assert_eq!(json["pairs"][2]["median"]["bus_cores"], 1.0);
+        // Half of it on the loop thread (the fixture's loop CPU).
+        assert_eq!(json["pairs"][2]["median"]["loop_cores"], 0.5);
         assert_eq!(json["fan_out"][0]["median"]["deliveries_per_s"], 9600.0);
         let plots = results.plots();
         let names: Vec<&str> = plots.iter().map(|(n, _)| n.as_str()).collect();
