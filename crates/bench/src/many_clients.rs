@@ -154,6 +154,15 @@ fn fan_out_cores(sample: &Sample) -> Option<f64> {
     ))
 }
 
+/// quickbus's loop thread's cores over the same stretch (None: another
+/// bus).
+fn fan_out_loop_cores(sample: &Sample) -> Option<f64> {
+    Some(cores(
+        sample.loop_cpu_seconds?,
+        sample.daemon_cpu_wall_seconds,
+    ))
+}
+
 fn per_second(amount: f64, seconds: f64) -> f64 {
     if seconds > 0.0 {
         amount / seconds
@@ -363,8 +372,10 @@ fn run_pairs(bus: Option<&RunningBus>, pairs: usize, window: Duration) -> PairsS
         .filter(|bus| bus.loop_cpu_seconds().is_some())
         .map(|bus| CpuWindow::open(|| bus.loop_cpu_seconds().unwrap_or(0.0)));
     sleep_until(measured.end);
-    let cpu = cpu.map(CpuWindow::close);
+    // The loop's window opens after the bus's and closes before it, so
+    // the loop's CPU is never more than the bus's.
     let loop_cpu = loop_cpu.map(CpuWindow::close);
+    let cpu = cpu.map(CpuWindow::close);
     sample.bus_cpu_seconds = cpu.map(|span| span.cpu_seconds);
     sample.cpu_wall_seconds = cpu.map_or(0.0, |span| span.wall_seconds);
     sample.loop_cpu_seconds = loop_cpu.map(|span| span.cpu_seconds);
@@ -421,6 +432,7 @@ struct FanOutSummary {
     rate: f64,
     received_percent: f64,
     bus_cores: Option<f64>,
+    loop_cores: Option<f64>,
     signals: u64,
     errors: Vec<(String, usize)>,
 }
@@ -450,6 +462,7 @@ fn summarize_fan_out(samples: &[Sample]) -> FanOutSummary {
         rate: med(Sample::rate),
         received_percent: med(Sample::received_percent),
         bus_cores: median_of(samples, fan_out_cores),
+        loop_cores: median_of(samples, fan_out_loop_cores),
         signals: samples.first().map_or(0, |s| s.expected),
         errors: count_errors(samples.iter().flat_map(|s| &s.errors)),
     }
@@ -721,6 +734,7 @@ impl ManyClients {
                         "deliveries_per_s": s.rate,
                         "received_percent": s.received_percent,
                         "bus_cores": s.bus_cores,
+                        "loop_cores": s.loop_cores,
                     },
                     "samples": samples.iter().map(|x| json!({
                         "expected": x.expected,
@@ -728,6 +742,7 @@ impl ManyClients {
                         "seconds": x.seconds,
                         "bus_cpu_seconds": x.daemon_cpu_seconds,
                         "cpu_wall_seconds": x.daemon_cpu_wall_seconds,
+                        "loop_cpu_seconds": x.loop_cpu_seconds,
                         "errors": x.errors,
                     })).collect::<Vec<_>>(),
                 });

@@ -332,6 +332,8 @@ pub fn run(
             receiver_address: &route.app_address,
             match_rule: MATCH_RULE,
             cpu_seconds: Some(&cpu_seconds),
+            // The bus and a proxy: no one loop thread to read.
+            loop_cpu_seconds: None,
         };
         let sample = signal_burst_routed(&burst, 1, SIGNAL_SIZE, counts.signals);
         results.add(Measure::Signals, route.way, sample);

@@ -43,6 +43,9 @@ pub struct Sample {
     /// to the moment every receiver is done); 0 where it does not (round
     /// trips read it in turns).
     pub daemon_cpu_wall_seconds: f64,
+    /// quickbus's loop thread's part of `daemon_cpu_seconds` (None: not
+    /// read, or another bus: [`RunningBus::loop_cpu_seconds`]).
+    pub loop_cpu_seconds: Option<f64>,
 }
 
 impl Sample {
@@ -118,6 +121,8 @@ pub struct BurstRoute<'a> {
     /// once every receiver is done, before any client disconnects (None:
     /// nothing is measured).
     pub cpu_seconds: Option<&'a dyn Fn() -> f64>,
+    /// The same for quickbus's loop thread alone (None: not read).
+    pub loop_cpu_seconds: Option<&'a dyn Fn() -> Option<f64>>,
 }
 
 /// `count` signals of `size` payload bytes sent back to back by one
@@ -125,12 +130,14 @@ pub struct BurstRoute<'a> {
 /// with the bus's CPU over them.
 pub fn signal_burst(bus: &RunningBus, receivers: usize, size: usize, count: u32) -> Sample {
     let cpu_seconds = || bus.cpu_seconds();
+    let loop_cpu_seconds = || bus.loop_cpu_seconds();
     let route = BurstRoute {
         sender_address: &bus.address,
         sender_name: None,
         receiver_address: &bus.address,
         match_rule: messages::MATCH_RULE,
         cpu_seconds: Some(&cpu_seconds),
+        loop_cpu_seconds: Some(&loop_cpu_seconds),
     };
     signal_burst_routed(&route, receivers, size, count)
 }
@@ -166,6 +173,7 @@ pub fn signal_burst_routed(
     let sender = connect_sender(route);
     ready.wait();
     let cpu = route.cpu_seconds.map(CpuWindow::open);
+    let loop_cpu_before = route.loop_cpu_seconds.and_then(|meter| meter());
     let start_ns = now_ns();
     let sender = match sender {
         Ok(mut sender) => {
@@ -201,6 +209,9 @@ pub fn signal_burst_routed(
     // CPU cannot be read at the last receive itself: which receive is the
     // last is known only once every receiver is done, and reading /proc
     // in a receiver would slow the burst it measures.)
+    // The loop's reading comes after the bus's at the start and before
+    // it here, so the loop's CPU is never more than the bus's.
+    let loop_cpu_after = route.loop_cpu_seconds.and_then(|meter| meter());
     let cpu = cpu.map(CpuWindow::close);
     drop(sender);
     let mut measured = finish_burst(&mut sample, start_ns, received);
@@ -208,6 +219,9 @@ pub fn signal_burst_routed(
         measured.daemon_cpu_seconds = Some(span.cpu_seconds);
         measured.daemon_cpu_wall_seconds = span.wall_seconds;
     }
+    measured.loop_cpu_seconds = loop_cpu_before
+        .zip(loop_cpu_after)
+        .map(|(before, after)| (after - before).max(0.0));
     measured
 }
 
