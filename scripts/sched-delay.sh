@@ -10,8 +10,10 @@
 # Needs a release build of quickbus-bench, perf, and the rights to trace
 # the scheduler (root).
 #
-# It prints, per part, how many times it was switched in after a wake-up
-# and the median, 99th percentile and largest delay in µs: `bus` (the
+# It prints, per part, how many times it was switched in (after a wake-up
+# or a preemption; the trace covers the whole bench run, start-up and
+# connects included) and the median, 99th percentile and largest delay
+# in µs: `bus` (the
 # daemon's threads: its loop, named after its program, and its workers),
 # `caller` (the bench's main thread, which makes the
 # calls), `callee`, `flooder` and `receivers` (the storm's named threads).

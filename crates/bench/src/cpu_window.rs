@@ -44,6 +44,14 @@ impl<M: Fn() -> f64> CpuWindow<M> {
     }
 }
 
+/// The CPU seconds between two readings of a meter that may fail (None
+/// when either did): never below 0, as in [`CpuWindow::close`].
+pub fn cpu_between(before: Option<f64>, after: Option<f64>) -> Option<f64> {
+    before
+        .zip(after)
+        .map(|(before, after)| (after - before).max(0.0))
+}
+
 /// The cores busy on average: CPU seconds ÷ the wall seconds they were
 /// counted over (0 over no time). Both must come from one [`CpuSpan`]:
 /// divided by any other stretch (e.g. a burst's first send to its last

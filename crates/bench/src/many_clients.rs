@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::buses::RunningBus;
-use super::cpu_window::{cores, CpuWindow};
+use super::cpu_window::{cores, cpu_between, CpuWindow};
 use super::endpoint::{Endpoint, Peer};
 use super::messages::{self, Template};
 use super::report::{
@@ -120,11 +120,9 @@ pub struct PairsSample {
     pub cpu_wall_seconds: f64,
     /// The bus's threads at the window's end (None: no bus).
     pub bus_threads: Option<usize>,
-    /// CPU seconds of quickbus's loop thread over the window, within
-    /// `bus_cpu_seconds` (None: another bus, or no bus).
+    /// CPU seconds of quickbus's loop thread, read within the window of
+    /// `bus_cpu_seconds` (None: another bus, no bus, or not readable).
     pub loop_cpu_seconds: Option<f64>,
-    /// The wall seconds those were read over.
-    pub loop_wall_seconds: f64,
     pub errors: Vec<String>,
 }
 
@@ -140,7 +138,7 @@ impl PairsSample {
     /// The cores quickbus's loop thread kept busy: near 1, the one thread
     /// that routes is what limits the rate, whatever its workers could do.
     pub fn loop_cores(&self) -> Option<f64> {
-        Some(cores(self.loop_cpu_seconds?, self.loop_wall_seconds))
+        Some(cores(self.loop_cpu_seconds?, self.cpu_wall_seconds))
     }
 }
 
@@ -368,18 +366,15 @@ fn run_pairs(bus: Option<&RunningBus>, pairs: usize, window: Duration) -> PairsS
     }
     sleep_until(measured.start);
     let cpu = bus.map(|bus| CpuWindow::open(|| bus.cpu_seconds()));
-    let loop_cpu = bus
-        .filter(|bus| bus.loop_cpu_seconds().is_some())
-        .map(|bus| CpuWindow::open(|| bus.loop_cpu_seconds().unwrap_or(0.0)));
+    let loop_before = bus.and_then(RunningBus::loop_cpu_seconds);
     sleep_until(measured.end);
-    // The loop's window opens after the bus's and closes before it, so
-    // the loop's CPU is never more than the bus's.
-    let loop_cpu = loop_cpu.map(CpuWindow::close);
+    // The loop's readings fall within the bus's window, so its CPU is
+    // never more than the bus's.
+    let loop_after = bus.and_then(RunningBus::loop_cpu_seconds);
     let cpu = cpu.map(CpuWindow::close);
     sample.bus_cpu_seconds = cpu.map(|span| span.cpu_seconds);
     sample.cpu_wall_seconds = cpu.map_or(0.0, |span| span.wall_seconds);
-    sample.loop_cpu_seconds = loop_cpu.map(|span| span.cpu_seconds);
-    sample.loop_wall_seconds = loop_cpu.map_or(0.0, |span| span.wall_seconds);
+    sample.loop_cpu_seconds = cpu_between(loop_before, loop_after);
     sample.bus_threads = bus.map(RunningBus::thread_count);
 
     let mut rtts_ns = Vec::new();
@@ -711,7 +706,6 @@ impl ManyClients {
                         "cpu_wall_seconds": x.cpu_wall_seconds,
                         "bus_threads": x.bus_threads,
                         "loop_cpu_seconds": x.loop_cpu_seconds,
-                        "loop_wall_seconds": x.loop_wall_seconds,
                         "errors": x.errors,
                     })).collect::<Vec<_>>(),
                 });
@@ -769,7 +763,6 @@ mod tests {
             cpu_wall_seconds: 2.0,
             bus_threads: cpu.map(|_| 1),
             loop_cpu_seconds: cpu.map(|c| c / 2.0),
-            loop_wall_seconds: 2.0,
             errors: Vec::new(),
         }
     }

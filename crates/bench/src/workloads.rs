@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use quickbus_client::Error;
 
 use super::buses::RunningBus;
-use super::cpu_window::CpuWindow;
+use super::cpu_window::{cpu_between, CpuWindow};
 use super::endpoint::{Endpoint, Peer};
 use super::messages::{self, now_ns, Template};
 
@@ -219,9 +219,7 @@ pub fn signal_burst_routed(
         measured.daemon_cpu_seconds = Some(span.cpu_seconds);
         measured.daemon_cpu_wall_seconds = span.wall_seconds;
     }
-    measured.loop_cpu_seconds = loop_cpu_before
-        .zip(loop_cpu_after)
-        .map(|(before, after)| (after - before).max(0.0));
+    measured.loop_cpu_seconds = cpu_between(loop_cpu_before, loop_cpu_after);
     measured
 }
 

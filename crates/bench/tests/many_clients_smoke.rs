@@ -98,7 +98,8 @@ fn a_tiny_many_clients_run_reports_every_k_and_the_fan_out_fully() {
 }
 
 /// quickbus's loop thread is measured on its own, a part of the bus's
-/// CPU; the other buses' main thread is not their loop, so they have none.
+/// CPU; the other buses have none (dbus-broker's main thread is its
+/// launcher's; dbus-daemon's one thread is its whole bus CPU).
 fn assert_loop_cpu_of_quickbus_only(row: &Value, subject: &Value) {
     let sample = &row["samples"][0];
     let loop_cpu = sample["loop_cpu_seconds"].as_f64();

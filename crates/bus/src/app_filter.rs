@@ -78,8 +78,8 @@ struct NameGrants {
 
 /// A compiled per-app filter. Serialized as its option strings (the bus's
 /// handover carries it); deserializing compiles them again.
-#[derive(Clone, serde::Serialize, serde::Deserialize)]
-#[serde(try_from = "ProxyOptions", into = "ProxyOptions")]
+#[derive(Clone, serde::Serialize)]
+#[serde(into = "ProxyOptions")]
 pub struct AppFilter {
     options: Vec<String>,
     names: FastMap<String, NameGrants>,
@@ -202,11 +202,12 @@ impl AppFilter {
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct ProxyOptions(pub Vec<String>);
 
-impl TryFrom<ProxyOptions> for AppFilter {
-    type Error = AppFilterError;
-
-    fn try_from(ProxyOptions(options): ProxyOptions) -> Result<AppFilter, AppFilterError> {
-        AppFilter::from_proxy_options(&options)
+impl<'de> serde::Deserialize<'de> for AppFilter {
+    /// Its options compiled again; one that does not compile says which
+    /// (a restart's log names it: [`crate::handover::reject`]).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<AppFilter, D::Error> {
+        let ProxyOptions(options) = serde::Deserialize::deserialize(d)?;
+        AppFilter::from_proxy_options(&options).map_err(crate::handover::reject)
     }
 }
 

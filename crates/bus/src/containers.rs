@@ -179,7 +179,6 @@ impl Containers {
 /// handover layout test, which needs one such message as a sample.)
 pub mod value_as_message {
     use quickbus_wire::{Message, MessageBuilder, Value};
-    use serde::de::Error as _;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     /// The message's bytes: a newtype, which postcard writes as its
@@ -197,11 +196,13 @@ pub mod value_as_message {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
         let MetadataMessage(bytes) = MetadataMessage::deserialize(d)?;
-        let msg = Message::parse(bytes.into()).map_err(D::Error::custom)?;
-        let mut values = msg.body_values().map_err(D::Error::custom)?;
+        let msg = Message::parse(bytes.into()).map_err(crate::handover::reject::<D::Error>)?;
+        let mut values = msg
+            .body_values()
+            .map_err(crate::handover::reject::<D::Error>)?;
         values
             .pop()
-            .ok_or_else(|| D::Error::custom("an empty metadata message"))
+            .ok_or_else(|| crate::handover::reject::<D::Error>("an empty metadata message"))
     }
 }
 

@@ -38,7 +38,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// One moment read from both clocks: `Instant` (this process's) and
@@ -90,10 +89,16 @@ enum Scope {
         fd_lists: Vec<Arc<Vec<OwnedFd>>>,
         /// Only while [`layout::tracing`]: what every fd index reads (a
         /// copy).
+        #[cfg(feature = "handover-layout")]
         every_fd: Option<OwnedFd>,
+        /// Why the state cannot be read, once a field said so.
+        rejected: Option<String>,
     },
 }
 
+/// For the daemon's layout test only (the `handover-layout` feature its
+/// dev-dependencies turn on): never in a daemon's build.
+#[cfg(feature = "handover-layout")]
 pub mod layout;
 
 thread_local! {
@@ -218,7 +223,9 @@ pub fn restoring<R>(
             fds,
             buffers,
             fd_lists: Vec::new(),
+            #[cfg(feature = "handover-layout")]
             every_fd: None,
+            rejected: None,
         })
     });
     let result = restore();
@@ -244,6 +251,33 @@ pub fn refuse<E: serde::ser::Error>(why: String) -> E {
     E::custom(why)
 }
 
+/// The error a field's `Deserialize` returns when what it read cannot be
+/// the state, saying why: as with [`refuse`], postcard keeps no text of
+/// it ("Serde Deserialization Error"), so inside [`restoring`] the first
+/// reason is kept aside too, for [`explained`] to give.
+pub fn reject<E: serde::de::Error>(why: impl std::fmt::Display) -> E {
+    let why = why.to_string();
+    SCOPE.with(|s| {
+        if let Some(Scope::Restoring { rejected, .. }) = &mut *s.borrow_mut() {
+            rejected.get_or_insert_with(|| why.clone());
+        }
+    });
+    E::custom(why)
+}
+
+/// What `error`, from reading the state inside [`restoring`], says,
+/// with the reason a field gave for it ([`reject`]) where one did.
+pub fn explained(error: impl std::fmt::Display) -> String {
+    let rejected = SCOPE.with(|s| match &*s.borrow() {
+        Some(Scope::Restoring { rejected, .. }) => rejected.clone(),
+        _ => None,
+    });
+    match rejected {
+        Some(why) => format!("{error}: {why}"),
+        None => error.to_string(),
+    }
+}
+
 /// `fd`'s index in the table of the handover being saved, for fields
 /// the `with` modules here do not cover.
 pub fn save_fd(fd: BorrowedFd<'_>) -> Result<u32, String> {
@@ -260,6 +294,7 @@ pub fn save_fd(fd: BorrowedFd<'_>) -> Result<u32, String> {
 /// index is taken once).
 pub fn restore_fd(index: u32) -> Result<OwnedFd, String> {
     SCOPE.with(|s| match &mut *s.borrow_mut() {
+        #[cfg(feature = "handover-layout")]
         Some(Scope::Restoring {
             every_fd: Some(fd), ..
         }) => fd.try_clone().map_err(|e| e.to_string()),
@@ -373,7 +408,7 @@ pub mod fd {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<OwnedFd, D::Error> {
-        restore_fd(u32::deserialize(d)?).map_err(D::Error::custom)
+        restore_fd(u32::deserialize(d)?).map_err(reject::<D::Error>)
     }
 }
 
@@ -390,7 +425,7 @@ pub mod fds {
         let indices = Vec::<u32>::deserialize(d)?;
         indices
             .into_iter()
-            .map(|i| restore_fd(i).map_err(D::Error::custom))
+            .map(|i| restore_fd(i).map_err(reject::<D::Error>))
             .collect()
     }
 }
@@ -407,7 +442,7 @@ pub mod shared_fds {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Vec<OwnedFd>>, D::Error> {
-        restore_fd_list(FdList::deserialize(d)?).map_err(D::Error::custom)
+        restore_fd_list(FdList::deserialize(d)?).map_err(reject::<D::Error>)
     }
 }
 
@@ -445,7 +480,7 @@ pub mod shared_bytes {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
-        restore_bytes(Slice::deserialize(d)?).map_err(D::Error::custom)
+        restore_bytes(Slice::deserialize(d)?).map_err(reject::<D::Error>)
     }
 }
 
@@ -487,7 +522,7 @@ pub mod shared_message {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Message, D::Error> {
         let raw = super::shared_bytes::deserialize(d)?;
-        Message::parse(raw).map_err(D::Error::custom)
+        Message::parse(raw).map_err(reject::<D::Error>)
     }
 }
 
@@ -502,10 +537,10 @@ pub mod instant {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Instant, D::Error> {
         let ns = i128::deserialize(d)?;
-        let clock = clock().map_err(D::Error::custom)?;
+        let clock = clock().map_err(reject::<D::Error>)?;
         clock
             .to_instant(ns)
-            .ok_or_else(|| D::Error::custom("an instant out of this clock's range"))
+            .ok_or_else(|| reject::<D::Error>("an instant out of this clock's range"))
     }
 }
 
@@ -526,13 +561,13 @@ pub mod timed_set {
     pub fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de> + Ord>(
         d: D,
     ) -> Result<BTreeSet<(Instant, T)>, D::Error> {
-        let clock = clock().map_err(D::Error::custom)?;
+        let clock = clock().map_err(reject::<D::Error>)?;
         Vec::<(i128, T)>::deserialize(d)?
             .into_iter()
             .map(|(ns, t)| {
                 let at = clock
                     .to_instant(ns)
-                    .ok_or_else(|| D::Error::custom("an instant out of this clock's range"))?;
+                    .ok_or_else(|| reject::<D::Error>("an instant out of this clock's range"))?;
                 Ok((at, t))
             })
             .collect()

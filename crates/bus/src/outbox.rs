@@ -76,8 +76,7 @@ impl From<OutMessage> for OutItem {
 /// counts of what is left. A restart in place hands over the items and
 /// the offset ([`Handed`]); the counts follow from them and are counted
 /// again.
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(try_from = "Handed<VecDeque<OutItem>>")]
+#[derive(Debug, Default)]
 pub struct Outbox {
     items: VecDeque<OutItem>,
     /// Bytes of `items.front()` already written.
@@ -107,10 +106,17 @@ impl serde::Serialize for Outbox {
     }
 }
 
-impl TryFrom<Handed<VecDeque<OutItem>>> for Outbox {
-    type Error = &'static str;
+impl<'de> serde::Deserialize<'de> for Outbox {
+    /// A queue whose items or offset cannot be one says why (a restart's
+    /// log names it: [`crate::handover::reject`]).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Outbox, D::Error> {
+        Outbox::handed_back(Handed::deserialize(d)?).map_err(crate::handover::reject)
+    }
+}
 
-    fn try_from(handed: Handed<VecDeque<OutItem>>) -> Result<Outbox, &'static str> {
+impl Outbox {
+    /// The queue a restart handed over, its counts counted again.
+    fn handed_back(handed: Handed<VecDeque<OutItem>>) -> Result<Outbox, &'static str> {
         let Handed { items, offset } = handed;
         if items.iter().any(OutItem::is_empty) {
             return Err("an empty message in a queue");
@@ -126,9 +132,7 @@ impl TryFrom<Handed<VecDeque<OutItem>>> for Outbox {
         outbox.bytes -= offset;
         Ok(outbox)
     }
-}
 
-impl Outbox {
     /// Append `item`.
     #[inline]
     pub fn push(&mut self, item: OutItem) {
@@ -350,8 +354,9 @@ mod tests {
     /// `o` written out and read back as across a restart (the fds as
     /// new descriptors, as the new image's table would hold them).
     #[allow(clippy::disallowed_methods)] // a test's own clock and descriptors
-    fn handed_over(o: &Outbox) -> Result<Outbox, postcard::Error> {
-        use crate::handover::{restoring, saving, Clock};
+    /// An error is what the restart's log would say.
+    fn handed_over(o: &Outbox) -> Result<Outbox, String> {
+        use crate::handover::{explained, restoring, saving, Clock};
         let clock = Clock {
             instant: std::time::Instant::now(),
             monotonic_ns: 1_000_000_000,
@@ -362,7 +367,10 @@ mod tests {
             .iter()
             .map(|_| OwnedFd::from(std::fs::File::open("/dev/null").unwrap()))
             .collect();
-        restoring(clock, fds, saved.buffers, || postcard::from_bytes(&bytes)).0
+        restoring(clock, fds, saved.buffers, || {
+            postcard::from_bytes(&bytes).map_err(explained)
+        })
+        .0
     }
 
     #[test]
@@ -392,12 +400,13 @@ mod tests {
         o.push(item(b"head", b"body", 0));
         o.advance(3);
         o.offset = 8;
-        assert!(handed_over(&o).is_err());
+        let past_the_end = "a queue written past the end of its first message";
+        assert!(handed_over(&o).unwrap_err().ends_with(past_the_end));
         let empty = Outbox {
             offset: 1,
             ..Outbox::default()
         };
-        assert!(handed_over(&empty).is_err());
+        assert!(handed_over(&empty).unwrap_err().ends_with(past_the_end));
     }
 
     #[test]

@@ -13,7 +13,6 @@ use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
 
 use quickbus_bus::handover::{refuse, restore_fd, save_fd};
-use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::socket::{Listening, Stream};
@@ -30,7 +29,7 @@ fn index<S: Serializer>(fd: impl AsFd) -> Result<u32, S::Error> {
 }
 
 fn take<'de, D: Deserializer<'de>>(index: u32) -> Result<OwnedFd, D::Error> {
-    restore_fd(index).map_err(D::Error::custom)
+    restore_fd(index).map_err(quickbus_bus::handover::reject::<D::Error>)
 }
 
 /// A connection's socket.

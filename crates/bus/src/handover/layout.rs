@@ -25,6 +25,7 @@ pub fn tracing<R>(clock: Clock, fd: OwnedFd, buffers: Vec<Bytes>, trace: impl Fn
             buffers,
             fd_lists: Vec::new(),
             every_fd: Some(fd),
+            rejected: None,
         })
     });
     let result = trace();

@@ -159,9 +159,14 @@ fn deserialize(handed: &HandedOver) -> Result<Restored, String> {
     let table = take_over(&handed.fds)?;
     let buffers = handed.buffers.clone();
     let (restored, unused) = quickbus_bus::handover::restoring(clock_now(), table, buffers, || {
-        postcard::from_bytes::<Restored>(&handed.payload)
+        postcard::from_bytes::<Restored>(&handed.payload).map_err(|e| {
+            format!(
+                "cannot read the state: {}",
+                quickbus_bus::handover::explained(e)
+            )
+        })
     });
-    let restored = restored.map_err(|e| format!("cannot read the state: {e}"))?;
+    let restored = restored?;
     if unused > 0 {
         tracing::warn!("{unused} descriptors of the handover were not named by its state");
     }
