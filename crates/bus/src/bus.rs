@@ -546,13 +546,26 @@ impl Bus {
             requested_reply: false,
         };
         let mut facts = policy_check::facts(msg, to_none);
+        // Without a destination no receiver eavesdrops and none asked for
+        // it, so every receiver sees the same facts, and the sender's send
+        // rules, when they let these through whoever receives them, need
+        // not be asked again per receiver (nor, without MAC, anything but
+        // the receiver's own rules).
+        let only_receivers_decide = msg.destination().is_none()
+            && self.mac.is_none()
+            && self.sender_lets_through(from, &facts);
         recipients.retain(|&to| {
             let delivery = Delivery {
                 to: Some(to),
                 ..to_none
             };
-            policy_check::refit_facts(&mut facts, msg, delivery);
-            match self.check_policy_with(msg, delivery, &facts) {
+            let verdict = if only_receivers_decide {
+                self.check_receive(msg, delivery, &facts)
+            } else {
+                policy_check::refit_facts(&mut facts, msg, delivery);
+                self.check_policy_with(msg, delivery, &facts)
+            };
+            match verdict {
                 Ok(()) => true,
                 Err(denial) => {
                     refused.push(denial);

@@ -93,29 +93,30 @@ impl Bus {
         if self.mac.is_some() {
             self.check_mac(msg, d)?;
         }
-        let deny = |refusal, count| {
-            let sender = self.party(d.from);
-            let recipient = self.party(d.to);
-            Denial::new(
-                refusal,
-                count,
-                msg,
-                sender.as_ref(),
-                recipient.as_ref(),
-                d.requested_reply,
-            )
-        };
-        if let Some(sender) = d
-            .from
-            .and_then(|id| self.conns.get(&id))
-            .filter(|c| !c.policy().send.lets_through(facts))
-        {
+        self.check_send(msg, d, facts)?;
+        self.check_receive(msg, d, facts)
+    }
+
+    /// Whether the sender's send rules let a message with `facts` through
+    /// without looking at its receiver (then [`Bus::check_send`] passes
+    /// for every receiver with those facts): true too when the bus sends.
+    pub(crate) fn sender_lets_through(&self, from: Option<ConnId>, facts: &Facts<'_>) -> bool {
+        from.and_then(|id| self.conns.get(&id))
+            .is_none_or(|c| c.policy().send.lets_through(facts))
+    }
+
+    /// The sender's send rules.
+    fn check_send(&self, msg: &Message, d: Delivery, facts: &Facts<'_>) -> Result<(), Denial> {
+        if self.sender_lets_through(d.from, facts) {
+            return Ok(());
+        }
+        if let Some(sender) = d.from.and_then(|id| self.conns.get(&id)) {
             let receiver_names =
                 |f: &mut dyn FnMut(&str)| self.names_of(d.to, msg.destination(), f);
             match sender.policy().send.decide(facts, &receiver_names) {
                 Some(rule) if rule.allow => {
                     if rule.spec.log {
-                        let would = deny(Refusal::Send, 1).text;
+                        let would = self.denial(Refusal::Send, 1, msg, d).text;
                         tracing::info!(
                             target: "security",
                             "{}",
@@ -125,10 +126,20 @@ impl Bus {
                 }
                 _ => {
                     let count = sender.policy().send.count_matches(facts, &receiver_names);
-                    return Err(deny(Refusal::Send, count));
+                    return Err(self.denial(Refusal::Send, count, msg, d));
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The receiver's receive rules.
+    pub(crate) fn check_receive(
+        &self,
+        msg: &Message,
+        d: Delivery,
+        facts: &Facts<'_>,
+    ) -> Result<(), Denial> {
         // A connection before Hello only ever hears from the bus, and
         // dbus-daemon lets it hear anything.
         let Some(receiver) =
@@ -148,9 +159,23 @@ impl Bus {
                     .policy()
                     .receive
                     .count_matches(facts, &sender_names);
-                Err(deny(Refusal::Receive, count))
+                Err(self.denial(Refusal::Receive, count, msg, d))
             }
         }
+    }
+
+    /// The refusal of `msg` on its way `d`, naming both parties.
+    fn denial(&self, refusal: Refusal, count: usize, msg: &Message, d: Delivery) -> Denial {
+        let sender = self.party(d.from);
+        let recipient = self.party(d.to);
+        Denial::new(
+            refusal,
+            count,
+            msg,
+            sender.as_ref(),
+            recipient.as_ref(),
+            d.requested_reply,
+        )
     }
 }
 

@@ -457,3 +457,25 @@ fn eavesdroppers_see_calls_the_bus_accepted() {
         .expect("the spy sees Hello");
     assert_eq!(hello.1.sender(), Some(name.as_str()));
 }
+
+/// A call the bus took goes to eavesdroppers with no addressed recipient,
+/// each of them eavesdropping: its receive rules must let it eavesdrop
+/// (session.conf's eavesdrop="true" rule), or it does not see the call,
+/// however it subscribed.
+#[test]
+fn calls_to_the_bus_reach_only_eavesdroppers_their_rules_let_eavesdrop() {
+    for (rules, overheard) in [(base(), false), (session(), true)] {
+        let mut h = Harness::new();
+        h.bus.set_policy(default_only(rules));
+        let (spy, _) = peer(&mut h, ROOT);
+        let (a, _) = peer(&mut h, NOBODY);
+        h.add_match(spy, "eavesdrop=true,type='method_call'");
+        h.take();
+        h.driver(a, "GetId", vec![]);
+        let got = h.take();
+        let seen = got
+            .iter()
+            .any(|(to, m)| *to == spy && m.member() == Some("GetId"));
+        assert_eq!(seen, overheard, "{got:?}");
+    }
+}

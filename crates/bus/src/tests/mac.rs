@@ -236,6 +236,26 @@ fn an_eavesdropper_the_sender_may_not_send_to_gets_no_copy() {
     assert!(!got.contains(&secret), "{got:?}");
 }
 
+/// A broadcast goes only to the receivers the module lets the sender
+/// send to, each asked on its own.
+#[test]
+fn a_broadcast_reaches_only_the_receivers_the_module_allows() {
+    let mut h = harness();
+    let (client, _) = labelled(&mut h, "client_t", 10);
+    let (secret, _) = labelled(&mut h, "secret_t", 20);
+    let (open, _) = labelled(&mut h, "service_t", 30);
+    for receiver in [secret, open] {
+        h.add_match(receiver, "type='signal',member='Tick'");
+    }
+    h.take();
+    h.send(
+        client,
+        MessageBuilder::signal("/", "org.example.Test", "Tick"),
+    );
+    let got: Vec<ConnId> = h.take().into_iter().map(|(to, _)| to).collect();
+    assert_eq!(got, vec![open]);
+}
+
 #[test]
 fn activation_is_not_mediated_but_the_started_service_is() {
     let mut h = harness();
