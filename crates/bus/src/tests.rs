@@ -12,6 +12,7 @@ use crate::*;
 
 mod activation;
 mod app_filter;
+mod broadcast_policy;
 mod containers;
 mod credentials;
 mod driver;

@@ -99,7 +99,8 @@ impl Bus {
 
     /// Whether the sender's send rules let a message with `facts` through
     /// without looking at its receiver (then [`Bus::check_send`] passes
-    /// for every receiver with those facts): true too when the bus sends.
+    /// for every receiver with those facts): true too when the bus sends,
+    /// or when the sender is gone (as `check_send` then lets it pass).
     pub(crate) fn sender_lets_through(&self, from: Option<ConnId>, facts: &Facts<'_>) -> bool {
         from.and_then(|id| self.conns.get(&id))
             .is_none_or(|c| c.policy().send.lets_through(facts))
