@@ -128,6 +128,42 @@ impl Users {
         false
     }
 
+    /// After a restart in place: each user's queued bytes and fds and its
+    /// connections, set to what `queues` (each connection's user and the
+    /// bytes and fds its queue holds) add up to. They crossed as numbers
+    /// beside the queues, and a tally that drifted from them would judge
+    /// the user's flow control wrongly from then on. Returns the users
+    /// whose numbers were wrong, or why the state cannot be made whole (a
+    /// connection of a user without a tally).
+    pub fn recount(
+        &mut self,
+        queues: impl IntoIterator<Item = (UserSlot, usize, usize)>,
+    ) -> Result<Vec<u32>, String> {
+        // Per slot: bytes, fds, connections.
+        let mut sums = vec![(0, 0, 0); self.slots.len()];
+        for (slot, bytes, fds) in queues {
+            let sum = match (sums.get_mut(slot.0), self.slots.get(slot.0)) {
+                (Some(sum), Some(Some(_))) => sum,
+                _ => {
+                    return Err(format!(
+                        "a connection of user slot {}, which has no tally",
+                        slot.0
+                    ))
+                }
+            };
+            *sum = (sum.0 + bytes, sum.1 + fds, sum.2 + 1);
+        }
+        let mut wrong = Vec::new();
+        for (tally, (bytes, fds, connections)) in self.slots.iter_mut().zip(sums) {
+            let Some(tally) = tally else { continue };
+            if (tally.out_bytes, tally.out_fds, tally.connections) != (bytes, fds, connections) {
+                wrong.push(tally.uid);
+                (tally.out_bytes, tally.out_fds, tally.connections) = (bytes, fds, connections);
+            }
+        }
+        Ok(wrong)
+    }
+
     pub fn get(&self, slot: UserSlot) -> &UserTally {
         self.slots[slot.0]
             .as_ref()
@@ -185,5 +221,29 @@ mod tests {
         let c = users.join(8);
         assert_eq!(c, a);
         assert_eq!((users.get(c).uid, users.get(c).out_bytes), (8, 0));
+    }
+
+    #[test]
+    fn a_recount_sets_each_tally_to_what_its_queues_hold_and_names_the_wrong_ones() {
+        let mut users = Users::default();
+        let (a, b) = (users.join(7), users.join(7));
+        let other = users.join(8);
+        users.get_mut(a).queued(30, 1);
+        users.get_mut(other).queued(5, 0);
+        // User 7's connections hold 10 + 20 bytes and one fd: right. User
+        // 8's one connection holds 6 bytes: its tally drifted.
+        let queues = [(a, 10, 1), (b, 20, 0), (other, 6, 0)];
+        assert_eq!(users.recount(queues), Ok(vec![8]));
+        assert_eq!(
+            (users.get(other).out_bytes, users.get(other).out_fds),
+            (6, 0)
+        );
+        assert_eq!(users.recount(queues), Ok(vec![]));
+        // Its connections are counted too: with one left, the next leave
+        // forgets the user.
+        assert_eq!(users.recount([(a, 30, 1), (other, 6, 0)]), Ok(vec![7]));
+        assert!(!users.leave(a, 30, 1));
+        // A connection of a user without a tally cannot be served.
+        assert!(users.recount([(UserSlot(9), 0, 0)]).is_err());
     }
 }

@@ -185,6 +185,19 @@ pub(crate) struct Written {
 }
 
 impl Queues {
+    /// After a restart in place: each user's tally counted again from its
+    /// connections' `queues` ([`Users::recount`]).
+    pub(crate) fn recount<'a>(
+        &mut self,
+        queues: impl IntoIterator<Item = &'a OutQueue>,
+    ) -> Result<Vec<u32>, String> {
+        self.users.recount(
+            queues
+                .into_iter()
+                .map(|q| (q.user, q.out.bytes(), q.out.fds())),
+        )
+    }
+
     /// The bounds of every connection's outgoing queue.
     pub(crate) fn set_bounds(&mut self, bounds: OutBounds) {
         self.bounds = bounds;

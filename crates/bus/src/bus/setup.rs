@@ -49,6 +49,16 @@ impl Bus {
         }
     }
 
+    /// A bus deserialized after a restart in place, checked before it
+    /// serves: each user's tally of queued bytes and fds, which crossed
+    /// beside the queues, is counted again from them. Returns the uids
+    /// whose tallies were wrong (now right; the daemon logs them), or why
+    /// the state cannot be served (a connection of a user with no tally:
+    /// the restart is refused and the previous image serves on).
+    pub fn recount_queued(&mut self) -> Result<Vec<u32>, String> {
+        self.queues.recount(self.conns.values().map(|c| &c.queue))
+    }
+
     pub fn new(opts: BusOptions) -> Bus {
         Bus {
             policy: CompiledPolicy::new(PolicyConfig::allow_all()),

@@ -106,6 +106,11 @@ pub(super) fn restarted(h: &Harness) -> Harness {
     });
     assert_eq!(unused, 0, "every fd handed over belongs to the state");
     let mut bus = bus;
+    assert_eq!(
+        bus.recount_queued(),
+        Ok(vec![]),
+        "the tallies add up to the queues"
+    );
     bus.restored(None);
     let mut twin = Harness::with_options(options());
     twin.bus = bus;

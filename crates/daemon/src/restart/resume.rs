@@ -166,9 +166,20 @@ fn deserialize(handed: &HandedOver) -> Result<Restored, String> {
             )
         })
     });
-    let restored = restored?;
+    let mut restored = restored?;
     if unused > 0 {
         tracing::warn!("{unused} descriptors of the handover were not named by its state");
+    }
+    // The users' tallies crossed beside the queues they count: counted
+    // again, so a drifted one cannot misjudge flow control from now on.
+    let wrong = restored
+        .bus
+        .recount_queued()
+        .map_err(|why| format!("the state does not add up: {why}"))?;
+    if !wrong.is_empty() {
+        tracing::warn!(
+            "the queued bytes of uids {wrong:?} did not add up to their queues: counted again"
+        );
     }
     Ok(restored)
 }
