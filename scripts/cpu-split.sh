@@ -29,14 +29,10 @@ if (($# < 3)); then
     exit 2
 fi
 workload=$1 size=$2 count=$3 callgrind_count=${4:-$(($3 / 10))}
-bench=target/release/quickbus-bench
+# shellcheck source=scripts/measuring.sh
+source scripts/measuring.sh
 daemon=target/release/quickbus-daemon
-for program in "$bench" "$daemon"; do
-    [[ -x $program ]] || { echo "$program: build it first (cargo build --release)" >&2; exit 2; }
-done
-command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 2; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+measuring_setup "$daemon" valgrind callgrind_annotate
 
 # 1. user and system time of the daemon over a normal run.
 "$bench" --only "$workload" --sizes "$size" --count "$count" --buses quickbus --reps 3 \

@@ -24,13 +24,10 @@ if (($# < 1)) || ! [[ $1 =~ ^[0-9]+$ ]] || (($1 < 2)); then
 fi
 threads=$1 seconds=${2:-1}
 shift $(($# > 1 ? 2 : 1))
-bench=target/release/quickbus-bench
+# shellcheck source=scripts/measuring.sh
+source scripts/measuring.sh
 daemon=target/release/quickbus-daemon
-for program in "$bench" "$daemon"; do
-    [[ -x $program ]] || { echo "$program: build it first (cargo build --release)" >&2; exit 2; }
-done
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+measuring_setup "$daemon"
 
 # One line per thread of `pid`: its name, run ns, voluntary and
 # involuntary switches.

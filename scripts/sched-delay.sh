@@ -24,13 +24,9 @@ daemon=$(realpath "${1:-target/release/quickbus-daemon}")
 shift || true
 options=("$@")
 ((${#options[@]})) || options=(--flood-rates 0 --reps 1)
-bench=target/release/quickbus-bench
-for program in "$bench" "$daemon"; do
-    [[ -x $program ]] || { echo "$program: build it first (cargo build --release)" >&2; exit 2; }
-done
-command -v perf >/dev/null || { echo "perf is not installed" >&2; exit 2; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# shellcheck source=scripts/measuring.sh
+source scripts/measuring.sh
+measuring_setup "$daemon" perf
 
 perf sched record -o "$work/sched.data" -- \
     "$bench" --only storm --buses quickbus --quickbus "$daemon" "${options[@]}" \
