@@ -765,7 +765,7 @@ impl Bus {
     /// copies to all but the last, which takes it whole. With one
     /// receiver (the common signal), the stamped header is never cloned,
     /// so it never pays for its shared block ([`Bus::deliver_addressed`]).
-    fn deliver_to_each(
+    pub(crate) fn deliver_to_each(
         &mut self,
         recipients: &[ConnId],
         out_msg: OutMessage,

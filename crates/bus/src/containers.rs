@@ -190,7 +190,7 @@ pub mod value_as_message {
         let bytes = MessageBuilder::method_return(1)
             .body(vec![value.clone()])
             .build(1)
-            .map_err(|e| crate::handover::refuse::<S::Error>(e.to_string()))?;
+            .map_err(crate::handover::refuse::<S::Error>)?;
         MetadataMessage(bytes.to_vec()).serialize(s)
     }
 

@@ -242,13 +242,25 @@ pub fn restoring<R>(
 /// says is "Serde Serialization Error"), so inside [`saving`] the first
 /// reason is kept aside too, and handed back in [`Saved::refused`] for the
 /// restart's refusal to name.
-pub fn refuse<E: serde::ser::Error>(why: String) -> E {
+pub fn refuse<E: serde::ser::Error>(why: impl std::fmt::Display) -> E {
+    E::custom(keep_first_reason(why))
+}
+
+/// `why`, also kept as the scope's reason unless it has one already
+/// (the first reason is the one that failed the state; postcard then
+/// unwinds through the fields around it).
+fn keep_first_reason(why: impl std::fmt::Display) -> String {
+    let why = why.to_string();
     SCOPE.with(|s| {
-        if let Some(Scope::Saving { refused, .. }) = &mut *s.borrow_mut() {
-            refused.get_or_insert_with(|| why.clone());
-        }
+        let mut scope = s.borrow_mut();
+        let kept = match &mut *scope {
+            Some(Scope::Saving { refused, .. }) => refused,
+            Some(Scope::Restoring { rejected, .. }) => rejected,
+            None => return,
+        };
+        kept.get_or_insert_with(|| why.clone());
     });
-    E::custom(why)
+    why
 }
 
 /// The error a field's `Deserialize` returns when what it read cannot be
@@ -256,13 +268,7 @@ pub fn refuse<E: serde::ser::Error>(why: String) -> E {
 /// it ("Serde Deserialization Error"), so inside [`restoring`] the first
 /// reason is kept aside too, for [`explained`] to give.
 pub fn reject<E: serde::de::Error>(why: impl std::fmt::Display) -> E {
-    let why = why.to_string();
-    SCOPE.with(|s| {
-        if let Some(Scope::Restoring { rejected, .. }) = &mut *s.borrow_mut() {
-            rejected.get_or_insert_with(|| why.clone());
-        }
-    });
-    E::custom(why)
+    E::custom(keep_first_reason(why))
 }
 
 /// What `error`, from reading the state inside [`restoring`], says,
@@ -601,7 +607,7 @@ pub mod within_an_event {
         match value {
             None => s.serialize_unit(),
             Some(_) => Err(refuse(
-                "an event is still being handled (a restart happens between events)".into(),
+                "an event is still being handled (a restart happens between events)",
             )),
         }
     }

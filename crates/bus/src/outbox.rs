@@ -356,18 +356,15 @@ mod tests {
     #[allow(clippy::disallowed_methods)] // a test's own clock and descriptors
     /// An error is what the restart's log would say.
     fn handed_over(o: &Outbox) -> Result<Outbox, String> {
+        use crate::handover::tests::as_handed_over;
         use crate::handover::{explained, restoring, saving, Clock};
         let clock = Clock {
             instant: std::time::Instant::now(),
             monotonic_ns: 1_000_000_000,
         };
         let (bytes, saved) = saving(clock, || postcard::to_stdvec(o).unwrap());
-        let fds = saved
-            .fds
-            .iter()
-            .map(|_| OwnedFd::from(std::fs::File::open("/dev/null").unwrap()))
-            .collect();
-        restoring(clock, fds, saved.buffers, || {
+        let (fds, buffers) = as_handed_over(&saved);
+        restoring(clock, fds, buffers, || {
             postcard::from_bytes(&bytes).map_err(explained)
         })
         .0
@@ -407,6 +404,13 @@ mod tests {
             ..Outbox::default()
         };
         assert!(handed_over(&empty).unwrap_err().ends_with(past_the_end));
+        // (Built by hand: `push` refuses one in debug builds.)
+        let with_an_empty_item = Outbox {
+            items: VecDeque::from([item(b"", b"", 0)]),
+            ..Outbox::default()
+        };
+        let error = handed_over(&with_an_empty_item).unwrap_err();
+        assert!(error.ends_with("an empty message in a queue"), "{error}");
     }
 
     #[test]

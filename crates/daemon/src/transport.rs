@@ -322,8 +322,7 @@ mod put_back_before_a_handover {
             // The restart's refusal names this reason (`refuse`).
             return Err(quickbus_bus::handover::refuse(
                 "a message a worker parsed ahead was not put back into the input, and would \
-                 be lost"
-                    .into(),
+                 be lost",
             ));
         }
         ().serialize(serializer)

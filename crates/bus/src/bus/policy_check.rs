@@ -108,10 +108,11 @@ impl Bus {
 
     /// The sender's send rules.
     fn check_send(&self, msg: &Message, d: Delivery, facts: &Facts<'_>) -> Result<(), Denial> {
-        if self.sender_lets_through(d.from, facts) {
-            return Ok(());
-        }
-        if let Some(sender) = d.from.and_then(|id| self.conns.get(&id)) {
+        if let Some(sender) = d
+            .from
+            .and_then(|id| self.conns.get(&id))
+            .filter(|c| !c.policy().send.lets_through(facts))
+        {
             let receiver_names =
                 |f: &mut dyn FnMut(&str)| self.names_of(d.to, msg.destination(), f);
             match sender.policy().send.decide(facts, &receiver_names) {

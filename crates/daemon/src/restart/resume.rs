@@ -120,7 +120,12 @@ fn restore(opts: &Options, memfd: &OwnedFd, going_back: bool) -> Result<Server, 
     let read = since_ms(started);
     check_in_a_child(&handed)?;
     let checked = since_ms(started) - read;
-    let restored = deserialize(&handed)?;
+    let (restored, recounted) = deserialize(&handed)?;
+    if !recounted.is_empty() {
+        tracing::warn!(
+            "the queued bytes of uids {recounted:?} did not add up to their queues: counted again"
+        );
+    }
     tracing::debug!(
         "handover read: {} bytes of state, {} buffers of {} bytes, {} descriptors; read in {read:.1} ms, checked in a child in {checked:.1} ms, deserialized in {:.1} ms",
         handed.payload.len(),
@@ -154,8 +159,9 @@ fn take_over(numbers: &[RawFd]) -> Result<Vec<OwnedFd>, String> {
 }
 
 /// The state, from the handover; its queues share the handover's buffers
-/// (read before any child is forked, so a check shares them too).
-fn deserialize(handed: &HandedOver) -> Result<Restored, String> {
+/// (read before any child is forked, so a check shares them too). With
+/// it, the uids whose tallies were counted again (`Bus::recount_queued`).
+fn deserialize(handed: &HandedOver) -> Result<(Restored, Vec<u32>), String> {
     let table = take_over(&handed.fds)?;
     let buffers = handed.buffers.clone();
     let (restored, unused) = quickbus_bus::handover::restoring(clock_now(), table, buffers, || {
@@ -171,17 +177,13 @@ fn deserialize(handed: &HandedOver) -> Result<Restored, String> {
         tracing::warn!("{unused} descriptors of the handover were not named by its state");
     }
     // The users' tallies crossed beside the queues they count: counted
-    // again, so a drifted one cannot misjudge flow control from now on.
-    let wrong = restored
+    // again, so a drifted one cannot misjudge flow control from now on
+    // (and one that cannot be fails the check in the child).
+    let recounted = restored
         .bus
         .recount_queued()
         .map_err(|why| format!("the state does not add up: {why}"))?;
-    if !wrong.is_empty() {
-        tracing::warn!(
-            "the queued bytes of uids {wrong:?} did not add up to their queues: counted again"
-        );
-    }
-    Ok(restored)
+    Ok((restored, recounted))
 }
 
 /// Deserialize the state in a child process: exit status 0 if it can be.
