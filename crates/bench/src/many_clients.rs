@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::buses::RunningBus;
-use super::cpu_window::{cores, cpu_between, CpuWindow};
+use super::cpu_window::{cores, cpu_between, per_second, CpuWindow};
 use super::endpoint::{Endpoint, Peer};
 use super::messages::{self, Template};
 use super::report::{
@@ -159,14 +159,6 @@ fn fan_out_loop_cores(sample: &Sample) -> Option<f64> {
         sample.loop_cpu_seconds?,
         sample.daemon_cpu_wall_seconds,
     ))
-}
-
-fn per_second(amount: f64, seconds: f64) -> f64 {
-    if seconds > 0.0 {
-        amount / seconds
-    } else {
-        0.0
-    }
 }
 
 /// One repetition: the pairs at every K on every bus of `buses` (each

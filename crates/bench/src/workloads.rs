@@ -44,7 +44,9 @@ pub struct Sample {
     /// trips read it in turns).
     pub daemon_cpu_wall_seconds: f64,
     /// quickbus's loop thread's part of `daemon_cpu_seconds` (None: not
-    /// read, or another bus: [`RunningBus::loop_cpu_seconds`]).
+    /// read, or another bus: [`RunningBus::loop_cpu_seconds`]). Read for
+    /// every burst on quickbus (two /proc reads); only the many-clients
+    /// tables report it.
     pub loop_cpu_seconds: Option<f64>,
 }
 
