@@ -651,3 +651,50 @@ fn reload_under_traffic_keeps_connections_and_messages() {
     assert_eq!(request(&mut late, "com.example.Later"), ACCESS_DENIED);
     assert_eq!(request(&mut late, "com.example.Other"), "1");
 }
+
+/// An allow rule with `log="true"` lets its messages through and logs each
+/// as dbus-daemon does ("Would reject message"): a broadcast once per
+/// receiver, each line naming that receiver (the rule keeps the bus
+/// asking the sender's rules per receiver).
+#[test]
+fn an_allow_rule_with_log_logs_a_broadcast_once_per_receiver() {
+    let bus =
+        bus_with(r#"<allow send_interface="com.example.Sig" send_member="Logged" log="true"/>"#);
+    let mut cast = Cast::new(&bus);
+    for receiver in [&mut cast.b, &mut cast.c] {
+        receiver.add_match("type='signal',interface='com.example.Sig'");
+    }
+    emit(&mut cast.a, "com.example.Sig", "Logged", None);
+    for receiver in [&mut cast.b, &mut cast.c] {
+        receiver.wait_event(|e| e.starts_with("signal com.example.Sig.Logged "));
+    }
+    // The log is written as the bus goes on: read it until both lines
+    // are there (or the time-out shows what was).
+    let would_lines = |log: &str| -> Vec<String> {
+        log.lines()
+            .filter(|l| l.contains("Would reject") && l.contains("member=\"Logged\""))
+            .map(str::to_owned)
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + quickbus_e2e::TIMEOUT;
+    let mut would = would_lines(&bus.log());
+    while would.len() < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        would = would_lines(&bus.log());
+    }
+    assert_eq!(would.len(), 2, "{}", bus.log());
+    // As dbus-daemon writes it: no destination reads as the bus's name,
+    // and the receiver is the party named last.
+    for receiver in [&cast.b, &cast.c] {
+        let pid = format!(" pid={} ", receiver.pid());
+        let names_it = |line: &&String| {
+            line.split_once("destination=\"org.freedesktop.DBus\" (")
+                .is_some_and(|(_, receiver)| receiver.contains(&pid))
+        };
+        assert_eq!(
+            would.iter().filter(names_it).count(),
+            1,
+            "{pid}: {would:#?}"
+        );
+    }
+}
