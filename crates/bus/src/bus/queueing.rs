@@ -619,6 +619,16 @@ mod tests {
         h.bus.write_up_to(conn, bytes, h.now, &mut h.out);
     }
 
+    /// What the last steps queued, written out to each of `conns` as the
+    /// daemon's flush would, and what those writes did in turn forgotten.
+    fn write_out_to(h: &mut Harness, conns: &[ConnId]) {
+        let queued = std::mem::take(&mut h.out);
+        for &conn in conns {
+            write_all(h, conn, &queued);
+        }
+        h.out.clear();
+    }
+
     /// What all of `conn`'s user's queues hold, as the bus counts it.
     fn user_queued(h: &Harness, conn: ConnId) -> usize {
         let c = h.bus.conns.get(&conn).expect("a live connection");
@@ -737,9 +747,7 @@ mod tests {
         );
         // Remembered for overflow_memory_timeout: it holds nobody, even
         // when full again.
-        let told = std::mem::take(&mut h.out);
-        write_all(&mut h, b, &told);
-        h.out.clear();
+        write_out_to(&mut h, &[b]);
         for _ in 0..4 {
             h.send(a, signal_to(&name_b));
         }
@@ -778,9 +786,7 @@ mod tests {
         h.out.clear();
         h.send(c, signal_to(&name_b));
         assert_eq!(h.bus.traffic(b).unwrap().dropped, 1);
-        let copies = std::mem::take(&mut h.out);
-        write_all(&mut h, m, &copies);
-        h.out.clear();
+        write_out_to(&mut h, &[m]);
         // b asks for replies it has no room for: the first goes in, past
         // twice its bound; at the second the bus disconnects it.
         let name_a = h.bus.unique_name(a).expect("named").to_owned();
@@ -789,10 +795,7 @@ mod tests {
             MessageBuilder::method_call("/", "M").destination(&*name_a),
         );
         let second = h.send(b, MessageBuilder::method_call("/", "M").destination(name_a));
-        let sent = std::mem::take(&mut h.out);
-        write_all(&mut h, m, &sent);
-        write_all(&mut h, a, &sent);
-        h.out.clear();
+        write_out_to(&mut h, &[m, a]);
         h.send(
             a,
             MessageBuilder::method_return(first)
@@ -809,9 +812,7 @@ mod tests {
         // bound.
         h.send(c, signal_to(&name_b));
         assert_eq!(h.bus.traffic(b).unwrap().dropped, 2);
-        let copies = std::mem::take(&mut h.out);
-        write_all(&mut h, m, &copies);
-        h.out.clear();
+        write_out_to(&mut h, &[m]);
         h.send(
             a,
             MessageBuilder::method_return(second).destination(&*name_b),
@@ -823,9 +824,7 @@ mod tests {
             "{:?}",
             h.out
         );
-        let replied = std::mem::take(&mut h.out);
-        write_all(&mut h, m, &replied);
-        h.out.clear();
+        write_out_to(&mut h, &[m]);
         // The daemon's last write before the close drains b: nobody, not
         // even a monitor, hears of a MessagesLost that b never gets.
         let mut queued_for_b = got;
