@@ -37,6 +37,13 @@ fn workers_of(pid: u32) -> usize {
         .count()
 }
 
+/// A bus with `count` worker threads, started.
+fn bus_with_workers(count: u32) -> Bus {
+    let bus = Bus::start_with_config(Listen::UnixPath, &threads(count));
+    wait_for_workers(&bus, count as usize);
+    bus
+}
+
 /// Waits until the daemon has `count` workers (a pool that was dropped
 /// ends its threads on their own time).
 fn wait_for_workers(bus: &Bus, count: usize) {
@@ -66,8 +73,7 @@ fn the_threads_limit_starts_its_workers_and_a_reload_resizes_them() {
     if skip::quickbus_only("the threads limit") {
         return;
     }
-    let bus = Bus::start_with_config(Listen::UnixPath, &threads(3));
-    wait_for_workers(&bus, 3);
+    let bus = bus_with_workers(3);
     // One thread: the loop does everything itself, as before threads.
     reload_with(&bus, &threads(1));
     wait_for_workers(&bus, 0);
@@ -181,8 +187,7 @@ fn pairs_and_a_broadcast_with_fds_cross_the_workers_whole_and_in_order() {
     const CALLS: u32 = 400;
     const RECEIVERS: usize = 4;
     const SIGNALS: u32 = 100;
-    let bus = Bus::start_with_config(Listen::UnixPath, &threads(4));
-    wait_for_workers(&bus, 4);
+    let bus = bus_with_workers(4);
     let start = Arc::new(Barrier::new(2 * PAIRS + RECEIVERS + 1));
     let mut answered = Vec::new();
     let mut callers = Vec::new();
@@ -261,8 +266,7 @@ fn a_turn_that_finds_many_connections_at_once_reads_and_writes_them_through_the_
     }
     const PAIRS: usize = 16;
     const ROUNDS: u32 = 5;
-    let bus = Bus::start_with_config(Listen::UnixPath, &threads(4));
-    wait_for_workers(&bus, 4);
+    let bus = bus_with_workers(4);
     let mut callers = Vec::new();
     let mut callees = Vec::new();
     for _ in 0..PAIRS {
