@@ -200,7 +200,7 @@ impl AppFilter {
 /// which postcard writes as its content, so that the handover's layout
 /// test can give the one sample it cannot make up: options that compile.)
 #[derive(serde::Serialize, serde::Deserialize)]
-pub struct ProxyOptions(pub Vec<String>);
+struct ProxyOptions(Vec<String>);
 
 impl<'de> serde::Deserialize<'de> for AppFilter {
     /// Its options compiled again; one that does not compile says which

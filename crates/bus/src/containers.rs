@@ -175,9 +175,9 @@ impl Containers {
 }
 
 /// A [`Value`] written as the body of a tiny message, the one marshalling
-/// quickbus-wire offers, and read back from it. (Public for the daemon's
-/// handover layout test, which needs one such message as a sample.)
-pub mod value_as_message {
+/// quickbus-wire offers, and read back from it. (The daemon's handover
+/// layout test writes a sample through it: `handover::layout::Metadata`.)
+pub(crate) mod value_as_message {
     use quickbus_wire::{Message, MessageBuilder, Value};
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 

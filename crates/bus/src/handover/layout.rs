@@ -33,6 +33,17 @@ pub fn tracing<R>(clock: Clock, fd: OwnedFd, buffers: Vec<Bytes>, trace: impl Fn
     result
 }
 
+/// A container instance's metadata as the handover writes it (a value as
+/// the body of a tiny message): a sample the tracer cannot make up, since
+/// reading it parses the message.
+pub struct Metadata(pub quickbus_wire::Value);
+
+impl serde::Serialize for Metadata {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        crate::containers::value_as_message::serialize(&self.0, s)
+    }
+}
+
 /// Something done to types the handover holds.
 pub trait TypeVisitor {
     fn visit<T: serde::de::DeserializeOwned>(&mut self);

@@ -20,7 +20,7 @@
 //! - Where a `Deserialize` checks what it reads, the tracer's made-up
 //!   value would fail, so [`samples`] gives one that passes: a message's
 //!   bytes (a `Slice` of a buffer that parses), a container instance's
-//!   metadata (`MetadataMessage`), a per-app filter's options
+//!   metadata (`handover::layout::Metadata`), a per-app filter's options
 //!   (`ProxyOptions`). A new check of that kind fails the trace with its
 //!   error; give a sample here.
 //! - The tracer explores one variant of an enum per pass, and an enum
@@ -46,7 +46,7 @@ use std::os::fd::OwnedFd;
 
 use bytes::Bytes;
 use quickbus_bus::app_filter::AppFilter;
-use quickbus_bus::handover::layout::{tracing, TypeVisitor};
+use quickbus_bus::handover::layout::{tracing, Metadata, TypeVisitor};
 use quickbus_wire::{Message, MessageBuilder, Value};
 use serde::de::DeserializeOwned;
 use serde::{Serialize, Serializer};
@@ -150,12 +150,6 @@ fn samples(tracer: &mut Tracer) -> (Samples, Vec<Bytes>) {
     });
     traced.unwrap();
     // A container instance's metadata crosses as a message too.
-    struct Metadata(Value);
-    impl Serialize for Metadata {
-        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            quickbus_bus::containers::value_as_message::serialize(&self.0, s)
-        }
-    }
     tracer
         .trace_value(&mut samples, &Metadata(Value::String(String::new())))
         .unwrap();
