@@ -550,10 +550,14 @@ impl Bus {
         // it, so every receiver sees the same facts, and the sender's send
         // rules, when they let these through whoever receives them, need
         // not be asked again per receiver (nor, without MAC, anything but
-        // the receiver's own rules).
+        // the receiver's own rules); and when every connection's receive
+        // rules let such a message through, nobody need be asked at all.
         let only_receivers_decide = msg.destination().is_none()
             && self.mac.is_none()
             && self.sender_lets_through(from, &facts);
+        if only_receivers_decide && self.policy.every_receiver_lets_through(&facts) {
+            return;
+        }
         recipients.retain(|&to| {
             let delivery = Delivery {
                 to: Some(to),

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::index::{MessageRules, OwnRules, Side};
+use super::index::{Facts, MessageRules, Openness, OwnRules, Side};
 use super::{MessageRule, NameMatch, PolicyConfig, PolicyRule, RuleKind};
 use crate::{Credentials, UserGroups};
 
@@ -116,6 +116,12 @@ pub struct CompiledPolicy {
     /// built again after a restart).
     #[serde(skip)]
     clients: HashMap<ScopeKey, Arc<ClientPolicy>>,
+    /// What the receive rules of every client policy built so far let
+    /// through (None before the first): every connection's rules are
+    /// among them, so a message this lets through passes each
+    /// receiver's rules, silently.
+    #[serde(skip)]
+    every_receiver_open: Option<Openness>,
 }
 
 impl CompiledPolicy {
@@ -123,6 +129,7 @@ impl CompiledPolicy {
         CompiledPolicy {
             config,
             clients: HashMap::new(),
+            every_receiver_open: None,
         }
     }
 
@@ -187,8 +194,21 @@ impl CompiledPolicy {
                 config.mandatory.as_slice(),
             ]);
         let policy = Arc::new(ClientPolicy::build(lists));
+        let open = policy.receive.openness();
+        self.every_receiver_open = Some(
+            self.every_receiver_open
+                .map_or(open, |every| every.narrowed(open)),
+        );
         self.clients.insert(key, policy.clone());
         policy
+    }
+
+    /// Whether every connection's receive rules let a message with
+    /// `facts` through, silently, whoever receives it: a broadcast then
+    /// need not ask each receiver.
+    pub(crate) fn every_receiver_lets_through(&self, facts: &Facts<'_>) -> bool {
+        self.every_receiver_open
+            .is_some_and(|open| open.lets_through(facts))
     }
 }
 

@@ -145,7 +145,7 @@ pub(crate) struct MessageRules {
 /// rule, since the last matching rule is then always a silent allow. The
 /// default session configuration is such a set, and most checks end here.
 #[derive(Clone, Copy, Debug, Default)]
-struct Openness {
+pub(crate) struct Openness {
     /// The most fds such a rule allows on ordinary messages
     /// ([`Facts::is_ordinary`]).
     ordinary_up_to_fds: Option<u32>,
@@ -202,7 +202,17 @@ impl Openness {
         }
     }
 
-    fn lets_through(&self, m: &Facts<'_>) -> bool {
+    /// What both `self` and `other` let through: the openness of two
+    /// rule sets together, where a message must pass each.
+    pub(crate) fn narrowed(self, other: Openness) -> Openness {
+        let least = |a: Option<u32>, b: Option<u32>| Some(a?.min(b?));
+        Openness {
+            ordinary_up_to_fds: least(self.ordinary_up_to_fds, other.ordinary_up_to_fds),
+            all_up_to_fds: least(self.all_up_to_fds, other.all_up_to_fds),
+        }
+    }
+
+    pub(crate) fn lets_through(&self, m: &Facts<'_>) -> bool {
         let limit = if m.is_ordinary() {
             self.ordinary_up_to_fds
         } else {
@@ -317,6 +327,11 @@ impl MessageRules {
     /// [`MessageRules::decide`].
     pub fn lets_through(&self, m: &Facts<'_>) -> bool {
         self.open.lets_through(m)
+    }
+
+    /// What [`MessageRules::lets_through`] lets through.
+    pub(crate) fn openness(&self) -> Openness {
+        self.open
     }
 
     /// Call `visit` with each candidate list for this message. With

@@ -1,8 +1,11 @@
-//! A broadcast against the sender's send rules that name the receiver
-//! (`send_destination`, `send_destination_prefix`): as in dbus-daemon,
-//! each receiver is checked with its own names, so one sender's signal
-//! reaches some receivers and not others. (`keep_allowed` asks the send
-//! rules once for all receivers only where they cannot depend on one.)
+//! A broadcast against rules that differ by receiver: the sender's send
+//! rules that name the receiver (`send_destination`,
+//! `send_destination_prefix`), and one user's receive rules. As in
+//! dbus-daemon, each receiver is checked on its own, so one sender's
+//! signal reaches some receivers and not others. (`keep_allowed` asks the
+//! send rules once for all receivers only where they cannot depend on
+//! one, and skips the receive rules only where every connection's let
+//! the message through.)
 
 use quickbus_wire::{MessageBuilder, MessageType};
 
@@ -17,24 +20,48 @@ fn send_rule(allow: bool, spec: MessageRule) -> PolicyRule {
     }
 }
 
-/// Everyone may connect, own, send and receive; then `deny`.
-fn config(deny: MessageRule) -> PolicyConfig {
+/// Everyone may connect, own, send and receive.
+fn open_config() -> PolicyConfig {
     PolicyConfig {
         default: vec![
             PolicyRule::allow(RuleKind::User(None)),
             PolicyRule::allow(RuleKind::Own(NameMatch::Any)),
             send_rule(true, MessageRule::default()),
             PolicyRule::allow(RuleKind::Receive(MessageRule::default())),
-            send_rule(false, deny),
         ],
         ..PolicyConfig::default()
     }
 }
 
+/// [`open_config`], then `deny`.
+fn config(deny: MessageRule) -> PolicyConfig {
+    let mut config = open_config();
+    config.default.push(send_rule(false, deny));
+    config
+}
+
 fn peer(h: &mut Harness, pid: u32) -> ConnId {
-    let id = h.bus.add_connection(creds(1000, pid), true);
+    peer_of(h, 1000, pid)
+}
+
+fn peer_of(h: &mut Harness, uid: u32, pid: u32) -> ConnId {
+    let id = h.bus.add_connection(creds(uid, pid), true);
     h.driver(id, "Hello", vec![]);
     id
+}
+
+/// Everyone may connect, own, send and receive; but user `uid` may not
+/// receive `deny`, when given.
+fn config_denying_receive(uid: u32, deny: Option<MessageRule>) -> PolicyConfig {
+    let mut config = open_config();
+    if let Some(deny) = deny {
+        let rule = PolicyRule {
+            allow: false,
+            kind: RuleKind::Receive(deny),
+        };
+        config.by_user.insert(uid, vec![rule]);
+    }
+    config
 }
 
 #[test]
@@ -73,5 +100,58 @@ fn a_send_rule_naming_a_receiver_keeps_a_broadcast_from_that_receiver_only() {
         let mut got: Vec<ConnId> = h.take().into_iter().map(|(to, _)| to).collect();
         got.sort();
         assert_eq!(got, vec![secret, open], "{deny:?}");
+    }
+}
+
+#[test]
+fn one_users_receive_rule_keeps_a_broadcast_from_that_users_connections_only() {
+    let tick = || MessageBuilder::signal("/", "org.example.Test", "Tick");
+    let no_ticks = MessageRule {
+        msg_type: Some(MessageType::Signal),
+        member: Some("Tick".into()),
+        ..MessageRule::default()
+    };
+    // The strict user's connection comes first, then last: its rules
+    // count wherever they come.
+    for strict_first in [true, false] {
+        let mut h = Harness::new();
+        h.bus
+            .set_policy(config_denying_receive(2000, Some(no_ticks.clone())));
+        let sender = peer(&mut h, 1);
+        let (strict, open) = if strict_first {
+            let strict = peer_of(&mut h, 2000, 2);
+            (strict, peer(&mut h, 3))
+        } else {
+            let open = peer(&mut h, 3);
+            (peer_of(&mut h, 2000, 2), open)
+        };
+        for receiver in [strict, open] {
+            h.add_match(receiver, "type='signal',member='Tick'");
+        }
+        h.take();
+        let receivers = |h: &mut Harness| {
+            h.send(sender, tick());
+            let mut got: Vec<ConnId> = h.take().into_iter().map(|(to, _)| to).collect();
+            got.sort();
+            got
+        };
+        assert_eq!(
+            receivers(&mut h),
+            vec![open],
+            "strict first: {strict_first}"
+        );
+        // A reload without the rule lets it hear them; one with the rule
+        // again does not.
+        h.bus.set_policy(config_denying_receive(2000, None));
+        let mut both = vec![strict, open];
+        both.sort();
+        assert_eq!(receivers(&mut h), both);
+        h.bus
+            .set_policy(config_denying_receive(2000, Some(no_ticks.clone())));
+        assert_eq!(
+            receivers(&mut h),
+            vec![open],
+            "strict first: {strict_first}"
+        );
     }
 }
