@@ -31,6 +31,7 @@ use crate::socket::{ListenSocket, Listening};
 use crate::transport::{OutItem, ReadStatus, Transport};
 use fair_share::{Exchange, FairShare};
 use hand_off::HandOff;
+use listed::Listed;
 use turns::{Contention, TurnBudget, READS_PER_TURN};
 use workers::{Workers, WriteResult};
 
@@ -39,6 +40,7 @@ mod backpressure;
 mod containers;
 mod fair_share;
 mod hand_off;
+mod listed;
 mod restarting;
 mod turns;
 mod workers;
@@ -194,6 +196,9 @@ struct Conn {
     fd_deadline: Option<Instant>,
     /// Registered for writability too (see `Server::watch_writable`).
     watching_writable: bool,
+    /// Listed in `Server::dirty`, to be written this turn.
+    #[serde(skip)]
+    listed: Listed,
     /// The container instance whose socket it came through (see
     /// [`containers`]).
     contained: Option<containers::Contained>,
@@ -441,8 +446,8 @@ impl Server {
                 } else {
                     // usize to u64: lossless on every target.
                     let id = ConnId(token.0 as u64);
-                    if event.is_writable() && self.conns.contains_key(&id) {
-                        self.dirty.push(id);
+                    if let Some(conn) = self.conns.get_mut(&id).filter(|_| event.is_writable()) {
+                        conn.listed.list(id, &mut self.dirty);
                     }
                     if event.is_readable() || event.is_read_closed() || event.is_error() {
                         ready.push((id, event.is_read_closed() || event.is_error()));
@@ -847,7 +852,7 @@ impl Server {
                     // (the sixth REJECTED) goes out before the close.
                     if !reply.is_empty() {
                         conn.transport.queue(OutItem::raw(reply.into()));
-                        self.dirty.push(id);
+                        conn.listed.list(id, &mut self.dirty);
                     }
                     let progress = fed.map_err(|e| format!("authentication failed: {e}"))?;
                     match progress {
@@ -1025,14 +1030,17 @@ impl Server {
     fn flush_dirty(&mut self) {
         let mut dirty =
             std::mem::replace(&mut self.dirty, std::mem::take(&mut self.spare.flushing));
+        // Each listed once (`Conn::list_dirty`); sorted for `write_ahead`.
         dirty.sort_unstable();
-        dirty.dedup();
+        debug_assert!(dirty.windows(2).all(|pair| pair[0] != pair[1]));
         let mut written_ahead = self.write_ahead(&dirty).into_iter().peekable();
         for &id in &dirty {
             let first = written_ahead.next_if(|(ahead, _)| *ahead == id);
             let Some(conn) = self.conns.get_mut(&id) else {
                 continue;
             };
+            // What this write leads to is listed again.
+            conn.listed.taken();
             let first = first.map(|(_, result)| result);
             match write_out(&mut self.bus, id, conn, first, &mut self.actions) {
                 Ok(emptied) => self.watch_writable(id, !emptied),

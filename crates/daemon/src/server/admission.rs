@@ -24,7 +24,7 @@ use mio::Interest;
 use quickbus_bus::ConnId;
 use tracing::{debug, info, warn};
 
-use super::{Conn, Phase, Server};
+use super::{Conn, Listed, Phase, Server};
 use crate::auth::{AuthConfig, SaslServer};
 use crate::nonce::NONCE_LEN;
 use crate::socket::Stream;
@@ -148,6 +148,7 @@ impl Server {
                 hung_up_while_held: false,
                 fd_deadline: None,
                 watching_writable: false,
+                listed: Listed::default(),
                 contained,
                 last_read_turn: 0,
                 heavy: false,

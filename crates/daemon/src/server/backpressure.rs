@@ -23,7 +23,7 @@ impl Server {
         // until it has replied (see `fair_share`).
         conn.answering |= kind == Kind::Call;
         self.hand_off.delivered(kind);
-        self.dirty.push(to);
+        conn.listed.list(to, &mut self.dirty);
     }
 
     /// Stop reading `id` until the bus releases it.

@@ -158,7 +158,7 @@ impl Server {
                 Interest::READABLE,
             )?;
             if conn.transport.has_output() || self.bus.queued_bytes(id) > 0 {
-                self.dirty.push(id);
+                conn.listed.list(id, &mut self.dirty);
             }
         }
         Ok(())
