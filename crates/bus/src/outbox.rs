@@ -181,6 +181,13 @@ impl Outbox {
         self.items.iter()
     }
 
+    /// The most slices [`Outbox::next_write`] gives now (two a message),
+    /// so that its caller sizes their buffer once.
+    #[inline]
+    pub fn next_write_slices(&self) -> usize {
+        2 * self.items.len().min(MAX_MESSAGES_PER_WRITE)
+    }
+
     /// The slices of the next write, each given to `push` in order, and
     /// the fds to attach to it. A message carrying fds starts a write of its own, so
     /// its fds ride on its first byte; up to [`MAX_MESSAGES_PER_WRITE`]
@@ -422,8 +429,12 @@ mod tests {
         let mut iov = Vec::new();
         o.next_write(|s| iov.push(s));
         assert_eq!(iov.len(), 2 * MAX_MESSAGES_PER_WRITE);
+        assert_eq!(o.next_write_slices(), iov.len());
         assert_eq!(advanced(&mut o, 2 * MAX_MESSAGES_PER_WRITE), (512, 0));
         assert_eq!(o.items().count(), 10);
         assert_counts_match(&o);
+        let mut iov = Vec::new();
+        o.next_write(|s| iov.push(s));
+        assert_eq!(o.next_write_slices(), iov.len());
     }
 }
