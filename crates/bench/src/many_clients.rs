@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::buses::RunningBus;
-use super::cpu_window::{cores, cpu_between, per_second, CpuWindow};
+use super::cpu_window::{cores, per_second, CpuWindow};
 use super::endpoint::{Endpoint, Peer};
 use super::messages::{self, Template};
 use super::report::{
@@ -357,16 +357,14 @@ fn run_pairs(bus: Option<&RunningBus>, pairs: usize, window: Duration) -> PairsS
         let _ = tell.send(measured);
     }
     sleep_until(measured.start);
-    let cpu = bus.map(|bus| CpuWindow::open(|| bus.cpu_seconds()));
-    let loop_before = bus.and_then(RunningBus::loop_cpu_seconds);
+    let cpu = bus.map(|bus| {
+        CpuWindow::open_with_loop(|| bus.cpu_seconds(), Some(|| bus.loop_cpu_seconds()))
+    });
     sleep_until(measured.end);
-    // The loop's readings fall within the bus's window, so its CPU is
-    // never more than the bus's.
-    let loop_after = bus.and_then(RunningBus::loop_cpu_seconds);
     let cpu = cpu.map(CpuWindow::close);
     sample.bus_cpu_seconds = cpu.map(|span| span.cpu_seconds);
     sample.cpu_wall_seconds = cpu.map_or(0.0, |span| span.wall_seconds);
-    sample.loop_cpu_seconds = cpu_between(loop_before, loop_after);
+    sample.loop_cpu_seconds = cpu.and_then(|span| span.loop_cpu_seconds);
     sample.bus_threads = bus.map(RunningBus::thread_count);
 
     let mut rtts_ns = Vec::new();

@@ -27,6 +27,7 @@ use quickbus_client::{Connection, Error};
 use serde_json::{json, Value};
 
 use super::buses::{BusKind, RunningBus};
+use super::cpu_window::CpuWindow;
 use super::messages::{self, Template};
 use super::report::{median, ratio, write_qb_ratio_row};
 use super::round_trip::{call_once, serve_echo};
@@ -366,7 +367,9 @@ fn run_into(
     start.wait();
     thread::sleep(WARM_UP);
 
-    let cpu_before = bus.cpu_seconds();
+    // Only the CPU seconds are reported (no cores): the rates below
+    // divide by the calls' own stretch, first call to last reply.
+    let cpu = CpuWindow::open(|| bus.cpu_seconds());
     let (received_before, sent_before) = (
         received.load(Ordering::Relaxed),
         sent.load(Ordering::Relaxed),
@@ -376,7 +379,7 @@ fn run_into(
     sample.seconds = began.elapsed().as_secs_f64();
     let received_during = received.load(Ordering::Relaxed) - received_before;
     let sent_during = sent.load(Ordering::Relaxed) - sent_before;
-    sample.bus_cpu_seconds = (bus.cpu_seconds() - cpu_before).max(0.0);
+    sample.bus_cpu_seconds = cpu.close().cpu_seconds;
     sample.rtts_ns.sort_unstable();
     if sample.seconds > 0.0 {
         sample.flood_carried_per_s = received_during as f64 / RECEIVERS as f64 / sample.seconds;
