@@ -393,7 +393,6 @@ fn run_fan_out(bus: &RunningBus, receivers: usize, signals: u32) -> Sample {
 }
 
 /// Every many-clients sample of a bench invocation.
-#[derive(Default)]
 pub struct ManyClients {
     /// By K and subject (a bus, or peer to peer).
     pairs: Sampled<(usize, Subject), PairsSample, PairsSummary>,
@@ -473,6 +472,15 @@ fn write_ratio_rows<'a, T: 'a>(
     }
 }
 
+impl Default for ManyClients {
+    fn default() -> Self {
+        ManyClients {
+            pairs: Sampled::new(|_, samples| summarize_pairs(samples)),
+            fan_outs: Sampled::new(|_, samples| summarize_fan_out(samples)),
+        }
+    }
+}
+
 impl ManyClients {
     pub fn add_pairs(&mut self, pairs: usize, subject: Subject, sample: PairsSample) {
         self.pairs.add((pairs, subject), sample);
@@ -480,15 +488,6 @@ impl ManyClients {
 
     pub fn add_fan_out(&mut self, receivers: usize, subject: Subject, sample: Sample) {
         self.fan_outs.add((receivers, subject), sample);
-    }
-
-    fn pair_summaries(&self) -> &BTreeMap<(usize, Subject), PairsSummary> {
-        self.pairs.summaries(|_, samples| summarize_pairs(samples))
-    }
-
-    fn fan_out_summaries(&self) -> &BTreeMap<(usize, Subject), FanOutSummary> {
-        self.fan_outs
-            .summaries(|_, samples| summarize_fan_out(samples))
     }
 
     /// Each subject's rate at its smallest K: what scaling divides by.
@@ -518,7 +517,7 @@ impl ManyClients {
 
     fn pairs_table(&self) -> String {
         let mut out = String::new();
-        let summaries = self.pair_summaries();
+        let summaries = self.pairs.summaries();
         let bases = Self::scaling_bases(summaries);
         let smallest = bases.values().map(|&(k, _)| k).min().unwrap_or(1);
         let _ = writeln!(
@@ -575,7 +574,7 @@ impl ManyClients {
 
     fn fan_out_table(&self) -> String {
         let mut out = String::new();
-        let summaries = self.fan_out_summaries();
+        let summaries = self.fan_outs.summaries();
         let _ = writeln!(
             out,
             "\n== many-clients fan-out: one emitter, {SIGNAL_SIZE} B signals back to back to \
@@ -619,7 +618,7 @@ impl ManyClients {
     /// Two charts against K: each subject's round trips/s, and each bus's
     /// cores.
     pub fn plots(&self) -> Vec<(String, String)> {
-        let summaries = self.pair_summaries();
+        let summaries = self.pairs.summaries();
         let mut subjects: Vec<Subject> = summaries.keys().map(|&(_, s)| s).collect();
         subjects.sort();
         subjects.dedup();
@@ -664,7 +663,7 @@ impl ManyClients {
     }
 
     pub fn json(&self) -> Value {
-        let summaries = self.pair_summaries();
+        let summaries = self.pairs.summaries();
         let bases = Self::scaling_bases(summaries);
         let pairs: Vec<Value> = self
             .pairs
@@ -703,7 +702,7 @@ impl ManyClients {
                 row
             })
             .collect();
-        let fan_out_summaries = self.fan_out_summaries();
+        let fan_out_summaries = self.fan_outs.summaries();
         let fan_outs: Vec<Value> = self
             .fan_outs
             .samples()

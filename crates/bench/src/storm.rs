@@ -16,7 +16,6 @@
 //! caller and the callee. The report gives both sides (call latency and
 //! flood carried) so that neither is bought with the other unseen.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -85,9 +84,16 @@ impl StormSample {
 }
 
 /// Every storm run of a bench invocation.
-#[derive(Default)]
 pub struct Storms {
     runs: Sampled<(u32, BusKind), StormSample, StormSummary>,
+}
+
+impl Default for Storms {
+    fn default() -> Self {
+        Storms {
+            runs: Sampled::new(|_, samples| summarize(samples)),
+        }
+    }
 }
 
 /// Medians over the repetitions of one (flood rate, bus).
@@ -135,10 +141,6 @@ impl Storms {
         self.runs.add((flood_rate, bus), sample);
     }
 
-    fn summaries(&self) -> &BTreeMap<(u32, BusKind), StormSummary> {
-        self.runs.summaries(|_, samples| summarize(samples))
-    }
-
     /// The medians, one row per bus and flood rate, with quickbus's
     /// ratios to each other bus (below 1.00x: quickbus waits less, or
     /// carries less flood).
@@ -165,7 +167,7 @@ impl Storms {
             "bus cpu s",
             "calls"
         );
-        let summaries = self.summaries();
+        let summaries = self.runs.summaries();
         for (&(rate, bus), s) in summaries {
             let errors = crate::report::errors_text(&s.errors);
             let _ = writeln!(
@@ -254,7 +256,7 @@ impl Storms {
     }
 
     pub fn json(&self) -> Value {
-        let summaries = self.summaries();
+        let summaries = self.runs.summaries();
         let rows: Vec<Value> = self
             .runs
             .samples()
