@@ -6,7 +6,7 @@ use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, OnceLock};
 use std::time::{Duration, Instant};
 
 use quickbus_client::Connection;
@@ -208,7 +208,8 @@ impl RunningBus {
     /// a child of dbus-broker-launch): the scheduler's nanosecond run time
     /// of every thread (/proc/PID/task/TID/schedstat) where the kernel
     /// has it, else utime + stime from /proc/PID/stat, whose clock ticks
-    /// (10 ms) are too coarse for short runs.
+    /// (10 ms) are too coarse for short runs. Which of the two is decided
+    /// once per run ([`CpuClock`]), so two readings are always comparable.
     ///
     /// Both count every thread of a daemon, so a quickbus with worker
     /// threads (its `threads` limit) shows all the cores they burn: the
@@ -224,7 +225,7 @@ impl RunningBus {
     /// None for the other buses (dbus-broker's main thread is its
     /// launcher's) or where the kernel keeps no schedstat.
     pub fn loop_cpu_seconds(&self) -> Option<f64> {
-        if self.kind != BusKind::Quickbus {
+        if self.kind != BusKind::Quickbus || CpuClock::of_this_kernel() != CpuClock::RunTime {
             return None;
         }
         let pid = self.child.id();
@@ -247,13 +248,54 @@ impl RunningBus {
 /// CPU seconds of `pid` and its descendants, as [`RunningBus::cpu_seconds`]
 /// reads them (also for a proxy in front of a bus).
 pub fn tree_cpu_seconds(pid: u32) -> f64 {
-    let pids = process_tree(pid);
-    let precise: Option<u64> = pids.iter().map(|&pid| process_run_ns(pid)).sum();
-    match precise {
-        Some(ns) => ns as f64 / 1e9,
-        None => {
-            let ticks: u64 = pids.iter().filter_map(|&pid| process_ticks(pid)).sum();
-            ticks as f64 / clock_ticks_per_second()
+    CpuClock::of_this_kernel().seconds_of(&process_tree(pid), process_run_ns, process_ticks)
+}
+
+/// Where CPU seconds are read from: one clock for a whole run. Were it
+/// chosen at each reading (ticks whenever some process of a tree had no
+/// run time, e.g. one that ended between the listing and the reading),
+/// a window could subtract a reading in ticks from one in run time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum CpuClock {
+    /// The scheduler's run time in ns of every thread (schedstat).
+    RunTime,
+    /// utime + stime in clock ticks (/proc/PID/stat).
+    Ticks,
+}
+
+impl CpuClock {
+    fn of_this_kernel() -> CpuClock {
+        static CLOCK: OnceLock<CpuClock> = OnceLock::new();
+        *CLOCK.get_or_init(|| CpuClock::given_own_run_ns(process_run_ns(std::process::id())))
+    }
+
+    /// Run time where this process's own shows that it ran: a kernel
+    /// without schedstat has none, and one that keeps no scheduler
+    /// statistics reads 0 for every thread.
+    fn given_own_run_ns(own_run_ns: Option<u64>) -> CpuClock {
+        match own_run_ns {
+            Some(ns) if ns > 0 => CpuClock::RunTime,
+            _ => CpuClock::Ticks,
+        }
+    }
+
+    /// CPU seconds of `pids` on this clock, `run_ns` or `ticks` reading
+    /// one process: one that gives nothing (it ended since the listing)
+    /// counts nothing, whichever the clock.
+    fn seconds_of(
+        self,
+        pids: &[u32],
+        run_ns: impl Fn(u32) -> Option<u64>,
+        ticks: impl Fn(u32) -> Option<u64>,
+    ) -> f64 {
+        match self {
+            CpuClock::RunTime => {
+                pids.iter().filter_map(|&pid| run_ns(pid)).sum::<u64>() as f64 / 1e9
+            }
+            CpuClock::Ticks => {
+                let ticks: u64 = pids.iter().filter_map(|&pid| ticks(pid)).sum();
+                ticks as f64 / clock_ticks_per_second()
+            }
         }
     }
 }
@@ -502,7 +544,8 @@ fn process_tree(pid: u32) -> Vec<u32> {
 fn process_run_ns(pid: u32) -> Option<u64> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
     // A thread may end between listing and reading: it is skipped. None
-    // only when no thread has a readable schedstat (no such kernel support).
+    // when no thread has a readable schedstat: the process ended, or the
+    // kernel has none ([`CpuClock`] tells which).
     let mut total = None;
     for task in tasks.flatten() {
         if let Some(ns) = task_run_ns(&task.path()) {
@@ -585,6 +628,34 @@ mod tests {
         }
         assert!(x > 0);
         assert!(process_run_ns(me).unwrap() > 0);
+    }
+
+    #[test]
+    fn a_process_that_ended_counts_nothing_on_the_clock_of_the_run() {
+        // Process 2 ended between the listing and the reading: it has
+        // neither a run time nor ticks any more. The ticks are coarser
+        // than the run time (1.234 s is 123 ticks of 10 ms), so a reading
+        // in the wrong unit shows.
+        let reading = |table: [(u32, u64); 2]| {
+            move |pid| table.iter().find(|&&(p, _)| p == pid).map(|&(_, n)| n)
+        };
+        let run_ns = reading([(1, 1_234_000_000), (3, 250_000_000)]);
+        let ticks = reading([(1, 123), (3, 25)]);
+        let pids = [1, 2, 3];
+        assert_eq!(CpuClock::RunTime.seconds_of(&pids, run_ns, ticks), 1.484);
+        assert_eq!(
+            CpuClock::Ticks.seconds_of(&pids, run_ns, ticks),
+            148.0 / clock_ticks_per_second()
+        );
+    }
+
+    #[test]
+    fn the_run_time_clock_is_chosen_where_our_own_run_time_reads() {
+        assert_eq!(CpuClock::given_own_run_ns(Some(42)), CpuClock::RunTime);
+        assert_eq!(CpuClock::given_own_run_ns(Some(0)), CpuClock::Ticks);
+        assert_eq!(CpuClock::given_own_run_ns(None), CpuClock::Ticks);
+        // This machine's kernel has schedstat (Linux since 2.6).
+        assert_eq!(CpuClock::of_this_kernel(), CpuClock::RunTime);
     }
 
     #[test]

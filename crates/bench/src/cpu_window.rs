@@ -9,11 +9,23 @@ use std::time::Instant;
 /// starts right after the first reading and stops right after the last,
 /// so the CPU seconds and the wall seconds they are divided by cover the
 /// same stretch, whatever the caller does in between.
-pub struct CpuWindow<M: Fn() -> f64> {
+///
+/// A window may also read quickbus's loop thread, one part of that CPU
+/// ([`super::buses::RunningBus::loop_cpu_seconds`]): its readings fall
+/// within the whole's (right after the whole's first, right before its
+/// last), so the loop never counts more than the whole.
+pub struct CpuWindow<M, L = fn() -> Option<f64>>
+where
+    M: Fn() -> f64,
+    L: Fn() -> Option<f64>,
+{
     /// CPU seconds so far, e.g. [`super::buses::RunningBus::cpu_seconds`].
     meter: M,
     cpu_before: f64,
     opened: Instant,
+    /// The loop thread's CPU seconds so far, None where unreadable.
+    loop_meter: Option<L>,
+    loop_before: Option<f64>,
 }
 
 /// What a [`CpuWindow`] counted.
@@ -21,35 +33,51 @@ pub struct CpuWindow<M: Fn() -> f64> {
 pub struct CpuSpan {
     pub cpu_seconds: f64,
     pub wall_seconds: f64,
+    /// The loop thread's CPU seconds over the same stretch (None: no
+    /// loop meter, or one of its readings failed).
+    pub loop_cpu_seconds: Option<f64>,
 }
 
 impl<M: Fn() -> f64> CpuWindow<M> {
+    /// A window over `meter` alone.
     pub fn open(meter: M) -> CpuWindow<M> {
+        CpuWindow::open_with_loop(meter, None)
+    }
+}
+
+impl<M: Fn() -> f64, L: Fn() -> Option<f64>> CpuWindow<M, L> {
+    /// A window over `meter` that also reads `loop_meter` (None: as
+    /// [`CpuWindow::open`]).
+    pub fn open_with_loop(meter: M, loop_meter: Option<L>) -> CpuWindow<M, L> {
         let cpu_before = meter();
+        let opened = Instant::now();
+        let loop_before = loop_meter.as_ref().and_then(|read| read());
         CpuWindow {
             meter,
             cpu_before,
-            opened: Instant::now(),
+            opened,
+            loop_meter,
+            loop_before,
         }
     }
 
     pub fn close(self) -> CpuSpan {
-        // A process that ended between the two readings takes its CPU
-        // seconds with it: never below 0.
-        let cpu_seconds = ((self.meter)() - self.cpu_before).max(0.0);
+        let loop_after = self.loop_meter.as_ref().and_then(|read| read());
         CpuSpan {
-            cpu_seconds,
+            cpu_seconds: cpu_between(self.cpu_before, (self.meter)()),
             wall_seconds: self.opened.elapsed().as_secs_f64(),
+            loop_cpu_seconds: self
+                .loop_before
+                .zip(loop_after)
+                .map(|(before, after)| cpu_between(before, after)),
         }
     }
 }
 
-/// The CPU seconds between two readings of a meter that may fail (None
-/// when either did): never below 0, as in [`CpuWindow::close`].
-pub fn cpu_between(before: Option<f64>, after: Option<f64>) -> Option<f64> {
-    before
-        .zip(after)
-        .map(|(before, after)| (after - before).max(0.0))
+/// The CPU seconds between two readings of a meter. A process that ended
+/// between the two takes its CPU seconds with it: never below 0.
+fn cpu_between(before: f64, after: f64) -> f64 {
+    (after - before).max(0.0)
 }
 
 /// The cores busy on average: CPU seconds ÷ the wall seconds they were
@@ -72,7 +100,7 @@ pub fn per_second(amount: f64, seconds: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::cell::Cell;
+    use std::cell::{Cell, RefCell};
 
     #[test]
     fn a_window_counts_the_cpu_between_its_two_readings_and_never_below_zero() {
@@ -88,6 +116,40 @@ mod tests {
         assert_eq!(span.cpu_seconds, 0.75);
         readings.set(0);
         assert_eq!(CpuWindow::open(meter([2.0, 1.0])).close().cpu_seconds, 0.0);
+    }
+
+    #[test]
+    fn a_window_reads_the_loop_within_the_whole_and_counts_both() {
+        let reads = RefCell::new(Vec::new());
+        let whole = [10.0, 10.5];
+        let meter = || {
+            let mut reads = reads.borrow_mut();
+            reads.push("whole");
+            whole[reads.iter().filter(|&&r| r == "whole").count() - 1]
+        };
+        let loop_values = [Some(3.0), Some(3.25)];
+        let loop_meter = || {
+            let mut reads = reads.borrow_mut();
+            reads.push("loop");
+            loop_values[reads.iter().filter(|&&r| r == "loop").count() - 1]
+        };
+        let span = CpuWindow::open_with_loop(meter, Some(loop_meter)).close();
+        assert_eq!(span.cpu_seconds, 0.5);
+        assert_eq!(span.loop_cpu_seconds, Some(0.25));
+        assert_eq!(*reads.borrow(), ["whole", "loop", "loop", "whole"]);
+    }
+
+    #[test]
+    fn a_loop_reading_that_fails_or_no_loop_meter_counts_no_loop() {
+        let failing = [Some(1.0), None];
+        let read = Cell::new(0);
+        let loop_meter = || {
+            read.set(read.get() + 1);
+            failing[read.get() - 1]
+        };
+        let span = CpuWindow::open_with_loop(|| 1.0, Some(loop_meter)).close();
+        assert_eq!(span.loop_cpu_seconds, None);
+        assert_eq!(CpuWindow::open(|| 1.0).close().loop_cpu_seconds, None);
     }
 
     #[test]

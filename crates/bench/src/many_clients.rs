@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::buses::RunningBus;
-use super::cpu_window::{cores, cpu_between, per_second, CpuWindow};
+use super::cpu_window::{cores, per_second, CpuWindow};
 use super::endpoint::{Endpoint, Peer};
 use super::messages::{self, Template};
 use super::report::{
@@ -357,16 +357,14 @@ fn run_pairs(bus: Option<&RunningBus>, pairs: usize, window: Duration) -> PairsS
         let _ = tell.send(measured);
     }
     sleep_until(measured.start);
-    let cpu = bus.map(|bus| CpuWindow::open(|| bus.cpu_seconds()));
-    let loop_before = bus.and_then(RunningBus::loop_cpu_seconds);
+    let cpu = bus.map(|bus| {
+        CpuWindow::open_with_loop(|| bus.cpu_seconds(), Some(|| bus.loop_cpu_seconds()))
+    });
     sleep_until(measured.end);
-    // The loop's readings fall within the bus's window, so its CPU is
-    // never more than the bus's.
-    let loop_after = bus.and_then(RunningBus::loop_cpu_seconds);
     let cpu = cpu.map(CpuWindow::close);
     sample.bus_cpu_seconds = cpu.map(|span| span.cpu_seconds);
     sample.cpu_wall_seconds = cpu.map_or(0.0, |span| span.wall_seconds);
-    sample.loop_cpu_seconds = cpu_between(loop_before, loop_after);
+    sample.loop_cpu_seconds = cpu.and_then(|span| span.loop_cpu_seconds);
     sample.bus_threads = bus.map(RunningBus::thread_count);
 
     let mut rtts_ns = Vec::new();
@@ -395,7 +393,6 @@ fn run_fan_out(bus: &RunningBus, receivers: usize, signals: u32) -> Sample {
 }
 
 /// Every many-clients sample of a bench invocation.
-#[derive(Default)]
 pub struct ManyClients {
     /// By K and subject (a bus, or peer to peer).
     pairs: Sampled<(usize, Subject), PairsSample, PairsSummary>,
@@ -475,6 +472,15 @@ fn write_ratio_rows<'a, T: 'a>(
     }
 }
 
+impl Default for ManyClients {
+    fn default() -> Self {
+        ManyClients {
+            pairs: Sampled::new(|_, samples| summarize_pairs(samples)),
+            fan_outs: Sampled::new(|_, samples| summarize_fan_out(samples)),
+        }
+    }
+}
+
 impl ManyClients {
     pub fn add_pairs(&mut self, pairs: usize, subject: Subject, sample: PairsSample) {
         self.pairs.add((pairs, subject), sample);
@@ -482,15 +488,6 @@ impl ManyClients {
 
     pub fn add_fan_out(&mut self, receivers: usize, subject: Subject, sample: Sample) {
         self.fan_outs.add((receivers, subject), sample);
-    }
-
-    fn pair_summaries(&self) -> &BTreeMap<(usize, Subject), PairsSummary> {
-        self.pairs.summaries(|_, samples| summarize_pairs(samples))
-    }
-
-    fn fan_out_summaries(&self) -> &BTreeMap<(usize, Subject), FanOutSummary> {
-        self.fan_outs
-            .summaries(|_, samples| summarize_fan_out(samples))
     }
 
     /// Each subject's rate at its smallest K: what scaling divides by.
@@ -520,7 +517,7 @@ impl ManyClients {
 
     fn pairs_table(&self) -> String {
         let mut out = String::new();
-        let summaries = self.pair_summaries();
+        let summaries = self.pairs.summaries();
         let bases = Self::scaling_bases(summaries);
         let smallest = bases.values().map(|&(k, _)| k).min().unwrap_or(1);
         let _ = writeln!(
@@ -577,7 +574,7 @@ impl ManyClients {
 
     fn fan_out_table(&self) -> String {
         let mut out = String::new();
-        let summaries = self.fan_out_summaries();
+        let summaries = self.fan_outs.summaries();
         let _ = writeln!(
             out,
             "\n== many-clients fan-out: one emitter, {SIGNAL_SIZE} B signals back to back to \
@@ -621,7 +618,7 @@ impl ManyClients {
     /// Two charts against K: each subject's round trips/s, and each bus's
     /// cores.
     pub fn plots(&self) -> Vec<(String, String)> {
-        let summaries = self.pair_summaries();
+        let summaries = self.pairs.summaries();
         let mut subjects: Vec<Subject> = summaries.keys().map(|&(_, s)| s).collect();
         subjects.sort();
         subjects.dedup();
@@ -666,7 +663,7 @@ impl ManyClients {
     }
 
     pub fn json(&self) -> Value {
-        let summaries = self.pair_summaries();
+        let summaries = self.pairs.summaries();
         let bases = Self::scaling_bases(summaries);
         let pairs: Vec<Value> = self
             .pairs
@@ -705,7 +702,7 @@ impl ManyClients {
                 row
             })
             .collect();
-        let fan_out_summaries = self.fan_out_summaries();
+        let fan_out_summaries = self.fan_outs.summaries();
         let fan_outs: Vec<Value> = self
             .fan_outs
             .samples()

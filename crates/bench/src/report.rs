@@ -129,13 +129,22 @@ pub struct Summary {
     pub errors: Vec<(String, usize)>,
 }
 
-#[derive(Default)]
 pub struct Results {
     samples: Sampled<Key, Sample, Summary>,
     /// The hostile-neighbour runs, by bus, in the order they ran.
     neighbours: Vec<(BusKind, NeighbourSample)>,
     /// The draining-neighbours runs, likewise.
     draining: Vec<(BusKind, DrainSample)>,
+}
+
+impl Default for Results {
+    fn default() -> Self {
+        Results {
+            samples: Sampled::new(summarize),
+            neighbours: Vec::new(),
+            draining: Vec::new(),
+        }
+    }
 }
 
 pub fn median(values: &mut [f64]) -> f64 {
@@ -347,12 +356,8 @@ impl Results {
         self.draining.push((bus, sample));
     }
 
-    fn summaries(&self) -> &BTreeMap<Key, Summary> {
-        self.samples.summaries(summarize)
-    }
-
     pub fn table(&self, notes: &[String]) -> String {
-        let summaries = self.summaries();
+        let summaries = self.samples.summaries();
         let mut out = String::new();
         let mut current: Option<(Workload, usize)> = None;
         let header = format!(
@@ -561,7 +566,7 @@ impl Results {
     /// SVG charts (file name, content): per workload, the rate, the mean
     /// latency and the daemon CPU per message against payload size.
     pub fn plots(&self) -> Vec<(String, String)> {
-        let summaries = self.summaries();
+        let summaries = self.samples.summaries();
         let mut charts = Vec::new();
         for workload in Workload::ALL {
             let keys: Vec<&Key> = summaries
@@ -619,7 +624,7 @@ impl Results {
     }
 
     pub fn json(&self, command: &str, reps: u32, notes: &[String]) -> Value {
-        let summaries = self.summaries();
+        let summaries = self.samples.summaries();
         let rows: Vec<Value> = self
             .samples
             .samples()

@@ -21,6 +21,7 @@ use quickbus_client::{Connection, Error};
 use quickbus_wire::MessageType;
 
 use super::buses::RunningBus;
+use super::cpu_window::CpuWindow;
 use super::endpoint::{Endpoint, Peer};
 use super::messages::{self, Template};
 use super::relay::Relay;
@@ -228,32 +229,28 @@ impl<'a> Lane<'a> {
         let Some(pinger) = &mut self.pinger else {
             return;
         };
-        let cpu_before = self.between.as_ref().map(Between::cpu_seconds);
+        let cpu = self
+            .between
+            .as_ref()
+            .map(|between| CpuWindow::open(|| between.cpu_seconds()));
         let start = Instant::now();
         for _ in 0..calls {
             let sent = Instant::now();
             if let Err(e) = pinger.ping() {
                 self.errors.push(e);
-                self.stop();
+                stop(&mut self.pinger, &mut self.errors);
                 break;
             }
             self.rtts_ns.push(sent.elapsed().as_nanos() as u64);
         }
         self.seconds += start.elapsed().as_secs_f64();
-        if let (Some(between), Some(before)) = (&self.between, cpu_before) {
-            self.daemon_cpu_seconds += (between.cpu_seconds() - before).max(0.0);
-        }
-    }
-
-    /// Tell the echo server to stop and wait for it.
-    fn stop(&mut self) {
-        if let Some(pinger) = self.pinger.take() {
-            self.errors.extend(pinger.stop());
+        if let Some(span) = cpu.map(CpuWindow::close) {
+            self.daemon_cpu_seconds += span.cpu_seconds;
         }
     }
 
     fn finish(mut self, count: u32) -> Sample {
-        self.stop();
+        stop(&mut self.pinger, &mut self.errors);
         let delivered = self.rtts_ns.len() as u64;
         let measured_cpu = self.between.is_some();
         if let Some(Between::Relay(relay)) = self.between.take() {
@@ -270,6 +267,15 @@ impl<'a> Lane<'a> {
             ..Sample::default()
         };
         sample.with_latencies(self.rtts_ns)
+    }
+}
+
+/// Tell the echo server of `pinger` to stop and wait for it, keeping what
+/// went wrong in `errors`. (Apart from the lane: a lane's CPU window
+/// borrows what sits between while its pinger stops.)
+fn stop(pinger: &mut Option<Pinger>, errors: &mut Vec<String>) {
+    if let Some(pinger) = pinger.take() {
+        errors.extend(pinger.stop());
     }
 }
 

@@ -341,10 +341,18 @@ pub fn run(
 }
 
 /// Every sandbox sample, by measure and way.
-#[derive(Default)]
 pub struct Sandboxes {
     runs: Sampled<(Measure, Way), Sample, Summary>,
     notes: Vec<String>,
+}
+
+impl Default for Sandboxes {
+    fn default() -> Self {
+        Sandboxes {
+            runs: Sampled::new(|&(measure, _), samples| summarize(measure, samples)),
+            notes: Vec::new(),
+        }
+    }
 }
 
 fn summarize(measure: Measure, samples: &[Sample]) -> Summary {
@@ -368,11 +376,6 @@ impl Sandboxes {
         }
     }
 
-    fn summaries(&self) -> &BTreeMap<(Measure, Way), Summary> {
-        self.runs
-            .summaries(|&(measure, _), samples| summarize(measure, samples))
-    }
-
     /// The medians, a row per measure and way, each other way followed by
     /// the container's ratios to it, then issue 26's targets.
     pub fn table(&self) -> String {
@@ -380,7 +383,7 @@ impl Sandboxes {
         if self.runs.is_empty() && self.notes.is_empty() {
             return out;
         }
-        let summaries = self.summaries();
+        let summaries = self.runs.summaries();
         let _ = writeln!(
             out,
             "\n== sandbox: an app calls a service ({CALL_SIZE} B both ways; rate = calls/s, \
@@ -438,7 +441,7 @@ impl Sandboxes {
     }
 
     pub fn json(&self) -> Json {
-        let summaries = self.summaries();
+        let summaries = self.runs.summaries();
         let rows: Vec<Json> = self
             .runs
             .samples()

@@ -16,7 +16,6 @@
 //! caller and the callee. The report gives both sides (call latency and
 //! flood carried) so that neither is bought with the other unseen.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -27,6 +26,7 @@ use quickbus_client::{Connection, Error};
 use serde_json::{json, Value};
 
 use super::buses::{BusKind, RunningBus};
+use super::cpu_window::CpuWindow;
 use super::messages::{self, Template};
 use super::report::{median, ratio, write_qb_ratio_row};
 use super::round_trip::{call_once, serve_echo};
@@ -84,9 +84,16 @@ impl StormSample {
 }
 
 /// Every storm run of a bench invocation.
-#[derive(Default)]
 pub struct Storms {
     runs: Sampled<(u32, BusKind), StormSample, StormSummary>,
+}
+
+impl Default for Storms {
+    fn default() -> Self {
+        Storms {
+            runs: Sampled::new(|_, samples| summarize(samples)),
+        }
+    }
 }
 
 /// Medians over the repetitions of one (flood rate, bus).
@@ -134,10 +141,6 @@ impl Storms {
         self.runs.add((flood_rate, bus), sample);
     }
 
-    fn summaries(&self) -> &BTreeMap<(u32, BusKind), StormSummary> {
-        self.runs.summaries(|_, samples| summarize(samples))
-    }
-
     /// The medians, one row per bus and flood rate, with quickbus's
     /// ratios to each other bus (below 1.00x: quickbus waits less, or
     /// carries less flood).
@@ -164,7 +167,7 @@ impl Storms {
             "bus cpu s",
             "calls"
         );
-        let summaries = self.summaries();
+        let summaries = self.runs.summaries();
         for (&(rate, bus), s) in summaries {
             let errors = crate::report::errors_text(&s.errors);
             let _ = writeln!(
@@ -253,7 +256,7 @@ impl Storms {
     }
 
     pub fn json(&self) -> Value {
-        let summaries = self.summaries();
+        let summaries = self.runs.summaries();
         let rows: Vec<Value> = self
             .runs
             .samples()
@@ -366,7 +369,9 @@ fn run_into(
     start.wait();
     thread::sleep(WARM_UP);
 
-    let cpu_before = bus.cpu_seconds();
+    // Only the CPU seconds are reported (no cores): the rates below
+    // divide by the calls' own stretch, first call to last reply.
+    let cpu = CpuWindow::open(|| bus.cpu_seconds());
     let (received_before, sent_before) = (
         received.load(Ordering::Relaxed),
         sent.load(Ordering::Relaxed),
@@ -376,7 +381,7 @@ fn run_into(
     sample.seconds = began.elapsed().as_secs_f64();
     let received_during = received.load(Ordering::Relaxed) - received_before;
     let sent_during = sent.load(Ordering::Relaxed) - sent_before;
-    sample.bus_cpu_seconds = (bus.cpu_seconds() - cpu_before).max(0.0);
+    sample.bus_cpu_seconds = cpu.close().cpu_seconds;
     sample.rtts_ns.sort_unstable();
     if sample.seconds > 0.0 {
         sample.flood_carried_per_s = received_during as f64 / RECEIVERS as f64 / sample.seconds;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use quickbus_client::Error;
 
 use super::buses::RunningBus;
-use super::cpu_window::{cpu_between, CpuWindow};
+use super::cpu_window::CpuWindow;
 use super::endpoint::{Endpoint, Peer};
 use super::messages::{self, now_ns, Template};
 
@@ -123,7 +123,9 @@ pub struct BurstRoute<'a> {
     /// once every receiver is done, before any client disconnects (None:
     /// nothing is measured).
     pub cpu_seconds: Option<&'a dyn Fn() -> f64>,
-    /// The same for quickbus's loop thread alone (None: not read).
+    /// The same for quickbus's loop thread alone, read within the
+    /// readings of `cpu_seconds` (None: not read, nor where
+    /// `cpu_seconds` is None).
     pub loop_cpu_seconds: Option<&'a dyn Fn() -> Option<f64>>,
 }
 
@@ -174,8 +176,9 @@ pub fn signal_burst_routed(
         .collect();
     let sender = connect_sender(route);
     ready.wait();
-    let cpu = route.cpu_seconds.map(CpuWindow::open);
-    let loop_cpu_before = route.loop_cpu_seconds.and_then(|meter| meter());
+    let cpu = route
+        .cpu_seconds
+        .map(|meter| CpuWindow::open_with_loop(meter, route.loop_cpu_seconds));
     let start_ns = now_ns();
     let sender = match sender {
         Ok(mut sender) => {
@@ -211,17 +214,14 @@ pub fn signal_burst_routed(
     // CPU cannot be read at the last receive itself: which receive is the
     // last is known only once every receiver is done, and reading /proc
     // in a receiver would slow the burst it measures.)
-    // The loop's reading comes after the bus's at the start and before
-    // it here, so the loop's CPU is never more than the bus's.
-    let loop_cpu_after = route.loop_cpu_seconds.and_then(|meter| meter());
     let cpu = cpu.map(CpuWindow::close);
     drop(sender);
     let mut measured = finish_burst(&mut sample, start_ns, received);
     if let Some(span) = cpu {
         measured.daemon_cpu_seconds = Some(span.cpu_seconds);
         measured.daemon_cpu_wall_seconds = span.wall_seconds;
+        measured.loop_cpu_seconds = span.loop_cpu_seconds;
     }
-    measured.loop_cpu_seconds = cpu_between(loop_cpu_before, loop_cpu_after);
     measured
 }
 
