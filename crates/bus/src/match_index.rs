@@ -279,10 +279,17 @@ impl<K: Copy + Eq + Hash + Ord + serde::Serialize> serde::Serialize for MatchInd
         s.collect_seq(
             slots
                 .iter()
-                .map(|slot| (slot.owner, &*slot.rule, slot.count)),
+                .map(|slot| (slot.owner, &*slot.rule, RuleCount(slot.count))),
         )
     }
 }
+
+/// How many times a connection installed a rule, as a restart hands it
+/// over. (A newtype, which postcard writes as its content, so that the
+/// handover's layout test can give the sample it cannot make up: a count
+/// that is not 0, `handover::layout::MatchRuleCount`.)
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct RuleCount(pub usize);
 
 impl<'de, K> serde::Deserialize<'de> for MatchIndex<K>
 where
@@ -294,8 +301,8 @@ where
     /// rather than looped over.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<MatchIndex<K>, D::Error> {
         let mut index = MatchIndex::new();
-        for (owner, rule, count) in
-            <Vec<(K, MatchRule, usize)> as serde::Deserialize>::deserialize(d)?
+        for (owner, rule, RuleCount(count)) in
+            <Vec<(K, MatchRule, RuleCount)> as serde::Deserialize>::deserialize(d)?
         {
             index
                 .add_handed_over(owner, rule, count)
@@ -525,6 +532,17 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
     /// How many rules `conn` has installed, each duplicate counted.
     pub fn rule_count(&self, conn: K) -> usize {
         self.conns.get(&conn).map_or(0, |c| c.instances)
+    }
+
+    /// Each eavesdropping rule's owner and how many times it installed
+    /// it, the rules of one owner summing to at most its
+    /// [`MatchIndex::rule_count`].
+    pub fn eavesdropping_counts(&self) -> impl Iterator<Item = (K, usize)> + '_ {
+        self.slots
+            .iter()
+            .flatten()
+            .filter(|slot| slot.rule.is_eavesdrop())
+            .map(|slot| (slot.owner, slot.count))
     }
 
     /// How many rules are installed in all, each duplicate counted.
