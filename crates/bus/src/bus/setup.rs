@@ -50,16 +50,18 @@ impl Bus {
     }
 
     /// A bus deserialized after a restart in place, checked before it
-    /// serves: the registered connections are counted again and the id
-    /// and unique-name counters checked (`Peers::recount`), and each
-    /// user's tally of queued bytes and fds, which crossed beside the
-    /// queues, is counted again from them. Returns the uids whose tallies
-    /// were wrong (now right; the daemon logs them), or why the state
-    /// cannot be served (a connection of a user with no tally, an id
-    /// given twice: the restart is refused and the previous image serves
-    /// on).
+    /// serves: the registered connections and the container instances
+    /// are counted again and the counters of ids, unique names and
+    /// instance paths checked (`Peers::recount`, `Containers::recount`),
+    /// and each user's tally of queued bytes and fds, which crossed
+    /// beside the queues, is counted again from them. Returns the uids
+    /// whose tallies were wrong (now right; the daemon logs them), or why
+    /// the state cannot be served (a connection of a user with no tally,
+    /// an id or a path given twice: the restart is refused and the
+    /// previous image serves on).
     pub fn recount_handed_over(&mut self) -> Result<Vec<u32>, String> {
         self.conns.recount()?;
+        self.containers.recount()?;
         self.queues.recount(self.conns.values().map(|c| &c.queue))
     }
 
