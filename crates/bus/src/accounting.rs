@@ -307,16 +307,8 @@ mod tests {
         let no_uids: std::collections::HashMap<u32, usize> = Default::default();
         let state =
             postcard::to_stdvec(&(vec![tally(), tally()], Vec::<usize>::new(), no_uids)).unwrap();
-        #[allow(clippy::disallowed_methods)] // a test's clock
-        let clock = crate::handover::Clock {
-            instant: Instant::now(),
-            monotonic_ns: 0,
-        };
-        let (read, _) = crate::handover::restoring(clock, Vec::new(), Vec::new(), || {
-            postcard::from_bytes::<Users>(&state).map_err(crate::handover::explained)
-        });
         assert_eq!(
-            read.unwrap_err(),
+            crate::handover::tests::read_back::<Users>(&state).unwrap_err(),
             "Serde Deserialization Error: two tallies of uid 7"
         );
     }

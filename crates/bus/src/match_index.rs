@@ -1457,16 +1457,7 @@ mod tests {
             .iter()
             .map(|&(owner, text, count)| (owner, rule(text), count))
             .collect();
-        let state = postcard::to_stdvec(&listed).unwrap();
-        #[allow(clippy::disallowed_methods)] // a test's clock
-        let clock = crate::handover::Clock {
-            instant: std::time::Instant::now(),
-            monotonic_ns: 0,
-        };
-        let (read, _) = crate::handover::restoring(clock, Vec::new(), Vec::new(), || {
-            postcard::from_bytes::<MatchIndex<u32>>(&state).map_err(crate::handover::explained)
-        });
-        read
+        crate::handover::tests::read_back(&postcard::to_stdvec(&listed).unwrap())
     }
 
     /// A count is not looped over: one no connection can have is refused
