@@ -65,14 +65,61 @@ impl UserTally {
 pub(crate) struct UserSlot(usize);
 
 /// The tallies of users with connections.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Default, serde::Serialize)]
 pub(crate) struct Users {
     slots: Vec<Option<UserTally>>,
     free: Vec<usize>,
     by_uid: FastMap<u32, usize>,
 }
 
+/// [`Users`] as a restart hands them over. The free slots and the slot of
+/// each uid are indices into the tallies: they are found again from the
+/// tallies rather than taken from the state, where one out of range
+/// would make the next new user or the next connection of a user index
+/// past the end, and one naming a live tally would give it to another
+/// user.
+#[derive(serde::Deserialize)]
+#[serde(rename = "Users")]
+struct HandedUsers {
+    slots: Vec<Option<UserTally>>,
+    #[allow(dead_code)] // crosses, and is found again (above)
+    free: Vec<usize>,
+    #[allow(dead_code)] // likewise
+    by_uid: std::collections::HashMap<u32, usize>,
+}
+
+impl<'de> serde::Deserialize<'de> for Users {
+    /// Two tallies of one uid cannot be, and say so (a restart's log
+    /// names it: [`crate::handover::reject`]).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Users, D::Error> {
+        Users::handed_back(HandedUsers::deserialize(d)?).map_err(crate::handover::reject)
+    }
+}
+
 impl Users {
+    /// The tallies a restart handed over, with the free slots and the
+    /// slot of each uid found again.
+    fn handed_back(handed: HandedUsers) -> Result<Users, String> {
+        let slots = handed.slots;
+        let mut free = Vec::new();
+        let mut by_uid = FastMap::default();
+        for (index, slot) in slots.iter().enumerate() {
+            match slot {
+                None => free.push(index),
+                Some(tally) => {
+                    if by_uid.insert(tally.uid, index).is_some() {
+                        return Err(format!("two tallies of uid {}", tally.uid));
+                    }
+                }
+            }
+        }
+        Ok(Users {
+            slots,
+            free,
+            by_uid,
+        })
+    }
+
     /// A new connection of `uid` shares its user's tally.
     pub fn join(&mut self, uid: u32) -> UserSlot {
         let index = match self.by_uid.get(&uid) {
@@ -164,6 +211,12 @@ impl Users {
         Ok(wrong)
     }
 
+    /// Whether `slot` holds a tally: a hold a restart handed over is
+    /// charged to one (`overflow::Queues::recount`).
+    pub fn has_tally(&self, slot: UserSlot) -> bool {
+        matches!(self.slots.get(slot.0), Some(Some(_)))
+    }
+
     pub fn get(&self, slot: UserSlot) -> &UserTally {
         self.slots[slot.0]
             .as_ref()
@@ -221,6 +274,43 @@ mod tests {
         let c = users.join(8);
         assert_eq!(c, a);
         assert_eq!((users.get(c).uid, users.get(c).out_bytes), (8, 0));
+    }
+
+    /// The free slots and each uid's slot are found again from the
+    /// tallies: the state's could index past them, or give one user's
+    /// tally to another.
+    #[test]
+    fn handed_over_tallies_find_their_free_slots_and_uids_again() {
+        let mut users = Users::default();
+        let (a, gone, b) = (users.join(7), users.join(8), users.join(9));
+        users.leave(gone, 0, 0);
+        let handed = HandedUsers {
+            slots: std::mem::take(&mut users.slots),
+            free: vec![99, a.0],
+            by_uid: [(7, 42), (9, a.0)].into(),
+        };
+        let state = postcard::to_stdvec(&(&handed.slots, &handed.free, &handed.by_uid)).unwrap();
+        let mut users: Users = postcard::from_bytes(&state).unwrap();
+        assert_eq!(users.join(9), b, "uid 9 keeps its own tally");
+        assert_eq!(users.join(7), a);
+        assert_eq!(users.join(10), gone, "the free slot is reused");
+        assert_eq!(users.join(11), UserSlot(3), "and then a new one");
+        assert_eq!(users.len(), 4);
+        // Two tallies of one uid cannot be.
+        let tally = || {
+            Some(UserTally {
+                uid: 7,
+                connections: 1,
+                ..UserTally::default()
+            })
+        };
+        let no_uids: std::collections::HashMap<u32, usize> = Default::default();
+        let state =
+            postcard::to_stdvec(&(vec![tally(), tally()], Vec::<usize>::new(), no_uids)).unwrap();
+        assert_eq!(
+            crate::handover::tests::read_back::<Users>(&state).unwrap_err(),
+            "Serde Deserialization Error: two tallies of uid 7"
+        );
     }
 
     #[test]

@@ -159,6 +159,20 @@ impl Activations {
         self.deadlines.first().map(|(at, _)| *at)
     }
 
+    /// After a restart in place: the waiters over all names and the
+    /// deadlines found again from the pending activations, beside which
+    /// they crossed (a count below the waiters made an activation's end
+    /// count below zero, and wrapped, refused every activation after; a
+    /// pending activation without its deadline never timed out).
+    pub(crate) fn recount(&mut self) {
+        self.waiting = self.pending.values().map(|p| p.waiters.len()).sum();
+        self.deadlines = self
+            .pending
+            .iter()
+            .map(|(name, p)| (p.deadline, name.clone()))
+            .collect();
+    }
+
     /// End the activation of `name`: its waiters leave with it.
     pub(crate) fn take(&mut self, name: &str) -> Option<Pending> {
         let pending = self.pending.remove(name)?;
@@ -274,5 +288,36 @@ impl Activations {
             pending.waiters.push(waiter);
             self.waiting += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::tests::Harness;
+    use quickbus_wire::MessageBuilder;
+
+    /// A state whose count of waiters fell below its activations' (the
+    /// name's owner arriving made it count below zero), and whose
+    /// deadlines lost one (the activation never timed out).
+    #[test]
+    fn handed_over_waiters_and_deadlines_are_found_again() {
+        let mut h = Harness::new();
+        let (c, _) = h.client();
+        h.send(
+            c,
+            MessageBuilder::method_call("/", "Start").destination("org.example.Activatable"),
+        );
+        h.out.clear(); // the service's start, asked of the daemon
+        let activations = &mut h.bus.activations;
+        assert_eq!(activations.waiting(), 1);
+        activations.waiting = 0;
+        activations.deadlines.clear();
+        assert!(h.bus.recount_handed_over().is_ok());
+        let activations = &h.bus.activations;
+        assert_eq!(activations.waiting(), 1);
+        assert!(activations.next_deadline().is_some());
+        let (service, _) = h.client();
+        h.request_name(service, "org.example.Activatable", 0);
+        assert_eq!(h.bus.activations.waiting(), 0);
     }
 }

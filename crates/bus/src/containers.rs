@@ -96,6 +96,30 @@ impl Containers {
         (self.next_number < u64::MAX).then(|| format!("{PATH_PREFIX}{}", self.next_number))
     }
 
+    /// After a restart in place: the instances of each uid counted again
+    /// from the instances (the counts crossed as numbers beside them, and
+    /// one below them made a removal count below zero), and the number of
+    /// the next path checked to be past every instance's, so that no path
+    /// is given twice (a new instance would take a live one's place).
+    /// Returns why the state cannot be served.
+    pub fn recount(&mut self) -> Result<(), String> {
+        let mut per_uid: FastMap<u32, usize> = FastMap::default();
+        for (path, instance) in &self.instances {
+            let number = path
+                .strip_prefix(PATH_PREFIX)
+                .and_then(|n| n.parse::<u64>().ok());
+            if number.is_none_or(|n| n >= self.next_number) {
+                return Err(format!(
+                    "the container instance {path} is not one given before {PATH_PREFIX}{}",
+                    self.next_number
+                ));
+            }
+            *per_uid.entry(instance.uid).or_default() += 1;
+        }
+        self.per_uid = per_uid;
+        Ok(())
+    }
+
     /// Add `instance` (its path from [`Containers::next_path`]), listening.
     pub fn insert(&mut self, instance: Instance) {
         self.next_number += 1;
@@ -227,6 +251,37 @@ mod tests {
             connections: FastSet::default(),
             filter: None,
         }
+    }
+
+    /// A state whose counts per uid fell below its instances, or whose
+    /// next path is not past every instance's.
+    #[test]
+    fn handed_over_instances_are_counted_again_and_their_next_path_checked() {
+        let mut c = Containers::default();
+        for uid in [1000, 1000, 1001] {
+            let path = c.next_path().unwrap();
+            c.insert(instance(path, ConnId(1), uid));
+        }
+        c.per_uid.clear();
+        assert_eq!(c.recount(), Ok(()));
+        assert_eq!(c.count_of(1000), 2);
+        assert_eq!(c.count_of(1001), 1);
+        for path in [0, 1] {
+            let path = format!("{PATH_PREFIX}{path}");
+            c.get_mut(&path).unwrap().listening = false;
+            assert!(c.remove_if_unused(&path).is_some());
+        }
+        assert_eq!(c.count_of(1000), 0);
+        // The next path is c3: c2 was given, c3 not yet.
+        c.next_number = 2;
+        assert_eq!(
+            c.recount(),
+            Err(format!(
+                "the container instance {PATH_PREFIX}2 is not one given before {PATH_PREFIX}2"
+            ))
+        );
+        c.next_number = 3;
+        assert_eq!(c.recount(), Ok(()));
     }
 
     #[test]

@@ -745,6 +745,17 @@ pub(crate) mod tests {
         (fds, buffers)
     }
 
+    /// `state` read back as a `T` inside a handover without fds or
+    /// buffers: the value, or why it was refused ([`explained`]).
+    #[allow(clippy::disallowed_methods)] // a test's clock
+    pub(crate) fn read_back<T: serde::de::DeserializeOwned>(state: &[u8]) -> Result<T, String> {
+        let clock = clock_at(Instant::now(), 0);
+        let (read, _) = restoring(clock, Vec::new(), Vec::new(), || {
+            postcard::from_bytes::<T>(state).map_err(explained)
+        });
+        read
+    }
+
     /// `value` through a handover ([`as_handed_over`]). Returns the
     /// state's size, the buffers' sizes, how many fds crossed, and what
     /// was restored.

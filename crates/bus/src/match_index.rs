@@ -279,28 +279,45 @@ impl<K: Copy + Eq + Hash + Ord + serde::Serialize> serde::Serialize for MatchInd
         s.collect_seq(
             slots
                 .iter()
-                .map(|slot| (slot.owner, &*slot.rule, slot.count)),
+                .map(|slot| (slot.owner, &*slot.rule, RuleCount(slot.count))),
         )
     }
 }
+
+/// How many times a connection installed a rule, as a restart hands it
+/// over. (A newtype, which postcard writes as its content, so that the
+/// handover's layout test can give the sample it cannot make up: a count
+/// that is not 0, `handover::layout::MatchRuleCount`.)
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct RuleCount(pub usize);
 
 impl<'de, K> serde::Deserialize<'de> for MatchIndex<K>
 where
     K: Copy + Eq + Hash + Ord + serde::Deserialize<'de>,
 {
+    /// Each rule is added once with its count: a count is a number the
+    /// state claims, not work to do, so one that no connection can have
+    /// is refused (a restart's log names it: [`crate::handover::reject`])
+    /// rather than looped over.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<MatchIndex<K>, D::Error> {
         let mut index = MatchIndex::new();
-        for (owner, rule, count) in
-            <Vec<(K, MatchRule, usize)> as serde::Deserialize>::deserialize(d)?
+        for (owner, rule, RuleCount(count)) in
+            <Vec<(K, MatchRule, RuleCount)> as serde::Deserialize>::deserialize(d)?
         {
-            for _ in 1..count {
-                index.add(owner, rule.clone());
-            }
-            index.add(owner, rule);
+            index
+                .add_handed_over(owner, rule, count)
+                .map_err(crate::handover::reject::<D::Error>)?;
         }
         Ok(index)
     }
 }
+
+/// The most match rules one connection can hold: its limit can be set no
+/// higher (`max_match_rules_per_connection` is an `int`, as in
+/// dbus-daemon), and `AddMatch` stops at the limit. A reload may lower the
+/// limit below what a connection already holds, so the limit of the
+/// moment bounds nothing that crosses a restart; this does.
+pub const MOST_RULES_PER_CONNECTION: usize = i32::MAX as usize;
 
 /// The one copy of a rule equal to `rule` in `shared` that every slot
 /// holding it shares, counting one more slot. (A function of the map
@@ -329,12 +346,41 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
 
     /// Install `rule` for `conn` (once more, if it already has it).
     pub fn add(&mut self, conn: K, rule: MatchRule) {
-        self.instances += 1;
+        self.add_times(conn, rule, 1);
+    }
+
+    /// A rule as a restart hands it over: installed `count` times by
+    /// `conn`, which the state lists once per distinct rule. Refused
+    /// where no connection can be in that state.
+    fn add_handed_over(&mut self, conn: K, rule: MatchRule, count: usize) -> Result<(), String> {
+        if count == 0 {
+            return Err(format!("the match rule \"{rule}\" installed 0 times"));
+        }
+        let held = self.conns.get(&conn);
+        if held.is_some_and(|held| held.slots.contains_key(&rule)) {
+            return Err(format!(
+                "the match rule \"{rule}\" listed twice for one connection"
+            ));
+        }
+        let held = held.map_or(0, |held| held.instances);
+        if count > MOST_RULES_PER_CONNECTION - held {
+            return Err(format!(
+                "a connection with more than {MOST_RULES_PER_CONNECTION} match rules \
+                 (max_match_rules_per_connection can be no higher)"
+            ));
+        }
+        self.add_times(conn, rule, count);
+        Ok(())
+    }
+
+    /// Install `rule` for `conn` `count` times more (`count` > 0).
+    fn add_times(&mut self, conn: K, rule: MatchRule, count: usize) {
+        self.instances += count;
         let conn_rules = self.conns.entry(conn).or_default();
-        conn_rules.instances += 1;
+        conn_rules.instances += count;
         if let Some(&id) = conn_rules.slots.get(&rule) {
             if let Some(slot) = self.slots[id].as_mut() {
-                slot.count += 1;
+                slot.count += count;
             }
             return;
         }
@@ -367,7 +413,7 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
         self.slots[id] = Some(Slot {
             owner: conn,
             rule,
-            count: 1,
+            count,
             shape,
             key,
             pos,
@@ -486,6 +532,17 @@ impl<K: Copy + Eq + Hash + Ord> MatchIndex<K> {
     /// How many rules `conn` has installed, each duplicate counted.
     pub fn rule_count(&self, conn: K) -> usize {
         self.conns.get(&conn).map_or(0, |c| c.instances)
+    }
+
+    /// Each eavesdropping rule's owner and how many times it installed
+    /// it, the rules of one owner summing to at most its
+    /// [`MatchIndex::rule_count`].
+    pub fn eavesdropping_counts(&self) -> impl Iterator<Item = (K, usize)> + '_ {
+        self.slots
+            .iter()
+            .flatten()
+            .filter(|slot| slot.rule.is_eavesdrop())
+            .map(|slot| (slot.owner, slot.count))
     }
 
     /// How many rules are installed in all, each duplicate counted.
@@ -1391,6 +1448,118 @@ mod tests {
                 prop_assert_eq!(got, expected, "{:?}", m);
             }
         }
+    }
+
+    /// `listed` (owner, rule, count) as a restart hands the rules over,
+    /// read back: the index, or the reason it was refused.
+    fn handed_over(listed: &[(u32, &str, usize)]) -> Result<MatchIndex<u32>, String> {
+        let listed: Vec<(u32, MatchRule, usize)> = listed
+            .iter()
+            .map(|&(owner, text, count)| (owner, rule(text), count))
+            .collect();
+        crate::handover::tests::read_back(&postcard::to_stdvec(&listed).unwrap())
+    }
+
+    /// A count is not looped over: one no connection can have is refused
+    /// at once, saying why, and the previous image serves on.
+    #[test]
+    fn a_handed_over_count_no_connection_can_have_is_refused() {
+        const MOST: usize = MOST_RULES_PER_CONNECTION;
+        let why = "a connection with more than 2147483647 match rules \
+                   (max_match_rules_per_connection can be no higher)";
+        for listed in [
+            vec![(1, "member='A'", MOST + 1)],
+            vec![(1, "member='A'", usize::MAX)],
+            // Each rule within the bound, the connection's together not.
+            vec![
+                (1, "member='A'", MOST),
+                (2, "member='A'", 1),
+                (1, "member='B'", 1),
+            ],
+        ] {
+            let refusal = handed_over(&listed).unwrap_err();
+            assert!(refusal.ends_with(why), "{listed:?}: {refusal}");
+        }
+        // As many as a connection can have, on each of two connections.
+        let index = handed_over(&[(1, "member='A'", MOST), (2, "member='A'", MOST)]).unwrap();
+        assert_eq!(index.rule_count(1), MOST);
+        assert_eq!(index.rule_count(2), MOST);
+        assert_eq!(index.len(), 2 * MOST);
+    }
+
+    #[test]
+    fn a_handed_over_rule_installed_0_times_is_refused() {
+        let refusal = handed_over(&[(1, "member='A'", 0)]).unwrap_err();
+        assert!(
+            refusal.ends_with("the match rule \"member='A'\" installed 0 times"),
+            "{refusal}"
+        );
+    }
+
+    /// The old image lists each distinct rule of a connection once, with
+    /// its count.
+    #[test]
+    fn a_rule_handed_over_twice_for_one_connection_is_refused() {
+        let refusal = handed_over(&[
+            (1, "type='signal',member='A'", 2),
+            (2, "type='signal',member='A'", 1),
+            (1, "member='A',type='signal'", 1),
+        ])
+        .unwrap_err();
+        assert!(
+            refusal.ends_with(
+                "the match rule \"type='signal',member='A'\" listed twice for one connection"
+            ),
+            "{refusal}"
+        );
+    }
+
+    /// Counted rules read back in one go are listed, matched, counted and
+    /// removed as the rules added one by one were.
+    #[test]
+    fn handed_over_rules_are_listed_and_matched_as_before() {
+        let mut index = MatchIndex::new();
+        index.add(1, rule("member='A'"));
+        index.add(2, rule("type='signal'"));
+        index.add(1, rule("type='signal'"));
+        index.add(1, rule("member='A'"));
+        index.add(1, rule("member='A'"));
+        index.add(3, rule("member='A'"));
+        let state = postcard::to_stdvec(&index).unwrap();
+        let listed: Vec<(u32, MatchRule, usize)> = postcard::from_bytes(&state).unwrap();
+        let listed: Vec<(u32, String, usize)> = listed
+            .into_iter()
+            .map(|(owner, rule, count)| (owner, rule.to_string(), count))
+            .collect();
+        let handed: Vec<(u32, &str, usize)> = listed
+            .iter()
+            .map(|(owner, text, count)| (*owner, text.as_str(), *count))
+            .collect();
+        let mut read = handed_over(&handed).unwrap();
+        let texts = |index: &MatchIndex<u32>, conn| {
+            index
+                .rules_of(conn)
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+        };
+        for conn in 1..=3 {
+            assert_eq!(texts(&read, conn), texts(&index, conn), "connection {conn}");
+            assert_eq!(read.rule_count(conn), index.rule_count(conn));
+        }
+        assert_eq!(
+            texts(&read, 1),
+            ["member='A'", "member='A'", "member='A'", "type='signal'"]
+        );
+        assert_eq!(read.len(), 6);
+        assert_eq!(read.shared_rules.len(), 2, "one copy of each distinct rule");
+        let msg = signal("/", "A", vec![]);
+        assert_eq!(matching(&read, &msg), matching(&index, &msg));
+        // Three instances, taken away one at a time.
+        for _ in 0..3 {
+            assert!(read.remove(1, &rule("member='A'")));
+        }
+        assert!(!read.remove(1, &rule("member='A'")));
+        assert_eq!(texts(&read, 1), ["type='signal'"]);
     }
 
     #[test]

@@ -186,11 +186,19 @@ pub(crate) struct Written {
 
 impl Queues {
     /// After a restart in place: each user's tally counted again from its
-    /// connections' `queues` ([`Users::recount`]).
+    /// connections' `queues` ([`Users::recount`]), and the hold of each
+    /// charged to a user with a tally (the hold's end gives back to it).
     pub(crate) fn recount<'a>(
         &mut self,
         queues: impl IntoIterator<Item = &'a OutQueue>,
     ) -> Result<Vec<u32>, String> {
+        let queues: Vec<&OutQueue> = queues.into_iter().collect();
+        let charged = queues.iter().filter_map(|q| q.hold.as_ref()?.charged_to);
+        for slot in charged {
+            if !self.users.has_tally(slot) {
+                return Err(format!("a hold charged to {slot:?}, which has no tally"));
+            }
+        }
         self.users.recount(
             queues
                 .into_iter()
@@ -577,5 +585,39 @@ fn give_back(users: &mut Users, hold: &Hold, now: Instant) {
     if let Some(user) = hold.charged_to {
         let unused: Duration = hold.until.saturating_duration_since(now);
         users.get_mut(user).give_back_hold(unused);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hold the state charges to a user slot without a tally would
+    /// index past the tallies (or take another user's budget) when it
+    /// ends: the restart is refused instead.
+    #[test]
+    fn a_handed_over_hold_charged_to_a_user_without_a_tally_is_refused() {
+        let mut queues = Queues::default();
+        let mut receiver = queues.join(1000);
+        let gone = queues.join(2000);
+        queues.leave(&gone);
+        #[allow(clippy::disallowed_methods)] // a test's clock
+        let now = Instant::now();
+        receiver.hold = Some(Hold {
+            on: ConnId(2),
+            why: HoldReason::Full,
+            since: now,
+            until: now,
+            charged_to: Some(gone.user),
+        });
+        assert_eq!(
+            queues.recount([&receiver]),
+            Err(format!(
+                "a hold charged to {:?}, which has no tally",
+                gone.user
+            ))
+        );
+        receiver.hold.as_mut().unwrap().charged_to = Some(receiver.user);
+        assert_eq!(queues.recount([&receiver]), Ok(vec![]));
     }
 }

@@ -212,6 +212,42 @@ impl Peers {
         self.registered
     }
 
+    /// After a restart in place: the registered counts, which crossed as
+    /// numbers beside the connections, counted again from them (one
+    /// below them made a departure count below zero, and wrapped, refused
+    /// every Hello after), and the counters of ids and unique names
+    /// checked to be past every id and name given, so that none is given
+    /// twice (a new connection would take a live one's place). Returns
+    /// why the state cannot be served.
+    pub fn recount(&mut self) -> Result<(), String> {
+        if self.next_conn == u64::MAX || self.next_unique == u64::MAX {
+            return Err("the connection ids or unique names are used up".into());
+        }
+        let mut registered_per_uid: HashMap<u32, usize> = HashMap::new();
+        for (id, conn) in &self.conns {
+            if id.0 >= self.next_conn {
+                return Err(format!(
+                    "connection {} not below the next id to give, {}",
+                    id.0, self.next_conn
+                ));
+            }
+            let Some(unique) = &conn.unique else { continue };
+            let number = unique
+                .strip_prefix(":1.")
+                .and_then(|n| n.parse::<u64>().ok());
+            if number.is_none_or(|n| n >= self.next_unique) {
+                return Err(format!(
+                    "the unique name {unique} is not one given before :1.{}",
+                    self.next_unique
+                ));
+            }
+            *registered_per_uid.entry(conn.creds.uid).or_default() += 1;
+        }
+        self.registered = registered_per_uid.values().sum();
+        self.registered_per_uid = registered_per_uid;
+        Ok(())
+    }
+
     pub fn keys(&self) -> impl Iterator<Item = &ConnId> {
         self.conns.keys()
     }
@@ -231,5 +267,63 @@ impl std::ops::Index<&ConnId> for Peers {
     #[inline]
     fn index(&self, id: &ConnId) -> &Connection {
         &self.conns[id]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::tests::Harness;
+    use std::collections::HashMap;
+
+    /// A state whose registered counts fell below its connections, or
+    /// whose id or name counters are not past what it gave.
+    #[test]
+    fn handed_over_connections_are_counted_again_and_their_counters_checked() {
+        let mut h = Harness::new();
+        let (a, _) = h.client();
+        let (b, _) = h.client();
+        h.connect(false);
+        let peers = &mut h.bus.conns;
+        peers.registered = 0;
+        peers.registered_per_uid.clear();
+        assert!(h.bus.recount_handed_over().is_ok());
+        let peers = &mut h.bus.conns;
+        assert_eq!(peers.registered, 2);
+        assert_eq!(peers.registered_per_uid, HashMap::from([(1000, 2)]));
+        peers.remove(&a);
+        peers.remove(&b);
+        assert_eq!(peers.registered, 0);
+        // What was given, given again.
+        let (next_conn, next_unique) = (peers.next_conn, peers.next_unique);
+        let (c, c_name) = h.client();
+        for (conn, unique, why) in [
+            (
+                c.0,
+                next_unique,
+                format!("connection {} not below the next id to give, {}", c.0, c.0),
+            ),
+            (
+                next_conn + 1,
+                next_unique,
+                format!("the unique name {c_name} is not one given before :1.{next_unique}"),
+            ),
+            (
+                u64::MAX,
+                next_unique + 1,
+                "the connection ids or unique names are used up".to_owned(),
+            ),
+            (
+                next_conn + 1,
+                u64::MAX,
+                "the connection ids or unique names are used up".to_owned(),
+            ),
+        ] {
+            let peers = &mut h.bus.conns;
+            (peers.next_conn, peers.next_unique) = (conn, unique);
+            assert_eq!(h.bus.recount_handed_over(), Err(why));
+        }
+        let peers = &mut h.bus.conns;
+        (peers.next_conn, peers.next_unique) = (next_conn + 1, next_unique + 1);
+        assert!(h.bus.recount_handed_over().is_ok());
     }
 }

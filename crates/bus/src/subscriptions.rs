@@ -67,11 +67,38 @@ pub(crate) fn parse_rule(text: &str) -> Result<MatchRule, BusError> {
 /// Every connection's match rules, indexed so a message only meets the
 /// rules that can match it.
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(from = "Handed")]
 pub(crate) struct Subscriptions {
     index: MatchIndex<ConnId>,
     /// Eavesdropping rules per connection: when there are none, a unicast
     /// message needs no lookup at all.
     eavesdropping: HashMap<ConnId, usize>,
+}
+
+/// [`Subscriptions`] as a restart hands them over. The eavesdropping
+/// counts are counted again from the rules rather than taken from the
+/// state: a count the state claims that its rules do not back (0, or one
+/// that overflows when a rule is added) would break the count's
+/// arithmetic later.
+#[derive(serde::Deserialize)]
+#[serde(rename = "Subscriptions")]
+struct Handed {
+    index: MatchIndex<ConnId>,
+    #[allow(dead_code)] // crosses, and is counted again (above)
+    eavesdropping: HashMap<ConnId, usize>,
+}
+
+impl From<Handed> for Subscriptions {
+    fn from(handed: Handed) -> Subscriptions {
+        let mut eavesdropping: HashMap<ConnId, usize> = HashMap::new();
+        for (conn, count) in handed.index.eavesdropping_counts() {
+            *eavesdropping.entry(conn).or_default() += count;
+        }
+        Subscriptions {
+            index: handed.index,
+            eavesdropping,
+        }
+    }
 }
 
 impl Subscriptions {
@@ -249,6 +276,29 @@ mod tests {
             .remove(a, &parse_rule("type='signal'").unwrap())
             .unwrap_err();
         assert_eq!(err.name, crate::errors::MATCH_RULE_NOT_FOUND);
+    }
+
+    /// The state's eavesdropping counts are not trusted: 0 for a
+    /// connection with an eavesdropping rule made its removal subtract
+    /// below zero, and a count at the top made the next rule overflow.
+    #[test]
+    fn handed_over_eavesdropping_counts_are_counted_again_from_the_rules() {
+        let (a, b, c) = (ConnId(1), ConnId(2), ConnId(3));
+        let spy = "eavesdrop='true',type='method_call'";
+        let rules = vec![
+            (a, parse_rule(spy).unwrap(), 2usize),
+            (b, parse_rule("type='signal'").unwrap(), 1),
+        ];
+        let claimed = HashMap::from([(a, 0usize), (b, usize::MAX), (c, 5)]);
+        let state = postcard::to_stdvec(&(rules, claimed)).unwrap();
+        let mut subs: Subscriptions = postcard::from_bytes(&state).unwrap();
+        assert_eq!(subs.eavesdropping, HashMap::from([(a, 2)]));
+        subs.add(b, parse_rule(spy).unwrap());
+        for _ in 0..2 {
+            subs.remove(a, &parse_rule(spy).unwrap()).unwrap();
+        }
+        subs.remove(b, &parse_rule(spy).unwrap()).unwrap();
+        assert!(!subs.has_eavesdroppers());
     }
 
     #[test]

@@ -198,9 +198,24 @@ struct Spawned {
     name: String,
     /// Our child, waited for by pid: a restart in place (docs/restart.md)
     /// keeps the children, which a `std::process::Child` could not cross.
+    #[serde(deserialize_with = "a_pid")]
     pid: u32,
     /// Started through the service helper: its exit codes mean errors.
     via_helper: bool,
+}
+
+/// A child's pid as a restart hands it over: one a process can have. A
+/// larger number, taken as a pid (`i32`), is negative, and names a
+/// process group to wait for or to kill (-1: every process the bus may
+/// signal).
+fn a_pid<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let pid = <u32 as serde::Deserialize>::deserialize(d)?;
+    if i32::try_from(pid).is_err() {
+        return Err(quickbus_bus::handover::reject(format!(
+            "a child of pid {pid}, which no process can have"
+        )));
+    }
+    Ok(pid)
 }
 
 /// Starts services and watches them until they exit.
@@ -523,6 +538,29 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         failed
+    }
+
+    /// Never killed nor waited for: the restart is refused.
+    #[test]
+    fn a_handed_over_child_pid_no_process_can_have_is_refused() {
+        for pid in [1u32 << 31, u32::MAX] {
+            let state = postcard::to_stdvec(&("org.example.S", pid, false)).unwrap();
+            let clock = crate::restart::clock_now();
+            let (read, _) =
+                quickbus_bus::handover::restoring(clock, Vec::new(), Vec::new(), || {
+                    postcard::from_bytes::<Spawned>(&state)
+                        .map_err(quickbus_bus::handover::explained)
+                });
+            let Err(refusal) = read else {
+                panic!("a child of pid {pid} was read back");
+            };
+            assert!(
+                refusal.ends_with(&format!("a child of pid {pid}, which no process can have")),
+                "{refusal}"
+            );
+        }
+        let state = postcard::to_stdvec(&("org.example.S", 4321u32, false)).unwrap();
+        assert_eq!(postcard::from_bytes::<Spawned>(&state).unwrap().pid, 4321);
     }
 
     #[test]

@@ -286,7 +286,9 @@ impl SaslServer {
                 }
                 return Ok(AuthProgress::NeedMore { consumed: pos });
             };
-            self.lines += 1;
+            // Saturating: a restart hands the count over, and one at the
+            // top must end the exchange, not overflow.
+            self.lines = self.lines.saturating_add(1);
             if self.lines > MAX_AUTH_LINES {
                 return Err(AuthError::TooManyLines);
             }
@@ -558,7 +560,7 @@ impl SaslServer {
         out.extend_from_slice(b"\r\n");
         self.identity = None;
         self.state = State::WaitingForAuth;
-        self.failures += 1;
+        self.failures = self.failures.saturating_add(1);
         if self.failures >= MAX_FAILURES {
             return Err(AuthError::TooManyFailures);
         }

@@ -54,9 +54,11 @@ pub struct Transport {
     #[serde(with = "crate::handover_fields::stream")]
     pub stream: Stream,
     inbuf: BytesMut,
+    #[serde(deserialize_with = "handed_over::read_window")]
     read_window: usize,
     /// Total size of the frame at the front of `inbuf` once known and
     /// incomplete, else 0.
+    #[serde(deserialize_with = "handed_over::frame_need")]
     frame_need: usize,
     #[serde(with = "crate::handover_fields::fd_queue")]
     in_fds: VecDeque<OwnedFd>,
@@ -301,6 +303,34 @@ impl Transport {
     /// what the socket took, None when it is full.
     pub fn write_once(&self, outbox: &Outbox) -> Result<Option<usize>, Errno> {
         write_once(&self.stream, outbox)
+    }
+}
+
+/// What a restart hands over of the reading, checked: the next read asks
+/// for what these say.
+mod handed_over {
+    use serde::{Deserialize, Deserializer};
+
+    use super::{MAX_READ_WINDOW, MIN_READ_WINDOW};
+
+    /// The read window, brought within its bounds: a hint the next reads
+    /// adapt anyway, which outside them would ask for nothing (a read of
+    /// nothing is taken for the peer hanging up) or reserve any amount.
+    pub fn read_window<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+        Ok(usize::deserialize(d)?.clamp(MIN_READ_WINDOW, MAX_READ_WINDOW))
+    }
+
+    /// The size of a frame read in part: no larger than a message can be
+    /// (`frame_length` refuses a larger one), since the next read
+    /// reserves twice what it lacks.
+    pub fn frame_need<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+        let need = usize::deserialize(d)?;
+        if need > quickbus_wire::MAX_MESSAGE_SIZE {
+            return Err(quickbus_bus::handover::reject(format!(
+                "a frame of {need} bytes read in part, larger than a message can be"
+            )));
+        }
+        Ok(need)
     }
 }
 
@@ -714,6 +744,77 @@ mod tests {
         assert!(t.parsed.is_empty());
         assert!(t.input() == &input[..], "the input is as it was read");
         assert_eq!(t.frame_need, 0);
+    }
+
+    /// A transport as a restart hands it over, with this read window and
+    /// pending frame size, its socket `ours`: the transport, or why it
+    /// was refused.
+    fn handed_over(
+        ours: std::os::unix::net::UnixStream,
+        read_window: usize,
+        frame_need: usize,
+    ) -> Result<Transport, String> {
+        // Its fields in order: the socket (fd 0 of the table), no input,
+        // the two sizes, no fds, no fd passing, no SASL reply (no items,
+        // offset 0), nothing parsed.
+        let fields = (
+            crate::handover_fields::Socket::Unix(0),
+            Vec::<u8>::new(),
+            read_window,
+            frame_need,
+            Vec::<u32>::new(),
+            false,
+            (Vec::<u8>::new(), 0usize),
+            (),
+        );
+        let state = postcard::to_stdvec(&fields).unwrap();
+        let fds = vec![OwnedFd::from(ours)];
+        let clock = crate::restart::clock_now();
+        let (read, _) = quickbus_bus::handover::restoring(clock, fds, Vec::new(), || {
+            postcard::from_bytes::<Transport>(&state).map_err(quickbus_bus::handover::explained)
+        });
+        read
+    }
+
+    /// The read window steers the next read: 0 read nothing, which the
+    /// loop takes for the peer hanging up, and the most a usize holds
+    /// overflowed the room the read makes.
+    #[test]
+    fn a_handed_over_read_window_is_brought_within_its_bounds() {
+        use std::io::Write;
+        for window in [0, 1, usize::MAX / 2 + 1, usize::MAX] {
+            let (ours, mut peer) = std::os::unix::net::UnixStream::pair().unwrap();
+            ours.set_nonblocking(true).unwrap();
+            let mut t = handed_over(ours, window, 0).unwrap();
+            assert!((MIN_READ_WINDOW..=MAX_READ_WINDOW).contains(&t.read_window));
+            peer.write_all(b"hello").unwrap();
+            assert!(!matches!(t.read_once(), Ok(ReadStatus::Closed)), "{window}");
+            assert_eq!(t.input(), b"hello");
+        }
+    }
+
+    /// A frame larger than any message pending: the next read would
+    /// reserve twice what it lacks.
+    #[test]
+    fn a_handed_over_frame_larger_than_a_message_is_refused() {
+        let most = quickbus_wire::MAX_MESSAGE_SIZE;
+        for need in [most + 1, usize::MAX] {
+            let (ours, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
+            let Err(refusal) = handed_over(ours, MIN_READ_WINDOW, need) else {
+                panic!("a pending frame of {need} bytes was read back");
+            };
+            assert!(
+                refusal.ends_with(&format!(
+                    "a frame of {need} bytes read in part, larger than a message can be"
+                )),
+                "{refusal}"
+            );
+        }
+        let (ours, _peer) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert_eq!(
+            handed_over(ours, MIN_READ_WINDOW, most).unwrap().frame_need,
+            most
+        );
     }
 
     #[test]

@@ -50,12 +50,20 @@ impl Bus {
     }
 
     /// A bus deserialized after a restart in place, checked before it
-    /// serves: each user's tally of queued bytes and fds, which crossed
+    /// serves: the registered connections, the container instances and
+    /// the activations' waiters and deadlines are counted again and the
+    /// counters of ids, unique names and instance paths checked
+    /// (`Peers::recount`, `Containers::recount`, `Activations::recount`),
+    /// and each user's tally of queued bytes and fds, which crossed
     /// beside the queues, is counted again from them. Returns the uids
     /// whose tallies were wrong (now right; the daemon logs them), or why
-    /// the state cannot be served (a connection of a user with no tally:
-    /// the restart is refused and the previous image serves on).
-    pub fn recount_queued(&mut self) -> Result<Vec<u32>, String> {
+    /// the state cannot be served (a connection of a user with no tally,
+    /// an id or a path given twice: the restart is refused and the
+    /// previous image serves on).
+    pub fn recount_handed_over(&mut self) -> Result<Vec<u32>, String> {
+        self.conns.recount()?;
+        self.containers.recount()?;
+        self.activations.recount();
         self.queues.recount(self.conns.values().map(|c| &c.queue))
     }
 

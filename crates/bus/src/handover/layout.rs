@@ -44,6 +44,17 @@ impl serde::Serialize for Metadata {
     }
 }
 
+/// How many times a connection installed a match rule, as the handover
+/// writes it: a sample the tracer cannot make up, since reading it
+/// refuses the tracer's 0.
+pub struct MatchRuleCount;
+
+impl serde::Serialize for MatchRuleCount {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        crate::match_index::RuleCount(1).serialize(s)
+    }
+}
+
 /// Something done to types the handover holds.
 pub trait TypeVisitor {
     fn visit<T: serde::de::DeserializeOwned>(&mut self);

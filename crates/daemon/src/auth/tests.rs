@@ -800,6 +800,18 @@ fn too_many_lines_are_fatal() {
     expect_error(&mut server, "X\r\n", AuthError::TooManyLines);
 }
 
+/// The counts a restart hands over at their top (a corrupt state): the
+/// next line or rejection ends the exchange instead of overflowing.
+#[test]
+fn handed_over_counts_at_their_top_end_the_exchange() {
+    let mut server = started(&config());
+    server.lines = u32::MAX;
+    expect_error(&mut server, "X\r\n", AuthError::TooManyLines);
+    let mut server = started(&config());
+    server.failures = u32::MAX;
+    expect_error(&mut server, "AUTH NONSENSE\r\n", AuthError::TooManyFailures);
+}
+
 #[test]
 fn errors_say_why() {
     assert_eq!(

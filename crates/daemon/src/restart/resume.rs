@@ -160,7 +160,7 @@ fn take_over(numbers: &[RawFd]) -> Result<Vec<OwnedFd>, String> {
 
 /// The state, from the handover; its queues share the handover's buffers
 /// (read before any child is forked, so a check shares them too). With
-/// it, the uids whose tallies were counted again (`Bus::recount_queued`).
+/// it, the uids whose tallies were counted again (`Bus::recount_handed_over`).
 fn deserialize(handed: &HandedOver) -> Result<(Restored, Vec<u32>), String> {
     let table = take_over(&handed.fds)?;
     let buffers = handed.buffers.clone();
@@ -181,7 +181,7 @@ fn deserialize(handed: &HandedOver) -> Result<(Restored, Vec<u32>), String> {
     // (and one that cannot be fails the check in the child).
     let recounted = restored
         .bus
-        .recount_queued()
+        .recount_handed_over()
         .map_err(|why| format!("the state does not add up: {why}"))?;
     Ok((restored, recounted))
 }

@@ -87,6 +87,21 @@ impl LoopState {
     }
 }
 
+impl LoopState {
+    /// The incomplete connections, counted again from the connections:
+    /// the counts crossed as numbers beside them, and one below them made
+    /// a Hello or a departure count below zero (and, wrapped, refused
+    /// every connection after as over `max_incomplete_connections`).
+    fn count_incomplete_again(&mut self) {
+        let mut by_uid: FastMap<u32, usize> = FastMap::default();
+        for conn in self.conns.values().filter(|conn| conn.incomplete) {
+            *by_uid.entry(conn.uid).or_default() += 1;
+        }
+        self.incomplete = by_uid.values().sum();
+        self.incomplete_by_uid = by_uid;
+    }
+}
+
 fn deadlines(heap: &mut BinaryHeap<Reverse<(Instant, ConnId)>>) -> Vec<Deadline> {
     std::mem::take(heap)
         .into_iter()
@@ -331,7 +346,8 @@ impl Server {
         }
     }
 
-    pub(super) fn put_back(&mut self, state: LoopState) {
+    pub(super) fn put_back(&mut self, mut state: LoopState) {
+        state.count_incomplete_again();
         self.conns = state.conns;
         self.listeners = state.listeners;
         self.auth_deadlines = heap(state.auth_deadlines);
@@ -344,5 +360,50 @@ impl Server {
         self.unfinished_reads = state.unfinished_reads;
         self.container_listeners = state.container_listeners;
         self.count_container_places();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Phase;
+    use super::*;
+    use crate::socket::Stream;
+    use crate::transport::Transport;
+
+    fn conn(uid: u32, incomplete: bool) -> Conn {
+        let (ours, _) = std::os::unix::net::UnixStream::pair().unwrap();
+        Conn {
+            transport: Transport::new(Stream::Unix(mio::net::UnixStream::from_std(ours))),
+            phase: Phase::Running,
+            incomplete,
+            uid,
+            held: false,
+            hung_up_while_held: false,
+            fd_deadline: None,
+            watching_writable: false,
+            contained: None,
+            last_read_turn: 0,
+            heavy: false,
+            answering: false,
+            read_ahead: None,
+        }
+    }
+
+    #[test]
+    fn handed_over_incomplete_connections_are_counted_again() {
+        let mut state = LoopState::default();
+        state.conns.insert(ConnId(1), conn(1000, true));
+        state.conns.insert(ConnId(2), conn(1000, true));
+        state.conns.insert(ConnId(3), conn(1001, true));
+        state.conns.insert(ConnId(4), conn(1002, false));
+        // What the state claimed: fewer than it holds, and a uid without
+        // any.
+        state.incomplete = 0;
+        state.incomplete_by_uid = [(1000, 1), (7, usize::MAX)].into_iter().collect();
+        state.count_incomplete_again();
+        assert_eq!(state.incomplete, 3);
+        let mut by_uid: Vec<(u32, usize)> = state.incomplete_by_uid.into_iter().collect();
+        by_uid.sort_unstable();
+        assert_eq!(by_uid, [(1000, 2), (1001, 1)]);
     }
 }
