@@ -225,6 +225,31 @@ struct Conn {
 }
 
 impl Conn {
+    /// A connection just accepted: not past Hello, nothing done yet.
+    fn accepted(
+        stream: crate::socket::Stream,
+        phase: Phase,
+        uid: u32,
+        contained: Option<containers::Contained>,
+    ) -> Conn {
+        Conn {
+            transport: Transport::new(stream),
+            phase,
+            incomplete: true,
+            uid,
+            held: false,
+            hung_up_while_held: false,
+            fd_deadline: None,
+            watching_writable: false,
+            listed: Listed::default(),
+            contained,
+            last_read_turn: 0,
+            heavy: false,
+            answering: false,
+            read_ahead: None,
+        }
+    }
+
     /// Whether its input holds a message to route without reading (SASL
     /// text is not framed: before BEGIN it always reads).
     fn has_whole_message(&self) -> bool {

@@ -24,11 +24,10 @@ use mio::Interest;
 use quickbus_bus::ConnId;
 use tracing::{debug, info, warn};
 
-use super::{Conn, Listed, Phase, Server};
+use super::{Conn, Phase, Server};
 use crate::auth::{AuthConfig, SaslServer};
 use crate::nonce::NONCE_LEN;
 use crate::socket::Stream;
-use crate::transport::Transport;
 
 impl Server {
     /// A socket accepted on a configured listener, or on a container
@@ -137,25 +136,8 @@ impl Server {
         if let Some(c) = contained.as_ref().filter(|c| c.counted) {
             self.container_places_taken(&c.instance, 1);
         }
-        self.conns.insert(
-            id,
-            Conn {
-                transport: Transport::new(stream),
-                phase,
-                incomplete: true,
-                uid,
-                held: false,
-                hung_up_while_held: false,
-                fd_deadline: None,
-                watching_writable: false,
-                listed: Listed::default(),
-                contained,
-                last_read_turn: 0,
-                heavy: false,
-                answering: false,
-                read_ahead: None,
-            },
-        );
+        self.conns
+            .insert(id, Conn::accepted(stream, phase, uid, contained));
         self.incomplete += 1;
         self.auth_deadlines.push(Reverse((
             Instant::now() + self.opts.limits.auth_timeout,

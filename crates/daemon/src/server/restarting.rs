@@ -368,24 +368,13 @@ mod tests {
     use super::super::Phase;
     use super::*;
     use crate::socket::Stream;
-    use crate::transport::Transport;
 
     fn conn(uid: u32, incomplete: bool) -> Conn {
         let (ours, _) = std::os::unix::net::UnixStream::pair().unwrap();
+        let stream = Stream::Unix(mio::net::UnixStream::from_std(ours));
         Conn {
-            transport: Transport::new(Stream::Unix(mio::net::UnixStream::from_std(ours))),
-            phase: Phase::Running,
             incomplete,
-            uid,
-            held: false,
-            hung_up_while_held: false,
-            fd_deadline: None,
-            watching_writable: false,
-            contained: None,
-            last_read_turn: 0,
-            heavy: false,
-            answering: false,
-            read_ahead: None,
+            ..Conn::accepted(stream, Phase::Running, uid, None)
         }
     }
 
