@@ -1055,7 +1055,8 @@ impl Server {
     fn flush_dirty(&mut self) {
         let mut dirty =
             std::mem::replace(&mut self.dirty, std::mem::take(&mut self.spare.flushing));
-        // Each listed once (`Conn::list_dirty`); sorted for `write_ahead`.
+        // Each listed once (`Listed::list`). Written oldest connection
+        // first, whatever order their messages came in.
         dirty.sort_unstable();
         debug_assert!(dirty.windows(2).all(|pair| pair[0] != pair[1]));
         let mut written_ahead = self.write_ahead(&dirty).into_iter().peekable();

@@ -360,3 +360,41 @@ fn a_rule_without_keys_drops_the_rules_before_it() {
     };
     assert_eq!(outcome(keyed, receive), (true, None));
 }
+
+#[test]
+fn every_receiver_lets_through_only_what_each_client_policy_built_does() {
+    let tick = super::Facts {
+        msg_type: quickbus_wire::MessageType::Signal,
+        path: Some("/"),
+        interface: Some("org.example.Test"),
+        member: Some("Tick"),
+        error: None,
+        is_reply: false,
+        broadcast: true,
+        unix_fds: 0,
+        requested_reply: false,
+        eavesdropping: false,
+    };
+    let strict = PolicyRule {
+        allow: false,
+        kind: receive(iface("org.example.Other")),
+    };
+    let mut config = policy(vec![]);
+    config.by_user.insert(2000, vec![strict]);
+    let mut compiled = super::CompiledPolicy::new(config.clone());
+    // No connection yet: nothing is known of their rules.
+    assert!(!compiled.every_receiver_lets_through(&tick));
+    compiled.client(&creds(1000, 1));
+    assert!(compiled.every_receiver_lets_through(&tick));
+    // A user whose rules look at what it receives (its deny is not about
+    // this message, but only a search would say so).
+    compiled.client(&creds(2000, 2));
+    assert!(!compiled.every_receiver_lets_through(&tick));
+    // Another connection of the open user changes nothing.
+    compiled.client(&creds(1000, 3));
+    assert!(!compiled.every_receiver_lets_through(&tick));
+    // A policy compiled anew (a reload) starts from nothing again.
+    let mut reloaded = super::CompiledPolicy::new(config);
+    reloaded.client(&creds(1000, 1));
+    assert!(reloaded.every_receiver_lets_through(&tick));
+}

@@ -111,19 +111,18 @@ fn one_users_receive_rule_keeps_a_broadcast_from_that_users_connections_only() {
         member: Some("Tick".into()),
         ..MessageRule::default()
     };
-    // The strict user's connection comes first, then last: its rules
-    // count wherever they come.
+    // The strict user's connection comes first, then last (its rules are
+    // built first, then last): they count wherever they come.
     for strict_first in [true, false] {
         let mut h = Harness::new();
         h.bus
             .set_policy(config_denying_receive(2000, Some(no_ticks.clone())));
-        let sender = peer(&mut h, 1);
-        let (strict, open) = if strict_first {
+        let (sender, strict, open) = if strict_first {
             let strict = peer_of(&mut h, 2000, 2);
-            (strict, peer(&mut h, 3))
+            (peer(&mut h, 1), strict, peer(&mut h, 3))
         } else {
-            let open = peer(&mut h, 3);
-            (peer_of(&mut h, 2000, 2), open)
+            let (sender, open) = (peer(&mut h, 1), peer(&mut h, 3));
+            (sender, peer_of(&mut h, 2000, 2), open)
         };
         for receiver in [strict, open] {
             h.add_match(receiver, "type='signal',member='Tick'");

@@ -2,8 +2,8 @@
 //! each is listed once however many messages it was given. A broadcast
 //! burst would otherwise list every receiver once per message, and
 //! sorting those out cost the loop more than the bus's routing of a
-//! delivery (callgrind, fan-out to 10 of 32 B: 65.7M to 62.9M daemon
-//! instructions).
+//! delivery (callgrind, fan-out to 10 of 32 B: docs/performance.md, "The
+//! split after this session's changes", and its kept output).
 //!
 //! Owns: one flag per connection. May touch: the list it adds to.
 

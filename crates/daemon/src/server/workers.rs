@@ -198,7 +198,7 @@ impl Server {
         self.spare.reading = batch;
     }
 
-    /// Make the first write of each connection in `dirty` (sorted) whose
+    /// Make the first write of each connection in `dirty` whose
     /// queue holds messages, side by side, when enough of them do; their
     /// results in `dirty`'s order.
     pub(super) fn write_ahead(&self, dirty: &[ConnId]) -> Vec<(ConnId, WriteResult)> {
