@@ -14,9 +14,9 @@ mod probes;
 mod report;
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use super::buses::{BusKind, RunningBus};
+use super::cpu_window::CpuWindow;
 use fill::Filler;
 use report::{Point, Run};
 
@@ -291,19 +291,17 @@ fn run_phase(bus: &RunningBus, phase: Phase, count: usize, plan: &Plan, counter:
         let mut done = 0;
         for end in block_ends(count, plan.blocks) {
             counter.map(|c| c()).transpose()?;
-            let cpu = bus.cpu_seconds();
-            let start = Instant::now();
+            let window = CpuWindow::open(|| bus.cpu_seconds());
             filler
                 .add(done, end - done)
                 .map_err(|e| format!("after {done} {}: {e}", phase.items()))?;
-            let seconds = start.elapsed().as_secs_f64();
-            let cpu = bus.cpu_seconds() - cpu;
+            let block = window.close();
             let instructions = counter.map(|c| c()).transpose()?;
             done = end;
             run.points.push(Point {
                 size: done,
-                block_seconds: Some(seconds),
-                block_cpu_seconds: Some(cpu),
+                block_seconds: Some(block.wall_seconds),
+                block_cpu_seconds: Some(block.cpu_seconds),
                 block_instructions: instructions,
                 rss_bytes: bus.rss_bytes(),
                 probes: kit.measure(bus, plan.probe_reps, counter)?,

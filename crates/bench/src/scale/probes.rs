@@ -11,6 +11,7 @@ use quickbus_wire::{MessageBuilder, MessageType, Value};
 use super::fill::{is_timeout, IO_TIMEOUT};
 use super::Counter;
 use crate::buses::RunningBus;
+use crate::cpu_window::CpuWindow;
 use crate::report::median;
 
 const ECHO_NAME: &str = "org.quickbus.Scale.Echo";
@@ -113,14 +114,14 @@ impl Kit {
         for probe in Probe::ALL {
             self.once(probe)?;
             counter.map(|c| c()).transpose()?;
-            let cpu = bus.cpu_seconds();
+            let window = CpuWindow::open(|| bus.cpu_seconds());
             let mut times = Vec::with_capacity(reps as usize);
             for _ in 0..reps {
                 let start = Instant::now();
                 self.once(probe)?;
                 times.push(start.elapsed().as_secs_f64() * 1e6);
             }
-            let cpu = bus.cpu_seconds() - cpu;
+            let cpu = window.close().cpu_seconds;
             let instructions = counter.map(|c| c()).transpose()?;
             results.push(ProbeResult {
                 probe,
