@@ -19,7 +19,7 @@ use crate::overflow::OutQueue;
 use crate::policy::ClientPolicy;
 use crate::stats::ConnPeaks;
 use crate::traffic::Traffic;
-use crate::{ConnId, Credentials, FastMap, Limits};
+use crate::{ConnId, Credentials, FastMap, FastSet, Limits};
 
 /// One authenticated peer.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -217,15 +217,19 @@ impl Peers {
     /// below them made a departure count below zero, and wrapped, refused
     /// every Hello after), and the counters of ids and unique names
     /// checked to be past every id and name given, so that none is given
-    /// twice (a new connection would take a live one's place). Returns
-    /// why the state cannot be served.
+    /// twice (a new connection would take a live one's place). Each
+    /// unique name must be one [`Peers::register`] writes (`:1.N`, N in
+    /// decimal without a sign or leading zero) and no other connection's:
+    /// two connections of one name could answer or send as each other.
+    /// Returns why the state cannot be served.
     pub fn recount(&mut self) -> Result<(), String> {
         if self.next_conn == u64::MAX || self.next_unique == u64::MAX {
             return Err("the connection ids or unique names are used up".into());
         }
         let mut registered_per_uid: HashMap<u32, usize> = HashMap::new();
+        let mut numbers: FastSet<u64> = FastSet::default();
         for (id, conn) in &self.conns {
-            if id.0 >= self.next_conn {
+            if !self.gave(*id) {
                 return Err(format!(
                     "connection {} not below the next id to give, {}",
                     id.0, self.next_conn
@@ -234,18 +238,32 @@ impl Peers {
             let Some(unique) = &conn.unique else { continue };
             let number = unique
                 .strip_prefix(":1.")
-                .and_then(|n| n.parse::<u64>().ok());
-            if number.is_none_or(|n| n >= self.next_unique) {
+                .and_then(|n| n.parse::<u64>().ok())
+                .filter(|n| *unique == format!(":1.{n}"));
+            let Some(number) = number.filter(|n| *n < self.next_unique) else {
                 return Err(format!(
                     "the unique name {unique} is not one given before :1.{}",
                     self.next_unique
                 ));
+            };
+            if !numbers.insert(number) {
+                return Err(format!("two connections have the unique name {unique}"));
             }
             *registered_per_uid.entry(conn.creds.uid).or_default() += 1;
         }
         self.registered = registered_per_uid.values().sum();
         self.registered_per_uid = registered_per_uid;
         Ok(())
+    }
+
+    /// Whether `id` is one [`Peers::next_id`] gave (whether or not its
+    /// connection is still here).
+    pub fn gave(&self, id: ConnId) -> bool {
+        id.0 < self.next_conn
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&ConnId, &Connection)> {
+        self.conns.iter()
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &ConnId> {
@@ -324,6 +342,37 @@ mod tests {
         }
         let peers = &mut h.bus.conns;
         (peers.next_conn, peers.next_unique) = (next_conn + 1, next_unique + 1);
+        assert!(h.bus.recount_handed_over().is_ok());
+    }
+
+    /// A state where two connections share a unique name, or one holds a
+    /// name the bus never writes (a sign, a leading zero) that parses to
+    /// a number it gave.
+    #[test]
+    fn handed_over_unique_names_are_distinct_and_as_the_bus_writes_them() {
+        let mut h = Harness::new();
+        let (_, a_name) = h.client();
+        let (b, b_name) = h.client();
+        let b_number = b_name.strip_prefix(":1.").unwrap();
+        let next = h.bus.conns.next_unique;
+        for (name, why) in [
+            (
+                a_name.clone(),
+                format!("two connections have the unique name {a_name}"),
+            ),
+            (
+                format!(":1.+{b_number}"),
+                format!("the unique name :1.+{b_number} is not one given before :1.{next}"),
+            ),
+            (
+                format!(":1.0{b_number}"),
+                format!("the unique name :1.0{b_number} is not one given before :1.{next}"),
+            ),
+        ] {
+            h.bus.conns.get_mut(&b).unwrap().unique = Some(name);
+            assert_eq!(h.bus.recount_handed_over(), Err(why));
+        }
+        h.bus.conns.get_mut(&b).unwrap().unique = Some(b_name);
         assert!(h.bus.recount_handed_over().is_ok());
     }
 }
