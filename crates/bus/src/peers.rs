@@ -270,10 +270,6 @@ impl Peers {
         self.conns.keys()
     }
 
-    pub fn values(&self) -> impl Iterator<Item = &Connection> {
-        self.conns.values()
-    }
-
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Connection> {
         self.conns.values_mut()
     }

@@ -54,17 +54,22 @@ impl Bus {
     /// the activations' waiters and deadlines are counted again and the
     /// counters of ids, unique names and instance paths checked
     /// (`Peers::recount`, `Containers::recount`, `Activations::recount`),
-    /// and each user's tally of queued bytes and fds, which crossed
-    /// beside the queues, is counted again from them. Returns the uids
-    /// whose tallies were wrong (now right; the daemon logs them), or why
-    /// the state cannot be served (a connection of a user with no tally,
-    /// an id or a path given twice: the restart is refused and the
-    /// previous image serves on).
+    /// each user's tally of queued bytes and fds, which crossed beside
+    /// the queues, is counted again from them, and the held senders are
+    /// found again from their holds. Returns the uids whose tallies were
+    /// wrong (now right; the daemon logs them), or why the state cannot
+    /// be served (a connection of a user with no tally or counted in
+    /// another uid's, an id, a unique name or a path given twice: the
+    /// restart is refused and the previous image serves on).
     pub fn recount_handed_over(&mut self) -> Result<Vec<u32>, String> {
         self.conns.recount()?;
         self.containers.recount()?;
         self.activations.recount();
-        self.queues.recount(self.conns.values().map(|c| &c.queue))
+        let queues = self
+            .conns
+            .iter()
+            .map(|(&id, c)| (id, c.creds().uid, &c.queue));
+        self.queues.recount(queues)
     }
 
     pub fn new(opts: BusOptions) -> Bus {
