@@ -256,6 +256,68 @@ impl Peers {
         Ok(())
     }
 
+    /// After a restart in place: the daemon's connections checked against
+    /// these. `daemon` gives each of its connections' id, whether it has
+    /// authenticated (from then on the bus knows it) and whether it said
+    /// Hello (then the bus gave it its unique name). An id at or past the
+    /// next to give would be given again, and the next accepted socket
+    /// would replace that connection in the daemon (closing it, and
+    /// taking its place in epoll); a connection past Hello that the bus
+    /// does not know, or one that never said Hello, would escape the
+    /// bounds on incomplete connections and `auth_timeout`; a connection
+    /// of the bus without the daemon's would keep its names and have its
+    /// messages queued for good. Returns why the state cannot be served.
+    pub fn check_daemon_connections(
+        &self,
+        daemon: impl IntoIterator<Item = (ConnId, bool, bool)>,
+    ) -> Result<(), String> {
+        let mut authenticated: FastSet<ConnId> = FastSet::default();
+        for (id, has_authenticated, said_hello) in daemon {
+            let n = id.0;
+            if !self.gave(id) {
+                return Err(format!(
+                    "the daemon's connection {n} not below the next id to give, {}",
+                    self.next_conn
+                ));
+            }
+            let known = self.conns.get(&id);
+            match (has_authenticated, known) {
+                (true, None) => {
+                    return Err(format!(
+                        "connection {n} authenticated, but the bus does not know it"
+                    ))
+                }
+                (false, Some(_)) => {
+                    return Err(format!(
+                        "connection {n} is authenticating, but the bus knows it"
+                    ))
+                }
+                _ => {}
+            }
+            let named = known.is_some_and(|c| c.unique.is_some());
+            if said_hello != named {
+                let (daemon, bus) = match said_hello {
+                    true => ("said Hello", "no unique name"),
+                    false => ("has not said Hello", "its unique name"),
+                };
+                return Err(format!(
+                    "connection {n} {daemon} as the daemon sees it, but the bus gave it {bus}"
+                ));
+            }
+            if has_authenticated {
+                authenticated.insert(id);
+            }
+        }
+        let mut unknown = self.conns.keys().filter(|id| !authenticated.contains(id));
+        match unknown.next() {
+            Some(id) => Err(format!(
+                "connection {} of the bus has no connection in the daemon",
+                id.0
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// Whether `id` is one [`Peers::next_id`] gave (whether or not its
     /// connection is still here).
     pub fn gave(&self, id: ConnId) -> bool {

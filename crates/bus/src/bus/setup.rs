@@ -22,7 +22,7 @@ use crate::replies::PendingReplies;
 use crate::stats::Peaks;
 use crate::subscriptions::{Monitors, Subscriptions};
 use crate::traffic::Traffic;
-use crate::{Action, Bus, BusOptions, BUS_INTERFACE, BUS_PATH};
+use crate::{Action, Bus, BusOptions, ConnId, BUS_INTERFACE, BUS_PATH};
 
 use super::Routing;
 
@@ -70,6 +70,18 @@ impl Bus {
             .iter()
             .map(|(&id, c)| (id, c.creds().uid, &c.queue));
         self.queues.recount(queues)
+    }
+
+    /// A bus deserialized after a restart in place, checked against the
+    /// daemon's connections it crossed with: `daemon` gives each one's
+    /// id, whether it has authenticated and whether it said Hello (see
+    /// `Peers::check_daemon_connections`). Returns why the two cannot be
+    /// served together.
+    pub fn check_daemon_connections(
+        &self,
+        daemon: impl IntoIterator<Item = (ConnId, bool, bool)>,
+    ) -> Result<(), String> {
+        self.conns.check_daemon_connections(daemon)
     }
 
     pub fn new(opts: BusOptions) -> Bus {
