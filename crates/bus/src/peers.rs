@@ -349,6 +349,7 @@ impl std::ops::Index<&ConnId> for Peers {
 #[cfg(test)]
 mod tests {
     use crate::tests::Harness;
+    use crate::ConnId;
     use std::collections::HashMap;
 
     /// A state whose registered counts fell below its connections, or
@@ -366,8 +367,10 @@ mod tests {
         let peers = &mut h.bus.conns;
         assert_eq!(peers.registered, 2);
         assert_eq!(peers.registered_per_uid, HashMap::from([(1000, 2)]));
-        peers.remove(&a);
-        peers.remove(&b);
+        for gone in [a, b] {
+            h.bus.remove_connection(gone, h.now, &mut Vec::new());
+        }
+        let peers = &mut h.bus.conns;
         assert_eq!(peers.registered, 0);
         // What was given, given again.
         let (next_conn, next_unique) = (peers.next_conn, peers.next_unique);
@@ -432,5 +435,48 @@ mod tests {
         }
         h.bus.conns.get_mut(&b).unwrap().unique = Some(b_name);
         assert!(h.bus.recount_handed_over().is_ok());
+    }
+
+    /// A state whose connections' unique names are not the ones the
+    /// registry gives their messages to (two swapped: each would get the
+    /// other's calls), or whose registry owns a unique name no
+    /// connection has. A monitor, which let go of its name, is whole.
+    #[test]
+    fn handed_over_unique_names_are_owned_by_their_connections() {
+        let mut h = Harness::new();
+        let (a, a_name) = h.client();
+        let (b, b_name) = h.client();
+        let (m, _) = h.client();
+        h.send(m, crate::tests::become_monitor(&[]));
+        h.take();
+        assert!(h.bus.recount_handed_over().is_ok());
+        let peers = &mut h.bus.conns;
+        peers.get_mut(&a).unwrap().unique = Some(b_name.clone());
+        peers.get_mut(&b).unwrap().unique = Some(a_name.clone());
+        // Whichever of the two the check meets first.
+        let why = h.bus.recount_handed_over().unwrap_err();
+        let owned_by = |conn: ConnId, name: &str, owner: ConnId| {
+            format!(
+                "the unique name {name} of connection {} is owned by Some({owner:?})",
+                conn.0
+            )
+        };
+        assert!(
+            why == owned_by(a, &b_name, b) || why == owned_by(b, &a_name, a),
+            "{why}"
+        );
+        let peers = &mut h.bus.conns;
+        peers.get_mut(&a).unwrap().unique = Some(a_name);
+        peers.get_mut(&b).unwrap().unique = Some(b_name);
+        assert!(h.bus.recount_handed_over().is_ok());
+        // Gone from the connections, still in the registry.
+        h.bus.conns.remove(&b);
+        assert_eq!(
+            h.bus.recount_handed_over(),
+            Err(
+                "2 unique names have owners, for 1 connections past Hello that are not monitors"
+                    .into()
+            )
+        );
     }
 }

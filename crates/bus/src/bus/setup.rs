@@ -63,6 +63,7 @@ impl Bus {
     /// restart is refused and the previous image serves on).
     pub fn recount_handed_over(&mut self) -> Result<Vec<u32>, String> {
         self.conns.recount()?;
+        self.check_unique_owners()?;
         self.containers.recount()?;
         self.activations.recount();
         let queues = self
@@ -70,6 +71,38 @@ impl Bus {
             .iter()
             .map(|(&id, c)| (id, c.creds().uid, &c.queue));
         self.queues.recount(queues)
+    }
+
+    /// After a restart in place: each unique name is owned, in the
+    /// registry, by the connection it names (a monitor's by none: it let
+    /// go of its names), and the registry holds no other. A message to
+    /// the name goes to the registry's owner, while the replies and the
+    /// sender field of the connection's own name it: one connection could
+    /// otherwise be called as another, or answer for it.
+    fn check_unique_owners(&self) -> Result<(), String> {
+        let mut owned = 0;
+        for (&id, conn) in self.conns.iter() {
+            let Some(unique) = conn.unique() else {
+                continue;
+            };
+            let expected = (!self.monitors.is_monitor(id)).then_some(id);
+            owned += usize::from(expected.is_some());
+            let owner = self.registry.owner(unique);
+            if owner != expected {
+                return Err(format!(
+                    "the unique name {unique} of connection {} is owned by {owner:?}",
+                    id.0
+                ));
+            }
+        }
+        let in_registry = self.registry.names().filter(|n| n.starts_with(':')).count();
+        if in_registry != owned {
+            return Err(format!(
+                "{in_registry} unique names have owners, for {owned} connections past Hello \
+                 that are not monitors"
+            ));
+        }
+        Ok(())
     }
 
     /// A bus deserialized after a restart in place, checked against the
