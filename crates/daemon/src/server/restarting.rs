@@ -143,7 +143,9 @@ impl Server {
         began_ns: u64,
         outcome: Result<(), String>,
     ) -> Result<Server, Unbuilt> {
-        // Refused here, the state goes back to the previous binary whole.
+        // Refused before anything is built from it: what is kept is
+        // forgotten (`restart::resume`), and the previous binary resumes
+        // the bus from the same handover.
         if let Err(why) = state.check_against(&bus) {
             let error = std::io::Error::other(why);
             return Err(Unbuilt::keeping(error, (state, bus, opts)));
