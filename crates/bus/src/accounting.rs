@@ -176,21 +176,29 @@ impl Users {
     }
 
     /// After a restart in place: each user's queued bytes and fds and its
-    /// connections, set to what `queues` (each connection's user and the
-    /// bytes and fds its queue holds) add up to. They crossed as numbers
-    /// beside the queues, and a tally that drifted from them would judge
-    /// the user's flow control wrongly from then on. Returns the users
-    /// whose numbers were wrong, or why the state cannot be made whole (a
-    /// connection of a user without a tally).
+    /// connections, set to what `queues` (each connection's user slot,
+    /// the uid of its credentials, and the bytes and fds its queue holds)
+    /// add up to. They crossed as numbers beside the queues, and a tally
+    /// that drifted from them would judge the user's flow control wrongly
+    /// from then on. Returns the users whose numbers were wrong, or why
+    /// the state cannot be made whole: a connection of a user slot without
+    /// a tally, or with another uid's (its queue would count toward that
+    /// user's bounds and spend its hold budget).
     pub fn recount(
         &mut self,
-        queues: impl IntoIterator<Item = (UserSlot, usize, usize)>,
+        queues: impl IntoIterator<Item = (UserSlot, u32, usize, usize)>,
     ) -> Result<Vec<u32>, String> {
         // Per slot: bytes, fds, connections.
         let mut sums = vec![(0, 0, 0); self.slots.len()];
-        for (slot, bytes, fds) in queues {
+        for (slot, uid, bytes, fds) in queues {
             let sum = match (sums.get_mut(slot.0), self.slots.get(slot.0)) {
-                (Some(sum), Some(Some(_))) => sum,
+                (Some(sum), Some(Some(tally))) if tally.uid == uid => sum,
+                (Some(_), Some(Some(tally))) => {
+                    return Err(format!(
+                        "a connection of uid {uid} counted in user slot {}, uid {}'s tally",
+                        slot.0, tally.uid
+                    ))
+                }
                 _ => {
                     return Err(format!(
                         "a connection of user slot {}, which has no tally",
@@ -322,7 +330,7 @@ mod tests {
         users.get_mut(other).queued(5, 0);
         // User 7's connections hold 10 + 20 bytes and one fd: right. User
         // 8's one connection holds 6 bytes: its tally drifted.
-        let queues = [(a, 10, 1), (b, 20, 0), (other, 6, 0)];
+        let queues = [(a, 7, 10, 1), (b, 7, 20, 0), (other, 8, 6, 0)];
         assert_eq!(users.recount(queues), Ok(vec![8]));
         assert_eq!(
             (users.get(other).out_bytes, users.get(other).out_fds),
@@ -331,9 +339,20 @@ mod tests {
         assert_eq!(users.recount(queues), Ok(vec![]));
         // Its connections are counted too: with one left, the next leave
         // forgets the user.
-        assert_eq!(users.recount([(a, 30, 1), (other, 6, 0)]), Ok(vec![7]));
+        assert_eq!(
+            users.recount([(a, 7, 30, 1), (other, 8, 6, 0)]),
+            Ok(vec![7])
+        );
         assert!(!users.leave(a, 30, 1));
         // A connection of a user without a tally cannot be served.
-        assert!(users.recount([(UserSlot(9), 0, 0)]).is_err());
+        assert!(users.recount([(UserSlot(9), 7, 0, 0)]).is_err());
+        // Nor one counted in another user's tally.
+        assert_eq!(
+            users.recount([(other, 7, 0, 0)]),
+            Err(format!(
+                "a connection of uid 7 counted in user slot {}, uid 8's tally",
+                other.0
+            ))
+        );
     }
 }

@@ -101,17 +101,27 @@ impl Containers {
     /// one below them made a removal count below zero), and the number of
     /// the next path checked to be past every instance's, so that no path
     /// is given twice (a new instance would take a live one's place).
+    /// Each path must be one [`Containers::next_path`] writes (no sign, no
+    /// leading zero: `c05` would be a second `c5`) and the one its
+    /// instance says it has (its removal is announced by that path).
     /// Returns why the state cannot be served.
     pub fn recount(&mut self) -> Result<(), String> {
         let mut per_uid: FastMap<u32, usize> = FastMap::default();
         for (path, instance) in &self.instances {
             let number = path
                 .strip_prefix(PATH_PREFIX)
-                .and_then(|n| n.parse::<u64>().ok());
+                .and_then(|n| n.parse::<u64>().ok())
+                .filter(|n| *path == format!("{PATH_PREFIX}{n}"));
             if number.is_none_or(|n| n >= self.next_number) {
                 return Err(format!(
                     "the container instance {path} is not one given before {PATH_PREFIX}{}",
                     self.next_number
+                ));
+            }
+            if instance.path != *path {
+                return Err(format!(
+                    "the container instance {path} says its path is {}",
+                    instance.path
                 ));
             }
             *per_uid.entry(instance.uid).or_default() += 1;
@@ -282,6 +292,41 @@ mod tests {
         );
         c.next_number = 3;
         assert_eq!(c.recount(), Ok(()));
+    }
+
+    /// A state with a path the bus never writes, which names a number it
+    /// gave (a second instance of that number), or an instance filed
+    /// under another path than its own.
+    #[test]
+    fn handed_over_instance_paths_are_as_the_bus_writes_them() {
+        let mut c = Containers::default();
+        for _ in 0..2 {
+            let path = c.next_path().unwrap();
+            c.insert(instance(path, ConnId(1), 1000));
+        }
+        let c1 = format!("{PATH_PREFIX}1");
+        for odd in [format!("{PATH_PREFIX}01"), format!("{PATH_PREFIX}+1")] {
+            let mut moved = c.instances.remove(&c1).unwrap();
+            moved.path = odd.clone();
+            c.instances.insert(odd.clone(), moved);
+            assert_eq!(
+                c.recount(),
+                Err(format!(
+                    "the container instance {odd} is not one given before {PATH_PREFIX}2"
+                ))
+            );
+            let mut back = c.instances.remove(&odd).unwrap();
+            back.path = c1.clone();
+            c.instances.insert(c1.clone(), back);
+        }
+        assert_eq!(c.recount(), Ok(()));
+        c.get_mut(&c1).unwrap().path = format!("{PATH_PREFIX}0");
+        assert_eq!(
+            c.recount(),
+            Err(format!(
+                "the container instance {c1} says its path is {PATH_PREFIX}0"
+            ))
+        );
     }
 
     #[test]

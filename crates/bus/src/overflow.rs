@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use crate::accounting::{UserSlot, Users};
 use crate::flow::{Fill, HoldReason, Kind, OutBounds, Receiver, Verdict};
 use crate::outbox::{OutItem, Outbox};
-use crate::ConnId;
+use crate::{ConnId, FastSet};
 
 /// The interface of quickbus's own signals from the bus.
 pub const QUICKBUS_INTERFACE: &str = "org.quickbus.Bus";
@@ -186,24 +186,52 @@ pub(crate) struct Written {
 
 impl Queues {
     /// After a restart in place: each user's tally counted again from its
-    /// connections' `queues` ([`Users::recount`]), and the hold of each
-    /// charged to a user with a tally (the hold's end gives back to it).
+    /// connections' `queues` (each with its id and its user's uid:
+    /// [`Users::recount`]), the hold of each charged to a user with a
+    /// tally (the hold's end gives back to it), and the held senders found
+    /// again from the holds (see [`Queues::find_held_again`]).
     pub(crate) fn recount<'a>(
         &mut self,
-        queues: impl IntoIterator<Item = &'a OutQueue>,
+        queues: impl IntoIterator<Item = (ConnId, u32, &'a OutQueue)>,
     ) -> Result<Vec<u32>, String> {
-        let queues: Vec<&OutQueue> = queues.into_iter().collect();
-        let charged = queues.iter().filter_map(|q| q.hold.as_ref()?.charged_to);
+        let queues: Vec<(ConnId, u32, &OutQueue)> = queues.into_iter().collect();
+        let charged = queues
+            .iter()
+            .filter_map(|(_, _, q)| q.hold.as_ref()?.charged_to);
         for slot in charged {
             if !self.users.has_tally(slot) {
                 return Err(format!("a hold charged to {slot:?}, which has no tally"));
             }
         }
+        self.find_held_again(
+            queues
+                .iter()
+                .filter(|(_, _, q)| q.hold.is_some())
+                .map(|(id, _, _)| *id),
+        );
         self.users.recount(
             queues
                 .into_iter()
-                .map(|q| (q.user, q.out.bytes(), q.out.fds())),
+                .map(|(_, uid, q)| (q.user, uid, q.out.bytes(), q.out.fds())),
         )
+    }
+
+    /// The held senders, found again from `holding` (the connections
+    /// whose queue holds a hold): the holds are what counts, and the list
+    /// crossed beside them. A sender the list left out was never looked
+    /// at again, so never released; one listed twice, or not held, is
+    /// dropped. The list's order (the order the holds are looked at) is
+    /// kept, and those it left out follow by id.
+    fn find_held_again(&mut self, holding: impl IntoIterator<Item = ConnId>) {
+        let mut holding: FastSet<ConnId> = holding.into_iter().collect();
+        let mut held: Vec<ConnId> = std::mem::take(&mut self.held)
+            .into_iter()
+            .filter(|id| holding.remove(id))
+            .collect();
+        let mut left_out: Vec<ConnId> = holding.into_iter().collect();
+        left_out.sort_unstable();
+        held.append(&mut left_out);
+        self.held = held;
     }
 
     /// The bounds of every connection's outgoing queue.
@@ -591,6 +619,8 @@ fn give_back(users: &mut Users, hold: &Hold, now: Instant) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::Harness;
+    use crate::Action;
 
     /// A hold the state charges to a user slot without a tally would
     /// index past the tallies (or take another user's budget) when it
@@ -611,13 +641,71 @@ mod tests {
             charged_to: Some(gone.user),
         });
         assert_eq!(
-            queues.recount([&receiver]),
+            queues.recount([(ConnId(1), 1000, &receiver)]),
             Err(format!(
                 "a hold charged to {:?}, which has no tally",
                 gone.user
             ))
         );
         receiver.hold.as_mut().unwrap().charged_to = Some(receiver.user);
-        assert_eq!(queues.recount([&receiver]), Ok(vec![]));
+        assert_eq!(queues.recount([(ConnId(1), 1000, &receiver)]), Ok(vec![]));
+    }
+
+    /// A hold the state carries for a sender its list of held senders
+    /// left out: found again from the hold, the sender is released when
+    /// the hold runs out (it was never looked at, so held for good).
+    #[test]
+    fn a_handed_over_hold_missing_from_the_held_senders_still_runs_out() {
+        let mut h = Harness::new();
+        let (sender, _) = h.client();
+        let (receiver, _) = h.client();
+        let until = h.now + Duration::from_secs(1);
+        h.bus.conns.get_mut(&sender).unwrap().queue.hold = Some(Hold {
+            on: receiver,
+            why: HoldReason::Pace,
+            since: h.now,
+            until,
+            charged_to: None,
+        });
+        assert_eq!(h.bus.recount_handed_over(), Ok(vec![]));
+        assert_eq!(h.bus.next_hold_deadline(), Some(until));
+        let mut out = Vec::new();
+        h.bus.check_holds(until, &mut out);
+        assert!(
+            out.iter()
+                .any(|a| matches!(a, Action::ReleaseSender { conn } if *conn == sender)),
+            "{out:?}"
+        );
+        assert_eq!(h.bus.next_hold_deadline(), None);
+    }
+
+    /// The held senders are found again from the holds: the list's order
+    /// kept, those it left out after it by id, those not held or listed
+    /// twice dropped.
+    #[test]
+    fn the_held_senders_are_found_again_from_the_holds() {
+        let mut queues = Queues {
+            held: [9, 4, 4, 7, 2].map(ConnId).into(),
+            ..Queues::default()
+        };
+        queues.find_held_again([1, 4, 9, 5].map(ConnId));
+        assert_eq!(queues.held(), [9, 4, 1, 5].map(ConnId));
+    }
+
+    /// A connection whose queue counts toward another user's tally would
+    /// fill that user's bounds and spend its hold budget: refused.
+    #[test]
+    fn a_handed_over_queue_in_another_users_tally_is_refused() {
+        let mut h = Harness::new();
+        let (ours, _) = h.client();
+        let theirs = h.bus.add_connection(crate::tests::creds(1001, 101), true);
+        let their_slot = h.bus.conns[&theirs].queue.user;
+        h.bus.conns.get_mut(&ours).unwrap().queue.user = their_slot;
+        let why = h.bus.recount_handed_over().unwrap_err();
+        assert!(
+            why.starts_with("a connection of uid 1000 counted in user slot ")
+                && why.ends_with(", uid 1001's tally"),
+            "{why}"
+        );
     }
 }

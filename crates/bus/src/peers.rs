@@ -19,7 +19,7 @@ use crate::overflow::OutQueue;
 use crate::policy::ClientPolicy;
 use crate::stats::ConnPeaks;
 use crate::traffic::Traffic;
-use crate::{ConnId, Credentials, FastMap, Limits};
+use crate::{ConnId, Credentials, FastMap, FastSet, Limits};
 
 /// One authenticated peer.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -217,15 +217,19 @@ impl Peers {
     /// below them made a departure count below zero, and wrapped, refused
     /// every Hello after), and the counters of ids and unique names
     /// checked to be past every id and name given, so that none is given
-    /// twice (a new connection would take a live one's place). Returns
-    /// why the state cannot be served.
+    /// twice (a new connection would take a live one's place). Each
+    /// unique name must be one [`Peers::register`] writes (`:1.N`, N in
+    /// decimal without a sign or leading zero) and no other connection's:
+    /// two connections of one name could answer or send as each other.
+    /// Returns why the state cannot be served.
     pub fn recount(&mut self) -> Result<(), String> {
         if self.next_conn == u64::MAX || self.next_unique == u64::MAX {
             return Err("the connection ids or unique names are used up".into());
         }
         let mut registered_per_uid: HashMap<u32, usize> = HashMap::new();
+        let mut numbers: FastSet<u64> = FastSet::default();
         for (id, conn) in &self.conns {
-            if id.0 >= self.next_conn {
+            if !self.gave(*id) {
                 return Err(format!(
                     "connection {} not below the next id to give, {}",
                     id.0, self.next_conn
@@ -234,12 +238,16 @@ impl Peers {
             let Some(unique) = &conn.unique else { continue };
             let number = unique
                 .strip_prefix(":1.")
-                .and_then(|n| n.parse::<u64>().ok());
-            if number.is_none_or(|n| n >= self.next_unique) {
+                .and_then(|n| n.parse::<u64>().ok())
+                .filter(|n| *unique == format!(":1.{n}"));
+            let Some(number) = number.filter(|n| *n < self.next_unique) else {
                 return Err(format!(
                     "the unique name {unique} is not one given before :1.{}",
                     self.next_unique
                 ));
+            };
+            if !numbers.insert(number) {
+                return Err(format!("two connections have the unique name {unique}"));
             }
             *registered_per_uid.entry(conn.creds.uid).or_default() += 1;
         }
@@ -248,12 +256,80 @@ impl Peers {
         Ok(())
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = &ConnId> {
-        self.conns.keys()
+    /// After a restart in place: the daemon's connections checked against
+    /// these. `daemon` gives each of its connections' id, whether it has
+    /// authenticated (from then on the bus knows it) and whether it said
+    /// Hello (then the bus gave it its unique name). An id at or past the
+    /// next to give would be given again, and the next accepted socket
+    /// would replace that connection in the daemon (closing it, and
+    /// taking its place in epoll); a connection past Hello that the bus
+    /// does not know, or one that never said Hello, would escape the
+    /// bounds on incomplete connections and `auth_timeout`; a connection
+    /// of the bus without the daemon's would keep its names and have its
+    /// messages queued for good. Returns why the state cannot be served.
+    pub fn check_daemon_connections(
+        &self,
+        daemon: impl IntoIterator<Item = (ConnId, bool, bool)>,
+    ) -> Result<(), String> {
+        let mut authenticated: FastSet<ConnId> = FastSet::default();
+        for (id, has_authenticated, said_hello) in daemon {
+            let n = id.0;
+            if !self.gave(id) {
+                return Err(format!(
+                    "the daemon's connection {n} not below the next id to give, {}",
+                    self.next_conn
+                ));
+            }
+            let known = self.conns.get(&id);
+            match (has_authenticated, known) {
+                (true, None) => {
+                    return Err(format!(
+                        "connection {n} authenticated, but the bus does not know it"
+                    ))
+                }
+                (false, Some(_)) => {
+                    return Err(format!(
+                        "connection {n} is authenticating, but the bus knows it"
+                    ))
+                }
+                _ => {}
+            }
+            let named = known.is_some_and(|c| c.unique.is_some());
+            if said_hello != named {
+                let (daemon, bus) = match said_hello {
+                    true => ("said Hello", "no unique name"),
+                    false => ("has not said Hello", "its unique name"),
+                };
+                return Err(format!(
+                    "connection {n} {daemon} as the daemon sees it, but the bus gave it {bus}"
+                ));
+            }
+            if has_authenticated {
+                authenticated.insert(id);
+            }
+        }
+        let mut unknown = self.conns.keys().filter(|id| !authenticated.contains(id));
+        match unknown.next() {
+            Some(id) => Err(format!(
+                "connection {} of the bus has no connection in the daemon",
+                id.0
+            )),
+            None => Ok(()),
+        }
     }
 
-    pub fn values(&self) -> impl Iterator<Item = &Connection> {
-        self.conns.values()
+    /// Whether `id` is one [`Peers::next_id`] gave (whether or not its
+    /// connection is still here).
+    pub fn gave(&self, id: ConnId) -> bool {
+        id.0 < self.next_conn
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&ConnId, &Connection)> {
+        self.conns.iter()
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &ConnId> {
+        self.conns.keys()
     }
 
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Connection> {
@@ -273,6 +349,7 @@ impl std::ops::Index<&ConnId> for Peers {
 #[cfg(test)]
 mod tests {
     use crate::tests::Harness;
+    use crate::ConnId;
     use std::collections::HashMap;
 
     /// A state whose registered counts fell below its connections, or
@@ -290,8 +367,10 @@ mod tests {
         let peers = &mut h.bus.conns;
         assert_eq!(peers.registered, 2);
         assert_eq!(peers.registered_per_uid, HashMap::from([(1000, 2)]));
-        peers.remove(&a);
-        peers.remove(&b);
+        for gone in [a, b] {
+            h.bus.remove_connection(gone, h.now, &mut Vec::new());
+        }
+        let peers = &mut h.bus.conns;
         assert_eq!(peers.registered, 0);
         // What was given, given again.
         let (next_conn, next_unique) = (peers.next_conn, peers.next_unique);
@@ -325,5 +404,79 @@ mod tests {
         let peers = &mut h.bus.conns;
         (peers.next_conn, peers.next_unique) = (next_conn + 1, next_unique + 1);
         assert!(h.bus.recount_handed_over().is_ok());
+    }
+
+    /// A state where two connections share a unique name, or one holds a
+    /// name the bus never writes (a sign, a leading zero) that parses to
+    /// a number it gave.
+    #[test]
+    fn handed_over_unique_names_are_distinct_and_as_the_bus_writes_them() {
+        let mut h = Harness::new();
+        let (_, a_name) = h.client();
+        let (b, b_name) = h.client();
+        let b_number = b_name.strip_prefix(":1.").unwrap();
+        let next = h.bus.conns.next_unique;
+        for (name, why) in [
+            (
+                a_name.clone(),
+                format!("two connections have the unique name {a_name}"),
+            ),
+            (
+                format!(":1.+{b_number}"),
+                format!("the unique name :1.+{b_number} is not one given before :1.{next}"),
+            ),
+            (
+                format!(":1.0{b_number}"),
+                format!("the unique name :1.0{b_number} is not one given before :1.{next}"),
+            ),
+        ] {
+            h.bus.conns.get_mut(&b).unwrap().unique = Some(name);
+            assert_eq!(h.bus.recount_handed_over(), Err(why));
+        }
+        h.bus.conns.get_mut(&b).unwrap().unique = Some(b_name);
+        assert!(h.bus.recount_handed_over().is_ok());
+    }
+
+    /// A state whose connections' unique names are not the ones the
+    /// registry gives their messages to (two swapped: each would get the
+    /// other's calls), or whose registry owns a unique name no
+    /// connection has. A monitor, which let go of its name, is whole.
+    #[test]
+    fn handed_over_unique_names_are_owned_by_their_connections() {
+        let mut h = Harness::new();
+        let (a, a_name) = h.client();
+        let (b, b_name) = h.client();
+        let (m, _) = h.client();
+        h.send(m, crate::tests::become_monitor(&[]));
+        h.take();
+        assert!(h.bus.recount_handed_over().is_ok());
+        let peers = &mut h.bus.conns;
+        peers.get_mut(&a).unwrap().unique = Some(b_name.clone());
+        peers.get_mut(&b).unwrap().unique = Some(a_name.clone());
+        // Whichever of the two the check meets first.
+        let why = h.bus.recount_handed_over().unwrap_err();
+        let owned_by = |conn: ConnId, name: &str, owner: ConnId| {
+            format!(
+                "the unique name {name} of connection {} is owned by Some({owner:?})",
+                conn.0
+            )
+        };
+        assert!(
+            why == owned_by(a, &b_name, b) || why == owned_by(b, &a_name, a),
+            "{why}"
+        );
+        let peers = &mut h.bus.conns;
+        peers.get_mut(&a).unwrap().unique = Some(a_name);
+        peers.get_mut(&b).unwrap().unique = Some(b_name);
+        assert!(h.bus.recount_handed_over().is_ok());
+        // Gone from the connections, still in the registry.
+        h.bus.conns.remove(&b);
+        assert_eq!(
+            h.bus.recount_handed_over(),
+            Err(
+                "2 unique names have owners, for 1 connections past Hello that are not monitors"
+                    .into()
+            )
+        );
     }
 }

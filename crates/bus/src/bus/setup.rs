@@ -22,7 +22,7 @@ use crate::replies::PendingReplies;
 use crate::stats::Peaks;
 use crate::subscriptions::{Monitors, Subscriptions};
 use crate::traffic::Traffic;
-use crate::{Action, Bus, BusOptions, BUS_INTERFACE, BUS_PATH};
+use crate::{Action, Bus, BusOptions, ConnId, BUS_INTERFACE, BUS_PATH};
 
 use super::Routing;
 
@@ -54,17 +54,67 @@ impl Bus {
     /// the activations' waiters and deadlines are counted again and the
     /// counters of ids, unique names and instance paths checked
     /// (`Peers::recount`, `Containers::recount`, `Activations::recount`),
-    /// and each user's tally of queued bytes and fds, which crossed
-    /// beside the queues, is counted again from them. Returns the uids
-    /// whose tallies were wrong (now right; the daemon logs them), or why
-    /// the state cannot be served (a connection of a user with no tally,
-    /// an id or a path given twice: the restart is refused and the
-    /// previous image serves on).
+    /// each user's tally of queued bytes and fds, which crossed beside
+    /// the queues, is counted again from them, and the held senders are
+    /// found again from their holds. Returns the uids whose tallies were
+    /// wrong (now right; the daemon logs them), or why the state cannot
+    /// be served (a connection of a user with no tally or counted in
+    /// another uid's, an id, a unique name or a path given twice: the
+    /// restart is refused and the previous image serves on).
     pub fn recount_handed_over(&mut self) -> Result<Vec<u32>, String> {
         self.conns.recount()?;
+        self.check_unique_owners()?;
         self.containers.recount()?;
         self.activations.recount();
-        self.queues.recount(self.conns.values().map(|c| &c.queue))
+        let queues = self
+            .conns
+            .iter()
+            .map(|(&id, c)| (id, c.creds().uid, &c.queue));
+        self.queues.recount(queues)
+    }
+
+    /// After a restart in place: each unique name is owned, in the
+    /// registry, by the connection it names (a monitor's by none: it let
+    /// go of its names), and the registry holds no other. A message to
+    /// the name goes to the registry's owner, while the replies and the
+    /// sender field of the connection's own name it: one connection could
+    /// otherwise be called as another, or answer for it.
+    fn check_unique_owners(&self) -> Result<(), String> {
+        let mut owned = 0;
+        for (&id, conn) in self.conns.iter() {
+            let Some(unique) = conn.unique() else {
+                continue;
+            };
+            let expected = (!self.monitors.is_monitor(id)).then_some(id);
+            owned += usize::from(expected.is_some());
+            let owner = self.registry.owner(unique);
+            if owner != expected {
+                return Err(format!(
+                    "the unique name {unique} of connection {} is owned by {owner:?}",
+                    id.0
+                ));
+            }
+        }
+        let in_registry = self.registry.names().filter(|n| n.starts_with(':')).count();
+        if in_registry != owned {
+            return Err(format!(
+                "{in_registry} unique names have owners, for {owned} connections past Hello \
+                 that are not monitors"
+            ));
+        }
+        Ok(())
+    }
+
+    /// A bus deserialized after a restart in place, checked against the
+    /// daemon's connections it crossed with: `daemon` gives each one's
+    /// id, whether it has authenticated and whether it said Hello (see
+    /// `Peers::check_daemon_connections`). Returns why the two cannot be
+    /// served together.
+    pub fn check_daemon_connections(
+        &self,
+        daemon: impl IntoIterator<Item = (ConnId, bool, bool)>,
+    ) -> Result<(), String> {
+        self.conns.check_daemon_connections(daemon)
     }
 
     pub fn new(opts: BusOptions) -> Bus {

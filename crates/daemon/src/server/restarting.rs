@@ -18,7 +18,7 @@ use quickbus_bus::{errors, Bus, ConnId, RestartRequester};
 use serde::{Deserialize, Serialize};
 use tracing::{debug, info, warn};
 
-use super::{token, Conn, FastMap, Listen, Server, ServerOptions, LAST_LISTENER};
+use super::{token, Conn, FastMap, Listen, Phase, Server, ServerOptions, LAST_LISTENER};
 use crate::late_users::LateUsers;
 use crate::restart::{self, write_handover, Handover};
 
@@ -100,6 +100,21 @@ impl LoopState {
         self.incomplete = by_uid.values().sum();
         self.incomplete_by_uid = by_uid;
     }
+
+    /// Whether the connections add up with `bus`'s, which crossed beside
+    /// them: each id one the bus gave (the loop would give it again, and
+    /// the next accepted socket would replace the connection holding it),
+    /// each authenticated connection known to the bus and each one past
+    /// Hello named by it, and no connection of the bus without one here
+    /// ([`Bus::check_daemon_connections`]). Returns why not.
+    fn check_against(&self, bus: &Bus) -> Result<(), String> {
+        let conns = self.conns.iter().map(|(&id, conn)| {
+            let authenticated = matches!(conn.phase, Phase::Running);
+            (id, authenticated, !conn.incomplete)
+        });
+        bus.check_daemon_connections(conns)
+            .map_err(|why| format!("the state does not add up: {why}"))
+    }
 }
 
 fn deadlines(heap: &mut BinaryHeap<Reverse<(Instant, ConnId)>>) -> Vec<Deadline> {
@@ -128,6 +143,13 @@ impl Server {
         began_ns: u64,
         outcome: Result<(), String>,
     ) -> Result<Server, Unbuilt> {
+        // Refused before anything is built from it: what is kept is
+        // forgotten (`restart::resume`), and the previous binary resumes
+        // the bus from the same handover.
+        if let Err(why) = state.check_against(&bus) {
+            let error = std::io::Error::other(why);
+            return Err(Unbuilt::keeping(error, (state, bus, opts)));
+        }
         let mut server = Server::with_state(state, bus, opts)?;
         let pause_ms = restart::since_ms(began_ns);
         let kept = server.conns.len();
@@ -365,7 +387,6 @@ impl Server {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Phase;
     use super::*;
     use crate::socket::Stream;
 
@@ -376,6 +397,112 @@ mod tests {
             incomplete,
             ..Conn::accepted(stream, Phase::Running, uid, None)
         }
+    }
+
+    /// A connection of `uid` still authenticating.
+    fn authenticating(uid: u32) -> Conn {
+        let sasl =
+            crate::auth::SaslServer::new(&crate::auth::AuthConfig::new("0".repeat(32)), Some(uid));
+        let phase = Phase::Authenticating {
+            sasl,
+            creds: Box::default(),
+        };
+        Conn {
+            phase,
+            ..conn(uid, true)
+        }
+    }
+
+    /// A bus and a loop that add up: connection 1 past Hello, 2
+    /// authenticated before it, 3 authenticating (the bus does not know
+    /// it yet).
+    fn bus_and_loop() -> (Bus, LoopState) {
+        let mut bus = Bus::new(quickbus_bus::BusOptions::default());
+        let creds = quickbus_bus::Credentials {
+            uid: 1000,
+            ..Default::default()
+        };
+        let ids: Vec<ConnId> = (0..3).map(|_| bus.next_connection_id()).collect();
+        for &id in &ids[..2] {
+            bus.add_connection_as(id, creds.clone(), false);
+        }
+        let hello = quickbus_wire::MessageBuilder::method_call(quickbus_bus::BUS_PATH, "Hello")
+            .interface(quickbus_bus::BUS_INTERFACE)
+            .destination(quickbus_bus::BUS_NAME)
+            .build(1)
+            .unwrap();
+        let hello = quickbus_wire::Message::parse(hello).unwrap();
+        bus.receive(ids[0], hello, Vec::new(), Instant::now(), &mut Vec::new());
+        assert!(bus.unique_name(ids[0]).is_some());
+        let mut state = LoopState::default();
+        state.conns.insert(ids[0], conn(1000, false));
+        state.conns.insert(ids[1], conn(1000, true));
+        state.conns.insert(ids[2], authenticating(1000));
+        (bus, state)
+    }
+
+    /// A loop whose connections do not add up with the bus's: an id at or
+    /// past the bus's next (the next accepted socket would replace it), a
+    /// connection past Hello or authenticated that the bus does not know
+    /// or did not name, one the bus knows still authenticating, and a
+    /// connection of the bus the loop has none for.
+    #[test]
+    fn handed_over_connections_must_be_the_buss() {
+        let (mut bus, mut state) = bus_and_loop();
+        assert_eq!(state.check_against(&bus), Ok(()));
+        let refused = |state: &LoopState, bus: &Bus| {
+            let why = state.check_against(bus).unwrap_err();
+            why.strip_prefix("the state does not add up: ")
+                .unwrap()
+                .to_owned()
+        };
+        // Not yet given: the next socket accepted would get id 4.
+        state.conns.insert(ConnId(4), authenticating(1000));
+        assert_eq!(
+            refused(&state, &bus),
+            "the daemon's connection 4 not below the next id to give, 4"
+        );
+        state.conns.remove(&ConnId(4));
+        // Given, but authenticated (or past Hello) without the bus.
+        let given = bus.next_connection_id();
+        for incomplete in [true, false] {
+            state.conns.insert(given, conn(1000, incomplete));
+            assert_eq!(
+                refused(&state, &bus),
+                format!(
+                    "connection {} authenticated, but the bus does not know it",
+                    given.0
+                )
+            );
+        }
+        state.conns.remove(&given);
+        // Past Hello in the loop, not in the bus; and the other way.
+        state.conns.get_mut(&ConnId(2)).unwrap().incomplete = false;
+        assert_eq!(
+            refused(&state, &bus),
+            "connection 2 said Hello as the daemon sees it, but the bus gave it no unique name"
+        );
+        state.conns.get_mut(&ConnId(2)).unwrap().incomplete = true;
+        state.conns.get_mut(&ConnId(1)).unwrap().incomplete = true;
+        assert_eq!(
+            refused(&state, &bus),
+            "connection 1 has not said Hello as the daemon sees it, but the bus gave it its unique name"
+        );
+        state.conns.get_mut(&ConnId(1)).unwrap().incomplete = false;
+        // Known to the bus, authenticating in the loop.
+        let running = state.conns.insert(ConnId(2), authenticating(1000)).unwrap();
+        assert_eq!(
+            refused(&state, &bus),
+            "connection 2 is authenticating, but the bus knows it"
+        );
+        // Known to the bus, not to the loop.
+        state.conns.remove(&ConnId(2));
+        assert_eq!(
+            refused(&state, &bus),
+            "connection 2 of the bus has no connection in the daemon"
+        );
+        state.conns.insert(ConnId(2), running);
+        assert_eq!(state.check_against(&bus), Ok(()));
     }
 
     #[test]
