@@ -11,10 +11,22 @@
 
 use std::io::{Read, Write};
 use std::os::fd::{OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use quickbus_bus::handover::Clock;
 
 use super::{read_handover, HandedOver, Restored, REFUSE_STATE_FOR_TESTS};
+
+/// Set in a child forked to try the state ([`in_a_child`]).
+static TRYING: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process is a child only trying to read a handover's
+/// state: the socket, pid and nonce files the state names are the bus's,
+/// not this child's to remove, whatever it drops (a state refused half
+/// read drops what was read so far).
+pub fn trying_the_state() -> bool {
+    TRYING.load(Ordering::Relaxed)
+}
 
 /// The old image's read-back: the state just written to `memfd`, read as
 /// the new image will read it (the same reader, the same checks, in a
@@ -40,6 +52,7 @@ pub fn in_a_child(handed: &HandedOver, clock: Clock) -> Result<(), String> {
     match crate::sys::fork_single_threaded() {
         Err(e) => Err(format!("cannot check the handover: {e}")),
         Ok(None) => {
+            TRYING.store(true, Ordering::Relaxed);
             let code = match deserialize(handed, clock, Reader::Check) {
                 Ok(restored) => {
                     // Not dropped: its guards would remove the bus's
@@ -138,6 +151,13 @@ pub enum Reader {
     NewImage,
     /// The previous binary, going back.
     GoingBack,
+}
+
+/// Whether [`REFUSE_STATE_FOR_TESTS`] makes the old image write a state
+/// that cannot be read (`corrupt`: its last byte, which every reader
+/// refuses once it has read all the rest).
+pub fn corrupts_for_tests() -> bool {
+    std::env::var(REFUSE_STATE_FOR_TESTS).as_deref() == Ok("corrupt")
 }
 
 /// Whether [`REFUSE_STATE_FOR_TESTS`] makes `reader` refuse the state, and

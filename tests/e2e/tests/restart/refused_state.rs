@@ -17,11 +17,12 @@ use super::{emit, owner_by_dbus_send, KEEP, SIGNALS};
 
 const REFUSED: &str = "restart refused: the new image would refuse the state";
 
-fn bus_whose_state_is_refused(extra_config: &str) -> Bus {
+/// A bus started with `QUICKBUS_TEST_REFUSE_STATE=refusal`.
+fn bus_whose_state_is_refused(refusal: &str, extra_config: &str) -> Bus {
     let dir = TempDir::new();
     let config = write_config_with(dir.path(), Listen::UnixPath, extra_config);
     let mut daemon = Command::new(quickbus_daemon_path());
-    daemon.env("QUICKBUS_TEST_REFUSE_STATE", "1");
+    daemon.env("QUICKBUS_TEST_REFUSE_STATE", refusal);
     Bus::start_command(
         dir,
         daemon,
@@ -29,10 +30,10 @@ fn bus_whose_state_is_refused(extra_config: &str) -> Bus {
     )
 }
 
-/// Refuse a restart by call and one by signal, then check the bus is as
-/// it was: the connection from before, its name and rule, and room for
-/// new clients (its socket file is still there).
-fn refused_restarts_leave_the_bus_serving(bus: &Bus) {
+/// Refuse a restart by call (the caller hears `why`) and one by signal,
+/// then check the bus is as it was: the connection from before, its name
+/// and rule, and room for new clients (its socket file is still there).
+fn refused_restarts_leave_the_bus_serving(bus: &Bus, why: &str) {
     let mut python = bus.peer();
     assert_eq!(python.request_name(KEEP, 0), 1);
     let rule = format!("type='signal',interface='{SIGNALS}'");
@@ -43,7 +44,7 @@ fn refused_restarts_leave_the_bus_serving(bus: &Bus) {
         refused
             .stderr
             .contains("Restart refused: the new image would refuse the state")
-            && refused.stderr.contains("QUICKBUS_TEST_REFUSE_STATE=1"),
+            && refused.stderr.contains(why),
         "{refused:#?}\nlog:\n{}",
         bus.log()
     );
@@ -70,8 +71,20 @@ fn a_state_the_new_image_would_refuse_is_refused_before_the_exec_and_the_bus_ser
     if skip::quickbus_only("restarting in place") {
         return;
     }
-    let bus = bus_whose_state_is_refused("");
-    refused_restarts_leave_the_bus_serving(&bus);
+    let bus = bus_whose_state_is_refused("1", "");
+    refused_restarts_leave_the_bus_serving(&bus, "QUICKBUS_TEST_REFUSE_STATE=1");
+}
+
+/// A state that cannot be read to its end: the child reading it back
+/// drops all it read before the bad byte, the listeners among it, and the
+/// bus's socket file must stay.
+#[test]
+fn a_state_that_cannot_be_read_is_refused_before_the_exec_and_the_socket_file_stays() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let bus = bus_whose_state_is_refused("corrupt", "");
+    refused_restarts_leave_the_bus_serving(&bus, "cannot read the state");
 }
 
 /// The same with worker threads: the read-back's fork needs them stopped,
@@ -81,8 +94,8 @@ fn a_state_refused_before_the_exec_with_worker_threads_leaves_the_bus_serving() 
     if skip::quickbus_only("restarting in place") {
         return;
     }
-    let bus = bus_whose_state_is_refused(r#"<limit name="threads">4</limit>"#);
-    refused_restarts_leave_the_bus_serving(&bus);
+    let bus = bus_whose_state_is_refused("1", r#"<limit name="threads">4</limit>"#);
+    refused_restarts_leave_the_bus_serving(&bus, "QUICKBUS_TEST_REFUSE_STATE=1");
     // Started at start-up, and again after each refusal.
     wait_for_log(&bus, "4 threads read and write the connections", 3);
 }
