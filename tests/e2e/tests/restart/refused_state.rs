@@ -31,14 +31,9 @@ fn bus_whose_state_is_refused(refusal: &str, extra_config: &str) -> Bus {
 }
 
 /// Refuse a restart by call (the caller hears `why`) and one by signal,
-/// then check the bus is as it was: the connection from before, its name
-/// and rule, and room for new clients (its socket file is still there).
+/// then check the bus is as it was.
 fn refused_restarts_leave_the_bus_serving(bus: &Bus, why: &str) {
-    let mut python = bus.peer();
-    assert_eq!(python.request_name(KEEP, 0), 1);
-    let rule = format!("type='signal',interface='{SIGNALS}'");
-    python.add_match(&rule);
-
+    let mut keeper = Keeper::connect(bus);
     let refused = quickbus_restart(bus).failure();
     assert!(
         refused
@@ -54,16 +49,35 @@ fn refused_restarts_leave_the_bus_serving(bus: &Bus, why: &str) {
     for never in ["restoring failed", "going back", "the bus is lost"] {
         assert!(!log.contains(never), "{never:?} in the log:\n{log}");
     }
+    keeper.finds_the_bus_as_it_was(bus);
+}
 
-    // A client from before keeps its name and its rule; a new one connects
-    // and hears it.
-    assert_eq!(owner_by_dbus_send(bus, KEEP), python.unique_name());
-    let mut newcomer = bus.peer();
-    newcomer.add_match(&rule);
-    emit(&mut python, "/x", "StillServing", "[]");
-    let event = |e: &str| e.contains(&format!("{SIGNALS}.StillServing"));
-    python.wait_event(event);
-    newcomer.wait_event(event);
+/// A client with a name and a match rule, from before the restarts.
+struct Keeper {
+    peer: quickbus_e2e::Peer,
+    rule: String,
+}
+
+impl Keeper {
+    fn connect(bus: &Bus) -> Keeper {
+        let mut peer = bus.peer();
+        assert_eq!(peer.request_name(KEEP, 0), 1);
+        let rule = format!("type='signal',interface='{SIGNALS}'");
+        peer.add_match(&rule);
+        Keeper { peer, rule }
+    }
+
+    /// The keeper still has its name and its rule, and a new client
+    /// connects (the socket file is still there) and hears it.
+    fn finds_the_bus_as_it_was(&mut self, bus: &Bus) {
+        assert_eq!(owner_by_dbus_send(bus, KEEP), self.peer.unique_name());
+        let mut newcomer = bus.peer();
+        newcomer.add_match(&self.rule);
+        emit(&mut self.peer, "/x", "StillServing", "[]");
+        let event = |e: &str| e.contains(&format!("{SIGNALS}.StillServing"));
+        self.peer.wait_event(event);
+        newcomer.wait_event(event);
+    }
 }
 
 #[test]
@@ -108,20 +122,8 @@ fn a_new_image_refusing_the_state_after_its_check_hands_the_whole_bus_back() {
     if skip::quickbus_only("restarting in place") {
         return;
     }
-    let dir = TempDir::new();
-    let config = write_config_with(dir.path(), Listen::UnixPath, "");
-    let mut daemon = Command::new(quickbus_daemon_path());
-    daemon.env("QUICKBUS_TEST_REFUSE_STATE", "after-the-check");
-    let bus = Bus::start_command(
-        dir,
-        daemon,
-        &[format!("--config-file={}", config.display())],
-    );
-    let mut python = bus.peer();
-    assert_eq!(python.request_name(KEEP, 0), 1);
-    let rule = format!("type='signal',interface='{SIGNALS}'");
-    python.add_match(&rule);
-
+    let bus = bus_whose_state_is_refused("after-the-check", "");
+    let mut keeper = Keeper::connect(&bus);
     let failed = quickbus_restart(&bus).failure();
     assert!(
         failed
@@ -136,12 +138,5 @@ fn a_new_image_refusing_the_state_after_its_check_hands_the_whole_bus_back() {
         "{log}"
     );
     assert!(!log.contains("the bus is lost"), "{log}");
-
-    assert_eq!(owner_by_dbus_send(&bus, KEEP), python.unique_name());
-    let mut newcomer = bus.peer();
-    newcomer.add_match(&rule);
-    emit(&mut python, "/x", "Back", "[]");
-    let event = |e: &str| e.contains(&format!("{SIGNALS}.Back"));
-    python.wait_event(event);
-    newcomer.wait_event(event);
+    keeper.finds_the_bus_as_it_was(&bus);
 }
