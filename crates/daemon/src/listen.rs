@@ -51,6 +51,9 @@ impl Listener {
 
 impl Drop for Listener {
     fn drop(&mut self) {
+        if crate::restart::trying_the_state() {
+            return; // the bus's file, not a restart's trial reader's
+        }
         if let Some(path) = &self.cleanup {
             let _ = std::fs::remove_file(path);
         }

@@ -6,7 +6,8 @@
 //!
 //! The old image (`server::restarting`) checks the binary answers
 //! `--handover-version` with [`HANDOVER_VERSION`], writes the state to a
-//! sealed memfd (`format`), clears close-on-exec on every descriptor the
+//! sealed memfd (`format`), reads it back in a forked child as the new
+//! image will (`check`), clears close-on-exec on every descriptor the
 //! state names, and execs. The new image makes itself non-dumpable
 //! (`dumpable`), finds [`HANDOVER_FD`] in its environment and resumes
 //! (`resume`), then sets close-on-exec on everything again; if it cannot
@@ -19,6 +20,7 @@
 //! start-up (to resume).
 
 mod binary;
+mod check;
 pub mod dumpable;
 mod format;
 #[cfg(test)]
@@ -29,6 +31,7 @@ mod resume;
 use std::path::PathBuf;
 
 pub use binary::{hold_handled_signals, unblock_handled_signals, Binary};
+pub use check::{read_back, trying_the_state};
 pub use format::{
     clock_now, read_handover, since_ms, write_handover, HandedOver, Handover, Restored,
 };
@@ -52,6 +55,14 @@ pub const GOING_BACK: &str = "QUICKBUS_HANDOVER_GOING_BACK";
 /// For tests of the way back: a new image with this set to `1` fails to
 /// resume on purpose (the image going back ignores it).
 pub const FAIL_RESTORE_FOR_TESTS: &str = "QUICKBUS_TEST_FAIL_RESTORE";
+/// For tests of a state the new image would refuse: with this set to `1`,
+/// every image that reads the handover finds that the state does not add
+/// up (the old image's read-back, the new image, the previous binary going
+/// back), as when both binaries have the same checks; with
+/// `after-the-check`, only the new image, after its check in a child
+/// passed (as if the two disagreed); with `corrupt`, the old image writes
+/// a state whose last byte no reader takes.
+pub const REFUSE_STATE_FOR_TESTS: &str = "QUICKBUS_TEST_REFUSE_STATE";
 
 /// What the restart keeps from the start-up: the configuration the
 /// server's options came from, and the files to remove at exit.

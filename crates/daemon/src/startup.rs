@@ -354,6 +354,9 @@ impl PidFile {
 
 impl Drop for PidFile {
     fn drop(&mut self) {
+        if crate::restart::trying_the_state() {
+            return; // the bus's file, not a restart's trial reader's
+        }
         let _ = std::fs::remove_file(&self.0);
     }
 }

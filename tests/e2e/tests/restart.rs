@@ -19,6 +19,8 @@ mod held_senders;
 mod parsed_ahead;
 #[path = "restart/privileges.rs"]
 mod privileges;
+#[path = "restart/refused_state.rs"]
+mod refused_state;
 #[path = "restart/services.rs"]
 mod services;
 #[path = "restart/signals.rs"]

@@ -79,21 +79,39 @@ pub fn since_ms(began_ns: u64) -> f64 {
 /// Serialize `handover` into a new sealed memfd; returns it (close-on-exec
 /// still set) and the descriptors the state names.
 pub fn write_handover(handover: &Handover<'_>) -> io::Result<(OwnedFd, Vec<RawFd>)> {
-    write_state(handover)
+    write_state_then(handover, |payload| {
+        if super::check::corrupts_for_tests() {
+            // The last field, `dumpable`: a bool no reader takes, read
+            // after everything else.
+            if let Some(last) = payload.last_mut() {
+                *last = 2;
+            }
+        }
+    })
 }
 
 /// What [`write_handover`] does, for any state.
+#[cfg(test)]
 fn write_state<T: serde::Serialize>(state: &T) -> io::Result<(OwnedFd, Vec<RawFd>)> {
+    write_state_then(state, |_| ())
+}
+
+/// [`write_state`], with `then` given the payload before it is written.
+fn write_state_then<T: serde::Serialize>(
+    state: &T,
+    then: impl FnOnce(&mut Vec<u8>),
+) -> io::Result<(OwnedFd, Vec<RawFd>)> {
     let (payload, saved) =
         quickbus_bus::handover::saving(clock_now(), || postcard::to_stdvec(state));
     // postcard's error says only that a field refused; the field's reason
     // is in `saved`.
-    let payload = payload.map_err(|e| {
+    let mut payload = payload.map_err(|e| {
         io::Error::other(format!(
             "cannot serialize: {}",
             saved.refused.unwrap_or_else(|| e.to_string())
         ))
     })?;
+    then(&mut payload);
     let memfd = rustix::fs::memfd_create(
         "quickbus-handover",
         rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,

@@ -11,7 +11,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use tracing::{error, info};
 
 use super::{
-    clock_now, read_handover, since_ms, Binary, HandedOver, Restored, FAIL_RESTORE_FOR_TESTS,
+    check, clock_now, read_handover, since_ms, Binary, Restored, FAIL_RESTORE_FOR_TESTS,
     GOING_BACK, HANDOVER_FD, PREVIOUS_BINARY_FD,
 };
 use crate::cli::Options;
@@ -118,9 +118,16 @@ fn restore(opts: &Options, memfd: &OwnedFd, going_back: bool) -> Result<Server, 
     let started = clock_now().monotonic_ns;
     let handed = read_handover(memfd).map_err(|e| e.to_string())?;
     let read = since_ms(started);
-    check_in_a_child(&handed)?;
+    // One clock for the child and for this image: an instant the child
+    // could place, this image places too, so the two cannot disagree.
+    let clock = clock_now();
+    check::in_a_child(&handed, clock)?;
     let checked = since_ms(started) - read;
-    let (restored, recounted) = deserialize(&handed)?;
+    let reader = match going_back {
+        false => check::Reader::NewImage,
+        true => check::Reader::GoingBack,
+    };
+    let (restored, recounted) = check::deserialize(&handed, clock, reader)?;
     if !recounted.is_empty() {
         tracing::warn!(
             "the queued bytes of uids {recounted:?} did not add up to their queues: counted again"
@@ -137,92 +144,6 @@ fn restore(opts: &Options, memfd: &OwnedFd, going_back: bool) -> Result<Server, 
     let server = rebuild(opts, restored, going_back)?;
     handed.serving();
     Ok(server)
-}
-
-/// The descriptor table, taken over: each number once, and a duplicate
-/// for each further index naming it (the fds of a broadcast queued for
-/// several receivers).
-fn take_over(numbers: &[RawFd]) -> Result<Vec<OwnedFd>, String> {
-    let mut table: Vec<OwnedFd> = Vec::with_capacity(numbers.len());
-    let mut first: std::collections::HashMap<RawFd, usize> = Default::default();
-    for (i, &number) in numbers.iter().enumerate() {
-        let fd = match first.get(&number) {
-            Some(&at) => table[at].try_clone(),
-            None => {
-                first.insert(number, i);
-                crate::sys::adopt_inherited_fd(number).map(OwnedFd::from)
-            }
-        };
-        table.push(fd.map_err(|e| format!("descriptor {number} of the handover: {e}"))?);
-    }
-    Ok(table)
-}
-
-/// The state, from the handover; its queues share the handover's buffers
-/// (read before any child is forked, so a check shares them too). With
-/// it, the uids whose tallies were counted again (`Bus::recount_handed_over`).
-fn deserialize(handed: &HandedOver) -> Result<(Restored, Vec<u32>), String> {
-    let table = take_over(&handed.fds)?;
-    let buffers = handed.buffers.clone();
-    let (restored, unused) = quickbus_bus::handover::restoring(clock_now(), table, buffers, || {
-        postcard::from_bytes::<Restored>(&handed.payload).map_err(|e| {
-            format!(
-                "cannot read the state: {}",
-                quickbus_bus::handover::explained(e)
-            )
-        })
-    });
-    let mut restored = restored?;
-    if unused > 0 {
-        tracing::warn!("{unused} descriptors of the handover were not named by its state");
-    }
-    // The users' tallies crossed beside the queues they count: counted
-    // again, so a drifted one cannot misjudge flow control from now on
-    // (and one that cannot be fails the check in the child).
-    let recounted = restored
-        .bus
-        .recount_handed_over()
-        .map_err(|why| format!("the state does not add up: {why}"))?;
-    Ok((restored, recounted))
-}
-
-/// Deserialize the state in a child process: exit status 0 if it can be.
-fn check_in_a_child(handed: &HandedOver) -> Result<(), String> {
-    match crate::sys::fork_single_threaded() {
-        Err(e) => Err(format!("cannot check the handover: {e}")),
-        Ok(None) => {
-            let code = match deserialize(handed) {
-                Ok(restored) => {
-                    // Not dropped: its guards would remove the bus's
-                    // socket, pid and nonce files.
-                    std::mem::forget(restored);
-                    0
-                }
-                Err(why) => {
-                    error!("restoring failed: {why}");
-                    1
-                }
-            };
-            // No destructors, no atexit: this child only had to try.
-            crate::sys::exit_now(code)
-        }
-        Ok(Some(child)) => {
-            let pid = rustix::process::Pid::from_raw(child as i32).ok_or("fork returned pid 0")?;
-            let status = loop {
-                match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
-                    Ok(Some(status)) => break status,
-                    Ok(None) => continue,
-                    Err(rustix::io::Errno::INTR) => continue,
-                    Err(e) => return Err(format!("cannot wait for the check: {e}")),
-                }
-            };
-            if status.exit_status() == Some(0) {
-                Ok(())
-            } else {
-                Err("the state cannot be read (the check said why, above)".into())
-            }
-        }
-    }
 }
 
 /// Everything built from the handover before the loop runs. If a step

@@ -263,9 +263,13 @@ impl Server {
             }
         }
         self.opts.notifier.reloading("Restarting in place");
+        // The read-back forks, which wants the loop's thread alone (the
+        // exec would end the workers anyway).
+        self.workers.stop();
         let state = self.take_state();
         let why = self.hand_over(&state, pending, began);
         self.put_back(state);
+        self.workers.start_again();
         self.opts.notifier.ready(&self.opts.status);
         why
     }
@@ -291,6 +295,17 @@ impl Server {
             "handover written: {} bytes, {} descriptors, {:.1} ms after the restart began",
             rustix::fs::fstat(&memfd).map_or(0, |st| st.st_size),
             fds.len(),
+            restart::since_ms(began)
+        );
+        // A state the new image would refuse is refused here, while this
+        // loop can serve on: going back to this binary after the exec
+        // would not help, since this binary refuses it too if it has the
+        // same checks (docs/restart.md, "Failure paths").
+        if let Err(why) = restart::read_back(&memfd) {
+            return format!("the new image would refuse the state: {why}");
+        }
+        debug!(
+            "handover read back in a child, {:.1} ms after the restart began",
             restart::since_ms(began)
         );
         let passed = fds

@@ -71,6 +71,10 @@ pub(super) type WriteResult = Result<Option<usize>, Errno>;
 /// The pool, or none when the loop does everything itself.
 pub(super) struct Workers {
     pool: Option<rayon::ThreadPool>,
+    /// The pool's threads, waited for when it stops.
+    threads: Vec<std::thread::JoinHandle<()>>,
+    /// The `threads` limit the pool was started for.
+    configured: usize,
 }
 
 impl Workers {
@@ -85,12 +89,27 @@ impl Workers {
             }
             n => n,
         };
+        let mut workers = Workers {
+            pool: None,
+            threads: Vec::new(),
+            configured,
+        };
         if threads <= 1 {
-            return Workers { pool: None };
+            return workers;
         }
+        let started = &mut workers.threads;
         let built = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
-            .thread_name(|i| format!("quickbus-io-{i}"))
+            // Started here, to keep each thread's handle (`stop`).
+            .spawn_handler(|thread| {
+                let name = format!("quickbus-io-{}", thread.index());
+                started.push(
+                    std::thread::Builder::new()
+                        .name(name)
+                        .spawn(|| thread.run())?,
+                );
+                Ok(())
+            })
             // Signals stay the loop's (its signal pipe): a worker's
             // syscalls are never interrupted by one.
             .start_handler(|_| block_signals())
@@ -98,13 +117,32 @@ impl Workers {
         match built {
             Ok(pool) => {
                 info!("{threads} threads read and write the connections");
-                Workers { pool: Some(pool) }
+                workers.pool = Some(pool);
             }
             Err(e) => {
                 warn!("cannot start {threads} threads ({e}): one thread does all the work");
-                Workers { pool: None }
+                workers.stop();
             }
         }
+        workers
+    }
+
+    /// End the pool and wait until its threads are gone: the loop's is
+    /// the process's only thread again (a restart forks a child, which
+    /// needs that: `sys::fork_single_threaded`). The loop does its
+    /// syscalls itself until [`Workers::start_again`].
+    pub(super) fn stop(&mut self) {
+        // Dropping the pool tells its threads to end once idle (they are,
+        // between turns).
+        self.pool = None;
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+
+    /// The pool [`Workers::stop`] ended, started again.
+    pub(super) fn start_again(&mut self) {
+        *self = Workers::new(self.configured);
     }
 
     /// Whether `count` connections are worth handing to the pool.
