@@ -545,12 +545,7 @@ mod tests {
     fn a_handed_over_child_pid_no_process_can_have_is_refused() {
         for pid in [1u32 << 31, u32::MAX] {
             let state = postcard::to_stdvec(&("org.example.S", pid, false)).unwrap();
-            let clock = crate::restart::clock_now();
-            let (read, _) =
-                quickbus_bus::handover::restoring(clock, Vec::new(), Vec::new(), || {
-                    postcard::from_bytes::<Spawned>(&state)
-                        .map_err(quickbus_bus::handover::explained)
-                });
+            let read = crate::restart::read_value_back::<Spawned>(&state, Vec::new());
             let Err(refusal) = read else {
                 panic!("a child of pid {pid} was read back");
             };

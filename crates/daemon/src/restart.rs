@@ -94,3 +94,17 @@ impl Setup {
         self.reloaded.as_ref().unwrap_or(&self.config)
     }
 }
+
+/// `state`, one value as a restart writes it, read back as the new image
+/// reads it, with `fds` as the handover's descriptor table: the value, or
+/// why it was refused (the daemon's tests of what a state may hold).
+#[cfg(test)]
+pub fn read_value_back<T: serde::de::DeserializeOwned>(
+    state: &[u8],
+    fds: Vec<std::os::fd::OwnedFd>,
+) -> Result<T, String> {
+    let (read, _) = quickbus_bus::handover::restoring(clock_now(), fds, Vec::new(), || {
+        postcard::from_bytes::<T>(state).map_err(quickbus_bus::handover::explained)
+    });
+    read
+}

@@ -768,12 +768,7 @@ mod tests {
             (),
         );
         let state = postcard::to_stdvec(&fields).unwrap();
-        let fds = vec![OwnedFd::from(ours)];
-        let clock = crate::restart::clock_now();
-        let (read, _) = quickbus_bus::handover::restoring(clock, fds, Vec::new(), || {
-            postcard::from_bytes::<Transport>(&state).map_err(quickbus_bus::handover::explained)
-        });
-        read
+        crate::restart::read_value_back(&state, vec![OwnedFd::from(ours)])
     }
 
     /// The read window steers the next read: 0 read nothing, which the
