@@ -31,7 +31,7 @@ mod resume;
 use std::path::PathBuf;
 
 pub use binary::{hold_handled_signals, unblock_handled_signals, Binary};
-pub use check::{read_back, trying_the_state};
+pub use check::{read_back, trying_the_state, CheckFailure};
 pub use format::{
     clock_now, read_handover, since_ms, write_handover, HandedOver, Handover, Restored,
 };
@@ -61,7 +61,8 @@ pub const FAIL_RESTORE_FOR_TESTS: &str = "QUICKBUS_TEST_FAIL_RESTORE";
 /// back), as when both binaries have the same checks; with
 /// `after-the-check`, only the new image, after its check in a child
 /// passed (as if the two disagreed); with `corrupt`, the old image writes
-/// a state whose last byte no reader takes.
+/// a state whose last byte no reader takes; with `panic-in-the-check`,
+/// reading the state in a child panics once it is read.
 pub const REFUSE_STATE_FOR_TESTS: &str = "QUICKBUS_TEST_REFUSE_STATE";
 
 /// What the restart keeps from the start-up: the configuration the

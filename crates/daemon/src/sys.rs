@@ -122,16 +122,19 @@ pub fn fork_daemon() -> io::Result<Option<u32>> {
 /// child. Refused when the process has more than one thread, where the
 /// child could inherit a lock held by a thread it does not have.
 pub fn fork_single_threaded() -> io::Result<Option<u32>> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let threads = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .map(str::trim);
-    if threads != Some("1") {
-        return Err(io::Error::other(format!(
-            "{} threads: no fork",
-            threads.unwrap_or("?")
-        )));
+    // A thread just joined is counted until the kernel has reaped it:
+    // give such threads a moment to go.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        let threads = thread_count()?;
+        if threads == Some(1) {
+            break;
+        }
+        if std::time::Instant::now() >= give_up {
+            let threads = threads.map_or("?".to_owned(), |n| n.to_string());
+            return Err(io::Error::other(format!("{threads} threads: no fork")));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
     // SAFETY: fork() is sound in a single-threaded process, checked just
     // above (nothing in this process starts a thread meanwhile).
@@ -141,6 +144,16 @@ pub fn fork_single_threaded() -> io::Result<Option<u32>> {
         0 => Ok(None),
         child => Ok(Some(child as u32)),
     }
+}
+
+/// This process's threads, as the kernel counts them (`Threads:` in
+/// /proc/self/status).
+fn thread_count() -> io::Result<Option<usize>> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    Ok(status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok()))
 }
 
 /// End this process at once with `code`: no destructors, no atexit

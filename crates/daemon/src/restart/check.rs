@@ -9,9 +9,13 @@
 //! it) and the child that tries it. May touch: the descriptors the state
 //! names (taken over by number).
 
+use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags};
 
 use quickbus_bus::handover::Clock;
 
@@ -30,9 +34,9 @@ pub fn trying_the_state() -> bool {
 
 /// The old image's read-back: the state just written to `memfd`, read as
 /// the new image will read it (the same reader, the same checks, in a
-/// forked child). Err says why the new image would refuse it.
-pub fn read_back(memfd: &OwnedFd) -> Result<(), String> {
-    let handed = read_handover(memfd).map_err(|e| e.to_string())?;
+/// forked child).
+pub fn read_back(memfd: &OwnedFd) -> Result<(), CheckFailure> {
+    let handed = read_handover(memfd).map_err(|e| CheckFailure::NotTried(e.to_string()))?;
     // The child takes the state's descriptors over by number while the
     // old image's state still owns them too: no harm, since the child
     // never touches that state again and ends without dropping anything
@@ -40,59 +44,152 @@ pub fn read_back(memfd: &OwnedFd) -> Result<(), String> {
     in_a_child(&handed, super::clock_now())
 }
 
+/// Why a state was not found good in a child.
+#[derive(Debug)]
+pub enum CheckFailure {
+    /// The child could not be run, or did not finish in time.
+    NotTried(String),
+    /// The child read the state and refused it, saying why.
+    Refused(String),
+}
+
+impl std::fmt::Display for CheckFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckFailure::NotTried(why) => write!(f, "cannot check the handover: {why}"),
+            CheckFailure::Refused(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<CheckFailure> for String {
+    fn from(failure: CheckFailure) -> String {
+        failure.to_string()
+    }
+}
+
+/// The most a child waits to be heard: far more than the largest state
+/// takes to read (the bench's 10,000 connections, 100,000 names and
+/// 100,000 match rules: about 150 ms on the 2-core VM), but a bound, for
+/// the loop waits meanwhile with its signals held.
+const CHECK_DEADLINE: Duration = Duration::from_secs(60);
+
+/// The most of a reason a child sends back: well within what a pipe
+/// holds, so that its write never blocks.
+const MOST_REASON_BYTES: usize = 4096;
+
 /// Deserialize the state in a child process: Ok if it can be; else why
 /// not, as the child found (sent back through a pipe).
 ///
 /// `clock` is the one the caller deserializes with afterwards too: a
 /// deadline the child could place on this clock, the caller can.
-pub fn in_a_child(handed: &HandedOver, clock: Clock) -> Result<(), String> {
-    let (mut why_out, why_in) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+pub fn in_a_child(handed: &HandedOver, clock: Clock) -> Result<(), CheckFailure> {
+    let not_tried = |e: &dyn std::fmt::Display| CheckFailure::NotTried(e.to_string());
+    let (why_out, why_in) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .map(|(read, write)| (std::fs::File::from(read), std::fs::File::from(write)))
-        .map_err(|e| format!("cannot check the handover: {e}"))?;
+        .map_err(|e| not_tried(&e))?;
     match crate::sys::fork_single_threaded() {
-        Err(e) => Err(format!("cannot check the handover: {e}")),
+        Err(e) => Err(not_tried(&e)),
         Ok(None) => {
             TRYING.store(true, Ordering::Relaxed);
-            let code = match deserialize(handed, clock, Reader::Check) {
-                Ok(restored) => {
+            // Were memory short, the kernel takes this child, not the bus.
+            let _ = std::fs::write("/proc/self/oom_score_adj", "1000");
+            // A panic ends the child here, not in the bus's destructors
+            // up the stack (the hook has printed it).
+            let tried = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                deserialize(handed, clock, Reader::Check)
+            }));
+            let (code, why) = match tried {
+                Ok(Ok(restored)) => {
                     // Not dropped: its guards would remove the bus's
                     // socket, pid and nonce files.
                     std::mem::forget(restored);
-                    0
+                    (0, String::new())
                 }
-                Err(why) => {
-                    // A pipe holds far more than a reason: this write does
-                    // not block.
-                    let _ = (&why_in).write_all(why.as_bytes());
-                    1
-                }
+                Ok(Err(why)) => (1, why),
+                Err(_) => (2, "reading the state panicked".to_owned()),
             };
+            let _ = (&why_in).write_all(truncated(&why, MOST_REASON_BYTES).as_bytes());
             // No destructors, no atexit: this child only had to try.
             crate::sys::exit_now(code)
         }
         Ok(Some(child)) => {
             drop(why_in);
-            let pid = rustix::process::Pid::from_raw(child as i32).ok_or("fork returned pid 0")?;
-            let status = loop {
-                match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
-                    Ok(Some(status)) => break status,
-                    Ok(None) => continue,
-                    Err(rustix::io::Errno::INTR) => continue,
-                    Err(e) => return Err(format!("cannot wait for the check: {e}")),
-                }
-            };
-            if status.exit_status() == Some(0) {
+            let why = hear_out(why_out, child, CHECK_DEADLINE)?;
+            if why.is_empty() {
                 return Ok(());
             }
-            let mut why = String::new();
-            let _ = why_out.read_to_string(&mut why);
-            Err(match (why.is_empty(), status.exit_status()) {
-                (false, _) => why,
-                (true, Some(code)) => format!("the check of the state exited with {code}"),
-                (true, None) => format!("the check of the state died ({status:?})"),
-            })
+            Err(CheckFailure::Refused(why))
         }
     }
+}
+
+/// What `child` writes to `reason` until it exits (an empty reason: it
+/// found the state good), within `deadline`; past it, the child is
+/// killed and the check not made. Read to the end before the wait, so
+/// that no reason can fill the pipe while the parent waits.
+fn hear_out(mut reason: File, child: u32, deadline: Duration) -> Result<String, CheckFailure> {
+    let not_tried = |why: String| CheckFailure::NotTried(why);
+    let pid = rustix::process::Pid::from_raw(child as i32)
+        .ok_or_else(|| not_tried("fork returned pid 0".to_owned()))?;
+    let give_up = Instant::now() + deadline;
+    let mut heard = Vec::new();
+    let mut chunk = [0u8; 512];
+    loop {
+        let left = give_up.saturating_duration_since(Instant::now());
+        let mut ready = [PollFd::new(&reason, PollFlags::IN)];
+        let waited = rustix::event::poll(
+            &mut ready,
+            i32::try_from(left.as_millis()).unwrap_or(i32::MAX),
+        );
+        match waited {
+            Ok(0) => {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::Kill);
+                let _ = wait_for(pid);
+                return Err(not_tried(format!(
+                    "the check of the state took more than {} s: stopped",
+                    deadline.as_secs_f64()
+                )));
+            }
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(not_tried(format!("cannot wait for the check: {e}"))),
+        }
+        match reason.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => heard.extend_from_slice(&chunk[..n.min(MOST_REASON_BYTES)]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(not_tried(format!("cannot hear the check: {e}"))),
+        }
+        heard.truncate(MOST_REASON_BYTES);
+    }
+    let status = wait_for(pid).map_err(|e| not_tried(format!("cannot wait for the check: {e}")))?;
+    let why = String::from_utf8_lossy(&heard).into_owned();
+    Ok(match (status.exit_status(), why.is_empty()) {
+        (Some(0), _) => String::new(),
+        (_, false) => why,
+        (Some(code), true) => format!("the check of the state exited with {code}"),
+        (None, true) => format!("the check of the state died ({status:?})"),
+    })
+}
+
+/// Reap `pid`, retrying when interrupted.
+fn wait_for(pid: rustix::process::Pid) -> Result<rustix::process::WaitStatus, rustix::io::Errno> {
+    loop {
+        match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) | Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// At most `most` bytes of `text`, cut at a character's start.
+fn truncated(text: &str, most: usize) -> &str {
+    let mut end = text.len().min(most);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// The state, from the handover; its queues share the handover's buffers
@@ -132,6 +229,11 @@ pub fn deserialize(
             return Err(format!("the state does not add up: {why}"));
         }
     };
+    if reader == Reader::Check
+        && std::env::var(REFUSE_STATE_FOR_TESTS).as_deref() == Ok("panic-in-the-check")
+    {
+        panic!("{REFUSE_STATE_FOR_TESTS}=panic-in-the-check (a test of a check that panics)");
+    }
     if let Some(value) = refused_for_tests(reader) {
         std::mem::forget(restored);
         return Err(format!(
@@ -197,4 +299,62 @@ fn take_over(numbers: &[RawFd]) -> Result<Vec<OwnedFd>, String> {
         }
     }
     Ok(table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+
+    /// `script` run by sh, its stdout the reason pipe, heard out within
+    /// `deadline`; with its pid.
+    fn heard(script: &str, deadline: Duration) -> (Result<String, CheckFailure>, u32) {
+        let _starting = crate::test_forks::starting_programs();
+        let mut child = Command::new("sh")
+            .args(["-c", script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let reason = File::from(OwnedFd::from(child.stdout.take().unwrap()));
+        (hear_out(reason, child.id(), deadline), child.id())
+    }
+
+    #[test]
+    fn a_child_is_heard_out_to_its_exit() {
+        let long = Duration::from_secs(60);
+        assert_eq!(heard("exit 0", long).0.unwrap(), "");
+        assert_eq!(
+            heard("printf 'it does not add up'; exit 1", long)
+                .0
+                .unwrap(),
+            "it does not add up"
+        );
+        assert_eq!(
+            heard("exit 3", long).0.unwrap(),
+            "the check of the state exited with 3"
+        );
+        // A reason longer than a pipe holds is cut, never blocking the
+        // child: read before the wait.
+        let (long_reason, _) = heard("head -c 200000 /dev/zero | tr '\\0' x; exit 1", long);
+        assert_eq!(long_reason.unwrap(), "x".repeat(MOST_REASON_BYTES));
+    }
+
+    #[test]
+    fn a_child_past_the_deadline_is_stopped_and_the_check_not_made() {
+        let (result, pid) = heard("sleep 600", Duration::from_millis(100));
+        match result {
+            Err(CheckFailure::NotTried(why)) => assert!(why.contains("took more than"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // Killed and reaped: no such process any more.
+        let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+        assert!(rustix::process::test_kill_process(pid).is_err());
+    }
+
+    #[test]
+    fn a_reason_is_cut_at_a_character() {
+        assert_eq!(truncated("défaut", 2), "d");
+        assert_eq!(truncated("défaut", 3), "dé");
+        assert_eq!(truncated("ok", 10), "ok");
+    }
 }

@@ -301,8 +301,12 @@ impl Server {
         // loop can serve on: going back to this binary after the exec
         // would not help, since this binary refuses it too if it has the
         // same checks (docs/restart.md, "Failure paths").
-        if let Err(why) = restart::read_back(&memfd) {
-            return format!("the new image would refuse the state: {why}");
+        match restart::read_back(&memfd) {
+            Ok(()) => {}
+            Err(restart::CheckFailure::Refused(why)) => {
+                return format!("the new image would refuse the state: {why}");
+            }
+            Err(not_tried) => return format!("the state could not be read back: {not_tried}"),
         }
         debug!(
             "handover read back in a child, {:.1} ms after the restart began",

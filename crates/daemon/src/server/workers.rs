@@ -203,6 +203,9 @@ const MANY_CORES: usize = 8;
 impl Server {
     /// The `threads` limit changed (a reload): a pool of the new size.
     pub(super) fn rebuild_workers(&mut self, threads: usize) {
+        // The old pool's threads are gone before the new one's start: a
+        // restart right after the reload finds only the new ones to stop.
+        self.workers.stop();
         self.workers = Workers::new(threads);
     }
 

@@ -101,6 +101,17 @@ fn a_state_that_cannot_be_read_is_refused_before_the_exec_and_the_socket_file_st
     refused_restarts_leave_the_bus_serving(&bus, "cannot read the state");
 }
 
+/// A child whose reading panics ends there, saying so, and the bus
+/// serves on (none of its destructors up the stack run in the child).
+#[test]
+fn a_state_whose_reading_panics_in_the_child_is_refused_and_the_bus_serves_on() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let bus = bus_whose_state_is_refused("panic-in-the-check", "");
+    refused_restarts_leave_the_bus_serving(&bus, "reading the state panicked");
+}
+
 /// The same with worker threads: the read-back's fork needs them stopped,
 /// and they start again after the refusal.
 #[test]
