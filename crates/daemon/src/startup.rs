@@ -68,9 +68,30 @@ pub fn main() -> i32 {
         Err(e) => return fail(format!("Failed to start message bus: {e}")),
     };
     crate::logging::configure(opts.syslog, config.syslog);
+    warn_of_test_hooks();
     match serve(&opts, config, systemd_sockets, print_address, print_pid) {
         Ok(()) => 0,
         Err(e) => fail(format!("Failed to start message bus: {e}")),
+    }
+}
+
+/// The tests' hooks into the daemon (one makes every restart in place
+/// fail, one sends the log to another socket) are read from the
+/// environment in every build: one set for a real bus is named in its
+/// log, so an administrator can see why it behaves so.
+fn warn_of_test_hooks() {
+    let hooks = [
+        crate::restart::FAIL_RESTORE_FOR_TESTS,
+        crate::restart::REFUSE_STATE_FOR_TESTS,
+        crate::logging::TEST_SYSLOG_SOCKET_ENV,
+    ];
+    for name in hooks {
+        if let Some(value) = std::env::var_os(name) {
+            warn!(
+                "{name}={} is set: a hook for quickbus's tests, not for a real bus",
+                value.to_string_lossy()
+            );
+        }
     }
 }
 

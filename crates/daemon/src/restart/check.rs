@@ -310,6 +310,7 @@ mod tests {
     /// `deadline`; with its pid.
     fn heard(script: &str, deadline: Duration) -> (Result<String, CheckFailure>, u32) {
         let _starting = crate::test_forks::starting_programs();
+        #[allow(clippy::zombie_processes)] // `hear_out` reaps it
         let mut child = Command::new("sh")
             .args(["-c", script])
             .stdout(Stdio::piped())
