@@ -101,8 +101,7 @@ pub fn in_a_child(handed: &HandedOver, clock: Clock) -> Result<(), CheckFailure>
             }));
             let (code, why) = match tried {
                 Ok(Ok(restored)) => {
-                    // Not dropped: its guards would remove the bus's
-                    // socket, pid and nonce files.
+                    // Nothing of the bus's is this child's to drop.
                     std::mem::forget(restored);
                     (0, String::new())
                 }
@@ -156,7 +155,7 @@ fn hear_out(mut reason: File, child: u32, deadline: Duration) -> Result<String, 
         }
         match reason.read(&mut chunk) {
             Ok(0) => break,
-            Ok(n) => heard.extend_from_slice(&chunk[..n.min(MOST_REASON_BYTES)]),
+            Ok(n) => heard.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(not_tried(format!("cannot hear the check: {e}"))),
         }
@@ -222,8 +221,15 @@ pub fn deserialize(
     // The users' tallies crossed beside the queues they count: counted
     // again, so a drifted one cannot misjudge flow control from now on
     // (and one that cannot be fails the check in the child).
-    let recounted = match restored.bus.recount_handed_over() {
-        Ok(recounted) => recounted,
+    // The loop's connections crossed beside the bus's: checked against
+    // them here, so that the read-back and the check in a child refuse
+    // what the new image would.
+    let checked = restored
+        .bus
+        .recount_handed_over()
+        .and_then(|recounted| Ok((recounted, restored.state.check_against(&restored.bus)?)));
+    let recounted = match checked {
+        Ok((recounted, ())) => recounted,
         Err(why) => {
             std::mem::forget(restored);
             return Err(format!("the state does not add up: {why}"));
