@@ -312,7 +312,7 @@ mod tests {
         assert_eq!(activations.waiting(), 1);
         activations.waiting = 0;
         activations.deadlines.clear();
-        assert!(h.bus.recount_handed_over().is_ok());
+        assert!(h.bus.check_handed_over().is_ok());
         let activations = &h.bus.activations;
         assert_eq!(activations.waiting(), 1);
         assert!(activations.next_deadline().is_some());

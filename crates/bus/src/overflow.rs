@@ -667,7 +667,7 @@ mod tests {
             until,
             charged_to: None,
         });
-        assert_eq!(h.bus.recount_handed_over(), Ok(vec![]));
+        assert_eq!(h.bus.check_handed_over(), Ok(vec![]));
         assert_eq!(h.bus.next_hold_deadline(), Some(until));
         let mut out = Vec::new();
         h.bus.check_holds(until, &mut out);
@@ -701,7 +701,7 @@ mod tests {
         let theirs = h.bus.add_connection(crate::tests::creds(1001, 101), true);
         let their_slot = h.bus.conns[&theirs].queue.user;
         h.bus.conns.get_mut(&ours).unwrap().queue.user = their_slot;
-        let why = h.bus.recount_handed_over().unwrap_err();
+        let why = h.bus.check_handed_over().unwrap_err();
         assert!(
             why.starts_with("a connection of uid 1000 counted in user slot ")
                 && why.ends_with(", uid 1001's tally"),

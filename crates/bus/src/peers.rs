@@ -363,7 +363,7 @@ mod tests {
         let peers = &mut h.bus.conns;
         peers.registered = 0;
         peers.registered_per_uid.clear();
-        assert!(h.bus.recount_handed_over().is_ok());
+        assert!(h.bus.check_handed_over().is_ok());
         let peers = &mut h.bus.conns;
         assert_eq!(peers.registered, 2);
         assert_eq!(peers.registered_per_uid, HashMap::from([(1000, 2)]));
@@ -399,11 +399,11 @@ mod tests {
         ] {
             let peers = &mut h.bus.conns;
             (peers.next_conn, peers.next_unique) = (conn, unique);
-            assert_eq!(h.bus.recount_handed_over(), Err(why));
+            assert_eq!(h.bus.check_handed_over(), Err(why));
         }
         let peers = &mut h.bus.conns;
         (peers.next_conn, peers.next_unique) = (next_conn + 1, next_unique + 1);
-        assert!(h.bus.recount_handed_over().is_ok());
+        assert!(h.bus.check_handed_over().is_ok());
     }
 
     /// A state where two connections share a unique name, or one holds a
@@ -431,10 +431,10 @@ mod tests {
             ),
         ] {
             h.bus.conns.get_mut(&b).unwrap().unique = Some(name);
-            assert_eq!(h.bus.recount_handed_over(), Err(why));
+            assert_eq!(h.bus.check_handed_over(), Err(why));
         }
         h.bus.conns.get_mut(&b).unwrap().unique = Some(b_name);
-        assert!(h.bus.recount_handed_over().is_ok());
+        assert!(h.bus.check_handed_over().is_ok());
     }
 
     /// A state whose connections' unique names are not the ones the
@@ -449,12 +449,12 @@ mod tests {
         let (m, _) = h.client();
         h.send(m, crate::tests::become_monitor(&[]));
         h.take();
-        assert!(h.bus.recount_handed_over().is_ok());
+        assert!(h.bus.check_handed_over().is_ok());
         let peers = &mut h.bus.conns;
         peers.get_mut(&a).unwrap().unique = Some(b_name.clone());
         peers.get_mut(&b).unwrap().unique = Some(a_name.clone());
         // Whichever of the two the check meets first.
-        let why = h.bus.recount_handed_over().unwrap_err();
+        let why = h.bus.check_handed_over().unwrap_err();
         let owned_by = |conn: ConnId, name: &str, owner: ConnId| {
             format!(
                 "the unique name {name} of connection {} is owned by Some({owner:?})",
@@ -468,11 +468,11 @@ mod tests {
         let peers = &mut h.bus.conns;
         peers.get_mut(&a).unwrap().unique = Some(a_name);
         peers.get_mut(&b).unwrap().unique = Some(b_name);
-        assert!(h.bus.recount_handed_over().is_ok());
+        assert!(h.bus.check_handed_over().is_ok());
         // Gone from the connections, still in the registry.
         h.bus.conns.remove(&b);
         assert_eq!(
-            h.bus.recount_handed_over(),
+            h.bus.check_handed_over(),
             Err(
                 "2 unique names have owners, for 1 connections past Hello that are not monitors"
                     .into()

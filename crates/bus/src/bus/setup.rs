@@ -61,7 +61,7 @@ impl Bus {
     /// be served (a connection of a user with no tally or counted in
     /// another uid's, an id, a unique name or a path given twice: the
     /// restart is refused and the previous image serves on).
-    pub fn recount_handed_over(&mut self) -> Result<Vec<u32>, String> {
+    pub fn check_handed_over(&mut self) -> Result<Vec<u32>, String> {
         self.conns.recount()?;
         self.check_unique_owners()?;
         self.containers.recount()?;

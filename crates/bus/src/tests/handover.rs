@@ -107,7 +107,7 @@ pub(super) fn restarted(h: &Harness) -> Harness {
     assert_eq!(unused, 0, "every fd handed over belongs to the state");
     let mut bus = bus;
     assert_eq!(
-        bus.recount_handed_over(),
+        bus.check_handed_over(),
         Ok(vec![]),
         "the tallies add up to the queues"
     );

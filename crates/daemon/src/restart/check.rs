@@ -193,7 +193,7 @@ fn truncated(text: &str, most: usize) -> &str {
 
 /// The state, from the handover; its queues share the handover's buffers
 /// (read before any child is forked, so a check shares them too). With
-/// it, the uids whose tallies were counted again (`Bus::recount_handed_over`).
+/// it, the uids whose tallies were counted again (`Bus::check_handed_over`).
 ///
 /// On an error after the descriptors were taken over, what was read is
 /// forgotten, not dropped: in a new image those descriptors are the bus's
@@ -226,7 +226,7 @@ pub fn deserialize(
     // what the new image would.
     let checked = restored
         .bus
-        .recount_handed_over()
+        .check_handed_over()
         .and_then(|recounted| Ok((recounted, restored.state.check_against(&restored.bus)?)));
     let recounted = match checked {
         Ok((recounted, ())) => recounted,
