@@ -108,10 +108,7 @@ impl Containers {
     pub fn recount(&mut self) -> Result<(), String> {
         let mut per_uid: FastMap<u32, usize> = FastMap::default();
         for (path, instance) in &self.instances {
-            let number = path
-                .strip_prefix(PATH_PREFIX)
-                .and_then(|n| n.parse::<u64>().ok())
-                .filter(|n| *path == format!("{PATH_PREFIX}{n}"));
+            let number = crate::handover::number_written_after(path, PATH_PREFIX);
             if number.is_none_or(|n| n >= self.next_number) {
                 return Err(format!(
                     "the container instance {path} is not one given before {PATH_PREFIX}{}",

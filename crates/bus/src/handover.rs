@@ -271,6 +271,18 @@ pub fn reject<E: serde::de::Error>(why: impl std::fmt::Display) -> E {
     E::custom(keep_first_reason(why))
 }
 
+/// The number a counter wrote after `prefix` in `text`, as
+/// `format!("{prefix}{n}")` writes it (digits only, no sign, no leading
+/// zero): a handed-over name or path must be one the bus gave, and two
+/// spellings of one number would be two names for it.
+pub(crate) fn number_written_after(text: &str, prefix: &str) -> Option<u64> {
+    let digits = text.strip_prefix(prefix)?;
+    let as_written = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'));
+    as_written.then(|| digits.parse().ok()).flatten()
+}
+
 /// What `error`, from reading the state inside [`restoring`], says,
 /// with the reason a field gave for it ([`reject`]) where one did.
 pub fn explained(error: impl std::fmt::Display) -> String {
@@ -620,6 +632,24 @@ pub mod within_an_event {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    #[test]
+    fn a_number_is_read_only_as_a_counter_writes_it() {
+        use super::number_written_after as read;
+        assert_eq!(read(":1.0", ":1."), Some(0));
+        assert_eq!(read(":1.42", ":1."), Some(42));
+        for bad in [
+            ":1.",
+            ":1.+5",
+            ":1.05",
+            ":1.-5",
+            ":1.5x",
+            ":2.5",
+            ":1.99999999999999999999",
+        ] {
+            assert_eq!(read(bad, ":1."), None, "{bad}");
+        }
+    }
+
     use super::*;
 
     #[derive(Serialize, Deserialize)]

@@ -236,10 +236,7 @@ impl Peers {
                 ));
             }
             let Some(unique) = &conn.unique else { continue };
-            let number = unique
-                .strip_prefix(":1.")
-                .and_then(|n| n.parse::<u64>().ok())
-                .filter(|n| *unique == format!(":1.{n}"));
+            let number = crate::handover::number_written_after(unique, ":1.");
             let Some(number) = number.filter(|n| *n < self.next_unique) else {
                 return Err(format!(
                     "the unique name {unique} is not one given before :1.{}",
