@@ -150,7 +150,9 @@ fn hear_out(mut reason: File, child: u32, deadline: Duration) -> Result<String, 
                     deadline.as_secs_f64()
                 )));
             }
-            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Ok(_) => {}
+            // Polled again: a read now could block past the deadline.
+            Err(rustix::io::Errno::INTR) => continue,
             Err(e) => return Err(not_tried(format!("cannot wait for the check: {e}"))),
         }
         match reason.read(&mut chunk) {
