@@ -322,6 +322,8 @@ mod tests {
         let mut child = Command::new("sh")
             .args(["-c", script])
             .stdout(Stdio::piped())
+            // Nothing left behind holds the test's output open.
+            .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let reason = File::from(OwnedFd::from(child.stdout.take().unwrap()));
@@ -350,7 +352,9 @@ mod tests {
 
     #[test]
     fn a_child_past_the_deadline_is_stopped_and_the_check_not_made() {
-        let (result, pid) = heard("sleep 600", Duration::from_millis(100));
+        // `exec`: the process killed is the one sleeping, not a shell that
+        // would leave its sleep behind.
+        let (result, pid) = heard("exec sleep 600", Duration::from_millis(100));
         match result {
             Err(CheckFailure::NotTried(why)) => assert!(why.contains("took more than"), "{why}"),
             other => panic!("{other:?}"),
