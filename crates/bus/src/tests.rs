@@ -290,8 +290,6 @@ impl Harness {
     }
 }
 
-/// (recipient, member or error name, string args) of each delivery: a
-/// compact view of what happened, in order.
 /// The session policy without its eavesdrop="true" send rule: replies
 /// that answer no pending call are refused (as on the system bus).
 pub(crate) fn requested_replies_only() -> PolicyConfig {
@@ -306,12 +304,53 @@ pub(crate) fn requested_replies_only() -> PolicyConfig {
     }
 }
 
+/// Everyone may connect, own, send and receive (replies only when
+/// requested), then `extra`.
+pub(crate) fn open_policy(extra: Vec<crate::policy::PolicyRule>) -> PolicyConfig {
+    use crate::policy::{MessageRule, NameMatch, PolicyRule, RuleKind};
+    let mut default = vec![
+        PolicyRule::allow(RuleKind::User(None)),
+        PolicyRule::allow(RuleKind::Send(MessageRule::default())),
+        PolicyRule::allow(RuleKind::Receive(MessageRule::default())),
+        PolicyRule::allow(RuleKind::Own(NameMatch::Any)),
+    ];
+    default.extend(extra);
+    PolicyConfig {
+        default,
+        ..PolicyConfig::default()
+    }
+}
+
+/// A send rule: allow or deny `spec`.
+pub(crate) fn send_rule(
+    allow: bool,
+    spec: crate::policy::MessageRule,
+) -> crate::policy::PolicyRule {
+    crate::policy::PolicyRule {
+        allow,
+        kind: crate::policy::RuleKind::Send(spec),
+    }
+}
+
+/// A receive rule: allow or deny `spec`.
+pub(crate) fn receive_rule(
+    allow: bool,
+    spec: crate::policy::MessageRule,
+) -> crate::policy::PolicyRule {
+    crate::policy::PolicyRule {
+        allow,
+        kind: crate::policy::RuleKind::Receive(spec),
+    }
+}
+
 /// Only an AccessDenied error, to `to`.
 pub(crate) fn assert_refused(got: &[(ConnId, Message)], to: ConnId) {
     let what: Vec<(ConnId, Option<&str>)> = got.iter().map(|(c, m)| (*c, m.error_name())).collect();
     assert_eq!(what, vec![(to, Some(errors::ACCESS_DENIED))]);
 }
 
+/// (recipient, member or error name, string args) of each delivery: a
+/// compact view of what happened, in order.
 pub(crate) fn summary(deliveries: &[(ConnId, Message)]) -> Vec<(ConnId, String, Vec<String>)> {
     deliveries
         .iter()

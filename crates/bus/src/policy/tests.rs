@@ -3,9 +3,9 @@
 
 use quickbus_wire::{flags, MessageBuilder};
 
-use super::{MessageRule, NameMatch, PolicyConfig, PolicyRule, RuleKind};
+use super::{MessageRule, NameMatch, PolicyRule, RuleKind};
 use crate::errors;
-use crate::tests::{call_bus, creds, s, Harness};
+use crate::tests::{call_bus, creds, open_policy as policy, s, Harness};
 
 fn send(spec: MessageRule) -> RuleKind {
     RuleKind::Send(spec)
@@ -13,21 +13,6 @@ fn send(spec: MessageRule) -> RuleKind {
 
 fn receive(spec: MessageRule) -> RuleKind {
     RuleKind::Receive(spec)
-}
-
-/// Everything allowed (requested replies only), then `extra`.
-fn policy(extra: Vec<PolicyRule>) -> PolicyConfig {
-    let mut default = vec![
-        PolicyRule::allow(RuleKind::User(None)),
-        PolicyRule::allow(send(MessageRule::default())),
-        PolicyRule::allow(receive(MessageRule::default())),
-        PolicyRule::allow(RuleKind::Own(NameMatch::Any)),
-    ];
-    default.extend(extra);
-    PolicyConfig {
-        default,
-        ..PolicyConfig::default()
-    }
 }
 
 fn iface(name: &str) -> MessageRule {

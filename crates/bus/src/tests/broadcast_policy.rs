@@ -9,35 +9,13 @@
 
 use quickbus_wire::{MessageBuilder, MessageType};
 
-use super::{creds, Harness};
+use super::{creds, open_policy, send_rule, Harness};
 use crate::policy::{MessageRule, NameMatch, PolicyConfig, PolicyRule, RuleKind};
 use crate::*;
 
-fn send_rule(allow: bool, spec: MessageRule) -> PolicyRule {
-    PolicyRule {
-        allow,
-        kind: RuleKind::Send(spec),
-    }
-}
-
-/// Everyone may connect, own, send and receive.
-fn open_config() -> PolicyConfig {
-    PolicyConfig {
-        default: vec![
-            PolicyRule::allow(RuleKind::User(None)),
-            PolicyRule::allow(RuleKind::Own(NameMatch::Any)),
-            send_rule(true, MessageRule::default()),
-            PolicyRule::allow(RuleKind::Receive(MessageRule::default())),
-        ],
-        ..PolicyConfig::default()
-    }
-}
-
-/// [`open_config`], then `deny`.
+/// Everyone may connect, own, send and receive; then `deny`.
 fn config(deny: MessageRule) -> PolicyConfig {
-    let mut config = open_config();
-    config.default.push(send_rule(false, deny));
-    config
+    open_policy(vec![send_rule(false, deny)])
 }
 
 fn peer(h: &mut Harness, pid: u32) -> ConnId {
@@ -53,7 +31,7 @@ fn peer_of(h: &mut Harness, uid: u32, pid: u32) -> ConnId {
 /// Everyone may connect, own, send and receive; but user `uid` may not
 /// receive `deny`, when given.
 fn config_denying_receive(uid: u32, deny: Option<MessageRule>) -> PolicyConfig {
-    let mut config = open_config();
+    let mut config = open_policy(vec![]);
     if let Some(deny) = deny {
         let rule = PolicyRule {
             allow: false,

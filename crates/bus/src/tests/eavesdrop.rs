@@ -8,7 +8,7 @@
 
 use quickbus_wire::{Message, MessageBuilder, MessageType, Value};
 
-use super::{call_bus, creds, s, Harness};
+use super::{call_bus, creds, receive_rule, s, send_rule, Harness};
 use crate::policy::{MessageRule, NameMatch, PolicyConfig, PolicyRule, RuleKind};
 use crate::*;
 
@@ -79,20 +79,6 @@ fn only_root_and_the_bus_owner_may_add_eavesdropping_rules() {
 }
 
 // ------------------------------------------------ what an eavesdropper sees
-
-fn send_rule(allow: bool, spec: MessageRule) -> PolicyRule {
-    PolicyRule {
-        allow,
-        kind: RuleKind::Send(spec),
-    }
-}
-
-fn receive_rule(allow: bool, spec: MessageRule) -> PolicyRule {
-    PolicyRule {
-        allow,
-        kind: RuleKind::Receive(spec),
-    }
-}
 
 fn eavesdrop() -> MessageRule {
     MessageRule {
