@@ -104,8 +104,5 @@ pub fn read_value_back<T: serde::de::DeserializeOwned>(
     state: &[u8],
     fds: Vec<std::os::fd::OwnedFd>,
 ) -> Result<T, String> {
-    let (read, _) = quickbus_bus::handover::restoring(clock_now(), fds, Vec::new(), || {
-        postcard::from_bytes::<T>(state).map_err(quickbus_bus::handover::explained)
-    });
-    read
+    check::read_state(clock_now(), fds, Vec::new(), state).0
 }

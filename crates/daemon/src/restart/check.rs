@@ -208,15 +208,8 @@ pub fn deserialize(
 ) -> Result<(Restored, Vec<u32>), String> {
     let table = take_over(&handed.fds)?;
     let buffers = handed.buffers.clone();
-    let (restored, unused) = quickbus_bus::handover::restoring(clock, table, buffers, || {
-        postcard::from_bytes::<Restored>(&handed.payload).map_err(|e| {
-            format!(
-                "cannot read the state: {}",
-                quickbus_bus::handover::explained(e)
-            )
-        })
-    });
-    let mut restored = restored?;
+    let (restored, unused) = read_state::<Restored>(clock, table, buffers, &handed.payload);
+    let mut restored = restored.map_err(|why| format!("cannot read the state: {why}"))?;
     if unused > 0 {
         tracing::warn!("{unused} descriptors of the handover were not named by its state");
     }
@@ -249,6 +242,20 @@ pub fn deserialize(
         ));
     }
     Ok((restored, recounted))
+}
+
+/// `state`, as postcard wrote it, read back as a `T` with `fds` and
+/// `buffers` as the tables its indices name: the value, or why it was
+/// refused; with how many fds nothing took (closed).
+pub fn read_state<T: serde::de::DeserializeOwned>(
+    clock: Clock,
+    fds: Vec<OwnedFd>,
+    buffers: Vec<bytes::Bytes>,
+    state: &[u8],
+) -> (Result<T, String>, usize) {
+    quickbus_bus::handover::restoring(clock, fds, buffers, || {
+        postcard::from_bytes::<T>(state).map_err(quickbus_bus::handover::explained)
+    })
 }
 
 /// Who reads the state.

@@ -395,10 +395,13 @@ mod tests {
                 shared_fd.try_clone_to_owned().unwrap()
             })
             .collect();
-        let (restored, unused) =
-            quickbus_bus::handover::restoring(clock_now(), fds, read.buffers, || {
-                postcard::from_bytes::<Vec<Outbox>>(&read.payload).unwrap()
-            });
+        let (restored, unused) = crate::restart::check::read_state::<Vec<Outbox>>(
+            clock_now(),
+            fds,
+            read.buffers,
+            &read.payload,
+        );
+        let restored = restored.unwrap();
         assert_eq!(unused, 0);
         // The message's fd crossed once, and is shared again.
         assert_eq!(numbers.len(), 1);
@@ -467,11 +470,13 @@ mod tests {
         assert!(whole >= LARGE as u64);
         let restore = |read: &HandedOver| {
             let buffers = read.buffers.clone();
-            let (two, _) =
-                quickbus_bus::handover::restoring(clock_now(), Vec::new(), buffers, || {
-                    postcard::from_bytes::<Two>(&read.payload).unwrap()
-                });
-            two
+            let (two, _) = crate::restart::check::read_state::<Two>(
+                clock_now(),
+                Vec::new(),
+                buffers,
+                &read.payload,
+            );
+            two.unwrap()
         };
         // Restored and dropped before the new image serves (a failed
         // restore): the handover stays whole for the way back.
