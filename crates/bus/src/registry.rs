@@ -171,6 +171,80 @@ impl NameRegistry {
             .is_some_and(|names| names.contains_key(name))
     }
 
+    /// After a restart in place: the names' queues and what each
+    /// connection holds (`held`, which crossed beside them) must tell the
+    /// same story, every place in a queue one held name and every held
+    /// name one place. A name held but in no queue of it would be given
+    /// up at the connection's exit with signals for an owner it never
+    /// was; a place held by nobody would outlive its connection, which
+    /// would keep the name (or its queue) for good. `may_hold`: whether a
+    /// connection may own names (it is on the bus, past Hello, and no
+    /// monitor); an empty queue, a name of another connection, or a join
+    /// order at or past the next to give (two names would leave in no
+    /// known order, and the last would overflow it) are refused too.
+    /// Not counted again: the order each connection joined its names in
+    /// crosses only here. Returns why the state cannot be served.
+    pub fn check_handed_over(&self, may_hold: impl Fn(ConnId) -> bool) -> Result<(), String> {
+        if self.next_seq == u64::MAX {
+            return Err("the names' join order is used up".into());
+        }
+        let mut places = 0usize;
+        for (name, queue) in &self.names {
+            if queue.owners.is_empty() {
+                return Err(format!("the name {name} has an empty queue"));
+            }
+            for owner in &queue.owners {
+                let n = owner.conn.0;
+                if !may_hold(owner.conn) {
+                    return Err(format!(
+                        "connection {n}, in the queue of {name}, may hold no name \
+                         (not on the bus past Hello, or a monitor)"
+                    ));
+                }
+                if !self.holds(owner.conn, name) {
+                    return Err(format!(
+                        "connection {n} is in the queue of {name}, but does not hold it"
+                    ));
+                }
+            }
+            places += queue.owners.len();
+        }
+        let mut held = 0usize;
+        for (conn, names) in &self.held {
+            let n = conn.0;
+            if !may_hold(*conn) {
+                return Err(format!(
+                    "connection {n} holds names, but may hold none \
+                     (not on the bus past Hello, or a monitor)"
+                ));
+            }
+            for (name, &joined) in names {
+                let queued = self.names.get(name).and_then(|q| q.position(*conn));
+                if queued.is_none() {
+                    return Err(format!(
+                        "connection {n} holds {name}, but is not in its queue"
+                    ));
+                }
+                if joined >= self.next_seq {
+                    return Err(format!(
+                        "connection {n} joined {name} at {joined}, not before the next, {}",
+                        self.next_seq
+                    ));
+                }
+            }
+            held += names.len();
+        }
+        // Each place is a held name and each held name a place; more
+        // places than held names is a connection twice in one queue.
+        if places != held {
+            return Err(format!(
+                "the name queues have {places} places, for {held} names held: \
+                 a connection is twice in a queue"
+            ));
+        }
+        Ok(())
+    }
+
     fn track(&mut self, conn: ConnId, name: &str) {
         let seq = self.next_seq;
         self.next_seq += 1;
