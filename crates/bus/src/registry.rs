@@ -179,11 +179,18 @@ impl NameRegistry {
     /// was; a place held by nobody would outlive its connection, which
     /// would keep the name (or its queue) for good. `may_hold`: whether a
     /// connection may own names (it is on the bus, past Hello, and no
-    /// monitor); an empty queue, a name of another connection, or a join
-    /// order at or past the next to give (two names would leave in no
-    /// known order, and the last would overflow it) are refused too.
+    /// monitor); an empty queue, names held by another connection, or a
+    /// join order at or past the next to give (two names would leave in
+    /// no known order, and the last would overflow it) are refused too.
     /// Not counted again: the order each connection joined its names in
     /// crosses only here. Returns why the state cannot be served.
+    ///
+    /// One lookup per held name: each has its place, and there are as
+    /// many places as held names, so no place is left over (held names
+    /// are distinct, and a connection twice in a queue would leave a
+    /// place over too). Looking each place up as well took 75 ms instead
+    /// of 16 for 110,000 names (release build, the 2-core VM), and the
+    /// state is read three times in a restart.
     pub fn check_handed_over(&self, may_hold: impl Fn(ConnId) -> bool) -> Result<(), String> {
         if self.next_seq == u64::MAX {
             return Err("the names' join order is used up".into());
@@ -192,20 +199,6 @@ impl NameRegistry {
         for (name, queue) in &self.names {
             if queue.owners.is_empty() {
                 return Err(format!("the name {name} has an empty queue"));
-            }
-            for owner in &queue.owners {
-                let n = owner.conn.0;
-                if !may_hold(owner.conn) {
-                    return Err(format!(
-                        "connection {n}, in the queue of {name}, may hold no name \
-                         (not on the bus past Hello, or a monitor)"
-                    ));
-                }
-                if !self.holds(owner.conn, name) {
-                    return Err(format!(
-                        "connection {n} is in the queue of {name}, but does not hold it"
-                    ));
-                }
             }
             places += queue.owners.len();
         }
@@ -234,12 +227,10 @@ impl NameRegistry {
             }
             held += names.len();
         }
-        // Each place is a held name and each held name a place; more
-        // places than held names is a connection twice in one queue.
         if places != held {
             return Err(format!(
                 "the name queues have {places} places, for {held} names held: \
-                 a connection is twice in a queue"
+                 a place is held by no connection, or a connection is twice in a queue"
             ));
         }
         Ok(())

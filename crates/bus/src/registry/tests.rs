@@ -363,14 +363,18 @@ fn handed_over_queues_and_held_names_must_agree() {
     queue(&mut h).push_back(b_place);
     refused(
         &mut h,
-        "the name queues have 5 places, for 4 names held: a connection is twice in a queue".into(),
+        "the name queues have 5 places, for 4 names held: \
+         a place is held by no connection, or a connection is twice in a queue"
+            .into(),
     );
     queue(&mut h).pop_back();
     // a in X's queue without holding X.
     let a_joined = h.bus.registry.held.get_mut(&a).unwrap().remove(X).unwrap();
     refused(
         &mut h,
-        format!("connection {an} is in the queue of {X}, but does not hold it"),
+        "the name queues have 4 places, for 3 names held: \
+         a place is held by no connection, or a connection is twice in a queue"
+            .into(),
     );
     // a joined X at the join order's next number, or the counter at its end.
     fn held_by(h: &mut Harness, conn: ConnId) -> &mut HashMap<String, u64> {
@@ -391,13 +395,13 @@ fn handed_over_queues_and_held_names_must_agree() {
     refused(
         &mut h,
         format!(
-            "connection {mn}, in the queue of {X}, may hold no name \
+            "connection {mn} holds names, but may hold none \
              (not on the bus past Hello, or a monitor)"
         ),
     );
     queue(&mut h).pop_back();
     h.bus.registry.untrack(m, X);
-    // Names listed for a connection that left, and a name nobody queues for.
+    // Names held by a connection that left, and a name nobody queues for.
     let gone = ConnId(99);
     h.bus.registry.held.insert(gone, HashMap::new());
     refused(
