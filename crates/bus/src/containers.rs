@@ -127,6 +127,72 @@ impl Containers {
         Ok(())
     }
 
+    /// After a restart in place: which connection is in which instance
+    /// crossed twice, in each instance's set and in `contained`, and the
+    /// two must agree: a connection one instance counts but that came
+    /// through another (or none) would keep that instance alive after it
+    /// left, and one in two instances' sets would be filtered by one and
+    /// announced by the other. `on_bus`: whether a connection is on the
+    /// bus; a contained connection or one that asked for the header field
+    /// must be, and a listening instance's creator too (its leaving stops
+    /// the listening, so an instance listening for a creator that left
+    /// would listen for good). Returns why the state cannot be served.
+    pub fn check_connections(&self, on_bus: impl Fn(ConnId) -> bool) -> Result<(), String> {
+        for (conn, path) in &self.contained {
+            let n = conn.0;
+            if !on_bus(*conn) {
+                return Err(format!(
+                    "connection {n} of the container instance {path} is not on the bus"
+                ));
+            }
+            let counted = self
+                .instances
+                .get(path)
+                .map(|i| i.connections.contains(conn));
+            match counted {
+                None => {
+                    return Err(format!(
+                        "connection {n} came through {path}, which is no container instance"
+                    ))
+                }
+                Some(false) => {
+                    return Err(format!(
+                        "connection {n} came through {path}, which does not count it"
+                    ))
+                }
+                Some(true) => {}
+            }
+        }
+        for (path, instance) in &self.instances {
+            for conn in &instance.connections {
+                let came_through = self.contained.get(conn);
+                if came_through != Some(path) {
+                    return Err(format!(
+                        "the container instance {path} counts connection {}, \
+                         which came through {}",
+                        conn.0,
+                        came_through.map_or("none", String::as_str)
+                    ));
+                }
+            }
+            if instance.listening && !on_bus(instance.creator) {
+                return Err(format!(
+                    "the container instance {path} listens, but its creator, \
+                     connection {}, left",
+                    instance.creator.0
+                ));
+            }
+        }
+        if let Some(conn) = self.header_requesters.iter().find(|&&c| !on_bus(c)) {
+            return Err(format!(
+                "connection {} asked for the container instance header field, \
+                 but is not on the bus",
+                conn.0
+            ));
+        }
+        Ok(())
+    }
+
     /// Add `instance` (its path from [`Containers::next_path`]), listening.
     pub fn insert(&mut self, instance: Instance) {
         self.next_number += 1;
@@ -324,6 +390,89 @@ mod tests {
                 "the container instance {c1} says its path is {PATH_PREFIX}0"
             ))
         );
+    }
+
+    /// A handed-over state whose instances' connections and the
+    /// connections' instances disagree, or that names connections no
+    /// longer on the bus.
+    #[test]
+    fn handed_over_contained_connections_must_agree_with_their_instances() {
+        let mut c = Containers::default();
+        let paths: Vec<String> = (0..2)
+            .map(|_| {
+                let path = c.next_path().unwrap();
+                c.insert(instance(path.clone(), ConnId(1), 1000));
+                path
+            })
+            .collect();
+        let (c0, c1) = (&paths[0], &paths[1]);
+        assert!(c.join(ConnId(2), c0));
+        assert!(c.join(ConnId(3), c1));
+        c.request_header(ConnId(3));
+        let on_bus = |id: ConnId| (1..=3).contains(&id.0);
+        assert_eq!(c.check_connections(on_bus), Ok(()));
+        let refused = |c: &Containers, why: String| {
+            assert_eq!(c.check_connections(on_bus), Err(why));
+        };
+        // Connection 2 in both instances' sets.
+        c.get_mut(c1).unwrap().connections.insert(ConnId(2));
+        refused(
+            &c,
+            format!("the container instance {c1} counts connection 2, which came through {c0}"),
+        );
+        c.get_mut(c1).unwrap().connections.remove(&ConnId(2));
+        // Counted by none, or by an instance that is not there.
+        c.get_mut(c0).unwrap().connections.remove(&ConnId(2));
+        refused(
+            &c,
+            format!("connection 2 came through {c0}, which does not count it"),
+        );
+        c.get_mut(c0).unwrap().connections.insert(ConnId(2));
+        c.contained.insert(ConnId(2), format!("{PATH_PREFIX}7"));
+        refused(
+            &c,
+            format!("connection 2 came through {PATH_PREFIX}7, which is no container instance"),
+        );
+        c.contained.insert(ConnId(2), c0.clone());
+        // An instance counting a connection that came through none.
+        c.get_mut(c0).unwrap().connections.insert(ConnId(3));
+        c.contained.remove(&ConnId(3));
+        c.get_mut(c1).unwrap().connections.remove(&ConnId(3));
+        refused(
+            &c,
+            format!("the container instance {c0} counts connection 3, which came through none"),
+        );
+        c.get_mut(c0).unwrap().connections.remove(&ConnId(3));
+        assert!(c.join(ConnId(3), c1));
+        // Connections that left: a contained one, one that asked for the
+        // header field, a listening instance's creator.
+        let without = |gone: u64| move |id: ConnId| on_bus(id) && id.0 != gone;
+        for (gone, why) in [
+            (
+                2,
+                format!("connection 2 of the container instance {c0} is not on the bus"),
+            ),
+            (
+                1,
+                format!("the container instance {c0} listens, but its creator, connection 1, left"),
+            ),
+        ] {
+            assert_eq!(c.check_connections(without(gone)), Err(why));
+        }
+        c.leave(ConnId(3));
+        c.request_header(ConnId(3));
+        assert_eq!(
+            c.check_connections(without(3)),
+            Err(
+                "connection 3 asked for the container instance header field, \
+                 but is not on the bus"
+                    .into()
+            )
+        );
+        for path in [c0, c1] {
+            c.get_mut(path).unwrap().listening = false;
+        }
+        assert_eq!(c.check_connections(without(1)), Ok(()));
     }
 
     #[test]

@@ -171,6 +171,71 @@ impl NameRegistry {
             .is_some_and(|names| names.contains_key(name))
     }
 
+    /// After a restart in place: the names' queues and what each
+    /// connection holds (`held`, which crossed beside them) must tell the
+    /// same story, every place in a queue one held name and every held
+    /// name one place. A name held but in no queue of it would be given
+    /// up at the connection's exit with signals for an owner it never
+    /// was; a place held by nobody would outlive its connection, which
+    /// would keep the name (or its queue) for good. `may_hold`: whether a
+    /// connection may own names (it is on the bus, past Hello, and no
+    /// monitor); an empty queue, names held by another connection, or a
+    /// join order at or past the next to give (two names would leave in
+    /// no known order, and the last would overflow it) are refused too.
+    /// Not counted again: the order each connection joined its names in
+    /// crosses only here. Returns why the state cannot be served.
+    ///
+    /// One lookup per held name: each has its place, and there are as
+    /// many places as held names, so no place is left over (held names
+    /// are distinct, and a connection twice in a queue would leave a
+    /// place over too). Looking each place up as well took 75 ms instead
+    /// of 16 for 110,000 names (release build, the 2-core VM), and the
+    /// state is read three times in a restart.
+    pub fn check_handed_over(&self, may_hold: impl Fn(ConnId) -> bool) -> Result<(), String> {
+        if self.next_seq == u64::MAX {
+            return Err("the names' join order is used up".into());
+        }
+        let mut places = 0usize;
+        for (name, queue) in &self.names {
+            if queue.owners.is_empty() {
+                return Err(format!("the name {name} has an empty queue"));
+            }
+            places += queue.owners.len();
+        }
+        let mut held = 0usize;
+        for (conn, names) in &self.held {
+            let n = conn.0;
+            if !may_hold(*conn) {
+                return Err(format!(
+                    "connection {n} holds names, but may hold none \
+                     (not on the bus past Hello, or a monitor)"
+                ));
+            }
+            for (name, &joined) in names {
+                let queued = self.names.get(name).and_then(|q| q.position(*conn));
+                if queued.is_none() {
+                    return Err(format!(
+                        "connection {n} holds {name}, but is not in its queue"
+                    ));
+                }
+                if joined >= self.next_seq {
+                    return Err(format!(
+                        "connection {n} joined {name} at {joined}, not before the next, {}",
+                        self.next_seq
+                    ));
+                }
+            }
+            held += names.len();
+        }
+        if places != held {
+            return Err(format!(
+                "the name queues have {places} places, for {held} names held: \
+                 a place is held by no connection, or a connection is twice in a queue"
+            ));
+        }
+        Ok(())
+    }
+
     fn track(&mut self, conn: ConnId, name: &str) {
         let seq = self.next_seq;
         self.next_seq += 1;

@@ -77,6 +77,47 @@ impl PendingReplies {
         }
     }
 
+    /// After a restart in place: the calls each connection made and owes,
+    /// and the order of their deadlines, which crossed beside the calls,
+    /// built again from them (each is the calls seen another way, so it
+    /// can be rebuilt exactly). A call missing from its callee's set
+    /// would get no `NoReply` when the callee leaves, one missing from
+    /// the deadlines would never time out, and a serial left over in its
+    /// caller's set would count against `max_replies_per_connection` for
+    /// good. `on_bus`: whether a connection is on the bus; a call whose
+    /// caller or callee is not is refused (its reply could never come, or
+    /// never be delivered). The number of calls per caller is not held
+    /// to the limit: a reload may lower it below what is pending, which
+    /// it keeps. Returns why the state cannot be served.
+    pub fn check_handed_over(&mut self, on_bus: impl Fn(ConnId) -> bool) -> Result<(), String> {
+        let mut by_caller: FastMap<ConnId, FastSet<u32>> = FastMap::default();
+        let mut by_callee: FastMap<ConnId, FastSet<CallKey>> = FastMap::default();
+        let mut deadlines = BTreeSet::new();
+        for (&(caller, serial), pending) in &self.calls {
+            for (end, conn) in [("caller", caller), ("callee", pending.callee)] {
+                if !on_bus(conn) {
+                    return Err(format!(
+                        "the call {serial} of connection {} waits for a reply, \
+                         but its {end}, connection {}, is not on the bus",
+                        caller.0, conn.0
+                    ));
+                }
+            }
+            by_caller.entry(caller).or_default().insert(serial);
+            by_callee
+                .entry(pending.callee)
+                .or_default()
+                .insert((caller, serial));
+            if let Some(at) = pending.deadline {
+                deadlines.insert((at, (caller, serial)));
+            }
+        }
+        self.by_caller = by_caller;
+        self.by_callee = by_callee;
+        self.deadlines = deadlines;
+        Ok(())
+    }
+
     /// A reply from `from` to `caller`'s call `serial` arrived: true if it
     /// was expected (and it is no longer pending).
     pub fn take_reply(&mut self, from: ConnId, caller: ConnId, serial: u32) -> bool {
@@ -224,6 +265,51 @@ mod tests {
         assert_eq!(p.expire(t0 + Duration::from_secs(5)), vec![(A, 1)]);
         assert_eq!(p.next_deadline(), None);
         assert_eq!(p.waiting(A), 1);
+    }
+
+    /// A handed-over state whose indexes of the pending calls lost a
+    /// call or kept one that is gone (built again from the calls), or
+    /// whose call waits on a connection that is not on the bus (refused).
+    #[test]
+    fn handed_over_calls_are_indexed_again_and_their_ends_checked() {
+        use crate::tests::Harness;
+        use quickbus_wire::MessageBuilder;
+        let mut h = Harness::new();
+        h.bus.set_limits(crate::Limits {
+            reply_timeout: Some(Duration::from_secs(25)),
+            ..crate::Limits::default()
+        });
+        let (a, _) = h.client();
+        let (b, b_name) = h.client();
+        let serial = h.send(a, MessageBuilder::method_call("/", "M").destination(b_name));
+        h.take();
+        let deadline = h.bus.next_deadline();
+        assert!(deadline.is_some());
+        let p = &mut h.bus.replies;
+        p.by_caller.get_mut(&a).unwrap().insert(serial + 1);
+        p.by_callee.clear();
+        p.deadlines.clear();
+        assert_eq!(h.bus.check_handed_over(), Ok(vec![]));
+        let p = &h.bus.replies;
+        assert_eq!(p.waiting(a), 1, "a serial of no call is dropped");
+        assert_eq!(h.bus.next_deadline(), deadline, "the call times out");
+        // b leaving answers a's call.
+        assert_eq!(h.bus.replies.remove_connection(b), vec![(a, serial)]);
+
+        let gone = ConnId(99);
+        for (caller, callee, end) in [(a, gone, "callee"), (gone, a, "caller")] {
+            let mut p = PendingReplies::new();
+            p.expect(caller, 5, callee, None);
+            h.bus.replies = p;
+            assert_eq!(
+                h.bus.check_handed_over(),
+                Err(format!(
+                    "the call 5 of connection {} waits for a reply, \
+                     but its {end}, connection 99, is not on the bus",
+                    caller.0
+                ))
+            );
+        }
     }
 
     #[test]

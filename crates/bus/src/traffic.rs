@@ -10,7 +10,11 @@
 
 use quickbus_wire::Value;
 
-/// Running totals since a connection (or the bus) started.
+/// Running totals since a connection (or the bus) started. Each stops at
+/// `u64::MAX` rather than wrapping (or, in a debug build, panicking):
+/// no bus lives to count that far, but a restart in place takes the
+/// counts from its state as they are, and a corrupt one may be that high
+/// (docs/restart.md, "Failure paths").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Traffic {
     /// Messages the peer sent to the bus, and their bytes.
@@ -38,8 +42,8 @@ pub struct Traffic {
 impl Traffic {
     #[inline]
     pub(crate) fn count_in(&mut self, bytes: usize) {
-        self.messages_in += 1;
-        self.bytes_in += bytes as u64;
+        self.messages_in = self.messages_in.saturating_add(1);
+        self.bytes_in = self.bytes_in.saturating_add(bytes as u64);
     }
 
     /// The most bytes queued before a write, or now if more.
@@ -49,8 +53,8 @@ impl Traffic {
 
     #[inline]
     pub(crate) fn count_out(&mut self, bytes: usize) {
-        self.messages_out += 1;
-        self.bytes_out += bytes as u64;
+        self.messages_out = self.messages_out.saturating_add(1);
+        self.bytes_out = self.bytes_out.saturating_add(bytes as u64);
     }
 
     /// quickbus's keys for Debug.Stats (dbus-daemon has none of these, so
@@ -75,7 +79,7 @@ impl Traffic {
     /// A signal for the peer dropped: its queue was full.
     #[inline]
     pub(crate) fn count_dropped(&mut self) {
-        self.dropped += 1;
+        self.dropped = self.dropped.saturating_add(1);
     }
 
     /// The peer held back for a full receiver (or, with `paced`, for
@@ -83,9 +87,9 @@ impl Traffic {
     #[inline]
     pub(crate) fn count_hold(&mut self, paced: bool) {
         if paced {
-            self.pauses += 1;
+            self.pauses = self.pauses.saturating_add(1);
         } else {
-            self.holds += 1;
+            self.holds = self.holds.saturating_add(1);
         }
     }
 
@@ -98,6 +102,42 @@ impl Traffic {
     /// An error the bus itself sent to the peer.
     #[inline]
     pub(crate) fn count_error(&mut self) {
-        self.errors += 1;
+        self.errors = self.errors.saturating_add(1);
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Every counter at its end.
+    pub(crate) const AT_THE_END: Traffic = Traffic {
+        messages_in: u64::MAX,
+        bytes_in: u64::MAX,
+        messages_out: u64::MAX,
+        bytes_out: u64::MAX,
+        errors: u64::MAX,
+        dropped: u64::MAX,
+        peak_queued_bytes: u64::MAX,
+        holds: u64::MAX,
+        pauses: u64::MAX,
+        held_micros: u64::MAX,
+    };
+
+    /// Every counter at its end (as a corrupt handed-over state may have
+    /// it) stays there: adding to one panicked in a debug build and
+    /// wrapped it to 0 in a release one.
+    #[test]
+    fn counters_at_their_end_stay_there() {
+        let mut t = AT_THE_END;
+        t.count_in(100);
+        t.count_out(100);
+        t.count_dropped();
+        t.count_hold(false);
+        t.count_hold(true);
+        t.count_held(1000);
+        t.count_error();
+        assert_eq!(t, AT_THE_END);
+        assert_eq!(t.peak(5), u64::MAX);
     }
 }

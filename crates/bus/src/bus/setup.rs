@@ -54,17 +54,33 @@ impl Bus {
     /// the activations' waiters and deadlines are counted again and the
     /// counters of ids, unique names and instance paths checked
     /// (`Peers::recount`, `Containers::recount`, `Activations::recount`),
+    /// the names' queues checked against what each connection holds
+    /// (`NameRegistry::check_handed_over`), the pending calls' indexes
+    /// built again from the calls (`PendingReplies::check_handed_over`),
+    /// the container instances' connections checked against the
+    /// connections' instances (`Containers::check_connections`),
     /// each user's tally of queued bytes and fds, which crossed beside
     /// the queues, is counted again from them, and the held senders are
     /// found again from their holds. Returns the uids whose tallies were
     /// wrong (now right; the daemon logs them), or why the state cannot
     /// be served (a connection of a user with no tally or counted in
-    /// another uid's, an id, a unique name or a path given twice: the
+    /// another uid's, an id, a unique name or a path given twice, a name
+    /// queue and the names held that disagree, a call or a container
+    /// connection naming a connection that is not on the bus: the
     /// restart is refused and the previous image serves on).
     pub fn check_handed_over(&mut self) -> Result<Vec<u32>, String> {
         self.conns.recount()?;
         self.check_unique_owners()?;
+        let conns = &self.conns;
+        let monitors = &self.monitors;
+        let may_hold_names = |id: ConnId| {
+            conns.get(&id).is_some_and(|c| c.unique().is_some()) && !monitors.is_monitor(id)
+        };
+        self.registry.check_handed_over(may_hold_names)?;
+        let on_bus = |id: ConnId| conns.contains_key(&id);
+        self.replies.check_handed_over(on_bus)?;
         self.containers.recount()?;
+        self.containers.check_connections(on_bus)?;
         self.activations.recount();
         let queues = self
             .conns

@@ -323,3 +323,99 @@ mod random {
         }
     }
 }
+
+/// A handed-over state whose names' queues and the names each connection
+/// holds disagree (a place held by nobody, a name held without a place, a
+/// connection twice in a queue), whose names are held by a connection
+/// that left or by a monitor, or whose join order is past its counter.
+#[test]
+fn handed_over_queues_and_held_names_must_agree() {
+    use crate::tests::{become_monitor, call_bus, s, Harness};
+    use quickbus_wire::Value;
+    const X: &str = "org.example.X";
+    let mut h = Harness::new();
+    let (a, _) = h.client();
+    let (b, _) = h.client();
+    let (m, _) = h.client();
+    h.send(m, become_monitor(&[]));
+    for conn in [a, b] {
+        h.send(conn, call_bus("RequestName", vec![s(X), Value::Uint32(0)]));
+    }
+    h.take();
+    assert_eq!(h.bus.check_handed_over(), Ok(vec![]));
+    let refused = |h: &mut Harness, why: String| {
+        assert_eq!(h.bus.check_handed_over(), Err(why));
+    };
+    let (an, bn, mn) = (a.0, b.0, m.0);
+    let next_seq = h.bus.registry.next_seq;
+
+    // b's place in X's queue lost, while b still holds X.
+    fn queue(h: &mut Harness) -> &mut VecDeque<Owner> {
+        &mut h.bus.registry.names.get_mut(X).unwrap().owners
+    }
+    let b_place = queue(&mut h).pop_back().unwrap();
+    refused(
+        &mut h,
+        format!("connection {bn} holds {X}, but is not in its queue"),
+    );
+    // b twice in X's queue.
+    queue(&mut h).push_back(b_place);
+    queue(&mut h).push_back(b_place);
+    refused(
+        &mut h,
+        "the name queues have 5 places, for 4 names held: \
+         a place is held by no connection, or a connection is twice in a queue"
+            .into(),
+    );
+    queue(&mut h).pop_back();
+    // a in X's queue without holding X.
+    let a_joined = h.bus.registry.held.get_mut(&a).unwrap().remove(X).unwrap();
+    refused(
+        &mut h,
+        "the name queues have 4 places, for 3 names held: \
+         a place is held by no connection, or a connection is twice in a queue"
+            .into(),
+    );
+    // a joined X at the join order's next number, or the counter at its end.
+    fn held_by(h: &mut Harness, conn: ConnId) -> &mut HashMap<String, u64> {
+        h.bus.registry.held.get_mut(&conn).unwrap()
+    }
+    held_by(&mut h, a).insert(X.into(), next_seq);
+    refused(
+        &mut h,
+        format!("connection {an} joined {X} at {next_seq}, not before the next, {next_seq}"),
+    );
+    held_by(&mut h, a).insert(X.into(), a_joined);
+    h.bus.registry.next_seq = u64::MAX;
+    refused(&mut h, "the names' join order is used up".into());
+    h.bus.registry.next_seq = next_seq;
+    // The monitor (which gave its names up) in X's queue.
+    queue(&mut h).push_back(Owner::new(m, 0));
+    h.bus.registry.track(m, X);
+    refused(
+        &mut h,
+        format!(
+            "connection {mn} holds names, but may hold none \
+             (not on the bus past Hello, or a monitor)"
+        ),
+    );
+    queue(&mut h).pop_back();
+    h.bus.registry.untrack(m, X);
+    // Names held by a connection that left, and a name nobody queues for.
+    let gone = ConnId(99);
+    h.bus.registry.held.insert(gone, HashMap::new());
+    refused(
+        &mut h,
+        "connection 99 holds names, but may hold none \
+         (not on the bus past Hello, or a monitor)"
+            .into(),
+    );
+    h.bus.registry.held.remove(&gone);
+    h.bus
+        .registry
+        .names
+        .insert(NAME.into(), NameQueue::default());
+    refused(&mut h, format!("the name {NAME} has an empty queue"));
+    h.bus.registry.names.remove(NAME);
+    assert_eq!(h.bus.check_handed_over(), Ok(vec![]));
+}

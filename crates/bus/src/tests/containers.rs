@@ -536,6 +536,28 @@ fn the_creator_leaving_stops_listening_and_its_apps_keep_working() {
     assert_eq!(instance_removed(&mut h, w), vec![instance]);
 }
 
+/// A handed-over state where a contained connection is counted by a
+/// second instance too is refused before it serves
+/// (`Containers::check_connections` has the other cases).
+#[test]
+fn a_handed_over_connection_in_two_instances_is_refused() {
+    let mut h = Harness::new();
+    let (manager, _) = h.client();
+    let (first, _, _) = add_server(&mut h, manager);
+    let (second, _, _) = add_server(&mut h, manager);
+    let (app, _) = contained(&mut h, &first, 1000);
+    assert_eq!(h.bus.check_handed_over(), Ok(vec![]));
+    let instance = h.bus.containers.get_mut(&second).unwrap();
+    instance.connections.insert(app);
+    assert_eq!(
+        h.bus.check_handed_over(),
+        Err(format!(
+            "the container instance {second} counts connection {}, which came through {first}",
+            app.0
+        ))
+    );
+}
+
 #[test]
 fn a_connection_cannot_join_an_instance_that_is_gone() {
     let mut h = Harness::new();

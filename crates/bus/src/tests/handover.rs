@@ -539,6 +539,33 @@ fn a_held_sender_stays_held_and_is_released_when_its_receiver_drains() {
     assert_eq!(h.bus.traffic(a), r.bus.traffic(a));
 }
 
+/// A state whose traffic counters are at their end (a corrupt one: no
+/// bus counts that far) routes on after the restart, the counters
+/// staying there: adding to them panicked in a debug build and wrapped
+/// them to 0 in a release one. (The bus's totals are the same `Traffic`:
+/// `traffic::tests`.)
+#[test]
+fn traffic_counters_at_their_end_stay_there_after_a_restart() {
+    let mut h = Harness::new();
+    let (a, _) = h.client();
+    let (b, name_b) = h.client();
+    let end = crate::traffic::tests::AT_THE_END;
+    for conn in [a, b] {
+        h.bus.conns.get_mut(&conn).unwrap().traffic = end;
+    }
+    let mut r = restarted(&h);
+    r.send(a, MessageBuilder::method_call("/", "M").destination(name_b));
+    let (error, _) = r.driver_error(a, call_bus("GetNameOwner", vec![s("org.example.Nobody")]));
+    assert_eq!(error, errors::NAME_HAS_NO_OWNER);
+    r.bus.record_dropped(b);
+    r.bus.record_hold(a, false);
+    r.bus.record_hold(a, true);
+    r.bus.record_held(a, Duration::from_secs(1));
+    for conn in [a, b] {
+        assert_eq!(r.bus.traffic(conn), Some(end));
+    }
+}
+
 #[test]
 fn fds_and_instants_cannot_be_written_outside_a_handover() {
     let mut h = Harness::new();

@@ -373,7 +373,10 @@ impl Server {
             container_listeners: std::mem::take(&mut self.container_listeners),
             unfinished_reads: {
                 // Heavy senders sitting out are read again at once by the
-                // new image.
+                // new image (a pause is far shorter than a restart). If
+                // the restart is refused, this loop's next turn sits
+                // them out again while its pause lasts: `fair_share` and
+                // each connection's `heavy` are left as they were.
                 let mut unfinished = std::mem::take(&mut self.unfinished_reads);
                 unfinished.append(&mut self.deferred_reads);
                 unfinished
