@@ -314,8 +314,10 @@ impl Receiver {
             self.lossy = true;
         }
         if self.lossy || hold.is_none_or(|h| h.is_zero()) {
-            self.lost += 1;
-            self.lost_total += 1;
+            // Saturating: a restart takes the counts as its state has
+            // them, and a `lost` wrapped to 0 would never be told.
+            self.lost = self.lost.saturating_add(1);
+            self.lost_total = self.lost_total.saturating_add(1);
             Verdict::Drop
         } else {
             Verdict::QueueAndHoldSender
@@ -418,6 +420,27 @@ mod tests {
         assert!(!Pace.replaces(Some(Full)));
         assert!(!Pace.replaces(Some(Pace)));
         assert!(!Full.replaces(Some(Full)));
+    }
+
+    /// A restart in place takes the counts from its state as they are: a
+    /// corrupt one at the end of its range must still be told, not wrap
+    /// to "nothing lost" (or panic in a debug build).
+    #[test]
+    fn lost_counts_at_their_end_stay_there_and_are_still_told() {
+        let mut r = Receiver {
+            lost: u64::MAX,
+            lost_total: u64::MAX,
+            lossy: true,
+            ..Receiver::default()
+        };
+        let now = Instant::now();
+        let fill = BOUNDS.fill(1200, 0);
+        assert_eq!(
+            r.judge(Kind::Signal, fill, Some(BOUNDS.hold), now),
+            Verdict::Drop
+        );
+        assert_eq!(r.lost_total, u64::MAX);
+        assert_eq!(r.take_lost(), Some(u64::MAX));
     }
 
     #[test]
