@@ -623,6 +623,40 @@ fn request_header_stamps_the_senders_instance_on_what_the_caller_receives() {
 }
 
 #[test]
+fn among_a_broadcasts_receivers_only_those_that_asked_for_the_header_get_it() {
+    // A broadcast is queued for all its receivers in one step: the
+    // receiver that asked still gets a copy of its own, with the field,
+    // the others the shared one, without, each in the receivers' order.
+    let mut h = Harness::new();
+    let (manager, _) = h.client();
+    let (instance, _, _) = add_server(&mut h, manager);
+    let (app, _) = contained(&mut h, &instance, 1000);
+    let observers: Vec<ConnId> = (0..3).map(|_| h.client().0).collect();
+    for &o in &observers {
+        h.add_match(o, "interface='com.example.Shouting'");
+    }
+    let asked = observers[1];
+    h.driver(asked, "GetId", vec![]);
+    let reply = h.call(asked, containers("RequestHeader", vec![]));
+    assert_eq!(reply.msg_type(), MessageType::MethodReturn);
+    h.send(
+        app,
+        MessageBuilder::signal("/", "com.example.Shouting", "Shouted"),
+    );
+    let heard: Vec<(ConnId, Option<String>)> = h
+        .take()
+        .into_iter()
+        .filter(|(_, m)| m.member() == Some("Shouted"))
+        .map(|(to, m)| (to, container_field(&m)))
+        .collect();
+    let expected: Vec<(ConnId, Option<String>)> = observers
+        .iter()
+        .map(|&o| (o, (o == asked).then(|| instance.clone())))
+        .collect();
+    assert_eq!(heard, expected);
+}
+
+#[test]
 fn a_filter_counts_against_the_metadata_limit_and_is_compiled_after_the_limits() {
     let mut opts = super::options();
     opts.limits.max_container_metadata_bytes = 256;
