@@ -590,6 +590,13 @@ fn container_field(msg: &Message) -> Option<String> {
     None
 }
 
+/// `conn` asks for the container-instance header field, and gets it.
+fn request_header(h: &mut Harness, conn: ConnId) {
+    h.driver(conn, "GetId", vec![]);
+    let reply = h.call(conn, containers("RequestHeader", vec![]));
+    assert_eq!(reply.msg_type(), MessageType::MethodReturn);
+}
+
 #[test]
 fn request_header_stamps_the_senders_instance_on_what_the_caller_receives() {
     let mut h = Harness::new();
@@ -609,9 +616,7 @@ fn request_header_stamps_the_senders_instance_on_what_the_caller_receives() {
     };
     h.send(app, shout());
     assert_eq!(heard(&mut h), None);
-    h.driver(observer, "GetId", vec![]);
-    let reply = h.call(observer, containers("RequestHeader", vec![]));
-    assert_eq!(reply.msg_type(), MessageType::MethodReturn);
+    request_header(&mut h, observer);
     h.send(app, shout());
     assert_eq!(heard(&mut h), Some(instance));
     h.send(manager, shout());
@@ -636,9 +641,7 @@ fn among_a_broadcasts_receivers_only_those_that_asked_for_the_header_get_it() {
         h.add_match(o, "interface='com.example.Shouting'");
     }
     let asked = observers[1];
-    h.driver(asked, "GetId", vec![]);
-    let reply = h.call(asked, containers("RequestHeader", vec![]));
-    assert_eq!(reply.msg_type(), MessageType::MethodReturn);
+    request_header(&mut h, asked);
     h.send(
         app,
         MessageBuilder::signal("/", "com.example.Shouting", "Shouted"),
