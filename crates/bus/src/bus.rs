@@ -521,7 +521,7 @@ impl Bus {
         self.filter_broadcast(from, msg, &mut recipients);
         self.keep_allowed(Some(from), None, msg, &mut recipients, routing, out);
         self.keep_fd_capable(from, msg, &mut recipients, routing, out);
-        self.deliver_to_each(&recipients, out_msg, routing, out);
+        self.queue_broadcast(&recipients, out_msg, routing, out);
         recipients.clear();
         self.spare_recipients = recipients;
     }
@@ -772,26 +772,6 @@ impl Bus {
                 self.deliver(to, out_msg, routing, out);
             }
         }
-    }
-
-    /// Deliver `out_msg` to each of `recipients`, all able to take its fds:
-    /// copies to all but the last, which takes it whole. With one
-    /// receiver (the common signal), the stamped header is never cloned,
-    /// so it never pays for its shared block ([`Bus::deliver_addressed`]).
-    pub(crate) fn deliver_to_each(
-        &mut self,
-        recipients: &[ConnId],
-        out_msg: OutMessage,
-        routing: Routing,
-        out: &mut Vec<Action>,
-    ) {
-        let Some((&last, others)) = recipients.split_last() else {
-            return;
-        };
-        for &to in others {
-            self.deliver(to, &out_msg, routing, out);
-        }
-        self.queue_for(last, out_msg, false, routing, out);
     }
 
     /// Deliver a copy of `msg` to `to` (flow control decides, see

@@ -264,10 +264,17 @@ impl Containers {
         self.header_requesters.insert(conn);
     }
 
+    /// Whether any connection asked for the container-instance header
+    /// field.
+    #[inline]
+    pub fn has_header_requesters(&self) -> bool {
+        !self.header_requesters.is_empty()
+    }
+
     /// Whether `conn` asked for the container-instance header field.
     #[inline]
     pub fn wants_header(&self, conn: ConnId) -> bool {
-        !self.header_requesters.is_empty() && self.header_requesters.contains(&conn)
+        self.has_header_requesters() && self.header_requesters.contains(&conn)
     }
 }
 

@@ -161,6 +161,11 @@ pub enum Action {
     Queued {
         to: ConnId,
         kind: flow::Kind,
+        /// It went in behind messages not written yet: the daemon, which
+        /// lists a connection for writing when its queue gets a first
+        /// message and watches it for room while a write leaves some
+        /// behind, already knows there is something to write.
+        behind: bool,
         /// The message (for the bus's own tests).
         #[cfg(test)]
         msg: outbox::OutItem,

@@ -161,6 +161,12 @@ impl Outbox {
         self.items.is_empty()
     }
 
+    /// Messages queued (the first possibly written in part).
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
     /// The item queued last (the bus's tests).
     #[cfg(test)]
     pub(crate) fn last(&self) -> Option<&OutItem> {

@@ -57,6 +57,14 @@ impl Traffic {
         self.bytes_out = self.bytes_out.saturating_add(bytes as u64);
     }
 
+    /// `count` messages of `bytes` each routed out (the copies of one
+    /// broadcast).
+    #[inline]
+    pub(crate) fn count_out_many(&mut self, count: usize, bytes: usize) {
+        self.messages_out += count as u64;
+        self.bytes_out += (count * bytes) as u64;
+    }
+
     /// quickbus's keys for Debug.Stats (dbus-daemon has none of these, so
     /// clients that only know its keys are not confused).
     /// `queued`: the bytes waiting in the peer's queue now.

@@ -1011,7 +1011,7 @@ impl Server {
                 std::mem::replace(&mut self.actions, std::mem::take(&mut self.spare.applying));
             for action in actions.drain(..) {
                 match action {
-                    Action::Queued { to, kind } => self.deliver(to, kind),
+                    Action::Queued { to, kind, behind } => self.deliver(to, kind, behind),
                     Action::Disconnect { conn, reason } => self.close(conn, &reason),
                     Action::HoldSender { conn } => self.hold(conn),
                     Action::ReleaseSender { conn } => self.release(conn),

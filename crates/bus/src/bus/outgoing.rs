@@ -114,7 +114,7 @@ impl Bus {
         });
         self.deliver_all(&watchers, &msg, &out_msg, routing, out);
         self.keep_allowed(None, None, &msg, &mut recipients, routing, out);
-        self.deliver_to_each(&recipients, out_msg, routing, out);
+        self.queue_broadcast(&recipients, out_msg, routing, out);
     }
 
     /// Send a bus message to one connection, with its unique name as

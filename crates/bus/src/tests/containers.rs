@@ -612,6 +612,13 @@ fn container_field(msg: &Message) -> Option<String> {
     None
 }
 
+/// `conn` asks for the container-instance header field, and gets it.
+fn request_header(h: &mut Harness, conn: ConnId) {
+    h.driver(conn, "GetId", vec![]);
+    let reply = h.call(conn, containers("RequestHeader", vec![]));
+    assert_eq!(reply.msg_type(), MessageType::MethodReturn);
+}
+
 #[test]
 fn request_header_stamps_the_senders_instance_on_what_the_caller_receives() {
     let mut h = Harness::new();
@@ -631,9 +638,7 @@ fn request_header_stamps_the_senders_instance_on_what_the_caller_receives() {
     };
     h.send(app, shout());
     assert_eq!(heard(&mut h), None);
-    h.driver(observer, "GetId", vec![]);
-    let reply = h.call(observer, containers("RequestHeader", vec![]));
-    assert_eq!(reply.msg_type(), MessageType::MethodReturn);
+    request_header(&mut h, observer);
     h.send(app, shout());
     assert_eq!(heard(&mut h), Some(instance));
     h.send(manager, shout());
@@ -642,6 +647,38 @@ fn request_header_stamps_the_senders_instance_on_what_the_caller_receives() {
     let id = h.call(observer, call_bus("GetId", vec![]));
     assert_eq!(container_field(&id), Some("/".to_owned()));
     let _ = parse_out;
+}
+
+#[test]
+fn among_a_broadcasts_receivers_only_those_that_asked_for_the_header_get_it() {
+    // A broadcast is queued for all its receivers in one step: the
+    // receiver that asked still gets a copy of its own, with the field,
+    // the others the shared one, without, each in the receivers' order.
+    let mut h = Harness::new();
+    let (manager, _) = h.client();
+    let (instance, _, _) = add_server(&mut h, manager);
+    let (app, _) = contained(&mut h, &instance, 1000);
+    let observers: Vec<ConnId> = (0..3).map(|_| h.client().0).collect();
+    for &o in &observers {
+        h.add_match(o, "interface='com.example.Shouting'");
+    }
+    let asked = observers[1];
+    request_header(&mut h, asked);
+    h.send(
+        app,
+        MessageBuilder::signal("/", "com.example.Shouting", "Shouted"),
+    );
+    let heard: Vec<(ConnId, Option<String>)> = h
+        .take()
+        .into_iter()
+        .filter(|(_, m)| m.member() == Some("Shouted"))
+        .map(|(to, m)| (to, container_field(&m)))
+        .collect();
+    let expected: Vec<(ConnId, Option<String>)> = observers
+        .iter()
+        .map(|&o| (o, (o == asked).then(|| instance.clone())))
+        .collect();
+    assert_eq!(heard, expected);
 }
 
 #[test]

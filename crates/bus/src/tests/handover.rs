@@ -55,7 +55,7 @@ fn seen(actions: Vec<Action>) -> Vec<Seen> {
     actions
         .into_iter()
         .map(|action| match action {
-            Action::Queued { to, kind, msg } => Seen::Deliver {
+            Action::Queued { to, kind, msg, .. } => Seen::Deliver {
                 to,
                 bytes: [&msg.header[..], &msg.body[..]].concat(),
                 files: msg.fds.iter().flat_map(|f| f.iter()).map(file_of).collect(),

@@ -14,7 +14,16 @@ use super::Server;
 
 impl Server {
     /// The bus queued a message of `kind` for `to`: write it this turn.
-    pub(super) fn deliver(&mut self, to: ConnId, kind: Kind) {
+    /// `behind`: it went in behind messages not written yet.
+    pub(super) fn deliver(&mut self, to: ConnId, kind: Kind, behind: bool) {
+        // A signal behind others needs nothing: its connection was listed
+        // when its queue got its first message, and stays listed until
+        // it is written, or is watched for room after a write that left
+        // some behind (`Server::flush_dirty`, `watch_writable`). In a
+        // burst of broadcasts, this spares a look-up per delivery.
+        if behind && kind == Kind::Signal {
+            return;
+        }
         let Some(conn) = self.conns.get_mut(&to) else {
             return;
         };
