@@ -61,8 +61,10 @@ impl Traffic {
     /// broadcast).
     #[inline]
     pub(crate) fn count_out_many(&mut self, count: usize, bytes: usize) {
-        self.messages_out += count as u64;
-        self.bytes_out += (count * bytes) as u64;
+        // usize to u64: lossless on every target.
+        let (count, bytes) = (count as u64, bytes as u64);
+        self.messages_out = self.messages_out.saturating_add(count);
+        self.bytes_out = self.bytes_out.saturating_add(count.saturating_mul(bytes));
     }
 
     /// quickbus's keys for Debug.Stats (dbus-daemon has none of these, so
@@ -140,6 +142,7 @@ pub(crate) mod tests {
         let mut t = AT_THE_END;
         t.count_in(100);
         t.count_out(100);
+        t.count_out_many(10, 100);
         t.count_dropped();
         t.count_hold(false);
         t.count_hold(true);
