@@ -156,7 +156,9 @@ pub struct OutMessage {
 pub enum Action {
     /// A message went into connection `to`'s outgoing queue (the bus
     /// keeps it: [`Bus::write_queue`] writes it); `kind`: what it is to
-    /// `to` (a copy for a monitor or an eavesdropper is a signal). One per
+    /// `to`: a call only for the receiver it is addressed to, which owes
+    /// an answer (a monitor's or an eavesdropper's copy of a call is a
+    /// signal); a reply for its caller and its copies alike. One per
     /// message, in the order they were queued.
     Queued {
         to: ConnId,

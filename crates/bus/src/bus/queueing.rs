@@ -114,18 +114,26 @@ impl Bus {
             return false;
         };
         conn.traffic.count_out(len);
+        // What the daemon hears it is to `to` (`Action::Queued`): a call
+        // `to` is not the addressed receiver of (a monitor's or an
+        // eavesdropper's copy, or the bus's own call, which expects no
+        // reply) is a signal to it: it owes no answer.
+        let told = match msg_kind {
+            Kind::Call if !addressed => Kind::Signal,
+            kind => kind,
+        };
         let q = &mut conn.queue;
         // It hears of its losses before this message: the rare case,
         // judged as the common one after that.
         if q.owes() && !self.queues.is_full(q) {
-            self.queue_in(to, item, msg_kind, routing, out);
+            self.queue_in(to, item, told, routing, out);
             return true;
         }
         // The common case: room everywhere (and one lookup of the
         // receiver).
         let (own, user_full, item) = match self.queues.admit(q, item, routing.now) {
             Admit::In { paces } => {
-                out.push(queued_action(to, msg_kind, q));
+                out.push(queued_action(to, told, q));
                 if paces {
                     self.pace_sender(to, routing, out);
                 }
@@ -145,7 +153,7 @@ impl Bus {
         let fill = if user_full { own.max(Fill::Full) } else { own };
         let kind = match msg_kind {
             Kind::Call if addressed => {
-                self.queue_in(to, item, msg_kind, routing, out);
+                self.queue_in(to, item, told, routing, out);
                 return true;
             }
             Kind::Reply if !self.monitors.is_monitor(to) => Kind::Reply,
@@ -154,9 +162,9 @@ impl Bus {
         };
         let verdict = self.judge(to, kind, fill, routing);
         match verdict {
-            Verdict::Queue => self.queue_in(to, item, msg_kind, routing, out),
+            Verdict::Queue => self.queue_in(to, item, told, routing, out),
             Verdict::QueueAndHoldSender => {
-                self.push_delivery(to, item, msg_kind, routing, out);
+                self.push_delivery(to, item, told, routing, out);
                 self.hold_sender(to, HoldReason::Full, routing, out);
             }
             Verdict::Drop | Verdict::RefuseCall => self.record_dropped(to),

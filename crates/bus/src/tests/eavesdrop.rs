@@ -444,6 +444,46 @@ fn eavesdroppers_see_calls_the_bus_accepted() {
     assert_eq!(hello.1.sender(), Some(name.as_str()));
 }
 
+/// What a delivery is to its receiver (`Action::Queued`'s `kind`): only
+/// the addressed receiver of a call owes an answer; an eavesdropper's
+/// copy of a call is a signal to it. Were it a call, the daemon would
+/// take the eavesdropper for one owing a reply until it next sent one,
+/// and never let it sit out as a heavy sender (`server::fair_share`).
+#[test]
+fn an_eavesdroppers_copies_are_signals_to_it() {
+    let mut h = Harness::new();
+    h.bus.set_policy(PolicyConfig::allow_all());
+    let (spy, _) = peer(&mut h, ROOT);
+    let (caller, caller_name) = peer(&mut h, NOBODY);
+    let (callee, callee_name) = peer(&mut h, NOBODY);
+    h.add_match(spy, "eavesdrop=true");
+    h.take();
+    let serial = h.send(
+        caller,
+        MessageBuilder::method_call("/", "Ping").destination(callee_name.as_str()),
+    );
+    h.send(
+        callee,
+        MessageBuilder::method_return(serial).destination(caller_name.as_str()),
+    );
+    let kinds: Vec<(ConnId, flow::Kind)> = std::mem::take(&mut h.out)
+        .into_iter()
+        .filter_map(|action| match action {
+            Action::Queued { to, kind, .. } => Some((to, kind)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (callee, flow::Kind::Call),
+            (spy, flow::Kind::Signal),
+            (caller, flow::Kind::Reply),
+            (spy, flow::Kind::Reply),
+        ]
+    );
+}
+
 /// A call the bus took goes to eavesdroppers with no addressed recipient,
 /// each of them eavesdropping: its receive rules must let it eavesdrop
 /// (session.conf's eavesdrop="true" rule), or it does not see the call,

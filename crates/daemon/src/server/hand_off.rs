@@ -87,7 +87,8 @@ impl fmt::Display for WindowCost {
 
 impl HandOff {
     /// The bus delivered a message of this kind (what it is to its
-    /// receiver: a copy for a monitor or an eavesdropper is a signal).
+    /// receiver, `Action::Queued`: a monitor's or an eavesdropper's copy
+    /// of a call is a signal).
     pub fn delivered(&mut self, kind: Kind) {
         self.woke_a_peer |= matches!(kind, Kind::Call | Kind::Reply);
     }
