@@ -15,6 +15,7 @@ use rustix::io::{fcntl_setfd, FdFlags};
 use rustix::pipe::{pipe_with, PipeFlags};
 use rustix::process::{kill_process, Pid, Signal};
 
+use crate::forced_threads;
 use crate::locate::{daemon_path, python_path, TempDir};
 use crate::process::{describe, run_bounded, spawn_lock, wait_bounded, Background, Finished};
 use crate::{Peer, TIMEOUT};
@@ -35,8 +36,11 @@ pub fn write_config(dir: &Path, listen: Listen) -> PathBuf {
 }
 
 /// [`write_config`] with `extra` placed inside `<busconfig>` (for example
-/// `<limit>` elements).
+/// `<limit>` elements). With `QUICKBUS_E2E_THREADS=N` (see
+/// [`crate::forced_threads`]), a `threads` limit of `N` unless `extra` sets
+/// one.
 pub fn write_config_with(dir: &Path, listen: Listen, extra: &str) -> PathBuf {
+    let threads = forced_threads::threads_limit(extra).unwrap_or_default();
     let listen = match listen {
         Listen::UnixPath => format!("unix:path={}", dir.join("bus").display()),
         Listen::UnixTmpdir => format!("unix:tmpdir={}", dir.display()),
@@ -55,6 +59,7 @@ pub fn write_config_with(dir: &Path, listen: Listen, extra: &str) -> PathBuf {
     <allow receive_sender="*"/>
   </policy>
   {extra}
+  {threads}
 </busconfig>
 "#
     );
@@ -111,6 +116,7 @@ impl Bus {
     /// through a wrapper (which ends by running the daemon with the
     /// arguments it is given) or with a special environment.
     pub fn start_command(dir: TempDir, mut cmd: Command, args: &[String]) -> Bus {
+        forced_threads::lower_threshold(&mut cmd);
         let (read_end, write_end) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");
         cmd.args(args)
             .arg("--nofork")

@@ -25,9 +25,17 @@
 //! ```text
 //! QUICKBUS_TEST_DAEMON=/usr/bin/dbus-daemon QUICKBUS_ALLOW_SKIP=1 cargo test -p quickbus-e2e
 //! ```
+//!
+//! `QUICKBUS_E2E_THREADS=N` runs every quickbus daemon whose configuration
+//! the harness writes with `<limit name="threads">N</limit>` (unless the
+//! test sets `threads`), and the pool serving even one connection (the
+//! daemon's hook `QUICKBUS_TEST_LEAST_PARALLEL=1`): the test command's
+//! second pass (scripts/test.sh) runs the tests most likely to differ so,
+//! see [`forced_threads`].
 
 pub mod containers1;
 mod daemon;
+pub mod forced_threads;
 mod locate;
 pub mod namespace;
 mod peer;
