@@ -41,6 +41,17 @@ pub fn write_config(dir: &Path, listen: Listen) -> PathBuf {
 /// one.
 pub fn write_config_with(dir: &Path, listen: Listen, extra: &str) -> PathBuf {
     let threads = forced_threads::threads_limit(extra).unwrap_or_default();
+    write_config_file(dir, listen, &format!("{extra}\n  {threads}"))
+}
+
+/// [`write_config`] for a daemon other than the one under test (the
+/// reference `dbus-daemon` run next to quickbus): never a forced `threads`
+/// limit, which dbus-daemon refuses ("There is no limit called").
+pub fn write_reference_config(dir: &Path, listen: Listen) -> PathBuf {
+    write_config_file(dir, listen, "")
+}
+
+fn write_config_file(dir: &Path, listen: Listen, extra: &str) -> PathBuf {
     let listen = match listen {
         Listen::UnixPath => format!("unix:path={}", dir.join("bus").display()),
         Listen::UnixTmpdir => format!("unix:tmpdir={}", dir.display()),
@@ -59,7 +70,6 @@ pub fn write_config_with(dir: &Path, listen: Listen, extra: &str) -> PathBuf {
     <allow receive_sender="*"/>
   </policy>
   {extra}
-  {threads}
 </busconfig>
 "#
     );

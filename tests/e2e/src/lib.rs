@@ -48,7 +48,10 @@ mod users;
 
 use std::time::Duration;
 
-pub use daemon::{assert_guid_suffix, driver_call, write_config, write_config_with, Bus, Listen};
+pub use daemon::{
+    assert_guid_suffix, driver_call, write_config, write_config_with, write_reference_config, Bus,
+    Listen,
+};
 pub use locate::{
     daemon_path, python_path, python_script, quickbus_daemon_path, testing_quickbus, TempDir,
 };

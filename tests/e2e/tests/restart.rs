@@ -37,8 +37,8 @@ use std::thread;
 use quickbus_client::{bus_call, Connection, Message, MessageBuilder, MessageType, Value};
 use quickbus_e2e::{
     copy_executable, quickbus_daemon_path, read_raw_message, run_bounded, running, skip,
-    terminate_and_wait, write_config, write_executable, Background, Bus, Listen, Peer, TempDir,
-    TIMEOUT,
+    terminate_and_wait, write_config, write_executable, write_reference_config, Background, Bus,
+    Listen, Peer, TempDir, TIMEOUT,
 };
 use rustix::process::{kill_process, Pid, Signal};
 use support::{
@@ -988,7 +988,7 @@ fn without_the_packages_policy_file_the_system_bus_refuses_restart_calls() {
 
 /// dbus-daemon started by hand (not [`Bus`], which expects a clean exit).
 fn start_dbus_daemon(dir: &std::path::Path) -> (std::process::Child, String) {
-    let config = write_config(dir, Listen::UnixPath);
+    let config = write_reference_config(dir, Listen::UnixPath);
     let mut child = Command::new("dbus-daemon")
         .arg(format!("--config-file={}", config.display()))
         .args(["--nofork", "--print-address"])
