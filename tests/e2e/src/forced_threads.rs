@@ -45,9 +45,9 @@ pub fn forced_threads() -> Option<u32> {
     })
 }
 
-/// The pure reading of [`THREADS_ENV`]'s value.
+/// The pure reading of [`THREADS_ENV`]'s value (empty: unset).
 fn parse(value: Option<&OsStr>) -> Result<Option<u32>, String> {
-    let Some(value) = value else {
+    let Some(value) = value.filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
     value
@@ -110,9 +110,10 @@ mod tests {
     #[test]
     fn a_count_is_read_and_anything_else_refused() {
         assert_eq!(parse(None), Ok(None));
+        assert_eq!(parse(Some(OsStr::new(""))), Ok(None));
         assert_eq!(parse(Some(OsStr::new("4"))), Ok(Some(4)));
         assert_eq!(parse(Some(OsStr::new(" 2\n"))), Ok(Some(2)));
-        for bad in ["", "four", "-1", "4x"] {
+        for bad in [" ", "four", "-1", "4x"] {
             assert!(parse(Some(OsStr::new(bad))).is_err(), "{bad:?}");
         }
     }
