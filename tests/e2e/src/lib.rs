@@ -30,8 +30,8 @@
 //! the harness writes with `<limit name="threads">N</limit>` (unless the
 //! test sets `threads`), and the pool serving even one connection (the
 //! daemon's hook `QUICKBUS_TEST_LEAST_PARALLEL=1`): the test command's
-//! second pass (scripts/test.sh) runs the tests most likely to differ so,
-//! see [`forced_threads`].
+//! second pass of these tests (scripts/test.sh) runs them so, see
+//! [`forced_threads`].
 
 pub mod containers1;
 mod daemon;
