@@ -72,6 +72,21 @@ fn ping(caller: &mut Connection, to: &str) -> (Bytes, u32) {
     (call, serial)
 }
 
+/// `callee` answers `the_call`, and `caller` gets the answer to its call
+/// `serial`.
+fn answer(callee: &mut Connection, the_call: &Message, caller: &mut Connection, serial: u32) {
+    let reply = MessageBuilder::method_return(the_call.serial())
+        .destination(the_call.sender().expect("the call's sender"));
+    callee.send(reply, &[]).expect("reply");
+    let answer = loop {
+        let message = receive(caller);
+        if message.reply_serial() == Some(serial) {
+            break message;
+        }
+    };
+    assert_eq!(answer.msg_type(), MessageType::MethodReturn);
+}
+
 fn receive(conn: &mut Connection) -> Message {
     conn.receive().expect("a message arrives").0
 }
@@ -117,16 +132,7 @@ fn a_call_is_routed_within_one_budget_of_a_flood_that_waits_in_the_read_buffers(
         next_tick <= ALONE_MESSAGES,
         "the call waited for {next_tick} ticks, more than one turn's budget"
     );
-    let reply = MessageBuilder::method_return(the_call.serial())
-        .destination(the_call.sender().expect("the call's sender"));
-    callee.send(reply, &[]).expect("reply");
-    let answer = loop {
-        let message = receive(&mut caller);
-        if message.reply_serial() == Some(serial) {
-            break message;
-        }
-    };
-    assert_eq!(answer.msg_type(), MessageType::MethodReturn);
+    answer(&mut callee, &the_call, &mut caller, serial);
     // The rest of the flood, in order, none lost.
     while next_tick < FLOOD {
         let message = receive(&mut callee);
@@ -271,16 +277,7 @@ fn with_a_pool_a_call_is_routed_within_one_budget_of_each_of_eight_floods() {
             break message;
         }
     };
-    let reply = MessageBuilder::method_return(the_call.serial())
-        .destination(the_call.sender().expect("the call's sender"));
-    callee.send(reply, &[]).expect("reply");
-    let answer = loop {
-        let message = receive(&mut caller);
-        if message.reply_serial() == Some(serial) {
-            break message;
-        }
-    };
-    assert_eq!(answer.msg_type(), MessageType::MethodReturn);
+    answer(&mut callee, &the_call, &mut caller, serial);
     // The rest of the floods, each in order, none lost.
     while !routed.all_in() {
         routed.count(&receive(&mut monitor));
