@@ -15,6 +15,7 @@ use rustix::io::{fcntl_setfd, FdFlags};
 use rustix::pipe::{pipe_with, PipeFlags};
 use rustix::process::{kill_process, Pid, Signal};
 
+use crate::forced_threads;
 use crate::locate::{daemon_path, python_path, TempDir};
 use crate::process::{describe, run_bounded, spawn_lock, wait_bounded, Background, Finished};
 use crate::{Peer, TIMEOUT};
@@ -35,8 +36,22 @@ pub fn write_config(dir: &Path, listen: Listen) -> PathBuf {
 }
 
 /// [`write_config`] with `extra` placed inside `<busconfig>` (for example
-/// `<limit>` elements).
+/// `<limit>` elements). With `QUICKBUS_E2E_THREADS=N` (see
+/// [`crate::forced_threads`]), a `threads` limit of `N` unless `extra` sets
+/// one.
 pub fn write_config_with(dir: &Path, listen: Listen, extra: &str) -> PathBuf {
+    let threads = forced_threads::threads_limit(extra).unwrap_or_default();
+    write_config_file(dir, listen, &format!("{extra}\n  {threads}"))
+}
+
+/// [`write_config`] for a daemon other than the one under test (the
+/// reference `dbus-daemon` run next to quickbus): never a forced `threads`
+/// limit, which dbus-daemon refuses ("There is no limit called").
+pub fn write_reference_config(dir: &Path, listen: Listen) -> PathBuf {
+    write_config_file(dir, listen, "")
+}
+
+fn write_config_file(dir: &Path, listen: Listen, extra: &str) -> PathBuf {
     let listen = match listen {
         Listen::UnixPath => format!("unix:path={}", dir.join("bus").display()),
         Listen::UnixTmpdir => format!("unix:tmpdir={}", dir.display()),
@@ -111,6 +126,7 @@ impl Bus {
     /// through a wrapper (which ends by running the daemon with the
     /// arguments it is given) or with a special environment.
     pub fn start_command(dir: TempDir, mut cmd: Command, args: &[String]) -> Bus {
+        forced_threads::lower_threshold(&mut cmd);
         let (read_end, write_end) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");
         cmd.args(args)
             .arg("--nofork")

@@ -25,9 +25,17 @@
 //! ```text
 //! QUICKBUS_TEST_DAEMON=/usr/bin/dbus-daemon QUICKBUS_ALLOW_SKIP=1 cargo test -p quickbus-e2e
 //! ```
+//!
+//! `QUICKBUS_E2E_THREADS=N` runs every quickbus daemon whose configuration
+//! the harness writes with `<limit name="threads">N</limit>` (unless the
+//! test sets `threads`), and the pool serving even one connection (the
+//! daemon's hook `QUICKBUS_TEST_LEAST_PARALLEL=1`): the test command's
+//! second pass of these tests (scripts/test.sh) runs them so, see
+//! [`forced_threads`].
 
 pub mod containers1;
 mod daemon;
+pub mod forced_threads;
 mod locate;
 pub mod namespace;
 mod peer;
@@ -40,7 +48,10 @@ mod users;
 
 use std::time::Duration;
 
-pub use daemon::{assert_guid_suffix, driver_call, write_config, write_config_with, Bus, Listen};
+pub use daemon::{
+    assert_guid_suffix, driver_call, write_config, write_config_with, write_reference_config, Bus,
+    Listen,
+};
 pub use locate::{
     daemon_path, python_path, python_script, quickbus_daemon_path, testing_quickbus, TempDir,
 };

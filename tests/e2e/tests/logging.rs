@@ -11,10 +11,13 @@
 //! journal entries), so these are quickbus's promises.
 
 use std::collections::HashMap;
+use std::net::Shutdown;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use quickbus_client::Connection;
@@ -74,31 +77,71 @@ fn provoke(bus: &Bus) {
     .failure();
 }
 
-fn bind_datagram(path: &Path) -> UnixDatagram {
+/// A fake log socket the test binds, read all the time by a thread of its
+/// own: a datagram socket holds only `net.unix.max_dgram_qlen` datagrams
+/// (10 by default), and then the daemon's next log line blocks its loop
+/// until the test reads. A test that makes the bus log first (`provoke`
+/// waits for dbus-send's replies) and reads after would stall the bus
+/// meanwhile, by dbus-send's 25 s time-out, as soon as the daemon logs
+/// more than ten lines first (a daemon with a thread pool does, the
+/// test command's second pass).
+struct LogSocket {
+    datagrams: mpsc::Receiver<Vec<u8>>,
+    /// Shut down on drop, which wakes the reader's `recv`.
+    socket: UnixDatagram,
+    closed: Arc<AtomicBool>,
+}
+
+impl Drop for LogSocket {
+    fn drop(&mut self) {
+        self.closed.store(true, Ordering::Relaxed);
+        let _ = self.socket.shutdown(Shutdown::Both);
+    }
+}
+
+fn bind_datagram(path: &Path) -> LogSocket {
     let socket = UnixDatagram::bind(path).expect("bind the fake log socket");
-    socket
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    socket
+    let reader = socket
+        .try_clone()
+        .expect("a second handle of the log socket");
+    let closed = Arc::new(AtomicBool::new(false));
+    let (sender, datagrams) = mpsc::channel();
+    let reader_closed = Arc::clone(&closed);
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        // An empty datagram is no line (the journal's protocol sends one
+        // with a memfd for a large entry), and after the shutdown every
+        // `recv` returns 0 at once.
+        while let Ok(n) = reader.recv(&mut buf) {
+            if reader_closed.load(Ordering::Relaxed) {
+                return;
+            }
+            if n > 0 && sender.send(buf[..n].to_vec()).is_err() {
+                return;
+            }
+        }
+    });
+    LogSocket {
+        datagrams,
+        socket,
+        closed,
+    }
 }
 
 /// Datagrams from `socket` until `done` holds for what arrived (bounded).
-fn receive_until(socket: &UnixDatagram, done: impl Fn(&[Vec<u8>]) -> bool) -> Vec<Vec<u8>> {
+fn receive_until(socket: &LogSocket, done: impl Fn(&[Vec<u8>]) -> bool) -> Vec<Vec<u8>> {
     let give_up = Instant::now() + TIMEOUT;
     let mut got = Vec::new();
-    let mut buf = vec![0u8; 65536];
     while !done(&got) {
-        assert!(
-            Instant::now() < give_up,
-            "gave up waiting; got {:?}",
-            got.iter()
-                .map(|d| String::from_utf8_lossy(d).into_owned())
-                .collect::<Vec<_>>()
-        );
-        if let Ok(n) = socket.recv(&mut buf) {
-            if n > 0 {
-                got.push(buf[..n].to_vec());
-            }
+        let left = give_up.saturating_duration_since(Instant::now());
+        match socket.datagrams.recv_timeout(left) {
+            Ok(datagram) => got.push(datagram),
+            Err(_) => panic!(
+                "gave up waiting; got {:?}",
+                got.iter()
+                    .map(|d| String::from_utf8_lossy(d).into_owned())
+                    .collect::<Vec<_>>()
+            ),
         }
     }
     got
@@ -279,7 +322,7 @@ exec "$@""#;
 }
 
 fn journal_entries_until(
-    socket: &UnixDatagram,
+    socket: &LogSocket,
     done: impl Fn(&[HashMap<String, String>]) -> bool,
 ) -> Vec<HashMap<String, String>> {
     let parse = |got: &[Vec<u8>]| got.iter().map(|d| journal_fields(d)).collect::<Vec<_>>();
@@ -350,9 +393,11 @@ fn under_systemd_lines_go_to_the_journal_with_priorities_and_fields() {
         assert!(denied["DBUS_UNIQUE_NAME"].starts_with(":1."));
 
         assert_eq!(bus.log(), "", "{mode}: the journal replaces stderr text");
-        let mut buf = [0u8; 16];
         assert!(
-            syslog.recv(&mut buf).is_err(),
+            syslog
+                .datagrams
+                .recv_timeout(Duration::from_millis(200))
+                .is_err(),
             "{mode}: a line went to syslog as well as the journal"
         );
     }

@@ -14,12 +14,16 @@ mod restart_support;
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::process::Command;
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Instant;
 
 use quickbus_client::{bus_call, Connection, MessageBuilder, Received, Value};
-use quickbus_e2e::{skip, write_config_with, Bus, Listen, Stopped, POLL_INTERVAL, TIMEOUT};
+use quickbus_e2e::{
+    daemon_path, forced_threads, skip, write_config_with, Bus, Listen, Stopped, TempDir,
+    POLL_INTERVAL, TIMEOUT,
+};
 
 const INTERFACE: &str = "org.example.Threads";
 
@@ -331,4 +335,66 @@ fn a_sender_held_after_its_read_ahead_is_read_again_when_released() {
         held.burst(burst, burst);
         held.receive_all(2 * burst);
     }
+}
+
+/// The pool's threshold hook (`QUICKBUS_TEST_LEAST_PARALLEL`, which the
+/// harness sets for `QUICKBUS_E2E_THREADS`) is named in the daemon's log
+/// at start-up, as every test hook is, and a bus with it serves as any.
+#[test]
+fn the_pools_threshold_hook_is_named_in_the_log() {
+    if skip::quickbus_only("quickbus's test hooks") {
+        return;
+    }
+    let dir = TempDir::new();
+    let config = write_config_with(dir.path(), Listen::UnixPath, &threads(2));
+    let mut daemon = Command::new(daemon_path());
+    daemon.env(forced_threads::LEAST_PARALLEL_HOOK, "1");
+    let bus = Bus::start_command(
+        dir,
+        daemon,
+        &[format!("--config-file={}", config.display())],
+    );
+    wait_for_workers(&bus, 2);
+    let mut caller = bus.connect();
+    let callee = bus.connect();
+    let name = callee.unique_name().to_owned();
+    let echoes = thread::spawn(move || echo(callee, 20));
+    call_in_windows(&mut caller, &name, 20, 4);
+    echoes.join().expect("the callee");
+    let log = bus.log();
+    assert!(
+        log.contains("QUICKBUS_TEST_LEAST_PARALLEL=1 is set: a hook for quickbus's tests"),
+        "{log}"
+    );
+}
+
+/// `QUICKBUS_E2E_THREADS=N` (the test command's second pass) starts the
+/// harness's buses with N threads and the pool's test threshold; without
+/// it the harness adds no `threads` limit of its own.
+#[test]
+fn the_harness_gives_its_buses_the_threads_it_is_told() {
+    if skip::quickbus_only("the threads limit") {
+        return;
+    }
+    let bus = Bus::start();
+    let config = std::fs::read_to_string(bus.dir().join("bus.conf")).expect("the config");
+    let Some(forced) = forced_threads::forced_threads() else {
+        assert!(!config.contains(r#"name="threads""#), "{config}");
+        return;
+    };
+    assert!(config.contains(&threads(forced)), "{config}");
+    match forced {
+        0 => {} // the daemon's default: as many as the cores say
+        1 => wait_for_workers(&bus, 0),
+        n => wait_for_workers(&bus, n as usize),
+    }
+    let hook = std::env::var(forced_threads::LEAST_PARALLEL_HOOK).unwrap_or_else(|_| "1".into());
+    let log = bus.log();
+    assert!(
+        log.contains(&format!(
+            "{}={hook} is set",
+            forced_threads::LEAST_PARALLEL_HOOK
+        )),
+        "{log}"
+    );
 }

@@ -15,7 +15,7 @@ use std::process::Command;
 
 use quickbus_e2e::{
     assert_guid_suffix, can_change_user, daemon_path, driver_call, run_bounded, skip,
-    terminate_and_wait, write_config, Background, Bus, Listen, TempDir,
+    terminate_and_wait, write_config, write_reference_config, Background, Bus, Listen, TempDir,
 };
 
 const REFERENCE: &str = "/usr/bin/dbus-daemon";
@@ -56,7 +56,11 @@ fn hide_random_name(name: &str) -> String {
 /// printed address serves, stops it and reports what it did.
 fn listen_with(daemon: &Path, address: &str) -> Outcome {
     let scratch = TempDir::new();
-    let config = write_config(scratch.path(), Listen::UnixPath);
+    let config = if daemon == Path::new(REFERENCE) {
+        write_reference_config(scratch.path(), Listen::UnixPath)
+    } else {
+        write_config(scratch.path(), Listen::UnixPath)
+    };
     let sockets = scratch.path().join("sockets");
     std::fs::create_dir(&sockets).unwrap();
     let mut process = Background::spawn(

@@ -24,6 +24,8 @@
 //! With one thread, or fewer than [`LEAST_PARALLEL`] connections to serve,
 //! nothing is handed over: the loop does its syscalls itself, as it did
 //! before threads, and an idle round trip pays no cross-thread wake-up.
+//! The tests lower that threshold with [`LEAST_PARALLEL_FOR_TESTS`], so
+//! that the few connections of an end-to-end test go through the pool.
 //!
 //! Owns: the thread pool. May touch: the connections' sockets, through
 //! `Server`.
@@ -42,6 +44,13 @@ use super::{Conn, ConnId, Phase, Server};
 /// write and read take 4 to 5 µs (half a bare-socket round trip): below
 /// about eight connections the loop's own thread is as quick.
 const LEAST_PARALLEL: usize = 8;
+
+/// For tests: the environment variable that replaces [`LEAST_PARALLEL`]
+/// (a number from 1 up), read when a pool starts. Most end-to-end tests
+/// have fewer than eight connections, so with a pool and the real
+/// threshold they would never read or write ahead; with `1`, every turn
+/// does (the e2e harness's `QUICKBUS_E2E_THREADS` sets it).
+pub const LEAST_PARALLEL_FOR_TESTS: &str = "QUICKBUS_TEST_LEAST_PARALLEL";
 
 /// The most threads a configuration gets (a typo's 100000 would start
 /// that many).
@@ -75,6 +84,9 @@ pub(super) struct Workers {
     threads: Vec<std::thread::JoinHandle<()>>,
     /// The `threads` limit the pool was started for.
     configured: usize,
+    /// Fewer connections than this are served on the loop's thread
+    /// ([`LEAST_PARALLEL`], or the tests' [`LEAST_PARALLEL_FOR_TESTS`]).
+    least_parallel: usize,
 }
 
 impl Workers {
@@ -93,6 +105,7 @@ impl Workers {
             pool: None,
             threads: Vec::new(),
             configured,
+            least_parallel: LEAST_PARALLEL,
         };
         if threads <= 1 {
             return workers;
@@ -118,6 +131,8 @@ impl Workers {
             Ok(pool) => {
                 info!("{threads} threads read and write the connections");
                 workers.pool = Some(pool);
+                workers.least_parallel =
+                    least_parallel(std::env::var_os(LEAST_PARALLEL_FOR_TESTS).as_deref());
             }
             Err(e) => {
                 warn!("cannot start {threads} threads ({e}): one thread does all the work");
@@ -148,7 +163,7 @@ impl Workers {
     /// Whether `count` connections are worth handing to the pool.
     #[inline]
     fn parallel(&self, count: usize) -> bool {
-        self.pool.is_some() && count >= LEAST_PARALLEL
+        self.pool.is_some() && count >= self.least_parallel
     }
 
     /// `work` on each item, on the pool's threads when worth it. The
@@ -156,7 +171,7 @@ impl Workers {
     /// sleeping until the pool is done: a hand-over after the pool slept
     /// took from 40 % to 90 % of the time so (examples/pool_handover.rs).
     fn each<T: Send>(&self, items: &mut [T], work: impl Fn(&mut T) + Sync + Send) {
-        let Some(pool) = self.pool.as_ref().filter(|_| items.len() >= LEAST_PARALLEL) else {
+        let Some(pool) = self.pool.as_ref().filter(|_| self.parallel(items.len())) else {
             items.iter_mut().for_each(work);
             return;
         };
@@ -170,6 +185,24 @@ impl Workers {
             }
             own.into_iter().flatten().for_each(work);
         });
+    }
+}
+
+/// The threshold of a pool: [`LEAST_PARALLEL`] unless the tests' hook
+/// (`hook`, the value of [`LEAST_PARALLEL_FOR_TESTS`]) says otherwise.
+fn least_parallel(hook: Option<&std::ffi::OsStr>) -> usize {
+    let Some(value) = hook else {
+        return LEAST_PARALLEL;
+    };
+    match value.to_str().and_then(|v| v.parse::<usize>().ok()) {
+        Some(n) if n >= 1 => n,
+        _ => {
+            warn!(
+                "{LEAST_PARALLEL_FOR_TESTS}={} is not a number from 1 up: ignored",
+                value.to_string_lossy()
+            );
+            LEAST_PARALLEL
+        }
     }
 }
 
@@ -289,6 +322,23 @@ mod tests {
         let pool = Workers::new(3);
         assert!(pool.parallel(LEAST_PARALLEL));
         assert!(!pool.parallel(LEAST_PARALLEL - 1));
+    }
+
+    #[test]
+    fn the_tests_hook_replaces_the_threshold_and_a_bad_value_is_ignored() {
+        use std::ffi::OsStr;
+        assert_eq!(least_parallel(None), LEAST_PARALLEL);
+        assert_eq!(least_parallel(Some(OsStr::new("1"))), 1);
+        assert_eq!(least_parallel(Some(OsStr::new("20"))), 20);
+        for bad in ["0", "-1", "", "two"] {
+            assert_eq!(least_parallel(Some(OsStr::new(bad))), LEAST_PARALLEL);
+        }
+        let mut pool = Workers::new(2);
+        pool.least_parallel = 1;
+        assert!(pool.parallel(1));
+        let mut one = vec![0u32];
+        pool.each(&mut one, |n| *n += 1);
+        assert_eq!(one, [1]);
     }
 
     #[test]
