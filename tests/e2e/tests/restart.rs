@@ -15,10 +15,14 @@ mod containers;
 #[allow(dead_code)]
 #[path = "threads/held_senders.rs"]
 mod held_senders;
+#[path = "restart/legitimate_states.rs"]
+mod legitimate_states;
 #[path = "restart/parsed_ahead.rs"]
 mod parsed_ahead;
 #[path = "restart/privileges.rs"]
 mod privileges;
+#[path = "restart/queued_behind.rs"]
+mod queued_behind;
 #[path = "restart/refused_state.rs"]
 mod refused_state;
 #[path = "restart/services.rs"]
@@ -292,13 +296,13 @@ fn signal_burst_crossing_ten_restarts(bus: Bus, receiver_count: usize) {
     assert_eq!(restarts_logged(&bus), 10, "log:\n{}", bus.log());
 }
 
-/// A bus with small socket buffers: most of what is sent to a receiver
-/// that does not read waits in the bus.
+/// Small socket buffers: most of what is sent to a receiver that does
+/// not read waits in the bus.
+const SMALL_SOCKET_BUFFERS: &str = r#"<limit name="socket_buffer_bytes">16384</limit>"#;
+
+/// A bus with [`SMALL_SOCKET_BUFFERS`].
 fn bus_that_queues() -> Bus {
-    Bus::start_with_config(
-        Listen::UnixPath,
-        r#"<limit name="socket_buffer_bytes">16384</limit>"#,
-    )
+    Bus::start_with_config(Listen::UnixPath, SMALL_SOCKET_BUFFERS)
 }
 
 #[test]

@@ -11,14 +11,14 @@ use crate::*;
 
 const CONTAINERS1: &str = "org.freedesktop.DBus.Containers1";
 
-fn containers(member: &str, body: Vec<Value>) -> MessageBuilder {
+pub(super) fn containers(member: &str, body: Vec<Value>) -> MessageBuilder {
     MessageBuilder::method_call(BUS_PATH, member)
         .interface(CONTAINERS1)
         .destination(BUS_NAME)
         .body(body)
 }
 
-fn empty_asv() -> Value {
+pub(super) fn empty_asv() -> Value {
     Value::Array {
         elem_sig: "{sv}".into(),
         items: vec![],
@@ -29,23 +29,28 @@ fn asv(entries: Vec<(&str, Value)>) -> Value {
     crate::driver::dict_sv(entries)
 }
 
-fn add_server_call(kind: &str, name: &str, metadata: Value, named: Value) -> MessageBuilder {
+pub(super) fn add_server_call(
+    kind: &str,
+    name: &str,
+    metadata: Value,
+    named: Value,
+) -> MessageBuilder {
     containers("AddServer", vec![s(kind), s(name), metadata, named])
 }
 
 /// A successful call's body.
-fn ok(h: &mut Harness, from: ConnId, call: MessageBuilder) -> Vec<Value> {
+pub(super) fn ok(h: &mut Harness, from: ConnId, call: MessageBuilder) -> Vec<Value> {
     let reply = h.call(from, call);
     assert_eq!(reply.msg_type(), MessageType::MethodReturn, "{reply:?}");
     reply.body_values().unwrap()
 }
 
-fn path(v: &str) -> Value {
+pub(super) fn path(v: &str) -> Value {
     Value::ObjectPath(v.into())
 }
 
 /// AddServer's reply: (instance path, socket path, address).
-fn add_server(h: &mut Harness, from: ConnId) -> (String, String, String) {
+pub(super) fn add_server(h: &mut Harness, from: ConnId) -> (String, String, String) {
     let reply = h.call(
         from,
         add_server_call("com.example.NotFlatpak", "app", empty_asv(), empty_asv()),
@@ -70,7 +75,7 @@ fn add_server(h: &mut Harness, from: ConnId) -> (String, String, String) {
 }
 
 /// A connection that came through instance `path`'s socket, past Hello.
-fn contained(h: &mut Harness, path: &str, uid: u32) -> (ConnId, String) {
+pub(super) fn contained(h: &mut Harness, path: &str, uid: u32) -> (ConnId, String) {
     let id = h.bus.next_connection_id();
     assert!(h
         .bus
@@ -613,7 +618,7 @@ fn container_field(msg: &Message) -> Option<String> {
 }
 
 /// `conn` asks for the container-instance header field, and gets it.
-fn request_header(h: &mut Harness, conn: ConnId) {
+pub(super) fn request_header(h: &mut Harness, conn: ConnId) {
     h.driver(conn, "GetId", vec![]);
     let reply = h.call(conn, containers("RequestHeader", vec![]));
     assert_eq!(reply.msg_type(), MessageType::MethodReturn);

@@ -23,12 +23,25 @@ use crate::handover::{restoring, saving, Clock};
 use crate::policy::{NameMatch, PolicyRule, RuleKind};
 use crate::registry::{ALLOW_REPLACEMENT, DO_NOT_QUEUE};
 
+mod legitimate_states;
 mod random;
 
 /// How far the new process's `Instant`s are from the old one's for the
 /// same `CLOCK_MONOTONIC` reading.
 const SHIFT: Duration = Duration::from_secs(3600);
 const MONOTONIC_AT_RESTART: u64 = 7_000_000_000_000;
+
+/// A small deterministic generator (xorshift), so a failure names its seed.
+struct Dice(u64);
+
+impl Dice {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
 
 /// What an action is, comparable across the two buses: a delivery by its
 /// bytes and the files its fds are (device, inode), anything else by its
@@ -91,6 +104,12 @@ fn distinct_files(n: usize) -> Vec<OwnedFd> {
 /// whose `Instant`s are [`SHIFT`] later. The new harness has the same
 /// state as `h` and its clock reads `h.now + SHIFT`.
 pub(super) fn restarted(h: &Harness) -> Harness {
+    restarted_naming(h, "")
+}
+
+/// [`restarted`], a failed check naming `case` (a seeded test's seed and
+/// step).
+fn restarted_naming(h: &Harness, case: &str) -> Harness {
     let before = Clock {
         instant: h.now,
         monotonic_ns: MONOTONIC_AT_RESTART,
@@ -104,12 +123,12 @@ pub(super) fn restarted(h: &Harness) -> Harness {
     let (bus, unused) = restoring(after, fds, buffers, || {
         postcard::from_bytes::<Bus>(&bytes).unwrap()
     });
-    assert_eq!(unused, 0, "every fd handed over belongs to the state");
+    assert_eq!(unused, 0, "every fd handed over belongs to the state{case}");
     let mut bus = bus;
     assert_eq!(
         bus.check_handed_over(),
         Ok(vec![]),
-        "the tallies add up to the queues"
+        "the state is accepted and its tallies add up to the queues{case}"
     );
     bus.restored(None);
     let mut twin = Harness::with_options(options());

@@ -15,10 +15,10 @@ use quickbus_e2e::{quickbus_daemon_path, skip, write_config_with, Bus, Listen, T
 use super::support::{quickbus_restart, signal_restart, wait_for_log};
 use super::{emit, owner_by_dbus_send, KEEP, SIGNALS};
 
-const REFUSED: &str = "restart refused: the new image would refuse the state";
+pub(super) const REFUSED: &str = "restart refused: the new image would refuse the state";
 
 /// A bus started with `QUICKBUS_TEST_REFUSE_STATE=refusal`.
-fn bus_whose_state_is_refused(refusal: &str, extra_config: &str) -> Bus {
+pub(super) fn bus_whose_state_is_refused(refusal: &str, extra_config: &str) -> Bus {
     let dir = TempDir::new();
     let config = write_config_with(dir.path(), Listen::UnixPath, extra_config);
     let mut daemon = Command::new(quickbus_daemon_path());

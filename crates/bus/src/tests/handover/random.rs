@@ -3,18 +3,6 @@
 
 use super::*;
 
-/// A small deterministic generator (xorshift), so a failure names its seed.
-struct Dice(u64);
-
-impl Dice {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
-
 /// One random event for the bus, from the connections alive in `h`.
 fn random_step(h: &mut Harness, dice: &mut Dice, alive: &mut Vec<ConnId>) {
     const NAMES: [&str; 3] = ["org.example.X", "org.example.Y", "org.example.Activatable"];
