@@ -151,8 +151,8 @@ impl Bus {
         // A user's full queues make each of its connections full, but only
         // a connection's own queue can get it disconnected.
         let fill = if user_full { own.max(Fill::Full) } else { own };
-        let kind = match msg_kind {
-            Kind::Call if addressed => {
+        let kind = match told {
+            Kind::Call => {
                 self.queue_in(to, item, told, routing, out);
                 return true;
             }
