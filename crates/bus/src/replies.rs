@@ -69,10 +69,21 @@ impl PendingReplies {
     ) {
         let key = (caller, serial);
         self.forget(key);
-        self.calls.insert(key, Pending { callee, deadline });
+        let pending = Pending { callee, deadline };
+        self.index(key, &pending);
+        self.calls.insert(key, pending);
+    }
+
+    /// Enter a call in the indexes that see the calls another way: its
+    /// caller's, its callee's and the deadlines.
+    fn index(&mut self, key: CallKey, pending: &Pending) {
+        let (caller, serial) = key;
         self.by_caller.entry(caller).or_default().insert(serial);
-        self.by_callee.entry(callee).or_default().insert(key);
-        if let Some(at) = deadline {
+        self.by_callee
+            .entry(pending.callee)
+            .or_default()
+            .insert(key);
+        if let Some(at) = pending.deadline {
             self.deadlines.insert((at, key));
         }
     }
@@ -90,9 +101,6 @@ impl PendingReplies {
     /// to the limit: a reload may lower it below what is pending, which
     /// it keeps. Returns why the state cannot be served.
     pub fn check_handed_over(&mut self, on_bus: impl Fn(ConnId) -> bool) -> Result<(), String> {
-        let mut by_caller: FastMap<ConnId, FastSet<u32>> = FastMap::default();
-        let mut by_callee: FastMap<ConnId, FastSet<CallKey>> = FastMap::default();
-        let mut deadlines = BTreeSet::new();
         for (&(caller, serial), pending) in &self.calls {
             for (end, conn) in [("caller", caller), ("callee", pending.callee)] {
                 if !on_bus(conn) {
@@ -103,18 +111,15 @@ impl PendingReplies {
                     ));
                 }
             }
-            by_caller.entry(caller).or_default().insert(serial);
-            by_callee
-                .entry(pending.callee)
-                .or_default()
-                .insert((caller, serial));
-            if let Some(at) = pending.deadline {
-                deadlines.insert((at, (caller, serial)));
-            }
         }
-        self.by_caller = by_caller;
-        self.by_callee = by_callee;
-        self.deadlines = deadlines;
+        self.by_caller.clear();
+        self.by_callee.clear();
+        self.deadlines.clear();
+        let calls = std::mem::take(&mut self.calls);
+        for (&key, pending) in &calls {
+            self.index(key, pending);
+        }
+        self.calls = calls;
         Ok(())
     }
 
