@@ -188,9 +188,8 @@ impl NameRegistry {
     /// One lookup per held name: each has its place, and there are as
     /// many places as held names, so no place is left over (held names
     /// are distinct, and a connection twice in a queue would leave a
-    /// place over too). Looking each place up as well took 75 ms instead
-    /// of 16 for 110,000 names (release build, the 2-core VM), and the
-    /// state is read three times in a restart.
+    /// place over too). Looking each place up as well would double the
+    /// lookups, and the state is read three times in a restart.
     pub fn check_handed_over(&self, may_hold: impl Fn(ConnId) -> bool) -> Result<(), String> {
         if self.next_seq == u64::MAX {
             return Err("the names' join order is used up".into());

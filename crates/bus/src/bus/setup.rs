@@ -71,12 +71,9 @@ impl Bus {
     pub fn check_handed_over(&mut self) -> Result<Vec<u32>, String> {
         self.conns.recount()?;
         self.check_unique_owners()?;
+        self.registry
+            .check_handed_over(|id| self.may_own_names(id))?;
         let conns = &self.conns;
-        let monitors = &self.monitors;
-        let may_hold_names = |id: ConnId| {
-            conns.get(&id).is_some_and(|c| c.unique().is_some()) && !monitors.is_monitor(id)
-        };
-        self.registry.check_handed_over(may_hold_names)?;
         let on_bus = |id: ConnId| conns.contains_key(&id);
         self.replies.check_handed_over(on_bus)?;
         self.containers.recount()?;
@@ -87,6 +84,12 @@ impl Bus {
             .iter()
             .map(|(&id, c)| (id, c.creds().uid, &c.queue));
         self.queues.recount(queues)
+    }
+
+    /// Whether `id` may own names: past Hello (it has its unique name)
+    /// and not a monitor (which let go of its names).
+    fn may_own_names(&self, id: ConnId) -> bool {
+        self.conns.get(&id).is_some_and(|c| c.unique().is_some()) && !self.monitors.is_monitor(id)
     }
 
     /// After a restart in place: each unique name is owned, in the
@@ -101,7 +104,7 @@ impl Bus {
             let Some(unique) = conn.unique() else {
                 continue;
             };
-            let expected = (!self.monitors.is_monitor(id)).then_some(id);
+            let expected = self.may_own_names(id).then_some(id);
             owned += usize::from(expected.is_some());
             let owner = self.registry.owner(unique);
             if owner != expected {
