@@ -43,6 +43,17 @@ impl Dice {
     }
 }
 
+/// The limits of the random and legitimate-state tests: calls wait 30 s
+/// for their replies, and a connection may owe
+/// `max_replies_per_connection` of them.
+fn limits(max_replies_per_connection: usize) -> Limits {
+    Limits {
+        reply_timeout: Some(Duration::from_secs(30)),
+        max_replies_per_connection,
+        ..Limits::default()
+    }
+}
+
 /// What an action is, comparable across the two buses: a delivery by its
 /// bytes and the files its fds are (device, inode), anything else by its
 /// Debug text.

@@ -13,16 +13,6 @@ use crate::tests::containers::{
     add_server, add_server_call, contained, containers, empty_asv, ok, path, request_header,
 };
 
-/// The limits of these tests: calls wait 30 s for their replies, and a
-/// connection may owe `max_replies_per_connection` of them.
-fn limits(max_replies_per_connection: usize) -> Limits {
-    Limits {
-        reply_timeout: Some(Duration::from_secs(30)),
-        max_replies_per_connection,
-        ..Limits::default()
-    }
-}
-
 #[test]
 fn legitimate_states_are_not_refused_at_a_restart() {
     let mut h = Harness::new();

@@ -101,10 +101,8 @@ fn a_restored_bus_answers_random_events_as_the_original_does() {
     let mut kinds = std::collections::BTreeSet::new();
     for seed in 1..=40u64 {
         let mut h = Harness::new();
-        h.bus.set_limits(Limits {
-            reply_timeout: Some(Duration::from_secs(30)),
-            ..Limits::default()
-        });
+        h.bus
+            .set_limits(limits(Limits::default().max_replies_per_connection));
         if seed % 2 == 0 {
             // Small queues: senders are held and paced, receivers lose
             // signals, hold budgets are spent.
