@@ -13,8 +13,9 @@
 //!
 //! A test that sets `threads` itself keeps its own; a daemon other than
 //! quickbus (the reference run) gets neither, since dbus-daemon refuses a
-//! configuration with an unknown limit. The harness says once, on the test
-//! process's standard error, that it forced threads.
+//! configuration with an unknown limit. The harness says once per test
+//! process (each test binary is one), on its standard error, that it
+//! forced threads.
 
 use std::ffi::OsStr;
 use std::io::Write;
