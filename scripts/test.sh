@@ -105,32 +105,8 @@ logged cargo test --workspace
 # no pool below 8 cores, so the pass above runs almost every test on the
 # single-threaded loop, while a 16-core machine runs 4 threads. The log
 # prints how long it took (as for every step: `==> took N s: STEP`).
-# Run as `cargo test --workspace --test=NAME...` with quickbus-e2e's test
-# targets, not `-p quickbus-e2e --tests`: with `-p` cargo resolves the
-# features of that package alone (syn, memchr and rustix get fewer), so
-# it built syn, serde, bytes, the wire, the client and all the tests
-# again; selected across the workspace, the builds above are reused. Its
-# library's unit tests, which the variable does not change, ran above.
-# A name another package's test also has would run that one too: refused.
-e2e_test_targets() {
-    cargo metadata --no-deps --format-version 1 --locked | jq -r '
-        [.packages[] | .name as $package | .targets[]
-            | select(.kind == ["test"]) | {$package, name}] as $tests
-        | $tests[] | select(.package == "quickbus-e2e") | .name as $name
-        | if ([$tests[] | select(.name == $name)] | length) > 1
-          then error("another package also has a test named \($name)")
-          else "--test=\($name)" end'
-}
 step "the end-to-end tests with 4 threads (QUICKBUS_E2E_THREADS=4)"
-# (Not `mapfile < <(...)`: set -e would not see the listing fail, and
-# `cargo test --workspace` with no --test runs every test.)
-e2e_tests=$(e2e_test_targets)
-if [[ -z $e2e_tests ]]; then
-    echo "cargo metadata lists no test of quickbus-e2e" >&2
-    exit 1
-fi
-mapfile -t e2e_tests <<<"$e2e_tests"
-logged env QUICKBUS_E2E_THREADS=4 cargo test --workspace "${e2e_tests[@]}"
+logged env QUICKBUS_E2E_THREADS=4 cargo test -p quickbus-e2e --tests
 
 # dbus-daemon's own bus tests (Debian's dbus-tests), run by the project's
 # runner against the daemon just built. It prints one line per subtest and
