@@ -26,6 +26,13 @@ step_took() {
     fi
 }
 
+# The last line of a run whose every step passed.
+all_passed() {
+    step_took
+    step_started=
+    printf '\n==> all checks passed\n'
+}
+
 # The output of the steps that run tests, kept to list their skips at the end.
 test_log=$(mktemp)
 

@@ -60,8 +60,12 @@ fn a_failed_run_still_lists_what_did_not_run() {
 
 #[test]
 fn only_a_clean_run_says_nothing_was_skipped() {
-    let out = run_steps("step tests\nlogged echo 'test a ... ok'\nstep 'all checks passed'");
+    let out = run_steps("step tests\nlogged echo 'test a ... ok'\nall_passed");
     assert!(out.status.success(), "{out:#?}");
+    assert!(says_how_long(&out.stdout, "tests"), "{out:#?}");
+    // The end of the steps is no step: no time of its own.
+    assert!(out.stdout.contains("\n==> all checks passed\n"), "{out:#?}");
+    assert!(!out.stdout.contains("s: all checks passed"), "{out:#?}");
     assert_eq!(
         last_line(&out.stdout),
         "==> nothing was skipped or ignored",
