@@ -6,12 +6,31 @@
 # (ignored tests, skips allowed by QUICKBUS_ALLOW_SKIP, the suites' own
 # skips), so neither a failure nor a skip is ever reported as a clean run.
 
-# The step running now, named in the report if it fails.
+# The step running now, named in the report if it fails, and when it
+# started ($SECONDS), so that the log says how long each step took.
 current_step="(before the first step)"
+step_started=
 
 step() {
+    step_took
     current_step=$*
+    step_started=$SECONDS
     printf '\n==> %s\n' "$*"
+}
+
+# How long the step running now has taken, printed when it ends (the next
+# step starts, or the run ends, passed or failed).
+step_took() {
+    if [[ -n $step_started ]]; then
+        printf '==> took %d s: %s\n' "$((SECONDS - step_started))" "$current_step"
+    fi
+}
+
+# The last line of a run whose every step passed.
+all_passed() {
+    step_took
+    step_started=
+    printf '\n==> all checks passed\n'
 }
 
 # The output of the steps that run tests, kept to list their skips at the end.
@@ -30,6 +49,7 @@ logged() {
 # and `SKIP binary: ok N /subtest # SKIP reason`.
 report() {
     local status=$? skips
+    step_took
     skips=$(grep -oE '^test .* \.\.\. ignored.*|SKIPPED: .*|^SKIP .*|^skip .*' "$test_log" || true)
     rm -f "$test_log"
     local scope=""

@@ -13,8 +13,9 @@
 //!
 //! A test that sets `threads` itself keeps its own; a daemon other than
 //! quickbus (the reference run) gets neither, since dbus-daemon refuses a
-//! configuration with an unknown limit. The harness says once, on the test
-//! process's standard error, that it forced threads.
+//! configuration with an unknown limit. The harness says once per test
+//! process (each test binary is one), on its standard error, that it
+//! forced threads.
 
 use std::ffi::OsStr;
 use std::io::Write;
@@ -32,6 +33,13 @@ pub const THREADS_ENV: &str = "QUICKBUS_E2E_THREADS";
 pub const LEAST_PARALLEL_HOOK: &str = "QUICKBUS_TEST_LEAST_PARALLEL";
 /// The threshold the harness asks for: every turn goes through the pool.
 const LEAST_PARALLEL: &str = "1";
+
+/// The pool threshold the daemons a [`crate::Bus`] starts run with when
+/// threads are forced: the test run's own [`LEAST_PARALLEL_HOOK`] (which
+/// they inherit), or [`LEAST_PARALLEL`] (which the harness sets).
+pub fn least_parallel() -> String {
+    std::env::var(LEAST_PARALLEL_HOOK).unwrap_or_else(|_| LEAST_PARALLEL.into())
+}
 
 /// The forced thread count, or `None` when [`THREADS_ENV`] is unset or the
 /// daemon under test is not quickbus. Panics on a value that is not a
@@ -90,8 +98,7 @@ pub(crate) fn lower_threshold(daemon: &mut Command) {
 fn announce() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let threshold =
-            std::env::var(LEAST_PARALLEL_HOOK).unwrap_or_else(|_| LEAST_PARALLEL.into());
+        let threshold = least_parallel();
         let _ = writeln!(
             std::io::stderr(),
             "quickbus-e2e: {THREADS_ENV}={}: the harness's bus configurations get \

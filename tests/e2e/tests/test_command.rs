@@ -1,7 +1,7 @@
 //! The closing report of the test command (scripts/test-report.sh, sourced
 //! by scripts/test.sh): after a failure its last line says the run FAILED
 //! and at which step, and what did not run is listed either way; a clean
-//! run alone may say nothing was skipped.
+//! run alone may say nothing was skipped. Each step says how long it took.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -60,12 +60,34 @@ fn a_failed_run_still_lists_what_did_not_run() {
 
 #[test]
 fn only_a_clean_run_says_nothing_was_skipped() {
-    let out = run_steps("step tests\nlogged echo 'test a ... ok'\nstep 'all checks passed'");
+    let out = run_steps("step tests\nlogged echo 'test a ... ok'\nall_passed");
     assert!(out.status.success(), "{out:#?}");
+    assert!(says_how_long(&out.stdout, "tests"), "{out:#?}");
+    // The end of the steps is no step: no time of its own.
+    assert!(out.stdout.contains("\n==> all checks passed\n"), "{out:#?}");
+    assert!(!out.stdout.contains("s: all checks passed"), "{out:#?}");
     assert_eq!(
         last_line(&out.stdout),
         "==> nothing was skipped or ignored",
         "{out:#?}"
     );
     assert!(!out.stdout.contains("FAILED"), "{out:#?}");
+}
+
+/// Whether `stdout` has the line that says how long `step` took
+/// (`==> took N s: STEP`), whatever N is.
+fn says_how_long(stdout: &str, step: &str) -> bool {
+    stdout.lines().any(|line| {
+        line.strip_prefix("==> took ")
+            .and_then(|rest| rest.strip_suffix(&format!(" s: {step}")))
+            .is_some_and(|seconds| seconds.parse::<u64>().is_ok())
+    })
+}
+
+#[test]
+fn each_step_says_how_long_it_took_the_failed_one_too() {
+    let out = run_steps("step build\nlogged echo built\nstep tests\nfalse");
+    assert_eq!(out.status.code(), Some(1), "{out:#?}");
+    assert!(says_how_long(&out.stdout, "build"), "{out:#?}");
+    assert!(says_how_long(&out.stdout, "tests"), "{out:#?}");
 }

@@ -388,7 +388,7 @@ fn the_harness_gives_its_buses_the_threads_it_is_told() {
         1 => wait_for_workers(&bus, 0),
         n => wait_for_workers(&bus, n as usize),
     }
-    let hook = std::env::var(forced_threads::LEAST_PARALLEL_HOOK).unwrap_or_else(|_| "1".into());
+    let hook = forced_threads::least_parallel();
     let log = bus.log();
     assert!(
         log.contains(&format!(

@@ -92,11 +92,11 @@ fn legitimate_states_are_not_refused_at_restarts_by_signal_or_call() {
     call_left_pending(&mut app, &c_name);
     call_left_pending(&mut c, &app_name);
     call_left_pending(&mut observer, &app_name);
-    // By call first: a refused call fails at once, with the reason.
+    // By call first. Either way a refused restart fails the test at once,
+    // with the reason: the call's reply, or the log line the signal's
+    // helper watches for.
     for i in 1..=4 {
         restart(&bus, i);
     }
-    let log = bus.log();
-    assert!(!log.contains("restart refused"), "log:\n{log}");
     app.get_id().expect("the app after the restarts");
 }

@@ -12,7 +12,7 @@ use std::process::Command;
 
 use quickbus_e2e::{quickbus_daemon_path, skip, write_config_with, Bus, Listen, TempDir};
 
-use super::support::{quickbus_restart, signal_restart, wait_for_log};
+use super::support::{quickbus_restart, restart_by_signal, signal_restart, wait_for_log};
 use super::{emit, owner_by_dbus_send, KEEP, SIGNALS};
 
 pub(super) const REFUSED: &str = "restart refused: the new image would refuse the state";
@@ -92,6 +92,27 @@ fn a_state_the_new_image_would_refuse_is_refused_before_the_exec_and_the_bus_ser
     assert!(
         log.contains("QUICKBUS_TEST_REFUSE_STATE=1 is set: a hook for quickbus's tests"),
         "{log}"
+    );
+}
+
+/// The restart tests' helper for a restart by signal fails at the refusal,
+/// naming it, rather than waiting out its bound for a restart that will
+/// not come (so a test of states that must cross needs no check of its own
+/// that none was refused).
+#[test]
+fn restarting_by_signal_fails_at_a_refusal_and_names_it() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let bus = bus_whose_state_is_refused("1", "");
+    let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| restart_by_signal(&bus)))
+        .expect_err("a refused restart by signal fails");
+    let message = failed
+        .downcast_ref::<String>()
+        .expect("the failure's message");
+    assert!(
+        message.contains("the restart by signal was refused") && message.contains(REFUSED),
+        "{message}"
     );
 }
 

@@ -37,11 +37,36 @@ pub fn signal_restart(bus: &Bus) {
     kill_process(pid, Signal::Usr2).expect("SIGUSR2 the daemon");
 }
 
-/// Restarts the bus by SIGUSR2 and waits until the new image serves.
+/// What the daemon logs when it refuses a restart (docs/restart.md).
+pub const REFUSED_ANY: &str = "restart refused";
+
+/// Restarts the bus by SIGUSR2 and waits until the new image serves;
+/// fails as soon as the daemon logs that it refused the restart, naming
+/// the refusal, rather than when the wait runs out.
 pub fn restart_by_signal(bus: &Bus) {
-    let before = restarts_logged(bus);
+    let log = bus.log();
+    let (restarts, refusals) = (
+        log.matches(RESTARTED).count(),
+        log.matches(REFUSED_ANY).count(),
+    );
     signal_restart(bus);
-    wait_for_log(bus, RESTARTED, before + 1);
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let log = bus.log();
+        if log.matches(RESTARTED).count() > restarts {
+            return;
+        }
+        assert_eq!(
+            log.matches(REFUSED_ANY).count(),
+            refusals,
+            "the restart by signal was refused; log:\n{log}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the daemon did not log {RESTARTED:?} within {TIMEOUT:?}; log:\n{log}"
+        );
+        std::thread::sleep(POLL_INTERVAL);
+    }
 }
 
 /// `quickbus restart` against the bus: returns when the new image serves
