@@ -14,11 +14,16 @@
 # subtest says `not ok`, and when no test ran at all. A binary that skips
 # itself as a whole (exit status 77, every TAP line a SKIP) is a skip.
 # Every skipped subtest is printed on its own `SKIP binary: ...` line.
+# The daemons inherit this script's environment (quickbus's QUICKBUS_TEST_*
+# hooks included: scripts/test.sh runs the tests a second time with a
+# pool). With GLIB_TEST_LOG_DIR set, each binary's output (the daemons'
+# logs on standard error included) is kept there as BINARY.log.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 tests_dir=/usr/share/installed-tests/glib
 per_binary_limit=${GLIB_TEST_TIME_LIMIT:-60}
+log_dir=${GLIB_TEST_LOG_DIR:-}
 daemon=${1:-${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon}
 daemon=$(realpath -e "$daemon") || {
     echo "glib-gdbus-tests: no daemon at ${1:-the default path}; build it first" >&2
@@ -65,6 +70,9 @@ for file in "${test_files[@]}"; do
         -u DBUS_STARTER_ADDRESS -u DBUS_STARTER_BUS_TYPE \
         PATH="$scratch/bin:$PATH" HOME="$work/home" XDG_RUNTIME_DIR="$work/runtime" \
         timeout --kill-after=10 "$per_binary_limit" $exec_line) >"$log" 2>&1 || status=$?
+    if [[ -n $log_dir ]]; then
+        cp "$log" "$log_dir/$name.log"
+    fi
     ok=$(grep -cE '^ok ' "$log" || true)
     skipped=$(grep -cE '^ok .*# SKIP' "$log" || true)
     not_ok=$(grep -cE '^not ok ' "$log" || true)

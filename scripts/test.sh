@@ -134,6 +134,48 @@ logged cargo run --quiet -p quickbus-conformance -- \
 step "GLib's GDBus tests against quickbus-daemon"
 logged bash scripts/glib-gdbus-tests.sh "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
 
+# dbus-daemon's suite and GLib's tests again, every daemon they start with
+# a pool of 4 threads reading and writing ahead even for one connection, as
+# the e2e tests' second pass: they start the daemon with configuration files
+# of their own, so the daemon's test hooks say it instead of a `threads`
+# limit (QUICKBUS_TEST_THREADS=4 replaces the configuration's, and
+# QUICKBUS_TEST_LEAST_PARALLEL=1 lowers the pool's threshold); the runners
+# pass their environment on to the daemons. Some 20 s on 2 cores. The
+# daemons' logs are kept, and each pass fails unless every log that holds
+# a quickbus-daemon line also says its pool started (a runner that stopped
+# passing the hooks on would otherwise pass as a run with threads); the
+# logs are left in $pool_logs when a pass fails.
+pool_threads=4
+pool_hooks=(QUICKBUS_TEST_THREADS=$pool_threads QUICKBUS_TEST_LEAST_PARALLEL=1)
+pool_logs=$(mktemp -d /tmp/qb-pool-logs.XXXXXX)
+
+# Fails unless DIR holds a quickbus-daemon's log and every file that does
+# says "N threads read and write the connections" (N: $pool_threads).
+pool_ran() {
+    local dir=$1 daemons missing
+    daemons=$(grep -rlE 'quickbus-daemon\[[0-9]+\]' "$dir" | sort || true)
+    missing=$(comm -23 <(echo "$daemons") \
+        <(grep -rlF "$pool_threads threads read and write the connections" "$dir" | sort || true))
+    if [[ -z $daemons || -n $missing ]]; then
+        echo "no pool of $pool_threads threads in the daemons' logs under $dir:" \
+            "${missing:-no quickbus-daemon log at all}" >&2
+        return 1
+    fi
+    echo "every daemon ran $pool_threads threads ($(wc -l <<<"$daemons") logs in $dir)"
+}
+
+step "dbus-daemon's test suite against quickbus-daemon with 4 threads (QUICKBUS_TEST_THREADS=4)"
+logged env "${pool_hooks[@]}" cargo run --quiet -p quickbus-conformance -- \
+    --log-dir "$pool_logs/conformance" "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
+pool_ran "$pool_logs/conformance"
+
+step "GLib's GDBus tests against quickbus-daemon with 4 threads (QUICKBUS_TEST_THREADS=4)"
+mkdir "$pool_logs/glib"
+logged env "${pool_hooks[@]}" GLIB_TEST_LOG_DIR="$pool_logs/glib" \
+    bash scripts/glib-gdbus-tests.sh "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
+pool_ran "$pool_logs/glib"
+rm -rf "$pool_logs"
+
 # The Debian package of this checkout (cargo-deb, installed when missing),
 # then Debian 12 booted in systemd-nspawn on dbus-daemon and on quickbus with
 # the same checks (scripts/boot-test.sh says which, and how to skip it on a

@@ -46,7 +46,7 @@ mod turns;
 mod workers;
 
 pub use restarting::{LoopState, Unbuilt};
-pub use workers::LEAST_PARALLEL_FOR_TESTS;
+pub use workers::{LEAST_PARALLEL_FOR_TESTS, THREADS_FOR_TESTS};
 
 /// A connection's mio token is its [`ConnId`], which counts up from 1;
 /// the signal pipe and the listeners sit at the top of the token space.

@@ -78,7 +78,7 @@ pub fn main() -> i32 {
 /// The tests' hooks into the daemon (one makes every restart in place
 /// fail, one makes the handover's state refused, one sends the log to
 /// another socket, one hands even a single connection's reads and writes
-/// to the thread pool) are read from the environment in every build: one
+/// to the thread pool, one replaces the configuration's `threads`) are read from the environment in every build: one
 /// set for a real bus is named in its log, so an administrator can see why
 /// it behaves so.
 fn warn_of_test_hooks() {
@@ -87,6 +87,7 @@ fn warn_of_test_hooks() {
         crate::restart::REFUSE_STATE_FOR_TESTS,
         crate::logging::TEST_SYSLOG_SOCKET_ENV,
         crate::server::LEAST_PARALLEL_FOR_TESTS,
+        crate::server::THREADS_FOR_TESTS,
     ];
     for name in hooks {
         if let Some(value) = std::env::var_os(name) {

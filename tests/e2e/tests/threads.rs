@@ -27,6 +27,10 @@ use quickbus_e2e::{
 
 const INTERFACE: &str = "org.example.Threads";
 
+/// The daemon's hook that replaces the `threads` limit
+/// (`server::THREADS_FOR_TESTS` in quickbus-daemon).
+const THREADS_HOOK: &str = "QUICKBUS_TEST_THREADS";
+
 fn threads(n: u32) -> String {
     format!(r#"<limit name="threads">{n}</limit>"#)
 }
@@ -364,6 +368,39 @@ fn the_pools_threshold_hook_is_named_in_the_log() {
     let log = bus.log();
     assert!(
         log.contains("QUICKBUS_TEST_LEAST_PARALLEL=1 is set: a hook for quickbus's tests"),
+        "{log}"
+    );
+}
+
+/// The threads hook (`QUICKBUS_TEST_THREADS`, which scripts/test.sh sets
+/// for the suites that bring configuration files of their own) replaces
+/// the configuration's `threads` limit, at start-up and at a reload, and
+/// is named in the log.
+#[test]
+fn the_threads_hook_replaces_the_configurations_limit() {
+    if skip::quickbus_only("quickbus's test hooks") {
+        return;
+    }
+    let dir = TempDir::new();
+    // No limit of the test's own (the forced pass's harness adds its 4,
+    // which the hook replaces all the same).
+    let config = write_config_with(dir.path(), Listen::UnixPath, "");
+    let mut daemon = Command::new(daemon_path());
+    daemon.env(THREADS_HOOK, "3");
+    let bus = Bus::start_command(
+        dir,
+        daemon,
+        &[format!("--config-file={}", config.display())],
+    );
+    wait_for_workers(&bus, 3);
+    // A reload that changes the limit starts the pool again, at the
+    // hook's size.
+    reload_with(&bus, &threads(2));
+    wait_for_workers(&bus, 3);
+    bus.connect().get_id().expect("GetId after the reload");
+    let log = bus.log();
+    assert!(
+        log.contains("QUICKBUS_TEST_THREADS=3 is set: a hook for quickbus's tests"),
         "{log}"
     );
 }

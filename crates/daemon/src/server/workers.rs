@@ -30,6 +30,8 @@
 //! Owns: the thread pool. May touch: the connections' sockets, through
 //! `Server`.
 
+use std::ffi::OsStr;
+
 use rustix::io::Errno;
 use tracing::{info, warn};
 
@@ -51,6 +53,14 @@ const LEAST_PARALLEL: usize = 8;
 /// threshold they would never read or write ahead; with `1`, every turn
 /// does (the e2e harness's `QUICKBUS_E2E_THREADS` sets it).
 pub const LEAST_PARALLEL_FOR_TESTS: &str = "QUICKBUS_TEST_LEAST_PARALLEL";
+
+/// For tests: the environment variable that replaces the configuration's
+/// `threads` limit (a number from 1 up), read whenever a pool starts (at
+/// start-up and at a reload that changes the limit). The suites that start
+/// the daemon with configuration files of their own (dbus-daemon's, GLib's)
+/// cannot write a `threads` limit; with this set, they run on a pool all
+/// the same (scripts/test.sh).
+pub const THREADS_FOR_TESTS: &str = "QUICKBUS_TEST_THREADS";
 
 /// The most threads a configuration gets (a typo's 100000 would start
 /// that many).
@@ -90,9 +100,11 @@ pub(super) struct Workers {
 }
 
 impl Workers {
-    /// `configured` threads (the `threads` limit; 0: [`threads_for_cores`]).
+    /// `configured` threads (the `threads` limit, unless the tests'
+    /// [`THREADS_FOR_TESTS`] replaces it; 0: [`threads_for_cores`]).
     /// A pool that cannot start leaves the loop doing its syscalls itself.
     pub(super) fn new(configured: usize) -> Workers {
+        let configured = threads_limit(configured, std::env::var_os(THREADS_FOR_TESTS).as_deref());
         let threads = match configured {
             0 => threads_for_cores(available_cores()),
             n if n > MAX_THREADS => {
@@ -190,18 +202,28 @@ impl Workers {
 
 /// The threshold of a pool: [`LEAST_PARALLEL`] unless the tests' hook
 /// (`hook`, the value of [`LEAST_PARALLEL_FOR_TESTS`]) says otherwise.
-fn least_parallel(hook: Option<&std::ffi::OsStr>) -> usize {
-    let Some(value) = hook else {
-        return LEAST_PARALLEL;
-    };
+fn least_parallel(hook: Option<&OsStr>) -> usize {
+    test_hook_number(LEAST_PARALLEL_FOR_TESTS, hook).unwrap_or(LEAST_PARALLEL)
+}
+
+/// The `threads` limit a pool starts for: `configured` unless the tests'
+/// hook (`hook`, the value of [`THREADS_FOR_TESTS`]) says otherwise.
+fn threads_limit(configured: usize, hook: Option<&OsStr>) -> usize {
+    test_hook_number(THREADS_FOR_TESTS, hook).unwrap_or(configured)
+}
+
+/// The number a test hook `name` is set to (`hook`), when it is one from
+/// 1 up; anything else is named in the log and ignored.
+fn test_hook_number(name: &str, hook: Option<&OsStr>) -> Option<usize> {
+    let value = hook?;
     match value.to_str().and_then(|v| v.parse::<usize>().ok()) {
-        Some(n) if n >= 1 => n,
+        Some(n) if n >= 1 => Some(n),
         _ => {
             warn!(
-                "{LEAST_PARALLEL_FOR_TESTS}={} is not a number from 1 up: ignored",
+                "{name}={} is not a number from 1 up: ignored",
                 value.to_string_lossy()
             );
-            LEAST_PARALLEL
+            None
         }
     }
 }
@@ -326,7 +348,6 @@ mod tests {
 
     #[test]
     fn the_tests_hook_replaces_the_threshold_and_a_bad_value_is_ignored() {
-        use std::ffi::OsStr;
         assert_eq!(least_parallel(None), LEAST_PARALLEL);
         assert_eq!(least_parallel(Some(OsStr::new("1"))), 1);
         assert_eq!(least_parallel(Some(OsStr::new("20"))), 20);
@@ -339,6 +360,17 @@ mod tests {
         let mut one = vec![0u32];
         pool.each(&mut one, |n| *n += 1);
         assert_eq!(one, [1]);
+    }
+
+    #[test]
+    fn the_tests_threads_hook_replaces_the_limit_and_a_bad_value_is_ignored() {
+        assert_eq!(threads_limit(0, None), 0);
+        assert_eq!(threads_limit(3, None), 3);
+        assert_eq!(threads_limit(0, Some(OsStr::new("4"))), 4);
+        assert_eq!(threads_limit(16, Some(OsStr::new("1"))), 1);
+        for bad in ["0", "-1", "", "four", "4 "] {
+            assert_eq!(threads_limit(2, Some(OsStr::new(bad))), 2, "{bad:?}");
+        }
     }
 
     #[test]
