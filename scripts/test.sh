@@ -134,13 +134,15 @@ logged cargo run --quiet -p quickbus-conformance -- \
 step "GLib's GDBus tests against quickbus-daemon"
 logged bash scripts/glib-gdbus-tests.sh "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
 
-# dbus-daemon's suite and GLib's tests again, every daemon they start with
-# a pool of 4 threads reading and writing ahead even for one connection, as
-# the e2e tests' second pass: they start the daemon with configuration files
-# of their own, so the daemon's test hooks say it instead of a `threads`
-# limit (QUICKBUS_TEST_THREADS=4 replaces the configuration's, and
+# dbus-daemon's suite, dbus's test-containers and GLib's tests again,
+# every quickbus daemon they start with a pool of 4 threads reading and
+# writing ahead even for one connection, as the e2e tests' second pass:
+# they start the daemon with configuration files of their own, so the
+# daemon's test hooks say it instead of a `threads` limit
+# (QUICKBUS_TEST_THREADS=4 replaces the configuration's, and
 # QUICKBUS_TEST_LEAST_PARALLEL=1 lowers the pool's threshold); the runners
-# pass their environment on to the daemons. Some 20 s on 2 cores. The
+# pass their environment on to the daemons (the reference dbus-daemon that
+# test-containers runs first ignores it). Some 30 s on 2 cores. The
 # daemons' logs are kept, and each pass fails unless every log that holds
 # a quickbus-daemon line also says its pool started (a runner that stopped
 # passing the hooks on would otherwise pass as a run with threads); the
@@ -168,6 +170,12 @@ step "dbus-daemon's test suite against quickbus-daemon with 4 threads (QUICKBUS_
 logged env "${pool_hooks[@]}" cargo run --quiet -p quickbus-conformance -- \
     --log-dir "$pool_logs/conformance" "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
 pool_ran "$pool_logs/conformance"
+
+step "dbus's test-containers against quickbus-daemon with 4 threads (QUICKBUS_TEST_THREADS=4)"
+logged env "${pool_hooks[@]}" cargo run --quiet -p quickbus-conformance -- \
+    --containers-build "$dbus_containers_build" --log-dir "$pool_logs/containers" \
+    "${CARGO_TARGET_DIR:-target}/debug/quickbus-daemon"
+pool_ran "$pool_logs/containers"
 
 step "GLib's GDBus tests against quickbus-daemon with 4 threads (QUICKBUS_TEST_THREADS=4)"
 mkdir "$pool_logs/glib"
