@@ -205,6 +205,17 @@ impl Bus {
         std::fs::read_to_string(self.dir.path().join("daemon.stderr")).unwrap_or_default()
     }
 
+    /// Panics unless the daemon's log names its test hook `setting`
+    /// (`NAME=VALUE`), as quickbus-daemon does at start-up for each hook
+    /// set (`warn_of_test_hooks`): the one place its wording is spelt.
+    pub fn assert_names_test_hook(&self, setting: &str) {
+        let log = self.log();
+        assert!(
+            log.contains(&format!("{setting} is set: a hook for quickbus's tests")),
+            "the log does not name the test hook {setting}:\n{log}"
+        );
+    }
+
     /// A new [`quickbus_client::Connection`] to this bus (Hello done), with
     /// [`TIMEOUT`] as its read time-out.
     pub fn connect(&self) -> Connection {

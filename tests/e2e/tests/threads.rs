@@ -365,11 +365,7 @@ fn the_pools_threshold_hook_is_named_in_the_log() {
     let echoes = thread::spawn(move || echo(callee, 20));
     call_in_windows(&mut caller, &name, 20, 4);
     echoes.join().expect("the callee");
-    let log = bus.log();
-    assert!(
-        log.contains("QUICKBUS_TEST_LEAST_PARALLEL=1 is set: a hook for quickbus's tests"),
-        "{log}"
-    );
+    bus.assert_names_test_hook("QUICKBUS_TEST_LEAST_PARALLEL=1");
 }
 
 /// The threads hook (`QUICKBUS_TEST_THREADS`, which scripts/test.sh sets
@@ -398,11 +394,7 @@ fn the_threads_hook_replaces_the_configurations_limit() {
     reload_with(&bus, &threads(2));
     wait_for_workers(&bus, 3);
     bus.connect().get_id().expect("GetId after the reload");
-    let log = bus.log();
-    assert!(
-        log.contains("QUICKBUS_TEST_THREADS=3 is set: a hook for quickbus's tests"),
-        "{log}"
-    );
+    bus.assert_names_test_hook("QUICKBUS_TEST_THREADS=3");
 }
 
 /// `QUICKBUS_E2E_THREADS=N` (the test command's second pass) starts the
