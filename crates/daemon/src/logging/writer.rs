@@ -1,0 +1,174 @@
+//! The log's thread: the one thread that writes the daemon's lines to
+//! their sinks, so that a sink that blocks (a full pipe on standard error
+//! nobody reads, a syslog daemon or journald that is behind) stops the
+//! log, never the bus. The threads that log (the bus's loop, the pool's
+//! threads) only queue each line ([`submit`]); a line that finds the
+//! queue full is counted, and the log's thread says so where it was lost
+//! (`queue`).
+//!
+//! A thread does not survive fork or exec: [`end`] writes every queued
+//! line and ends the thread before either (and at exit), and the next
+//! line starts a thread in whatever process logs it (remembered by pid).
+//! So each line is written once, by the process that logged it.
+
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
+
+use super::queue::{Queue, BOUND};
+use super::record::Record;
+
+struct State {
+    queue: Queue,
+    thread: Option<Writer>,
+    /// The thread waits for lines (and wants waking for the next).
+    idle: bool,
+    /// The thread is to end once the queue is empty.
+    ending: bool,
+}
+
+struct Writer {
+    /// The process that started it: a forked child has no such thread.
+    pid: u32,
+    /// Until the thread has left its loop (then joining it cannot wait).
+    running: bool,
+    handle: Option<JoinHandle<()>>,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    queue: Queue::new(BOUND),
+    thread: None,
+    idle: false,
+    ending: false,
+});
+/// Signalled when lines were queued for an idle thread, when the queue
+/// ran empty, and when the thread ended.
+static CHANGED: Condvar = Condvar::new();
+
+fn lock() -> MutexGuard<'static, State> {
+    // A panic while holding the lock leaves a usable queue.
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl State {
+    /// Whether this process has a log thread that writes (or will).
+    fn has_thread(&self) -> bool {
+        let pid = std::process::id();
+        self.thread
+            .as_ref()
+            .is_some_and(|w| w.pid == pid && w.running)
+    }
+
+    /// The thread that left its loop, to join; forgets one another
+    /// process started (this is a child it forked: no such thread here to
+    /// join or detach).
+    fn take_ended(&mut self) -> Option<JoinHandle<()>> {
+        let writer = self.thread.take()?;
+        if writer.pid == std::process::id() {
+            writer.handle
+        } else {
+            std::mem::forget(writer.handle);
+            None
+        }
+    }
+}
+
+/// Queue `record` for the log's thread, starting one if this process has
+/// none. Never waits for a sink.
+pub fn submit(record: Record) {
+    let mut state = lock();
+    state.queue.push(record);
+    state.ending = false;
+    if state.has_thread() {
+        if state.idle {
+            CHANGED.notify_all();
+        }
+        return;
+    }
+    start(&mut state);
+}
+
+fn start(state: &mut State) {
+    // Left its loop, not joined yet: gone in a moment.
+    if let Some(ended) = state.take_ended() {
+        let _ = ended.join();
+    }
+    // The thread starts with every signal blocked, so the bus's loop
+    // handles them all (and a restart's held signals stay pending).
+    let mut previous = SigSet::empty();
+    let blocked = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&SigSet::all()), Some(&mut previous));
+    let spawned = std::thread::Builder::new()
+        .name("quickbus-log".into())
+        .spawn(run);
+    if blocked.is_ok() {
+        let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
+    }
+    match spawned {
+        Ok(handle) => {
+            state.thread = Some(Writer {
+                pid: std::process::id(),
+                running: true,
+                handle: Some(handle),
+            });
+        }
+        // No thread to be had: written here, as before there was one.
+        Err(_) => {
+            while let Some(record) = state.queue.pop() {
+                super::write(&record);
+            }
+        }
+    }
+}
+
+/// The log's thread: writes the queued lines in order, waiting for the
+/// sinks as long as they take, until told to end with nothing queued.
+fn run() {
+    let mut state = lock();
+    loop {
+        if let Some(record) = state.queue.pop() {
+            drop(state);
+            super::write(&record);
+            state = lock();
+            if state.queue.is_empty() {
+                CHANGED.notify_all();
+            }
+        } else if state.ending {
+            if let Some(writer) = state.thread.as_mut() {
+                writer.running = false;
+            }
+            CHANGED.notify_all();
+            return;
+        } else {
+            state.idle = true;
+            state = CHANGED.wait(state).unwrap_or_else(|e| e.into_inner());
+            state.idle = false;
+        }
+    }
+}
+
+/// Write every queued line and end the log's thread, waiting at most
+/// `wait`: true if it ended, false if a sink still holds it up (then it
+/// goes on, and its lines are written when the sink takes them).
+pub fn end(wait: Duration) -> bool {
+    let mut state = lock();
+    if state.has_thread() {
+        state.ending = true;
+        CHANGED.notify_all();
+        state = CHANGED
+            .wait_timeout_while(state, wait, |s| s.has_thread())
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+        if state.has_thread() {
+            return false;
+        }
+    }
+    // Joined, so that a fork finds the process's one thread.
+    let ended = state.take_ended();
+    drop(state);
+    if let Some(ended) = ended {
+        let _ = ended.join();
+    }
+    true
+}
