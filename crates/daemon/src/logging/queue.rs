@@ -81,7 +81,9 @@ mod tests {
     }
 
     fn drain(queue: &mut Queue) -> Vec<String> {
-        std::iter::from_fn(|| queue.pop()).map(|r| r.text()).collect()
+        std::iter::from_fn(|| queue.pop())
+            .map(|r| r.text())
+            .collect()
     }
 
     #[test]

@@ -98,7 +98,11 @@ fn start(state: &mut State) {
     // The thread starts with every signal blocked, so the bus's loop
     // handles them all (and a restart's held signals stay pending).
     let mut previous = SigSet::empty();
-    let blocked = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&SigSet::all()), Some(&mut previous));
+    let blocked = pthread_sigmask(
+        SigmaskHow::SIG_BLOCK,
+        Some(&SigSet::all()),
+        Some(&mut previous),
+    );
     let spawned = std::thread::Builder::new()
         .name("quickbus-log".into())
         .spawn(run);
