@@ -537,7 +537,7 @@ fn flood(bus: &Bus) {
     for n in 0..FLOOD_CALLS {
         let refused = caller
             .call(
-                MessageBuilder::method_call("/org/freedesktop/DBus", &format!("Call{n}"))
+                MessageBuilder::method_call("/org/freedesktop/DBus", format!("Call{n}"))
                     .interface(FLOOD_INTERFACE)
                     .destination("org.freedesktop.DBus"),
             )
