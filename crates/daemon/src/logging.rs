@@ -143,6 +143,15 @@ pub fn init() {
         stderr: true,
         system_log: false,
     });
+    // A panic may end the process: the lines before it are written first
+    // (not by the log's thread itself, which would wait for itself).
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !writer::on_log_thread() {
+            drain();
+        }
+        report(info);
+    }));
 }
 
 /// Route lines as `--syslog*` and `<syslog/>` say. Called once, before

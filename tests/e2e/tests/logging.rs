@@ -275,6 +275,33 @@ fn the_configurations_syslog_still_gets_lines_after_fork() {
     );
 }
 
+/// The reason a daemon cannot start is its last line: written to syslog
+/// before it exits (the log's thread has it queued), and printed on
+/// standard error too, which `--syslog-only` otherwise leaves silent.
+#[test]
+fn a_fatal_start_up_error_reaches_syslog_before_the_daemon_exits() {
+    if skip::quickbus_only("--syslog-only's fatal error") {
+        return;
+    }
+    let dir = TempDir::new();
+    let syslog = bind_datagram(&dir.path().join("log"));
+    let config = scene_config(dir.path(), "");
+    let nowhere = dir.path().join("no such directory").join("socket");
+    let failed = run_bounded(
+        Command::new(daemon_path())
+            .env(SYSLOG_ENV, dir.path().join("log"))
+            .arg(format!("--config-file={}", config.display()))
+            .arg(format!("--address=unix:path={}", nowhere.display()))
+            .args(["--syslog-only", "--nofork"]),
+    )
+    .failure();
+    const FATAL: &str = "Failed to start message bus: ";
+    assert!(failed.stderr.contains(FATAL), "{failed:#?}");
+    let lines = texts(&receive_until(&syslog, |got| has(&texts(got), FATAL)));
+    // daemon (3) * 8 + error (3)
+    assert!(line_with(&lines, FATAL).starts_with("<27>"), "{lines:#?}");
+}
+
 /// A daemon that forked away from us: SIGTERM on drop, and wait (bounded)
 /// until it is gone.
 struct ForkedDaemon(u32);

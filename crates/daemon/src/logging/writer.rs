@@ -75,6 +75,14 @@ impl State {
     }
 }
 
+/// The thread's name, which also tells whether the caller is that thread.
+const NAME: &str = "quickbus-log";
+
+/// Whether the caller is the log's thread.
+pub fn on_log_thread() -> bool {
+    std::thread::current().name() == Some(NAME)
+}
+
 /// Queue `record` for the log's thread, starting one if this process has
 /// none. Never waits for a sink.
 pub fn submit(record: Record) {
@@ -103,9 +111,7 @@ fn start(state: &mut State) {
         Some(&SigSet::all()),
         Some(&mut previous),
     );
-    let spawned = std::thread::Builder::new()
-        .name("quickbus-log".into())
-        .spawn(run);
+    let spawned = std::thread::Builder::new().name(NAME.into()).spawn(run);
     if blocked.is_ok() {
         let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
     }
@@ -133,7 +139,11 @@ fn run() {
     loop {
         if let Some(record) = state.queue.pop() {
             drop(state);
-            super::write(&record);
+            // A sink that panics loses this line, not the thread (which
+            // would leave every later line queued for nobody).
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                super::write(&record);
+            }));
             state = lock();
             if state.queue.is_empty() {
                 CHANGED.notify_all();
