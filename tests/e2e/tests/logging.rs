@@ -302,6 +302,47 @@ fn a_fatal_start_up_error_reaches_syslog_before_the_daemon_exits() {
     assert!(line_with(&lines, FATAL).starts_with("<27>"), "{lines:#?}");
 }
 
+/// A restart in place executes a new image, which has no log thread of
+/// the old one's: the old image's last lines (at debug level, one comes
+/// after the handover's check in a child, just before the exec) are
+/// written before the exec, once, and the new image's after them.
+#[test]
+fn a_restart_in_place_writes_the_old_images_lines_once() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    const RESTARTING: &str = ": restarting in place";
+    const CHECKED: &str = ": handover read back in a child";
+    const RESTARTED: &str = ": restarted in place";
+    let dir = TempDir::new();
+    let syslog = bind_datagram(&dir.path().join("log"));
+    let config = write_config_with(dir.path(), Listen::UnixPath, "");
+    let mut cmd = Command::new(daemon_path());
+    cmd.env(SYSLOG_ENV, dir.path().join("log"))
+        .env("QUICKBUS_LOG", "debug");
+    let bus = Bus::start_command(
+        dir,
+        cmd,
+        &[
+            format!("--config-file={}", config.display()),
+            "--syslog-only".into(),
+        ],
+    );
+    let pid = rustix::process::Pid::from_raw(bus.pid() as i32).expect("a pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::Usr2).expect("SIGUSR2");
+    let lines = texts(&receive_until(&syslog, |got| has(&texts(got), RESTARTED)));
+    let at = |needle: &str| {
+        let found: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i].contains(needle))
+            .collect();
+        assert_eq!(found.len(), 1, "{needle:?} once: {lines:#?}");
+        found[0]
+    };
+    assert!(at(RESTARTING) < at(CHECKED), "{lines:#?}");
+    assert!(at(CHECKED) < at(RESTARTED), "{lines:#?}");
+    bus.connect().get_id().expect("the new image serves");
+}
+
 /// A daemon that forked away from us: SIGTERM on drop, and wait (bounded)
 /// until it is gone.
 struct ForkedDaemon(u32);
