@@ -178,6 +178,20 @@ const ACTIVATING: &str = "Activating service name='org.example.Fails' requested 
 const FAILED: &str = "Activated service 'org.example.Fails' failed";
 const DENIED: &str = "Rejected send message";
 
+/// `cmd` (the daemon, with whatever environment the test adds) started on
+/// `config` with `--syslog-only`, its syslog the test's socket `dir/log`.
+fn start_syslog_only(dir: TempDir, config: &Path, mut cmd: Command) -> Bus {
+    cmd.env(SYSLOG_ENV, dir.path().join("log"));
+    Bus::start_command(
+        dir,
+        cmd,
+        &[
+            format!("--config-file={}", config.display()),
+            "--syslog-only".into(),
+        ],
+    )
+}
+
 #[test]
 fn syslog_only_sends_every_line_to_syslog_with_its_priority() {
     if skip::quickbus_only("--syslog-only's priorities") {
@@ -186,16 +200,7 @@ fn syslog_only_sends_every_line_to_syslog_with_its_priority() {
     let dir = TempDir::new();
     let syslog = bind_datagram(&dir.path().join("log"));
     let config = scene_config(dir.path(), "");
-    let mut cmd = Command::new(daemon_path());
-    cmd.env(SYSLOG_ENV, dir.path().join("log"));
-    let bus = Bus::start_command(
-        dir,
-        cmd,
-        &[
-            format!("--config-file={}", config.display()),
-            "--syslog-only".into(),
-        ],
-    );
+    let bus = start_syslog_only(dir, &config, Command::new(daemon_path()));
     provoke(&bus);
     bus.reload_config();
     let lines = texts(&receive_until(&syslog, |got| {
@@ -318,16 +323,8 @@ fn a_restart_in_place_writes_the_old_images_lines_once() {
     let syslog = bind_datagram(&dir.path().join("log"));
     let config = write_config_with(dir.path(), Listen::UnixPath, "");
     let mut cmd = Command::new(daemon_path());
-    cmd.env(SYSLOG_ENV, dir.path().join("log"))
-        .env("QUICKBUS_LOG", "debug");
-    let bus = Bus::start_command(
-        dir,
-        cmd,
-        &[
-            format!("--config-file={}", config.display()),
-            "--syslog-only".into(),
-        ],
-    );
+    cmd.env("QUICKBUS_LOG", "debug");
+    let bus = start_syslog_only(dir, &config, cmd);
     let pid = rustix::process::Pid::from_raw(bus.pid() as i32).expect("a pid");
     rustix::process::kill_process(pid, rustix::process::Signal::Usr2).expect("SIGUSR2");
     let lines = texts(&receive_until(&syslog, |got| has(&texts(got), RESTARTED)));
@@ -669,16 +666,7 @@ fn a_syslog_that_takes_nothing_does_not_stop_the_bus() {
     let path = dir.path().join("log");
     let unread = bind_unread(&path);
     let config = flood_config(dir.path());
-    let mut cmd = Command::new(daemon_path());
-    cmd.env(SYSLOG_ENV, &path);
-    let bus = Bus::start_command(
-        dir,
-        cmd,
-        &[
-            format!("--config-file={}", config.display()),
-            "--syslog-only".into(),
-        ],
-    );
+    let bus = start_syslog_only(dir, &config, Command::new(daemon_path()));
     flood(&bus);
     let syslog = read_in_background(unread);
     let lines = texts(&receive_until(&syslog, |got| flood_accounted(&texts(got))));

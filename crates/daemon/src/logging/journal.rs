@@ -42,9 +42,17 @@ impl Journal {
 
     /// A journal listening at `path` (the tests': `open` in production):
     /// an empty datagram, which journald ignores, tells whether one does.
+    /// The probe does not wait (this runs on the thread that configures
+    /// the log): a journald whose queue is full is there all the same.
     fn open_at(path: &Path) -> Option<Journal> {
         let socket = UnixDatagram::unbound().ok()?;
-        socket.send_to(&[], path).ok()?;
+        socket.set_nonblocking(true).ok()?;
+        match socket.send_to(&[], path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => return None,
+        }
+        socket.set_nonblocking(false).ok()?;
         Some(Journal {
             socket,
             path: path.to_owned(),
