@@ -43,8 +43,8 @@ static STATE: Mutex<State> = Mutex::new(State {
     idle: false,
     ending: false,
 });
-/// Signalled when lines were queued for an idle thread, when the queue
-/// ran empty, and when the thread ended.
+/// Signalled when lines were queued for an idle thread, when the thread
+/// is to end, and when it ended.
 static CHANGED: Condvar = Condvar::new();
 
 fn lock() -> MutexGuard<'static, State> {
@@ -95,10 +95,20 @@ pub fn submit(record: Record) {
         }
         return;
     }
-    start(&mut state);
+    if start(&mut state) {
+        return;
+    }
+    // No thread to be had: written here, as before there was one (not
+    // under the lock, which a panic's drain takes).
+    let unwritten: Vec<Record> = std::iter::from_fn(|| state.queue.pop()).collect();
+    drop(state);
+    for record in &unwritten {
+        super::write(record);
+    }
 }
 
-fn start(state: &mut State) {
+/// Start this process's log thread; false if none could be started.
+fn start(state: &mut State) -> bool {
     // Left its loop, not joined yet: gone in a moment.
     if let Some(ended) = state.take_ended() {
         let _ = ended.join();
@@ -115,21 +125,15 @@ fn start(state: &mut State) {
     if blocked.is_ok() {
         let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
     }
-    match spawned {
-        Ok(handle) => {
-            state.thread = Some(Writer {
-                pid: std::process::id(),
-                running: true,
-                handle: Some(handle),
-            });
-        }
-        // No thread to be had: written here, as before there was one.
-        Err(_) => {
-            while let Some(record) = state.queue.pop() {
-                super::write(&record);
-            }
-        }
-    }
+    let Ok(handle) = spawned else {
+        return false;
+    };
+    state.thread = Some(Writer {
+        pid: std::process::id(),
+        running: true,
+        handle: Some(handle),
+    });
+    true
 }
 
 /// The log's thread: writes the queued lines in order, waiting for the
@@ -145,9 +149,6 @@ fn run() {
                 super::write(&record);
             }));
             state = lock();
-            if state.queue.is_empty() {
-                CHANGED.notify_all();
-            }
         } else if state.ending {
             if let Some(writer) = state.thread.as_mut() {
                 writer.running = false;
