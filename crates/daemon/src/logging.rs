@@ -5,34 +5,48 @@
 //! Under systemd the journal takes the place of both: standard error when
 //! `JOURNAL_STREAM` names it, and the system log when the daemon's output
 //! goes to the journal at all. Lines then go in the journal's native
-//! protocol (`tracing-journald`), with their priority and the structured
-//! fields of connection lines (`DBUS_UNIQUE_NAME`, `DBUS_PEER_UID`,
-//! `DBUS_PEER_PID`, `DBUS_PEER_COMM`). Elsewhere the system log is syslog
-//! (`/dev/log`, facility daemon, and auth for policy denials as
-//! dbus-daemon logs them), and standard error gets plain lines,
-//! `quickbus-daemon[PID]: text`, as dbus-daemon prints them.
+//! protocol (`journal`), with their priority and the structured fields of
+//! connection lines (`DBUS_UNIQUE_NAME`, `DBUS_PEER_UID`, `DBUS_PEER_PID`,
+//! `DBUS_PEER_COMM`). Elsewhere the system log is syslog (`/dev/log`,
+//! facility daemon, and auth for policy denials as dbus-daemon logs them),
+//! and standard error gets plain lines, `quickbus-daemon[PID]: text`, as
+//! dbus-daemon prints them.
+//!
+//! The log never stops the bus: a line is formatted where it is logged
+//! and queued (at most `queue::BOUND` lines) for the log's one thread,
+//! which writes it to every sink that can keep a writer waiting (syslog,
+//! the journal, a standard error that is a pipe, a terminal or a socket:
+//! `writer`). A line that finds the queue full is lost, and counted: a
+//! warning says how many, on each of those sinks, where the lines went
+//! missing (docs/reliability.md, "The log"). A standard error that is a
+//! regular file or /dev/null, which never waits for a reader, is written
+//! at once by the thread that logs. [`drain`] writes what is queued
+//! before a fork, an exec and the exit.
 //!
 //! [`init`] routes to standard error until the configuration is known;
 //! [`configure`] then settles the destinations once, before the daemon
 //! forks, so the system log's socket survives the fork that detaches the
 //! standard streams.
 
+mod journal;
+mod queue;
+mod record;
 mod syslog_sink;
-mod text;
+mod writer;
 
 use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::path::PathBuf;
-use std::sync::RwLock;
+use std::sync::{Arc, LazyLock, RwLock};
+use std::time::Duration;
 
-use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Subscriber};
-use tracing_journald::{Priority, PriorityMappings};
 use tracing_subscriber::layer::{Context, SubscriberExt};
-use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 
 use crate::cli::SyslogMode;
+use journal::Journal;
+use record::Record;
 use syslog_sink::SyslogSink;
 
 /// The name the lines carry (syslog tag, journal `SYSLOG_IDENTIFIER`,
@@ -71,24 +85,48 @@ impl Destinations {
     }
 }
 
+/// How long the daemon waits for the log's thread to write what is
+/// queued, before a fork or exec and at exit: the last lines (a fatal
+/// error) should appear, but a sink that takes nothing must not keep a
+/// stopping daemon for long.
+pub const DRAIN_WAIT: Duration = Duration::from_secs(2);
+
 /// What each line is sent to.
 struct Sinks {
-    stderr_text: bool,
+    stderr_text: StderrText,
     journal: Option<Journal>,
     syslog: Option<SyslogSink>,
 }
 
-/// The journal's native protocol, in two flavours: dbus-daemon logs
-/// policy denials at notice priority in the auth facility.
-struct Journal {
-    daemon: tracing_journald::Layer,
-    security: tracing_journald::Layer,
+/// Whether standard error gets text lines, and who writes them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StderrText {
+    Off,
+    /// A regular file or /dev/null, which never keeps a writer waiting
+    /// for a reader: written by the thread that logs, at once, as
+    /// dbus-daemon writes (so the line is there when the caller's reply
+    /// is).
+    Direct,
+    /// Anything that can block (a pipe, a terminal, a socket): written by
+    /// the log's thread.
+    Queued,
 }
 
-static SINKS: RwLock<Sinks> = RwLock::new(Sinks {
-    stderr_text: true,
-    journal: None,
-    syslog: None,
+impl Sinks {
+    /// Whether any sink is written by the log's thread.
+    fn queued(&self) -> bool {
+        self.stderr_text == StderrText::Queued || self.journal.is_some() || self.syslog.is_some()
+    }
+}
+
+/// The sinks of the moment, which the log's thread takes for each line
+/// (and so holds no lock while a sink blocks it).
+static SINKS: LazyLock<RwLock<Arc<Sinks>>> = LazyLock::new(|| {
+    RwLock::new(Arc::new(Sinks {
+        stderr_text: stderr_text(true),
+        journal: None,
+        syslog: None,
+    }))
 });
 
 /// Install the subscriber: lines at `$QUICKBUS_LOG` (default `info`) and
@@ -105,6 +143,15 @@ pub fn init() {
         stderr: true,
         system_log: false,
     });
+    // A panic may end the process: the lines before it are written first
+    // (not by the log's thread itself, which would wait for itself).
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !writer::on_log_thread() {
+            drain();
+        }
+        report(info);
+    }));
 }
 
 /// Route lines as `--syslog*` and `<syslog/>` say. Called once, before
@@ -116,7 +163,19 @@ pub fn configure(cli: Option<SyslogMode>, config_syslog: bool) {
 /// Whether lines reach the terminal (or whatever standard error is) as
 /// text: if not, fatal start-up errors are printed there as well.
 pub fn stderr_is_text() -> bool {
-    SINKS.read().map(|s| s.stderr_text).unwrap_or(true)
+    SINKS
+        .read()
+        .map(|s| s.stderr_text != StderrText::Off)
+        .unwrap_or(true)
+}
+
+/// Write every line logged so far and end the log's thread, waiting at
+/// most [`DRAIN_WAIT`]; the next line starts another. Called before a
+/// fork (a thread does not survive it, and a queued line would be written
+/// by both processes) and an exec, and at exit. False if a sink still
+/// holds the thread up.
+pub fn drain() -> bool {
+    writer::end(DRAIN_WAIT)
 }
 
 fn set_sinks(want: Destinations) {
@@ -128,15 +187,37 @@ fn set_sinks(want: Destinations) {
 
     let journal_wanted =
         (want.stderr && stderr_is_journal) || (want.system_log && output_is_journal);
-    let journal = journal_wanted.then(open_journal).flatten();
+    let journal = journal_wanted.then(Journal::open).flatten();
     let sinks = Sinks {
-        stderr_text: want.stderr && !(stderr_is_journal && journal.is_some()),
+        stderr_text: stderr_text(want.stderr && !(stderr_is_journal && journal.is_some())),
         syslog: (want.system_log && !(output_is_journal && journal.is_some()))
             .then(|| SyslogSink::new(syslog_path())),
         journal,
     };
-    if let Ok(mut current) = SINKS.write() {
-        *current = sinks;
+    // The lines logged so far go where they went when they were logged.
+    drain();
+    *SINKS.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(sinks);
+}
+
+/// How standard error takes text lines, if `wanted`.
+fn stderr_text(wanted: bool) -> StderrText {
+    if !wanted {
+        return StderrText::Off;
+    }
+    let never_waits = rustix::fs::fstat(io::stderr()).is_ok_and(|st| {
+        match rustix::fs::FileType::from_raw_mode(st.st_mode) {
+            rustix::fs::FileType::RegularFile => true,
+            // /dev/null (1, 3), where a forked daemon's output goes.
+            rustix::fs::FileType::CharacterDevice => {
+                rustix::fs::major(st.st_rdev) == 1 && rustix::fs::minor(st.st_rdev) == 3
+            }
+            _ => false,
+        }
+    });
+    if never_waits {
+        StderrText::Direct
+    } else {
+        StderrText::Queued
     }
 }
 
@@ -145,28 +226,6 @@ fn syslog_path() -> PathBuf {
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(SYSLOG_SOCKET))
-}
-
-fn open_journal() -> Option<Journal> {
-    let open = |info: Priority, facility: &str| {
-        let mut mappings = PriorityMappings::new();
-        mappings.error = Priority::Error;
-        mappings.warn = Priority::Warning;
-        mappings.info = info;
-        mappings.debug = Priority::Debug;
-        mappings.trace = Priority::Debug;
-        tracing_journald::Layer::new().ok().map(|layer| {
-            layer
-                .with_field_prefix(None)
-                .with_syslog_identifier(IDENTIFIER.to_owned())
-                .with_priority_mappings(mappings)
-                .with_custom_fields([("SYSLOG_FACILITY", facility)])
-        })
-    };
-    Some(Journal {
-        daemon: open(Priority::Informational, "3")?,
-        security: open(Priority::Notice, "4")?,
-    })
 }
 
 /// `JOURNAL_STREAM=<dev>:<inode>`, as systemd sets it.
@@ -179,60 +238,48 @@ fn is_stream(fd: std::os::fd::BorrowedFd<'_>, (dev, ino): (u64, u64)) -> bool {
     rustix::fs::fstat(fd).is_ok_and(|st| st.st_dev == dev && st.st_ino == ino)
 }
 
-/// The layer that sends each event to the sinks of the moment.
+/// The layer that formats each event and queues it for the log's thread.
 struct Router;
 
-impl<S> tracing_subscriber::Layer<S> for Router
-where
-    S: Subscriber + for<'span> LookupSpan<'span>,
-{
-    // The journal layer keeps span fields in the span's extensions (once
-    // per span: both flavours read the same ones). The sinks are settled
-    // at start-up before any span exists, so no span misses them.
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        if let Ok(sinks) = SINKS.read() {
-            if let Some(journal) = &sinks.journal {
-                journal.daemon.on_new_span(attrs, id, ctx);
-            }
-        }
-    }
-
-    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
-        if let Ok(sinks) = SINKS.read() {
-            if let Some(journal) = &sinks.journal {
-                journal.daemon.on_record(id, values, ctx);
-            }
-        }
-    }
-
-    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+impl<S: Subscriber> tracing_subscriber::Layer<S> for Router {
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         // The core's warnings go through the daemon's one rate limit.
         if !crate::log_limit::admits_core_event(event.metadata()) {
             return;
         }
-        let Ok(sinks) = SINKS.read() else {
-            return;
-        };
-        let security = event.metadata().target() == SECURITY;
-        if let Some(journal) = &sinks.journal {
-            let layer = if security {
-                &journal.security
-            } else {
-                &journal.daemon
-            };
-            layer.on_event(event, ctx);
+        let record = Record::of_event(event);
+        let sinks = current_sinks();
+        if sinks.stderr_text == StderrText::Direct {
+            write_stderr(&record.text());
         }
-        if !sinks.stderr_text && sinks.syslog.is_none() {
-            return;
+        if sinks.queued() {
+            writer::submit(record);
         }
-        let line = text::render(event);
-        let level = *event.metadata().level();
-        if let Some(syslog) = &sinks.syslog {
-            syslog.send(level, security, &line);
-        }
-        if sinks.stderr_text {
-            write_stderr(&line);
-        }
+    }
+}
+
+fn current_sinks() -> Arc<Sinks> {
+    let sinks = SINKS.read().unwrap_or_else(|e| e.into_inner());
+    Arc::clone(&sinks)
+}
+
+/// Write `record` to the sinks of the moment that the log's thread
+/// writes (on that thread).
+fn write(record: &Record) {
+    let sinks = current_sinks();
+    if let Some(journal) = &sinks.journal {
+        journal.send(record);
+    }
+    let to_stderr = sinks.stderr_text == StderrText::Queued;
+    if !to_stderr && sinks.syslog.is_none() {
+        return;
+    }
+    let line = record.text();
+    if let Some(syslog) = &sinks.syslog {
+        syslog.send(record.level, record.security, &line);
+    }
+    if to_stderr {
+        write_stderr(&line);
     }
 }
 

@@ -21,6 +21,13 @@ use crate::service_file;
 
 /// Run the daemon; the returned value is the process exit code.
 pub fn main() -> i32 {
+    let code = run();
+    // Its last lines (a fatal error, "exiting") before the process goes.
+    crate::logging::drain();
+    code
+}
+
+fn run() -> i32 {
     // A restart in place: exec made this process dumpable again, which a
     // bus running as its `<user>` was not (restart::dumpable).
     let resuming = std::env::var_os(crate::restart::HANDOVER_FD).is_some();

@@ -107,7 +107,8 @@ pub fn take_systemd_listen_fds() -> io::Result<Option<Vec<OwnedFd>>> {
 
 /// Fork into the background: [`fork_single_threaded`], the child then
 /// calling `setsid`. Called at start-up, before the event loop, while the
-/// daemon has one thread (it starts none of its own).
+/// daemon has one thread (its only own one then, the log's, is ended by
+/// [`fork_single_threaded`]).
 pub fn fork_daemon() -> io::Result<Option<u32>> {
     let forked = fork_single_threaded()?;
     if forked.is_none() {
@@ -122,6 +123,13 @@ pub fn fork_daemon() -> io::Result<Option<u32>> {
 /// child. Refused when the process has more than one thread, where the
 /// child could inherit a lock held by a thread it does not have.
 pub fn fork_single_threaded() -> io::Result<Option<u32>> {
+    // The log's thread is the daemon's own: its lines written (once, by
+    // this process), it ends, and the next line starts another.
+    if !crate::logging::drain() {
+        return Err(io::Error::other(
+            "the log's thread is still writing (its sink takes nothing): no fork",
+        ));
+    }
     // A thread just joined is counted until the kernel has reaped it:
     // give such threads a moment to go.
     let give_up = std::time::Instant::now() + std::time::Duration::from_secs(1);

@@ -100,7 +100,16 @@ impl Drop for LogSocket {
 }
 
 fn bind_datagram(path: &Path) -> LogSocket {
-    let socket = UnixDatagram::bind(path).expect("bind the fake log socket");
+    read_in_background(bind_unread(path))
+}
+
+/// A fake log socket nobody reads yet: once its queue is full, the
+/// daemon's sends to it block ([`read_in_background`] reads it later).
+fn bind_unread(path: &Path) -> UnixDatagram {
+    UnixDatagram::bind(path).expect("bind the fake log socket")
+}
+
+fn read_in_background(socket: UnixDatagram) -> LogSocket {
     let reader = socket
         .try_clone()
         .expect("a second handle of the log socket");
@@ -169,6 +178,20 @@ const ACTIVATING: &str = "Activating service name='org.example.Fails' requested 
 const FAILED: &str = "Activated service 'org.example.Fails' failed";
 const DENIED: &str = "Rejected send message";
 
+/// `cmd` (the daemon, with whatever environment the test adds) started on
+/// `config` with `--syslog-only`, its syslog the test's socket `dir/log`.
+fn start_syslog_only(dir: TempDir, config: &Path, mut cmd: Command) -> Bus {
+    cmd.env(SYSLOG_ENV, dir.path().join("log"));
+    Bus::start_command(
+        dir,
+        cmd,
+        &[
+            format!("--config-file={}", config.display()),
+            "--syslog-only".into(),
+        ],
+    )
+}
+
 #[test]
 fn syslog_only_sends_every_line_to_syslog_with_its_priority() {
     if skip::quickbus_only("--syslog-only's priorities") {
@@ -177,16 +200,7 @@ fn syslog_only_sends_every_line_to_syslog_with_its_priority() {
     let dir = TempDir::new();
     let syslog = bind_datagram(&dir.path().join("log"));
     let config = scene_config(dir.path(), "");
-    let mut cmd = Command::new(daemon_path());
-    cmd.env(SYSLOG_ENV, dir.path().join("log"));
-    let bus = Bus::start_command(
-        dir,
-        cmd,
-        &[
-            format!("--config-file={}", config.display()),
-            "--syslog-only".into(),
-        ],
-    );
+    let bus = start_syslog_only(dir, &config, Command::new(daemon_path()));
     provoke(&bus);
     bus.reload_config();
     let lines = texts(&receive_until(&syslog, |got| {
@@ -254,6 +268,76 @@ fn the_configurations_syslog_still_gets_lines_after_fork() {
         activating.contains(&format!(" quickbus-daemon[{}]: ", daemon.0)),
         "the line comes from the forked daemon: {activating}"
     );
+    // Logged before the fork: written once, by the process that logged
+    // it, not again by the forked daemon.
+    let hook = format!("{SYSLOG_ENV}={} is set", dir.path().join("log").display());
+    let copies: Vec<&String> = lines.iter().filter(|l| l.contains(&hook)).collect();
+    assert_eq!(copies.len(), 1, "{lines:#?}");
+    assert!(
+        !copies[0].contains(&format!(" quickbus-daemon[{}]: ", daemon.0)),
+        "{}",
+        copies[0]
+    );
+}
+
+/// The reason a daemon cannot start is its last line: written to syslog
+/// before it exits (the log's thread has it queued), and printed on
+/// standard error too, which `--syslog-only` otherwise leaves silent.
+#[test]
+fn a_fatal_start_up_error_reaches_syslog_before_the_daemon_exits() {
+    if skip::quickbus_only("--syslog-only's fatal error") {
+        return;
+    }
+    let dir = TempDir::new();
+    let syslog = bind_datagram(&dir.path().join("log"));
+    let config = scene_config(dir.path(), "");
+    let nowhere = dir.path().join("no such directory").join("socket");
+    let failed = run_bounded(
+        Command::new(daemon_path())
+            .env(SYSLOG_ENV, dir.path().join("log"))
+            .arg(format!("--config-file={}", config.display()))
+            .arg(format!("--address=unix:path={}", nowhere.display()))
+            .args(["--syslog-only", "--nofork"]),
+    )
+    .failure();
+    const FATAL: &str = "Failed to start message bus: ";
+    assert!(failed.stderr.contains(FATAL), "{failed:#?}");
+    let lines = texts(&receive_until(&syslog, |got| has(&texts(got), FATAL)));
+    // daemon (3) * 8 + error (3)
+    assert!(line_with(&lines, FATAL).starts_with("<27>"), "{lines:#?}");
+}
+
+/// A restart in place executes a new image, which has no log thread of
+/// the old one's: the old image's last lines (at debug level, one comes
+/// after the handover's check in a child, just before the exec) are
+/// written before the exec, once, and the new image's after them.
+#[test]
+fn a_restart_in_place_writes_the_old_images_lines_once() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    const RESTARTING: &str = ": restarting in place";
+    const CHECKED: &str = ": handover read back in a child";
+    const RESTARTED: &str = ": restarted in place";
+    let dir = TempDir::new();
+    let syslog = bind_datagram(&dir.path().join("log"));
+    let config = write_config_with(dir.path(), Listen::UnixPath, "");
+    let mut cmd = Command::new(daemon_path());
+    cmd.env("QUICKBUS_LOG", "debug");
+    let bus = start_syslog_only(dir, &config, cmd);
+    let pid = rustix::process::Pid::from_raw(bus.pid() as i32).expect("a pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::Usr2).expect("SIGUSR2");
+    let lines = texts(&receive_until(&syslog, |got| has(&texts(got), RESTARTED)));
+    let at = |needle: &str| {
+        let found: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i].contains(needle))
+            .collect();
+        assert_eq!(found.len(), 1, "{needle:?} once: {lines:#?}");
+        found[0]
+    };
+    assert!(at(RESTARTING) < at(CHECKED), "{lines:#?}");
+    assert!(at(CHECKED) < at(RESTARTED), "{lines:#?}");
+    bus.connect().get_id().expect("the new image serves");
 }
 
 /// A daemon that forked away from us: SIGTERM on drop, and wait (bounded)
@@ -487,5 +571,167 @@ fn a_peer_repeating_a_core_warning_is_rate_limited() {
     assert!(
         (1..=LIMIT).contains(&lines),
         "{lines} lines for {TIMES} forged signals (at most {LIMIT}):\n{log}"
+    );
+}
+
+/// Policy denials, the daemon's cheapest line to provoke (one per call,
+/// answered at once): each names the call's member, `Call<n>`.
+const FLOOD_INTERFACE: &str = "org.example.Flood";
+/// Far more lines than a pipe (64 KiB), a datagram socket's queue and the
+/// daemon's own queue of 1,024 lines (crates/daemon/src/logging/queue.rs
+/// BOUND) hold together.
+const FLOOD_CALLS: usize = 3000;
+const LOST: &str = " log lines were lost: the log did not take them in time";
+
+fn flood_config(dir: &Path) -> std::path::PathBuf {
+    write_config_with(
+        dir,
+        Listen::UnixPath,
+        &format!(
+            r#"<policy context="mandatory">
+    <deny send_destination="org.freedesktop.DBus" send_interface="{FLOOD_INTERFACE}"/>
+  </policy>"#
+        ),
+    )
+}
+
+/// Make the bus log [`FLOOD_CALLS`] lines, one call at a time: each call
+/// must be answered (its denial), however the log is doing.
+fn flood(bus: &Bus) {
+    let mut caller = bus.connect();
+    for n in 0..FLOOD_CALLS {
+        let refused = caller
+            .call(
+                MessageBuilder::method_call("/org/freedesktop/DBus", format!("Call{n}"))
+                    .interface(FLOOD_INTERFACE)
+                    .destination("org.freedesktop.DBus"),
+            )
+            .expect_err("a denied call");
+        assert_eq!(
+            refused.dbus_name(),
+            Some("org.freedesktop.DBus.Error.AccessDenied"),
+            "call {n}: {refused}"
+        );
+    }
+}
+
+/// The calls whose denial lines are in `lines`, in their order, and the
+/// lines the daemon says it lost.
+fn flood_lines(lines: &[String]) -> (Vec<usize>, usize) {
+    let call = |line: &str| {
+        let (_, after) = line.split_once(r#"member="Call"#)?;
+        after.split('"').next()?.parse::<usize>().ok()
+    };
+    let lost = |line: &str| {
+        let before = &line[..line.find(LOST)?];
+        before.rsplit(' ').next()?.parse::<usize>().ok()
+    };
+    let calls = lines.iter().filter_map(|l| call(l)).collect();
+    let lost = lines.iter().filter_map(|l| lost(l)).sum();
+    (calls, lost)
+}
+
+/// Every call's line is there in order, once, or counted as lost (and
+/// some were: the sink took nothing for a while).
+fn assert_in_order_or_counted(lines: &[String]) {
+    let (calls, lost) = flood_lines(lines);
+    assert!(
+        calls.windows(2).all(|w| w[0] < w[1]),
+        "lines out of order or doubled: {calls:?}"
+    );
+    assert!(lost > 0, "no line says lines were lost: {lines:#?}");
+    assert_eq!(
+        calls.len() + lost,
+        FLOOD_CALLS,
+        "{} lines written, {lost} counted as lost",
+        calls.len()
+    );
+}
+
+/// Whether `lines` hold every call's line or its count as lost.
+fn flood_accounted(lines: &[String]) -> bool {
+    let (calls, lost) = flood_lines(lines);
+    lost > 0 && calls.len() + lost >= FLOOD_CALLS
+}
+
+/// A syslog daemon that takes nothing (its socket's queue full) stops
+/// the log, not the bus: every call is answered, and the lines that did
+/// not fit the daemon's queue are counted in a line of their own.
+#[test]
+fn a_syslog_that_takes_nothing_does_not_stop_the_bus() {
+    if skip::quickbus_only("quickbus's log thread") {
+        return;
+    }
+    let dir = TempDir::new();
+    let path = dir.path().join("log");
+    let unread = bind_unread(&path);
+    let config = flood_config(dir.path());
+    let bus = start_syslog_only(dir, &config, Command::new(daemon_path()));
+    flood(&bus);
+    let syslog = read_in_background(unread);
+    let lines = texts(&receive_until(&syslog, |got| flood_accounted(&texts(got))));
+    assert_in_order_or_counted(&lines);
+    let lost = line_with(&lines, LOST);
+    assert!(
+        lost.starts_with("<28>"),
+        "a warning of facility daemon: {lost}"
+    );
+}
+
+/// The same for a standard error that is a pipe nobody reads (a FIFO
+/// here, which the test opens but reads only after the calls).
+#[test]
+fn a_stderr_nobody_reads_does_not_stop_the_bus() {
+    if skip::quickbus_only("quickbus's log thread") {
+        return;
+    }
+    use std::io::BufRead;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = TempDir::new();
+    let fifo = dir.path().join("stderr");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .expect("mkfifo");
+    // Opened without waiting for a writer; blocking for the reads later.
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(&fifo)
+        .expect("the FIFO's read end");
+    let config = flood_config(dir.path());
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", r#"exec "$@" 2>"$0""#])
+        .arg(&fifo)
+        .arg(daemon_path());
+    let bus = Bus::start_command(dir, cmd, &[format!("--config-file={}", config.display())]);
+    flood(&bus);
+    rustix::fs::fcntl_setfl(&reader, rustix::fs::OFlags::empty()).expect("blocking reads");
+    let (sender, received) = mpsc::channel();
+    std::thread::spawn(move || {
+        // Read to the end (the daemon's exit), so that it never waits.
+        for line in std::io::BufReader::new(reader).lines() {
+            let Ok(line) = line else { return };
+            let _ = sender.send(line);
+        }
+    });
+    let give_up = Instant::now() + TIMEOUT;
+    let mut lines = Vec::new();
+    while !flood_accounted(&lines) {
+        let left = give_up.saturating_duration_since(Instant::now());
+        match received.recv_timeout(left) {
+            Ok(line) => lines.push(line),
+            Err(_) => panic!("gave up waiting; got {lines:#?}"),
+        }
+    }
+    assert_in_order_or_counted(&lines);
+    let lost = line_with(&lines, LOST);
+    assert!(
+        lost.starts_with(&format!("quickbus-daemon[{}]: ", bus.pid())),
+        "{lost}"
     );
 }

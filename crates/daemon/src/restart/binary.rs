@@ -181,6 +181,9 @@ fn exec_with(
     );
     let blocked = handled_signals();
     let _ = blocked.thread_block();
+    // The lines logged so far, written by this image: its log's thread
+    // ends with the exec, and the new image knows nothing of its queue.
+    crate::logging::drain();
     let Err(errno) = exec(&argv, &envp);
     let _ = blocked.thread_unblock();
     io::Error::from(errno)

@@ -109,7 +109,9 @@ pub fn in_a_child(handed: &HandedOver, clock: Clock) -> Result<(), CheckFailure>
                 Err(_) => (2, "reading the state panicked".to_owned()),
             };
             let _ = (&why_in).write_all(truncated(&why, MOST_REASON_BYTES).as_bytes());
-            // No destructors, no atexit: this child only had to try.
+            // No destructors, no atexit: this child only had to try. Its
+            // own lines (it may have warned) are written first.
+            crate::logging::drain();
             crate::sys::exit_now(code)
         }
         Ok(Some(child)) => {
