@@ -17,7 +17,7 @@ use crate::accounting::UserSlot;
 use crate::errors::{self, BusError};
 use crate::flow::{Fill, HoldReason, Kind, OutBounds, Verdict};
 use crate::outbox::{OutItem, Outbox};
-use crate::overflow::{Admit, OutQueue, MESSAGES_LOST, QUICKBUS_INTERFACE};
+use crate::overflow::{Admit, OutQueue, Written, MESSAGES_LOST, QUICKBUS_INTERFACE};
 use crate::{Action, Bus, ConnId, OutMessage, BUS_PATH};
 
 use super::Routing;
@@ -433,27 +433,41 @@ impl Bus {
         out: &mut Vec<Action>,
         write: impl FnMut(&Outbox) -> Result<Option<usize>, E>,
     ) -> Option<Result<bool, E>> {
+        self.assert_none_lent();
         let c = self.conns.get_mut(&conn)?;
         let (result, written) = self.queues.write(&mut c.queue, now, write);
-        // Debug.Stats shows the queue at its fullest (before a write).
-        let t = &mut c.traffic;
-        t.peak_queued_bytes = t.peak_queued_bytes.max(written.before as u64);
+        self.react_to_write(conn, now, written, out);
+        Some(result)
+    }
+
+    /// What follows a write of `conn`'s queue at `now` that changed what
+    /// `written` says, made here ([`Bus::write_queue`]) or on another
+    /// thread (`lending`): Debug.Stats' peak, then the reactions to the
+    /// queue's going down.
+    #[inline]
+    pub(super) fn react_to_write(
+        &mut self,
+        conn: ConnId,
+        now: Instant,
+        written: Written,
+        out: &mut Vec<Action>,
+    ) {
         // What the bus sends now holds nobody back.
         let routing = Routing::by_bus(now);
         self.note_drained(conn, routing, out);
         if let Some(c) = self.conns.get_mut(&conn) {
+            // Debug.Stats shows the queue at its fullest (before a write).
+            let t = &mut c.traffic;
+            t.peak_queued_bytes = t.peak_queued_bytes.max(written.before as u64);
             self.queues.watch(conn, &mut c.queue);
         }
         if let Some(user) = written.user_drained {
             self.look_at_watched(user, routing, out);
         }
         self.check_holds(now, out);
-        Some(result)
     }
 
-    /// What is queued for `conn`, to write from without changing it (a
-    /// write made on another thread; its result goes through
-    /// [`Bus::write_queue`] as the first write's).
+    /// What is queued for `conn` (the daemon asks whether anything is).
     pub fn outbox(&self, conn: ConnId) -> Option<&Outbox> {
         self.conns.get(&conn).map(|c| c.queue.outbox())
     }
