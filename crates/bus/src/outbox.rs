@@ -102,7 +102,10 @@ struct Handed<Items> {
 
 impl serde::Serialize for Outbox {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        debug_assert!(!self.lent, "a restart's state taken while an outbox is lent");
+        debug_assert!(
+            !self.lent,
+            "a restart's state taken while an outbox is lent"
+        );
         if self.lent {
             return Err(crate::handover::refuse(
                 "a queue is lent out for a write (a restart happens between turns)",

@@ -576,7 +576,12 @@ impl Queues {
     /// its user's tally at `now`, as [`Queues::write`] would have moved
     /// it. The user's level is judged before, as there: the tally is as
     /// before the write until now.
-    pub(crate) fn give_back(&mut self, q: &mut OutQueue, lent: LentOutbox, now: Instant) -> Written {
+    pub(crate) fn give_back(
+        &mut self,
+        q: &mut OutQueue,
+        lent: LentOutbox,
+        now: Instant,
+    ) -> Written {
         debug_assert!(q.out.is_lent_out() && q.out.is_empty());
         q.out = lent.out;
         let level = self.user_level(q.user);

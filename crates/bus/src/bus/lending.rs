@@ -115,3 +115,281 @@ impl Drop for Lending<'_> {
         self.bus.settle_lent(self.now, self.out);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use quickbus_wire::{MessageBuilder, Value};
+
+    use super::super::queueing::tests::{
+        broadcast, client_of, delivered_to, harness, lost_counts, queueing_state, settle,
+        subscribers, BOUNDS,
+    };
+    use super::*;
+    use crate::flow::OutBounds;
+    use crate::outbox::Outbox;
+    use crate::tests::{s, some_fds, Harness};
+
+    /// What a socket does with one write.
+    #[derive(Clone, Copy, Debug)]
+    enum Socket {
+        /// Takes up to this many bytes of what it is offered.
+        Takes(usize),
+        /// Takes nothing: full.
+        Full,
+        /// Fails (the peer hung up).
+        Fails,
+    }
+
+    impl Socket {
+        fn write(self, outbox: &Outbox) -> Result<Option<usize>, &'static str> {
+            match self {
+                Socket::Takes(n) => Ok(Some(n.min(outbox.next_write_bytes().0.len()))),
+                Socket::Full => Ok(None),
+                Socket::Fails => Err("EPIPE"),
+            }
+        }
+    }
+
+    /// `conn`'s queue written by `socket` the daemon's way without a pool:
+    /// [`Bus::write_queue`], whose write after the first finds the socket
+    /// full. Whether the write failed.
+    fn write_in_place(h: &mut Harness, conn: ConnId, socket: Socket) -> bool {
+        let mut first = Some(socket);
+        let result = h.bus.write_queue(conn, h.now, &mut h.out, |outbox| {
+            first.take().map_or(Ok(None), |socket| socket.write(outbox))
+        });
+        result.expect("a connection of the bus").is_err()
+    }
+
+    /// The same writes made the pool's way: each connection's outbox
+    /// lent, written and advanced (in reverse, as threads may finish in
+    /// any order), then all given back. Whether each write failed.
+    fn write_lent(h: &mut Harness, writes: &[(ConnId, Socket)]) -> Vec<bool> {
+        let mut lending = h.bus.lend_outboxes(h.now, &mut h.out);
+        for &(conn, _) in writes {
+            assert!(lending.lend(conn), "{conn:?} has nothing queued");
+        }
+        let mut failed = Vec::new();
+        for outbox in lending.outboxes().iter_mut().rev() {
+            let (_, socket) = writes.iter().find(|(c, _)| *c == outbox.conn()).unwrap();
+            failed.push(outbox.write_once(|o| socket.write(o)).is_err());
+        }
+        lending.give_back();
+        failed.reverse();
+        failed
+    }
+
+    /// [`queueing_state`], and all else of each connection's queue and of
+    /// the bus's queues (the items, the flow state, the tallies, the
+    /// watched receivers), fd numbers left out (each bus has its own).
+    fn state(h: &Harness, conns: &[ConnId]) -> String {
+        let queues: Vec<String> = conns
+            .iter()
+            .map(|c| format!("{:?}", h.bus.conns[c].queue))
+            .collect();
+        let whole = format!(
+            "{}\n{queues:?}\n{:?}",
+            queueing_state(h, conns),
+            h.bus.queues
+        );
+        without_fd_numbers(&without_uid_index(&whole))
+    }
+
+    /// `text` less the users' index by uid (a hash map, whose order
+    /// differs from one bus to the next).
+    fn without_uid_index(text: &str) -> String {
+        let start = text.find("by_uid: {").expect("the users' index");
+        let end = start + text[start..].find('}').expect("its end");
+        format!("{}{}", &text[..start], &text[end + 1..])
+    }
+
+    fn without_fd_numbers(text: &str) -> String {
+        let mut parts = text.split("fd: ");
+        let mut kept = parts.next().unwrap_or_default().to_owned();
+        for part in parts {
+            kept.push_str("fd: _");
+            kept.push_str(part.trim_start_matches(|c: char| c.is_ascii_digit()));
+        }
+        kept
+    }
+
+    /// A broadcast of [`broadcast`]'s size with an fd.
+    fn broadcast_with_fd() -> MessageBuilder {
+        MessageBuilder::signal("/", "org.example.T", "S")
+            .unix_fds(1)
+            .body(vec![s(&"x".repeat(300)), Value::UnixFd(0)])
+    }
+
+    /// Two buses alike: a sender, three subscribers of another user and
+    /// two of its own; the sender and the receivers.
+    fn two_buses(bounds: OutBounds) -> ([Harness; 2], ConnId, Vec<ConnId>) {
+        let mut buses = [harness(bounds), harness(bounds)];
+        let now = buses[0].now;
+        let mut conns = Vec::new();
+        for h in &mut buses {
+            h.now = now;
+            let (a, _) = h.client();
+            let mut receivers = subscribers(h, 3);
+            for i in 0..2 {
+                let (r, _) = client_of(h, 1000, 300 + i);
+                h.add_match(r, "type='signal',interface='org.example.T'");
+                receivers.insert(1 + 2 * i as usize, r);
+            }
+            settle(h, &receivers);
+            conns = [vec![a], receivers].concat();
+        }
+        let sender = conns.remove(0);
+        (buses, sender, conns)
+    }
+
+    #[test]
+    fn a_write_made_from_a_lent_outbox_settles_as_a_write_in_place() {
+        // Two buses alike, one writing each receiver's queue in place
+        // (`write_queue`), the other lending it, writing and advancing it
+        // as a worker does, and giving it back. The receivers' queues and
+        // their users' fill, so senders are held and released, signals
+        // dropped and MessagesLost owed; the writes take all, part, or
+        // none of what they are offered, carry fds, or fail.
+        let (mut buses, sender, receivers) = two_buses(BOUNDS);
+        let sockets = [
+            Socket::Takes(usize::MAX),
+            Socket::Takes(150),
+            Socket::Full,
+            Socket::Takes(usize::MAX),
+            Socket::Fails,
+            Socket::Takes(1),
+            Socket::Takes(usize::MAX),
+        ];
+        let mut conns = vec![sender];
+        conns.extend(&receivers);
+        let (mut told_of_losses, mut released, mut fds_written) = (0, 0, 0);
+        for round in 0..120 {
+            let reader = receivers[round % receivers.len()];
+            let socket = sockets[round / 2 % sockets.len()];
+            for (lent, h) in buses.iter_mut().enumerate() {
+                if round % 3 == 1 {
+                    h.send_with_fds(sender, broadcast_with_fd(), some_fds(1));
+                } else {
+                    h.send(sender, broadcast());
+                }
+                h.out.clear();
+                let fds = h.bus.conns[&reader].queue.outbox().fds();
+                if h.bus.conns[&reader].queue.outbox().is_empty() {
+                    continue;
+                }
+                let failed = if lent == 1 {
+                    write_lent(h, &[(reader, socket)]) == [true]
+                } else {
+                    write_in_place(h, reader, socket)
+                };
+                assert_eq!(failed, matches!(socket, Socket::Fails), "round {round}");
+                if lent == 0 {
+                    fds_written += fds - h.bus.conns[&reader].queue.outbox().fds();
+                }
+                // Now and then the clock moves on past a hold.
+                if round % 4 == 3 {
+                    h.now += BOUNDS.hold;
+                    h.bus.handle_timeouts(h.now, &mut h.out);
+                }
+            }
+            let [in_place, lent] = &buses;
+            assert_eq!(
+                state(in_place, &conns),
+                state(lent, &conns),
+                "round {round}"
+            );
+            let out = &buses[0].out;
+            released += out
+                .iter()
+                .filter(|a| matches!(a, Action::ReleaseSender { .. }))
+                .count();
+            told_of_losses += receivers
+                .iter()
+                .map(|&r| lost_counts(&delivered_to(out, r)).len())
+                .sum::<usize>();
+        }
+        // Each way was taken, or the comparison says little.
+        let totals = buses[0].bus.total_traffic();
+        assert!(totals.dropped > 0 && totals.holds > 0, "{totals:?}");
+        assert!(told_of_losses > 0, "no receiver was told of its losses");
+        assert!(released > 0, "no held sender was released by a write");
+        assert!(fds_written > 0, "no write took fds");
+    }
+
+    #[test]
+    fn lent_outboxes_each_go_back_to_their_own_queue_and_tally() {
+        // Several outboxes lent at once, of two users, written ahead in
+        // any order: each comes back to its own connection, and the
+        // users' tallies move as writing each in place in turn moves them
+        // (with room to spare, writing provokes no reaction whose order
+        // could differ).
+        let roomy = OutBounds {
+            max_bytes: 100_000,
+            max_fds: 100,
+            ..BOUNDS
+        };
+        let (mut buses, sender, receivers) = two_buses(roomy);
+        let mut conns = vec![sender];
+        conns.extend(&receivers);
+        let sockets = [
+            Socket::Takes(usize::MAX),
+            Socket::Takes(150),
+            Socket::Full,
+            Socket::Fails,
+            Socket::Takes(1000),
+        ];
+        for round in 0..12 {
+            let writes: Vec<(ConnId, Socket)> = receivers
+                .iter()
+                .enumerate()
+                .map(|(i, &r)| (r, sockets[(i + round) % sockets.len()]))
+                .collect();
+            for (lent, h) in buses.iter_mut().enumerate() {
+                for i in 0..4 {
+                    if (i + round) % 3 == 0 {
+                        h.send_with_fds(sender, broadcast_with_fd(), some_fds(1));
+                    } else {
+                        h.send(sender, broadcast());
+                    }
+                }
+                h.out.clear();
+                let failed = if lent == 1 {
+                    write_lent(h, &writes)
+                } else {
+                    writes
+                        .iter()
+                        .map(|&(r, socket)| write_in_place(h, r, socket))
+                        .collect()
+                };
+                let expected: Vec<bool> = writes
+                    .iter()
+                    .map(|(_, socket)| matches!(socket, Socket::Fails))
+                    .collect();
+                assert_eq!(failed, expected, "round {round}");
+            }
+            let [in_place, lent] = &buses;
+            assert_eq!(
+                state(in_place, &conns),
+                state(lent, &conns),
+                "round {round}"
+            );
+        }
+    }
+
+    #[test]
+    // A debug build stops at the assertion; a release build refuses.
+    #[cfg_attr(debug_assertions, should_panic(expected = "while an outbox is lent"))]
+    fn the_place_of_a_lent_outbox_refuses_a_restart() {
+        let mut h = Harness::new();
+        let (a, _) = h.client();
+        let (b, name_b) = h.client();
+        h.send(
+            a,
+            MessageBuilder::signal("/", "org.example.T", "S").destination(name_b),
+        );
+        let lent = h.bus.conns.get_mut(&b).unwrap().queue.lend(b);
+        let error = postcard::to_stdvec(&h.bus.conns[&b].queue).unwrap_err();
+        assert!(error.to_string().contains("lent out"), "{error}");
+        drop(lent);
+    }
+}

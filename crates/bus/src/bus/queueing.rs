@@ -608,7 +608,7 @@ fn queued_action(to: ConnId, kind: Kind, q: &OutQueue) -> Action {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::time::Duration;
 
     use quickbus_wire::{Message, MessageType};
@@ -619,7 +619,7 @@ mod tests {
     use crate::{Action, ConnId};
 
     const HOLD: Duration = Duration::from_secs(1);
-    const BOUNDS: OutBounds = OutBounds {
+    pub(in crate::bus) const BOUNDS: OutBounds = OutBounds {
         max_bytes: 1000,
         max_fds: 4,
         hold: HOLD,
@@ -632,7 +632,7 @@ mod tests {
         hold_budget: Duration::from_millis(100),
     };
 
-    fn harness(bounds: OutBounds) -> Harness {
+    pub(in crate::bus) fn harness(bounds: OutBounds) -> Harness {
         let mut h = Harness::new();
         h.bus.set_out_bounds(bounds);
         h
@@ -657,7 +657,7 @@ mod tests {
     }
 
     /// A connection of `uid` past Hello.
-    fn client_of(h: &mut Harness, uid: u32, pid: u32) -> (ConnId, String) {
+    pub(in crate::bus) fn client_of(h: &mut Harness, uid: u32, pid: u32) -> (ConnId, String) {
         let id = h.bus.add_connection(creds(uid, pid), true);
         let hello = h.call(id, call_bus("Hello", vec![]));
         let name = match &hello.body_values().unwrap()[0] {
@@ -668,7 +668,7 @@ mod tests {
         (id, name)
     }
 
-    fn delivered_to(out: &[Action], to: ConnId) -> Vec<Message> {
+    pub(in crate::bus) fn delivered_to(out: &[Action], to: ConnId) -> Vec<Message> {
         out.iter()
             .filter_map(|a| match a {
                 Action::Queued { to: t, msg, .. } if *t == to => Some(parse_out(msg)),
@@ -693,7 +693,7 @@ mod tests {
     }
 
     /// The daemon wrote everything queued for `conns` so far.
-    fn settle(h: &mut Harness, conns: &[ConnId]) {
+    pub(in crate::bus) fn settle(h: &mut Harness, conns: &[ConnId]) {
         for &conn in conns {
             h.bus.write_up_to(conn, usize::MAX, h.now, &mut h.out);
         }
@@ -1218,7 +1218,7 @@ mod tests {
     /// what the daemon was told, each connection's counters and queue,
     /// its user's tally, the bus-wide counters, the held senders and the
     /// next deadline.
-    fn queueing_state(h: &Harness, conns: &[ConnId]) -> String {
+    pub(in crate::bus) fn queueing_state(h: &Harness, conns: &[ConnId]) -> String {
         let per_conn: Vec<_> = conns
             .iter()
             .map(|&c| {
@@ -1327,13 +1327,13 @@ mod tests {
     }
 
     /// A broadcast signal of about 400 bytes.
-    fn broadcast() -> MessageBuilder {
+    pub(in crate::bus) fn broadcast() -> MessageBuilder {
         MessageBuilder::signal("/", "org.example.T", "S").body(vec![s(&"x".repeat(300))])
     }
 
     /// `n` connections of uid 1001, each subscribed to [`broadcast`]s,
     /// with nothing queued.
-    fn subscribers(h: &mut Harness, n: u32) -> Vec<ConnId> {
+    pub(in crate::bus) fn subscribers(h: &mut Harness, n: u32) -> Vec<ConnId> {
         (0..n)
             .map(|i| {
                 let (r, _) = client_of(h, 1001, 200 + i);
@@ -1376,7 +1376,7 @@ mod tests {
     }
 
     /// The MessagesLost counts among `msgs`.
-    fn lost_counts(msgs: &[Message]) -> Vec<u32> {
+    pub(in crate::bus) fn lost_counts(msgs: &[Message]) -> Vec<u32> {
         msgs.iter()
             .filter(|m| m.member() == Some(MESSAGES_LOST))
             .map(|m| match m.body_values().unwrap().as_slice() {

@@ -326,9 +326,10 @@ impl Server {
             .zip(transports)
             .map(|(outbox, transport)| (outbox, transport, None))
             .collect();
-        self.workers.each(&mut batch, |(outbox, transport, result)| {
-            *result = Some(outbox.write_once(|o| transport.write_once(o)));
-        });
+        self.workers
+            .each(&mut batch, |(outbox, transport, result)| {
+                *result = Some(outbox.write_once(|o| transport.write_once(o)));
+            });
         ahead.extend(
             batch
                 .into_iter()
