@@ -347,8 +347,6 @@ struct Spare {
     /// Connections out of the map while workers read them.
     reading: Vec<(ConnId, Conn)>,
     flushing: Vec<ConnId>,
-    /// The results of the writes workers made ahead of a flush.
-    written_ahead: Vec<(ConnId, WriteResult)>,
     applying: Vec<Action>,
 }
 
@@ -1063,9 +1061,7 @@ impl Server {
         // first, whatever order their messages came in.
         dirty.sort_unstable();
         debug_assert!(dirty.windows(2).all(|pair| pair[0] != pair[1]));
-        let mut ahead = std::mem::take(&mut self.spare.written_ahead);
-        self.write_ahead(&dirty, &mut ahead);
-        let mut written_ahead = ahead.drain(..).peekable();
+        let mut written_ahead = self.write_ahead(&dirty).into_iter().peekable();
         for &id in &dirty {
             let first = written_ahead.next_if(|(ahead, _)| *ahead == id);
             let Some(conn) = self.conns.get_mut(&id) else {
@@ -1090,8 +1086,6 @@ impl Server {
                 }
             }
         }
-        drop(written_ahead);
-        self.spare.written_ahead = ahead;
         dirty.clear();
         self.spare.flushing = dirty;
         self.apply_actions();

@@ -300,11 +300,11 @@ impl Server {
     /// holds messages, side by side, when enough of them do, each from
     /// its outbox lent out of the bus: what the socket took leaves it on
     /// the worker, and the bus settles the counts when the outboxes come
-    /// back, before this returns. Each write's result in `ahead`, in
-    /// `dirty`'s order.
-    pub(super) fn write_ahead(&mut self, dirty: &[ConnId], ahead: &mut Vec<(ConnId, WriteResult)>) {
+    /// back, before this returns. Each write's result, in `dirty`'s
+    /// order.
+    pub(super) fn write_ahead(&mut self, dirty: &[ConnId]) -> Vec<(ConnId, WriteResult)> {
         if !self.workers.parallel(dirty.len()) {
-            return;
+            return Vec::new();
         }
         let mut lending = self.bus.lend_outboxes(Instant::now(), &mut self.actions);
         let mut transports = Vec::with_capacity(dirty.len());
@@ -330,13 +330,13 @@ impl Server {
             .each(&mut batch, |(outbox, transport, result)| {
                 *result = Some(outbox.write_once(|o| transport.write_once(o)));
             });
-        ahead.extend(
-            batch
-                .into_iter()
-                .filter_map(|(outbox, _, result)| Some((outbox.conn(), result?))),
-        );
+        let ahead = batch
+            .into_iter()
+            .filter_map(|(outbox, _, result)| Some((outbox.conn(), result?)))
+            .collect();
         // Every outbox back in the bus, the writes settled.
         lending.give_back();
+        ahead
     }
 }
 
