@@ -121,8 +121,7 @@ mod tests {
     use quickbus_wire::{MessageBuilder, Value};
 
     use super::super::queueing::tests::{
-        broadcast, client_of, delivered_to, harness, lost_counts, queueing_state, settle,
-        subscribers, BOUNDS,
+        broadcast, delivered_to, lost_counts, queueing_state, two_buses, BOUNDS,
     };
     use super::*;
     use crate::flow::OutBounds;
@@ -218,28 +217,6 @@ mod tests {
         MessageBuilder::signal("/", "org.example.T", "S")
             .unix_fds(1)
             .body(vec![s(&"x".repeat(300)), Value::UnixFd(0)])
-    }
-
-    /// Two buses alike: a sender, three subscribers of another user and
-    /// two of its own; the sender and the receivers.
-    fn two_buses(bounds: OutBounds) -> ([Harness; 2], ConnId, Vec<ConnId>) {
-        let mut buses = [harness(bounds), harness(bounds)];
-        let now = buses[0].now;
-        let mut conns = Vec::new();
-        for h in &mut buses {
-            h.now = now;
-            let (a, _) = h.client();
-            let mut receivers = subscribers(h, 3);
-            for i in 0..2 {
-                let (r, _) = client_of(h, 1000, 300 + i);
-                h.add_match(r, "type='signal',interface='org.example.T'");
-                receivers.insert(1 + 2 * i as usize, r);
-            }
-            settle(h, &receivers);
-            conns = [vec![a], receivers].concat();
-        }
-        let sender = conns.remove(0);
-        (buses, sender, conns)
     }
 
     #[test]

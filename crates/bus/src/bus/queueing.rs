@@ -632,7 +632,7 @@ pub(super) mod tests {
         hold_budget: Duration::from_millis(100),
     };
 
-    pub(in crate::bus) fn harness(bounds: OutBounds) -> Harness {
+    fn harness(bounds: OutBounds) -> Harness {
         let mut h = Harness::new();
         h.bus.set_out_bounds(bounds);
         h
@@ -657,7 +657,7 @@ pub(super) mod tests {
     }
 
     /// A connection of `uid` past Hello.
-    pub(in crate::bus) fn client_of(h: &mut Harness, uid: u32, pid: u32) -> (ConnId, String) {
+    fn client_of(h: &mut Harness, uid: u32, pid: u32) -> (ConnId, String) {
         let id = h.bus.add_connection(creds(uid, pid), true);
         let hello = h.call(id, call_bus("Hello", vec![]));
         let name = match &hello.body_values().unwrap()[0] {
@@ -693,7 +693,7 @@ pub(super) mod tests {
     }
 
     /// The daemon wrote everything queued for `conns` so far.
-    pub(in crate::bus) fn settle(h: &mut Harness, conns: &[ConnId]) {
+    fn settle(h: &mut Harness, conns: &[ConnId]) {
         for &conn in conns {
             h.bus.write_up_to(conn, usize::MAX, h.now, &mut h.out);
         }
@@ -1247,22 +1247,9 @@ pub(super) mod tests {
         // one of them the sender's: their queues and their users' fill
         // partway through broadcasts, so copies go in, are dropped, hold
         // the sender back, and receivers that drain are owed MessagesLost.
-        let mut buses = [harness(BOUNDS), harness(BOUNDS)];
-        let now = buses[0].now;
-        let mut conns = Vec::new();
-        for h in &mut buses {
-            h.now = now;
-            let (a, _) = h.client();
-            let mut receivers = subscribers(h, 3);
-            for i in 0..2 {
-                let (r, _) = client_of(h, 1000, 300 + i);
-                h.add_match(r, "type='signal',interface='org.example.T'");
-                receivers.insert(1 + 2 * i as usize, r);
-            }
-            settle(h, &receivers);
-            conns = [vec![a], receivers].concat();
-        }
-        let (sender, receivers) = (conns[0], &conns[1..]);
+        let (mut buses, sender, receivers) = two_buses(BOUNDS);
+        let conns = [vec![sender], receivers].concat();
+        let receivers = &conns[1..];
         let mut so_far: [Vec<Action>; 2] = Default::default();
         let mut told_of_losses = 0;
         for round in 0..60 {
@@ -1326,6 +1313,28 @@ pub(super) mod tests {
         assert!(told_of_losses > 0, "no receiver was told of its losses");
     }
 
+    /// Two buses alike: a sender, three subscribers of another user and
+    /// two of its own; the sender and the receivers.
+    pub(in crate::bus) fn two_buses(bounds: OutBounds) -> ([Harness; 2], ConnId, Vec<ConnId>) {
+        let mut buses = [harness(bounds), harness(bounds)];
+        let now = buses[0].now;
+        let mut conns = Vec::new();
+        for h in &mut buses {
+            h.now = now;
+            let (a, _) = h.client();
+            let mut receivers = subscribers(h, 3);
+            for i in 0..2 {
+                let (r, _) = client_of(h, 1000, 300 + i);
+                h.add_match(r, "type='signal',interface='org.example.T'");
+                receivers.insert(1 + 2 * i as usize, r);
+            }
+            settle(h, &receivers);
+            conns = [vec![a], receivers].concat();
+        }
+        let sender = conns.remove(0);
+        (buses, sender, conns)
+    }
+
     /// A broadcast signal of about 400 bytes.
     pub(in crate::bus) fn broadcast() -> MessageBuilder {
         MessageBuilder::signal("/", "org.example.T", "S").body(vec![s(&"x".repeat(300))])
@@ -1333,7 +1342,7 @@ pub(super) mod tests {
 
     /// `n` connections of uid 1001, each subscribed to [`broadcast`]s,
     /// with nothing queued.
-    pub(in crate::bus) fn subscribers(h: &mut Harness, n: u32) -> Vec<ConnId> {
+    fn subscribers(h: &mut Harness, n: u32) -> Vec<ConnId> {
         (0..n)
             .map(|i| {
                 let (r, _) = client_of(h, 1001, 200 + i);
