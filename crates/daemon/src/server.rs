@@ -1189,8 +1189,9 @@ fn write_out(
 
 /// [`write_out`] for `id`, whose first write a worker made and the bus
 /// settled already ([`workers`]), with `first` its result: an error is
-/// the write's, a socket that took all or nothing is left as it is, and
-/// one that took part is written on as far as it takes.
+/// the write's; a socket that took nothing waits for room, a queue that
+/// is empty now is done, and messages left after a write that took some
+/// are written on as far as the socket takes them.
 fn write_on(
     bus: &mut Bus,
     id: ConnId,

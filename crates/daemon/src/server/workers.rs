@@ -317,14 +317,18 @@ impl Server {
                 continue;
             }
             if lending.lend(id) {
-                transports.push(&conn.transport);
+                transports.push((id, &conn.transport));
             }
         }
+        // Lent in the order of `transports`, one each.
         let mut batch: Vec<_> = lending
             .outboxes()
             .iter_mut()
             .zip(transports)
-            .map(|(outbox, transport)| (outbox, transport, None))
+            .map(|(outbox, (id, transport))| {
+                debug_assert_eq!(outbox.conn(), id);
+                (outbox, transport, None)
+            })
             .collect();
         self.workers
             .each(&mut batch, |(outbox, transport, result)| {
