@@ -6,7 +6,9 @@
 //! one, that nobody counts, for the SASL replies of a connection the bus
 //! does not know yet. Writing is the daemon's (the socket is its):
 //! [`Outbox::flush`] asks it for one write of the slices
-//! [`Outbox::next_write`] gives, and takes out what the socket took.
+//! [`Outbox::next_write`] gives, and takes out what the socket took, until
+//! the socket is full; [`Outbox::write_once`] makes one such write (a
+//! worker thread's, from an outbox the bus lent it: `crate::bus::lending`).
 //!
 //! Owns: the items, the offset, the counts. May touch: nothing.
 

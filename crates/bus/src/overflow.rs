@@ -24,7 +24,9 @@
 //! Owns: `Queues` (the bounds, each user's tally and the receivers to
 //! look at when its queues drain, held senders) and each connection's
 //! `OutQueue` (the items queued, its flow state, its hold), behind
-//! private fields. It keeps nothing of the event being handled: the
+//! private fields; a queue's outbox lent to a worker for a write is a
+//! `LentOutbox`, which goes back only to its own queue
+//! (`Queues::give_back`). It keeps nothing of the event being handled: the
 //! bus reads no clock, so each decision that depends on the time takes
 //! the event's `now` as an argument, and a hold the sender it holds
 //! back. May touch: the per-user tallies ([`crate::accounting`])
@@ -126,7 +128,7 @@ impl Before {
 /// A connection's outbox out of its queue, for one write on one of the
 /// daemon's worker threads, which takes out what the socket took (see
 /// `crate::bus::lending`). It goes back to its queue, and only there,
-/// through [`Queues::give_back`].
+/// through `Queues::give_back`.
 #[derive(Debug)]
 pub struct LentOutbox {
     conn: ConnId,
