@@ -13,7 +13,8 @@
 //! services for what waits on a name), `setup` (making a bus
 //! and what the daemon sets on it), `connections` (a connection's life),
 //! `outgoing` (the bus's own messages and stamped copies), `announce`
-//! (name signals), `queueing` (flow control as it routes), `policy_check` (the
+//! (name signals), `queueing` (flow control as it routes), `lending` (the
+//! queues' outboxes lent to the daemon's threads for a write), `policy_check` (the
 //! policy and MAC checks of a delivery), `app_filtering` (per-app
 //! filters, xdg-dbus-proxy's rules), `counting` (traffic counters), `before_hello` (a connection without a unique name
 //! yet) and `peerless` (org.freedesktop.DBus.Peer calls without a
@@ -25,6 +26,7 @@ mod app_filtering;
 pub(crate) mod before_hello;
 mod connections;
 mod counting;
+pub mod lending;
 mod outgoing;
 mod peerless;
 mod policy_check;
@@ -110,6 +112,10 @@ pub struct Bus {
     spare_recipients: Vec<ConnId>,
     /// Every connection's and user's queue, and held senders.
     queues: Queues,
+    /// The outboxes lent out for writes on the daemon's threads, while
+    /// they are (`lending`); empty otherwise, which the entry points check.
+    #[serde(skip)]
+    lent: Vec<crate::overflow::LentOutbox>,
     /// The filtered connections and what each may see (`app_filtering`).
     pub(crate) app_views: AppViews,
 }
@@ -186,6 +192,7 @@ impl Bus {
         now: Instant,
         out: &mut Vec<Action>,
     ) {
+        self.assert_none_lent();
         self.receive_from(from, msg, fds, Routing::sent_by(from, now), out);
     }
 
@@ -828,6 +835,7 @@ impl Bus {
     /// fail activations whose service_start_timeout has, and end holds
     /// whose time is up.
     pub fn handle_timeouts(&mut self, now: Instant, out: &mut Vec<Action>) {
+        self.assert_none_lent();
         // What the bus sends now holds nobody back.
         let routing = Routing::by_bus(now);
         self.check_holds(now, out);

@@ -24,7 +24,9 @@
 //! Owns: `Queues` (the bounds, each user's tally and the receivers to
 //! look at when its queues drain, held senders) and each connection's
 //! `OutQueue` (the items queued, its flow state, its hold), behind
-//! private fields. It keeps nothing of the event being handled: the
+//! private fields; a queue's outbox lent to a worker for a write is a
+//! `LentOutbox`, which goes back only to its own queue
+//! (`Queues::give_back`). It keeps nothing of the event being handled: the
 //! bus reads no clock, so each decision that depends on the time takes
 //! the event's `now` as an argument, and a hold the sender it holds
 //! back. May touch: the per-user tallies ([`crate::accounting`])
@@ -106,7 +108,72 @@ pub(crate) enum Admit {
     },
 }
 
+/// What a queue held before a write.
+#[derive(Clone, Copy, Debug)]
+struct Before {
+    bytes: usize,
+    fds: usize,
+}
+
+impl Before {
+    #[inline]
+    fn of(out: &Outbox) -> Before {
+        Before {
+            bytes: out.bytes(),
+            fds: out.fds(),
+        }
+    }
+}
+
+/// A connection's outbox out of its queue, for one write on one of the
+/// daemon's worker threads, which takes out what the socket took (see
+/// `crate::bus::lending`). It goes back to its queue, and only there,
+/// through `Queues::give_back`.
+#[derive(Debug)]
+pub struct LentOutbox {
+    conn: ConnId,
+    out: Outbox,
+    before: Before,
+}
+
+impl LentOutbox {
+    /// The connection whose outbox this is.
+    #[inline]
+    pub fn conn(&self) -> ConnId {
+        self.conn
+    }
+
+    /// What is queued (the worker's write reads it).
+    #[inline]
+    pub fn outbox(&self) -> &Outbox {
+        &self.out
+    }
+
+    /// One write with `write` (see [`Outbox::write_once`]): what the
+    /// socket took leaves the outbox, and is dropped here, on the
+    /// writing thread. Returns what `write` said.
+    #[inline]
+    pub fn write_once<E>(
+        &mut self,
+        write: impl FnOnce(&Outbox) -> Result<Option<usize>, E>,
+    ) -> Result<Option<usize>, E> {
+        self.out.write_once(write)
+    }
+}
+
 impl OutQueue {
+    /// Lend its outbox, for connection `conn`'s write on another thread:
+    /// it leaves an empty place that takes nothing in until
+    /// [`Queues::give_back`] (O(1): the items do not move).
+    pub(crate) fn lend(&mut self, conn: ConnId) -> LentOutbox {
+        let out = std::mem::replace(&mut self.out, Outbox::lent_out());
+        LentOutbox {
+            conn,
+            before: Before::of(&out),
+            out,
+        }
+    }
+
     /// Bytes queued (not written yet).
     #[inline]
     pub(crate) fn bytes(&self) -> usize {
@@ -500,21 +567,50 @@ impl Queues {
         now: Instant,
         write: impl FnMut(&Outbox) -> Result<Option<usize>, E>,
     ) -> (Result<bool, E>, Written) {
-        let (before, fds_before) = (q.out.bytes(), q.out.fds());
+        let before = Before::of(&q.out);
         let level = self.user_level(q.user);
         let result = q.out.flush(write);
+        (result, self.after_write(q, before, level, now))
+    }
+
+    /// `lent`, `q`'s outbox, comes back from a write made on another
+    /// thread ([`LentOutbox::write_once`]): what that write took leaves
+    /// its user's tally at `now`, as [`Queues::write`] would have moved
+    /// it. The user's level is judged before, as there: the tally is as
+    /// before the write until now.
+    pub(crate) fn give_back(
+        &mut self,
+        q: &mut OutQueue,
+        lent: LentOutbox,
+        now: Instant,
+    ) -> Written {
+        debug_assert!(q.out.is_lent_out() && q.out.is_empty());
+        q.out = lent.out;
+        let level = self.user_level(q.user);
+        self.after_write(q, lent.before, level, now)
+    }
+
+    /// What follows a write that left `q` as it is, `before` it held
+    /// what it held, and its user's queues were at `level`.
+    #[inline]
+    fn after_write(
+        &mut self,
+        q: &mut OutQueue,
+        before: Before,
+        level: UserLevel,
+        now: Instant,
+    ) -> Written {
         // Also when the write failed part way: what was written is gone.
         self.users
             .get_mut(q.user)
-            .sent(before - q.out.bytes(), fds_before - q.out.fds());
+            .sent(before.bytes - q.out.bytes(), before.fds - q.out.fds());
         if q.out.bytes() == 0 {
             q.flow.emptied(now, self.bounds.memory);
         }
-        let written = Written {
-            before,
+        Written {
+            before: before.bytes,
             user_drained: self.worth_a_look(q.user, level).then_some(q.user),
-        };
-        (result, written)
+        }
     }
 
     /// Whether `user`'s watched receivers are worth looking at, now that

@@ -416,7 +416,7 @@ fn get_property(h: &mut Harness, a: ConnId, iface: &str, prop: &str) -> Message 
     )
 }
 
-fn some_fds(n: usize) -> Vec<OwnedFd> {
+pub(crate) fn some_fds(n: usize) -> Vec<OwnedFd> {
     (0..n)
         .map(|_| OwnedFd::from(std::fs::File::open("/dev/null").unwrap()))
         .collect()

@@ -65,6 +65,7 @@ impl Bus {
     /// move on and NameOwnerChanged goes out), then callers waiting on it
     /// get NoReply.
     pub fn remove_connection(&mut self, id: ConnId, now: Instant, out: &mut Vec<Action>) {
+        self.assert_none_lent();
         let routing = Routing::by_bus(now);
         if !self.conns.contains_key(&id) {
             return;

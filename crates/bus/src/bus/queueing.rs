@@ -17,7 +17,7 @@ use crate::accounting::UserSlot;
 use crate::errors::{self, BusError};
 use crate::flow::{Fill, HoldReason, Kind, OutBounds, Verdict};
 use crate::outbox::{OutItem, Outbox};
-use crate::overflow::{Admit, OutQueue, MESSAGES_LOST, QUICKBUS_INTERFACE};
+use crate::overflow::{Admit, OutQueue, Written, MESSAGES_LOST, QUICKBUS_INTERFACE};
 use crate::{Action, Bus, ConnId, OutMessage, BUS_PATH};
 
 use super::Routing;
@@ -433,27 +433,41 @@ impl Bus {
         out: &mut Vec<Action>,
         write: impl FnMut(&Outbox) -> Result<Option<usize>, E>,
     ) -> Option<Result<bool, E>> {
+        self.assert_none_lent();
         let c = self.conns.get_mut(&conn)?;
         let (result, written) = self.queues.write(&mut c.queue, now, write);
-        // Debug.Stats shows the queue at its fullest (before a write).
-        let t = &mut c.traffic;
-        t.peak_queued_bytes = t.peak_queued_bytes.max(written.before as u64);
+        self.react_to_write(conn, now, written, out);
+        Some(result)
+    }
+
+    /// What follows a write of `conn`'s queue at `now` that changed what
+    /// `written` says, made here ([`Bus::write_queue`]) or on another
+    /// thread (`lending`): Debug.Stats' peak, then the reactions to the
+    /// queue's going down.
+    #[inline]
+    pub(super) fn react_to_write(
+        &mut self,
+        conn: ConnId,
+        now: Instant,
+        written: Written,
+        out: &mut Vec<Action>,
+    ) {
         // What the bus sends now holds nobody back.
         let routing = Routing::by_bus(now);
         self.note_drained(conn, routing, out);
         if let Some(c) = self.conns.get_mut(&conn) {
+            // Debug.Stats shows the queue at its fullest (before a write).
+            let t = &mut c.traffic;
+            t.peak_queued_bytes = t.peak_queued_bytes.max(written.before as u64);
             self.queues.watch(conn, &mut c.queue);
         }
         if let Some(user) = written.user_drained {
             self.look_at_watched(user, routing, out);
         }
         self.check_holds(now, out);
-        Some(result)
     }
 
-    /// What is queued for `conn`, to write from without changing it (a
-    /// write made on another thread; its result goes through
-    /// [`Bus::write_queue`] as the first write's).
+    /// What is queued for `conn` (the daemon asks whether anything is).
     pub fn outbox(&self, conn: ConnId) -> Option<&Outbox> {
         self.conns.get(&conn).map(|c| c.queue.outbox())
     }
@@ -594,7 +608,7 @@ fn queued_action(to: ConnId, kind: Kind, q: &OutQueue) -> Action {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::time::Duration;
 
     use quickbus_wire::{Message, MessageType};
@@ -605,7 +619,7 @@ mod tests {
     use crate::{Action, ConnId};
 
     const HOLD: Duration = Duration::from_secs(1);
-    const BOUNDS: OutBounds = OutBounds {
+    pub(in crate::bus) const BOUNDS: OutBounds = OutBounds {
         max_bytes: 1000,
         max_fds: 4,
         hold: HOLD,
@@ -654,7 +668,7 @@ mod tests {
         (id, name)
     }
 
-    fn delivered_to(out: &[Action], to: ConnId) -> Vec<Message> {
+    pub(in crate::bus) fn delivered_to(out: &[Action], to: ConnId) -> Vec<Message> {
         out.iter()
             .filter_map(|a| match a {
                 Action::Queued { to: t, msg, .. } if *t == to => Some(parse_out(msg)),
@@ -1204,7 +1218,7 @@ mod tests {
     /// what the daemon was told, each connection's counters and queue,
     /// its user's tally, the bus-wide counters, the held senders and the
     /// next deadline.
-    fn queueing_state(h: &Harness, conns: &[ConnId]) -> String {
+    pub(in crate::bus) fn queueing_state(h: &Harness, conns: &[ConnId]) -> String {
         let per_conn: Vec<_> = conns
             .iter()
             .map(|&c| {
@@ -1233,22 +1247,9 @@ mod tests {
         // one of them the sender's: their queues and their users' fill
         // partway through broadcasts, so copies go in, are dropped, hold
         // the sender back, and receivers that drain are owed MessagesLost.
-        let mut buses = [harness(BOUNDS), harness(BOUNDS)];
-        let now = buses[0].now;
-        let mut conns = Vec::new();
-        for h in &mut buses {
-            h.now = now;
-            let (a, _) = h.client();
-            let mut receivers = subscribers(h, 3);
-            for i in 0..2 {
-                let (r, _) = client_of(h, 1000, 300 + i);
-                h.add_match(r, "type='signal',interface='org.example.T'");
-                receivers.insert(1 + 2 * i as usize, r);
-            }
-            settle(h, &receivers);
-            conns = [vec![a], receivers].concat();
-        }
-        let (sender, receivers) = (conns[0], &conns[1..]);
+        let (mut buses, sender, receivers) = two_buses(BOUNDS);
+        let conns = [vec![sender], receivers].concat();
+        let receivers = &conns[1..];
         let mut so_far: [Vec<Action>; 2] = Default::default();
         let mut told_of_losses = 0;
         for round in 0..60 {
@@ -1312,8 +1313,30 @@ mod tests {
         assert!(told_of_losses > 0, "no receiver was told of its losses");
     }
 
+    /// Two buses alike: a sender, three subscribers of another user and
+    /// two of its own; the sender and the receivers.
+    pub(in crate::bus) fn two_buses(bounds: OutBounds) -> ([Harness; 2], ConnId, Vec<ConnId>) {
+        let mut buses = [harness(bounds), harness(bounds)];
+        let now = buses[0].now;
+        let mut conns = Vec::new();
+        for h in &mut buses {
+            h.now = now;
+            let (a, _) = h.client();
+            let mut receivers = subscribers(h, 3);
+            for i in 0..2 {
+                let (r, _) = client_of(h, 1000, 300 + i);
+                h.add_match(r, "type='signal',interface='org.example.T'");
+                receivers.insert(1 + 2 * i as usize, r);
+            }
+            settle(h, &receivers);
+            conns = [vec![a], receivers].concat();
+        }
+        let sender = conns.remove(0);
+        (buses, sender, conns)
+    }
+
     /// A broadcast signal of about 400 bytes.
-    fn broadcast() -> MessageBuilder {
+    pub(in crate::bus) fn broadcast() -> MessageBuilder {
         MessageBuilder::signal("/", "org.example.T", "S").body(vec![s(&"x".repeat(300))])
     }
 
@@ -1362,7 +1385,7 @@ mod tests {
     }
 
     /// The MessagesLost counts among `msgs`.
-    fn lost_counts(msgs: &[Message]) -> Vec<u32> {
+    pub(in crate::bus) fn lost_counts(msgs: &[Message]) -> Vec<u32> {
         msgs.iter()
             .filter(|m| m.member() == Some(MESSAGES_LOST))
             .map(|m| match m.body_values().unwrap().as_slice() {

@@ -158,6 +158,7 @@ impl Bus {
             empty_fds: Arc::new(Vec::new()),
             spare_recipients: Vec::new(),
             queues: Queues::default(),
+            lent: Vec::new(),
             app_views: AppViews::default(),
         }
     }

@@ -10,15 +10,16 @@
 //!   each read's result waiting in its connection (`Conn::read_ahead`)
 //!   for the point in the same turn where the loop would have read;
 //! - before the flush, the first `sendmsg` of each connection with output
-//!   (`write_ahead`), made from the bus's queue without changing it: the
-//!   flush then takes that write's result as its first and the bus
-//!   advances the queue and its counts as for any write.
+//!   (`write_ahead`), made from the connection's outbox lent out of the
+//!   bus (`quickbus_bus::bus::lending`): the worker takes out what the
+//!   socket took, and the bus settles the counts and reacts to the queue's
+//!   going down when the outboxes come back, before anything else touches
+//!   it; the flush then goes on from there.
 //!
-//! Routing changes nothing in a queue's written front (the bus only
-//! appends, and only a connection's own flush or close takes from it), so
-//! a write made ahead is still the front of the queue when its result is
-//! applied; and reading a connection earlier in the turn moves no message
-//! ahead of another in the bus's order, which is the order of routing.
+//! Reading a connection earlier in the turn moves no message ahead of
+//! another in the bus's order, which is the order of routing; writing
+//! ahead happens after routing, and the bus is held (the lending borrows
+//! it) until every outbox is back.
 //! docs/architecture.md ("Threads") has the measurements behind the shape.
 //!
 //! With one thread, or fewer than [`LEAST_PARALLEL`] connections to serve,
@@ -31,6 +32,7 @@
 //! `Server`.
 
 use std::ffi::OsStr;
+use std::time::Instant;
 
 use rustix::io::Errno;
 use tracing::{info, warn};
@@ -294,33 +296,51 @@ impl Server {
         self.spare.reading = batch;
     }
 
-    /// Make the first write of each connection in `dirty` whose
-    /// queue holds messages, side by side, when enough of them do; their
-    /// results in `dirty`'s order.
-    pub(super) fn write_ahead(&self, dirty: &[ConnId]) -> Vec<(ConnId, WriteResult)> {
+    /// Make the first write of each connection in `dirty` whose queue
+    /// holds messages, side by side, when enough of them do, each from
+    /// its outbox lent out of the bus: what the socket took leaves it on
+    /// the worker, and the bus settles the counts when the outboxes come
+    /// back, before this returns. Each write's result, in `dirty`'s
+    /// order.
+    pub(super) fn write_ahead(&mut self, dirty: &[ConnId]) -> Vec<(ConnId, WriteResult)> {
         if !self.workers.parallel(dirty.len()) {
             return Vec::new();
         }
-        let mut batch: Vec<_> = dirty
-            .iter()
-            .filter_map(|&id| {
-                let conn = self.conns.get(&id)?;
-                // SASL replies go first, and only the flush writes them.
-                if !matches!(conn.phase, Phase::Running) || conn.transport.has_output() {
-                    return None;
-                }
-                let outbox = self.bus.outbox(id).filter(|o| !o.is_empty())?;
-                Some((id, &conn.transport, outbox, None))
+        let mut lending = self.bus.lend_outboxes(Instant::now(), &mut self.actions);
+        let mut transports = Vec::with_capacity(dirty.len());
+        for &id in dirty {
+            let Some(conn) = self.conns.get(&id) else {
+                continue;
+            };
+            // SASL replies go first, and only the flush writes them.
+            if !matches!(conn.phase, Phase::Running) || conn.transport.has_output() {
+                continue;
+            }
+            if lending.lend(id) {
+                transports.push((id, &conn.transport));
+            }
+        }
+        // Lent in the order of `transports`, one each.
+        let mut batch: Vec<_> = lending
+            .outboxes()
+            .iter_mut()
+            .zip(transports)
+            .map(|(outbox, (id, transport))| {
+                debug_assert_eq!(outbox.conn(), id);
+                (outbox, transport, None)
             })
             .collect();
         self.workers
-            .each(&mut batch, |(_, transport, outbox, result)| {
-                *result = Some(transport.write_once(outbox));
+            .each(&mut batch, |(outbox, transport, result)| {
+                *result = Some(outbox.write_once(|o| transport.write_once(o)));
             });
-        batch
+        let ahead = batch
             .into_iter()
-            .filter_map(|(id, _, _, result)| Some((id, result?)))
-            .collect()
+            .filter_map(|(outbox, _, result)| Some((outbox.conn(), result?)))
+            .collect();
+        // Every outbox back in the bus, the writes settled.
+        lending.give_back();
+        ahead
     }
 }
 
