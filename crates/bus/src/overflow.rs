@@ -620,6 +620,10 @@ impl Queues {
     /// hover about their bound is thus looked at once per loss at most,
     /// not once per write.
     fn worth_a_look(&mut self, user: UserSlot, level: UserLevel) -> bool {
+        // Down to half already (the common case): no lower level to reach.
+        if level == UserLevel::Drained {
+            return false;
+        }
         let now = self.user_level(user);
         let tally = self.users.get_mut(user);
         let worth = now < level && (now == UserLevel::Drained || tally.unseen_losses);

@@ -232,6 +232,7 @@ impl Transport {
     }
 
     /// One `recvmsg`: appends data to the input buffer and fds to the fd queue.
+    #[inline]
     pub fn read_once(&mut self) -> Result<ReadStatus, Errno> {
         // While a frame is pending, read exactly what it lacks: its buffer
         // was sized for it, and reading past it would make `reserve`

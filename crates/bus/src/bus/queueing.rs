@@ -454,12 +454,21 @@ impl Bus {
     ) {
         // What the bus sends now holds nobody back.
         let routing = Routing::by_bus(now);
-        self.note_drained(conn, routing, out);
         if let Some(c) = self.conns.get_mut(&conn) {
             // Debug.Stats shows the queue at its fullest (before a write).
             let t = &mut c.traffic;
             t.peak_queued_bytes = t.peak_queued_bytes.max(written.before as u64);
-            self.queues.watch(conn, &mut c.queue);
+            // The common case, nothing lost to tell, on the one look-up
+            // of the receiver a write needs.
+            match self.queues.lost_on_drain(&mut c.queue, now) {
+                None => self.queues.watch(conn, &mut c.queue),
+                Some(lost) => {
+                    self.tell_lost_on_drain(conn, lost, routing, out);
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        self.queues.watch(conn, &mut c.queue);
+                    }
+                }
+            }
         }
         if let Some(user) = written.user_drained {
             self.look_at_watched(user, routing, out);
@@ -517,7 +526,21 @@ impl Bus {
         let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
-        let Some(lost) = self.queues.lost_on_drain(&mut conn.queue, routing.now) else {
+        if let Some(lost) = self.queues.lost_on_drain(&mut conn.queue, routing.now) {
+            self.tell_lost_on_drain(id, lost, routing, out);
+        }
+    }
+
+    /// Tell `id`, whose queue drained, that `lost` signals were dropped
+    /// for it (what [`Bus::note_drained`] found).
+    fn tell_lost_on_drain(
+        &mut self,
+        id: ConnId,
+        lost: u64,
+        routing: Routing,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(conn) = self.conns.get(&id) else {
             return;
         };
         if conn.queue.in_episode() {

@@ -76,6 +76,7 @@ impl Exchange {
 
 impl FairShare {
     /// A message from a light connection was routed at `now`.
+    #[inline]
     pub fn routed(&mut self, exchange: Exchange, now: Instant) {
         match exchange {
             Exchange::Call => self.begin_or_extend(now),
