@@ -7,7 +7,7 @@
 //! does not know yet. Writing is the daemon's (the socket is its):
 //! [`Outbox::flush`] asks it for one write of the slices
 //! [`Outbox::next_write`] gives, and takes out what the socket took, until
-//! the socket is full; [`Outbox::write_once`] makes one such write (a
+//! the socket is full; [`Outbox::write_ahead`] makes the first such write (a
 //! worker thread's, from an outbox the bus lent it: `crate::bus::lending`).
 //!
 //! Owns: the items, the offset, the counts. May touch: nothing.
@@ -92,6 +92,18 @@ pub struct Outbox {
     /// write on another thread (`crate::bus::lending`): nothing may go in,
     /// and no restart may hand it over, until the outbox is back.
     lent: bool,
+    /// A write made ahead on another thread took out what it wrote, and
+    /// its counts wait to be settled by the next [`Outbox::flush`], whose
+    /// first write is that one (see [`Outbox::write_ahead`]). Until then
+    /// `bytes` and `fds` still count it, as if it were not written yet.
+    ahead: Option<Unsettled>,
+}
+
+/// What a write made ahead took out of an [`Outbox`], not settled yet.
+#[derive(Clone, Copy, Debug)]
+struct Unsettled {
+    bytes: usize,
+    fds: usize,
 }
 
 /// An [`Outbox`] as it crosses a restart: what its counts follow from.
@@ -105,10 +117,10 @@ struct Handed<Items> {
 impl serde::Serialize for Outbox {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         debug_assert!(
-            !self.lent,
-            "a restart's state taken while an outbox is lent"
+            !self.lent && self.ahead.is_none(),
+            "a restart's state taken while an outbox is lent or unsettled"
         );
-        if self.lent {
+        if self.lent || self.ahead.is_some() {
             return Err(crate::handover::refuse(
                 "a queue is lent out for a write (a restart happens between turns)",
             ));
@@ -154,6 +166,13 @@ impl Outbox {
             lent: true,
             ..Outbox::default()
         }
+    }
+
+    /// Whether a write made ahead waits for the next flush to settle
+    /// its counts ([`Outbox::write_ahead`]).
+    #[inline]
+    pub fn written_ahead(&self) -> bool {
+        self.ahead.is_some()
     }
 
     /// Whether this is the place of an outbox lent out.
@@ -256,8 +275,16 @@ impl Outbox {
         &mut self,
         mut write: impl FnMut(&Outbox) -> Result<Option<usize>, E>,
     ) -> Result<bool, E> {
-        // (The loop of `write_once`, written out: through it, a round
-        // trip's write cost 29 instructions more.)
+        if let Some(ahead) = self.ahead.take() {
+            // The first write was made ahead and took out what it wrote:
+            // `write` says what it took (its result), and only the counts
+            // move now, as `advance` would have moved them.
+            self.bytes -= ahead.bytes;
+            self.fds -= ahead.fds;
+            if !Outbox::took_some(write(self)?) {
+                return Ok(false);
+            }
+        }
         while !self.is_empty() {
             match write(self)? {
                 // A write that took nothing would take nothing again: wait
@@ -271,18 +298,32 @@ impl Outbox {
         Ok(true)
     }
 
-    /// One write (see [`Outbox::flush`]): what the socket took leaves.
-    /// Returns what `write` said.
+    /// The first write of the next [`Outbox::flush`], made ahead (on a
+    /// worker thread, from an outbox lent out of its queue): what the
+    /// socket took leaves the items here, but the counts still count it
+    /// until that flush, given this write's result as its first, settles
+    /// them. So the queue weighs what it weighed before the write for
+    /// every judgement made before its turn, as when the write is made
+    /// in place. Returns what `write` said.
     #[inline]
-    pub fn write_once<E>(
+    pub fn write_ahead<E>(
         &mut self,
         write: impl FnOnce(&Outbox) -> Result<Option<usize>, E>,
     ) -> Result<Option<usize>, E> {
-        let took = write(self)?;
-        if let Some(written) = took {
+        debug_assert!(self.ahead.is_none(), "two writes made ahead");
+        let took = write(self);
+        let (bytes, fds) = (self.bytes, self.fds);
+        if let Ok(Some(written)) = took {
             self.advance(written);
         }
-        Ok(took)
+        // Set also when the write failed: the flush's first write is this
+        // one, whose error it returns.
+        self.ahead = Some(Unsettled {
+            bytes: bytes - self.bytes,
+            fds: fds - self.fds,
+        });
+        (self.bytes, self.fds) = (bytes, fds);
+        took
     }
 
     /// Whether a write that said `took` took anything: if not, the socket

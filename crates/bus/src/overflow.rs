@@ -26,7 +26,7 @@
 //! `OutQueue` (the items queued, its flow state, its hold), behind
 //! private fields; a queue's outbox lent to a worker for a write is a
 //! `LentOutbox`, which goes back only to its own queue
-//! (`Queues::give_back`). It keeps nothing of the event being handled: the
+//! (`OutQueue::give_back`). It keeps nothing of the event being handled: the
 //! bus reads no clock, so each decision that depends on the time takes
 //! the event's `now` as an argument, and a hold the sender it holds
 //! back. May touch: the per-user tallies ([`crate::accounting`])
@@ -108,32 +108,14 @@ pub(crate) enum Admit {
     },
 }
 
-/// What a queue held before a write.
-#[derive(Clone, Copy, Debug)]
-struct Before {
-    bytes: usize,
-    fds: usize,
-}
-
-impl Before {
-    #[inline]
-    fn of(out: &Outbox) -> Before {
-        Before {
-            bytes: out.bytes(),
-            fds: out.fds(),
-        }
-    }
-}
-
 /// A connection's outbox out of its queue, for one write on one of the
 /// daemon's worker threads, which takes out what the socket took (see
 /// `crate::bus::lending`). It goes back to its queue, and only there,
-/// through `Queues::give_back`.
+/// through `OutQueue::give_back`.
 #[derive(Debug)]
 pub struct LentOutbox {
     conn: ConnId,
     out: Outbox,
-    before: Before,
 }
 
 impl LentOutbox {
@@ -149,29 +131,40 @@ impl LentOutbox {
         &self.out
     }
 
-    /// One write with `write` (see [`Outbox::write_once`]): what the
-    /// socket took leaves the outbox, and is dropped here, on the
-    /// writing thread. Returns what `write` said.
+    /// The first write of the queue's next flush, made ahead with
+    /// `write` (see [`Outbox::write_ahead`]): what the socket took leaves
+    /// the outbox, and is dropped here, on the writing thread; its counts
+    /// are settled by that flush. Returns what `write` said.
     #[inline]
-    pub fn write_once<E>(
+    pub fn write_ahead<E>(
         &mut self,
         write: impl FnOnce(&Outbox) -> Result<Option<usize>, E>,
     ) -> Result<Option<usize>, E> {
-        self.out.write_once(write)
+        self.out.write_ahead(write)
     }
 }
 
 impl OutQueue {
     /// Lend its outbox, for connection `conn`'s write on another thread:
     /// it leaves an empty place that takes nothing in until
-    /// [`Queues::give_back`] (O(1): the items do not move).
+    /// [`OutQueue::give_back`] (O(1): the items do not move).
     pub(crate) fn lend(&mut self, conn: ConnId) -> LentOutbox {
         let out = std::mem::replace(&mut self.out, Outbox::lent_out());
-        LentOutbox {
-            conn,
-            before: Before::of(&out),
-            out,
-        }
+        LentOutbox { conn, out }
+    }
+
+    /// `lent`, its outbox, back from a write made ahead on another
+    /// thread: its counts are settled by the queue's next write
+    /// ([`Queues::write`]), so until then the queue and its user's
+    /// tally weigh what they weighed before that write.
+    pub(crate) fn give_back(&mut self, lent: LentOutbox) {
+        // Checked in every build: what went into the empty place would
+        // be lost with it (nothing can, while the bus is lent out).
+        assert!(
+            self.out.is_lent_out() && self.out.is_empty(),
+            "an outbox given back to a queue that is not lent out, or took messages"
+        );
+        self.out = lent.out;
     }
 
     /// Bytes queued (not written yet).
@@ -567,50 +560,21 @@ impl Queues {
         now: Instant,
         write: impl FnMut(&Outbox) -> Result<Option<usize>, E>,
     ) -> (Result<bool, E>, Written) {
-        let before = Before::of(&q.out);
+        let (before, fds_before) = (q.out.bytes(), q.out.fds());
         let level = self.user_level(q.user);
         let result = q.out.flush(write);
-        (result, self.after_write(q, before, level, now))
-    }
-
-    /// `lent`, `q`'s outbox, comes back from a write made on another
-    /// thread ([`LentOutbox::write_once`]): what that write took leaves
-    /// its user's tally at `now`, as [`Queues::write`] would have moved
-    /// it. The user's level is judged before, as there: the tally is as
-    /// before the write until now.
-    pub(crate) fn give_back(
-        &mut self,
-        q: &mut OutQueue,
-        lent: LentOutbox,
-        now: Instant,
-    ) -> Written {
-        debug_assert!(q.out.is_lent_out() && q.out.is_empty());
-        q.out = lent.out;
-        let level = self.user_level(q.user);
-        self.after_write(q, lent.before, level, now)
-    }
-
-    /// What follows a write that left `q` as it is, `before` it held
-    /// what it held, and its user's queues were at `level`.
-    #[inline]
-    fn after_write(
-        &mut self,
-        q: &mut OutQueue,
-        before: Before,
-        level: UserLevel,
-        now: Instant,
-    ) -> Written {
         // Also when the write failed part way: what was written is gone.
         self.users
             .get_mut(q.user)
-            .sent(before.bytes - q.out.bytes(), before.fds - q.out.fds());
+            .sent(before - q.out.bytes(), fds_before - q.out.fds());
         if q.out.bytes() == 0 {
             q.flow.emptied(now, self.bounds.memory);
         }
-        Written {
-            before: before.bytes,
+        let written = Written {
+            before,
             user_drained: self.worth_a_look(q.user, level).then_some(q.user),
-        }
+        };
+        (result, written)
     }
 
     /// Whether `user`'s watched receivers are worth looking at, now that

@@ -15,7 +15,6 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token};
-use quickbus_bus::outbox::Outbox;
 use quickbus_bus::{Action, Bus, ConnId, Credentials};
 use quickbus_wire::{frame_length, ErrorKind, Message};
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR2};
@@ -1069,11 +1068,8 @@ impl Server {
             };
             // What this write leads to is listed again.
             conn.listed.taken();
-            let written = match first {
-                None => write_out(&mut self.bus, id, conn, &mut self.actions),
-                Some((_, first)) => write_on(&mut self.bus, id, conn, first, &mut self.actions),
-            };
-            match written {
+            let first = first.map(|(_, result)| result);
+            match write_out(&mut self.bus, id, conn, first, &mut self.actions) {
                 Ok(emptied) => self.watch_writable(id, !emptied),
                 Err(e) => {
                     let reason = if is_hang_up(e) {
@@ -1133,7 +1129,7 @@ impl Server {
         let _ = self.poll.registry().deregister(&mut conn.transport.stream);
         // Best effort: what is already queued for it (a last SASL reply, an
         // error reply explaining the disconnect) goes out before the close.
-        let _ = write_out(&mut self.bus, id, &mut conn, &mut self.actions);
+        let _ = write_out(&mut self.bus, id, &mut conn, None, &mut self.actions);
         if conn.incomplete {
             self.incomplete_closed(conn.uid);
         }
@@ -1170,38 +1166,29 @@ impl Server {
 
 /// Write what waits for `id` as far as its socket takes it: its SASL
 /// replies, then what the bus queued for it (the bus sees its queue go
-/// down). Ok(true) when nothing is left.
+/// down), the first write's result being `written_ahead` when a worker
+/// made it from the outbox the bus lent it (see [`workers`]), whose
+/// counts this flush settles. Ok(true) when nothing is left.
 fn write_out(
     bus: &mut Bus,
     id: ConnId,
     conn: &mut Conn,
+    mut written_ahead: Option<WriteResult>,
     actions: &mut Vec<Action>,
 ) -> Result<bool, rustix::io::Errno> {
     if !conn.transport.flush()? || !matches!(conn.phase, Phase::Running) {
+        // A write made ahead would go unsettled: none is made for such a
+        // connection (`write_ahead`).
+        debug_assert!(written_ahead.is_none(), "a write made ahead left unsettled");
         return Ok(!conn.transport.has_output());
     }
     let transport = &conn.transport;
-    bus.write_queue(id, Instant::now(), actions, |outbox| {
-        transport.write_once(outbox)
-    })
-    .unwrap_or(Ok(true))
-}
-
-/// [`write_out`] for `id`, whose first write a worker made and the bus
-/// settled already ([`workers`]), with `first` its result: an error is
-/// the write's; a socket that took nothing waits for room, a queue that
-/// is empty now is done, and messages left after a write that took some
-/// are written on as far as the socket takes them.
-fn write_on(
-    bus: &mut Bus,
-    id: ConnId,
-    conn: &mut Conn,
-    first: WriteResult,
-    actions: &mut Vec<Action>,
-) -> Result<bool, rustix::io::Errno> {
-    let emptied = bus.outbox(id).is_none_or(|o| o.is_empty());
-    if Outbox::took_some(first?) && !emptied {
-        return write_out(bus, id, conn, actions);
-    }
-    Ok(emptied)
+    let flushed = bus.write_queue(id, Instant::now(), actions, |outbox| {
+        written_ahead
+            .take()
+            .unwrap_or_else(|| transport.write_once(outbox))
+    });
+    // The outbox written ahead settles its write at the flush's first.
+    assert!(written_ahead.is_none(), "a write made ahead left unsettled");
+    flushed.unwrap_or(Ok(true))
 }

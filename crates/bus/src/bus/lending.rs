@@ -1,54 +1,46 @@
-//! The queues' outboxes lent to the daemon's worker threads, each for one
-//! write that also takes out of it what the socket took (issue 27).
+//! The queues' outboxes lent to the daemon's worker threads, each for the
+//! first write of the queue's next flush, which also takes out of it what
+//! the socket took (issue 27).
 //!
 //! In a burst, taking a written message out of its queue (dropping its
 //! shared bytes and fds) cost the loop's thread about a hundred
 //! instructions a message (docs/performance.md, "The dequeue on the
-//! workers"); lent, a queue's outbox is written and advanced on a
-//! worker, and the loop only settles the counts when it comes back: the
-//! user's tally, the flow state, and the reactions of
-//! [`Bus::write_queue`] to a queue going down (MessagesLost, watched
-//! receivers, held senders), for each connection in the order lent.
+//! workers"); lent, a queue's outbox is written and its items advanced on
+//! a worker, and what that write took is settled by the queue's next
+//! flush on the loop's thread ([`Bus::write_queue`], given the write's
+//! result as its first: `Outbox::write_ahead`), in the order the daemon
+//! flushes. Until then the queue's counts, and so its user's tally and
+//! every judgement made from them, are as before the write: the
+//! reactions of each flush (MessagesLost, watched receivers, held
+//! senders) see what they saw when the worker wrote from a queue it did
+//! not change.
 //!
 //! A [`Lending`] holds the bus: while outboxes are out nothing else can
 //! touch it, and every outbox comes back when the lending ends (dropped,
-//! also on an early return), before any reaction runs, so that a
-//! reaction queueing for another lent connection (a MessagesLost) finds
-//! its queue in place. What each lent queue leaves behind takes nothing
-//! in (a debug assertion) and refuses to be handed over by a restart; the
-//! bus's entry points assert that nothing is lent.
+//! also on an early return or a panic), into the empty place it left,
+//! which takes nothing in (checked in every build). A restart refuses to
+//! hand over a queue lent out or not settled; the bus's entry points
+//! assert that nothing is lent.
 //!
 //! Owns: nothing (the lent outboxes are in `Bus::lent` while out). May
-//! touch: the queues, through `Queues::give_back`, and what
-//! `Bus::write_queue` touches after a write.
-
-use std::time::Instant;
+//! touch: the queues' outboxes, through `OutQueue::lend`/`give_back`.
 
 use super::Bus;
-use crate::overflow::{LentOutbox, Written};
-use crate::{Action, ConnId};
+use crate::overflow::LentOutbox;
+use crate::ConnId;
 
 /// Outboxes lent out of the bus, given back when it is dropped
 /// ([`Lending::give_back`] says so where it happens).
 #[must_use = "the outboxes go back when the lending is dropped"]
 pub struct Lending<'b> {
     bus: &'b mut Bus,
-    /// When the writes were made, for their settling.
-    now: Instant,
-    /// Where the settling's actions go.
-    out: &'b mut Vec<Action>,
 }
 
 impl Bus {
-    /// Start lending outboxes for writes made at `now`; what settling them
-    /// makes the bus do goes to `out`.
-    pub fn lend_outboxes<'b>(&'b mut self, now: Instant, out: &'b mut Vec<Action>) -> Lending<'b> {
+    /// Start lending outboxes.
+    pub fn lend_outboxes(&mut self) -> Lending<'_> {
         self.assert_none_lent();
-        Lending {
-            bus: self,
-            now,
-            out,
-        }
+        Lending { bus: self }
     }
 
     /// Nothing is lent out: an entry point of the core may run.
@@ -60,29 +52,16 @@ impl Bus {
         );
     }
 
-    /// Every lent outbox back in its queue, then each write settled in
-    /// the order lent: the tallies first, each as [`Bus::write_queue`]
-    /// would move it, then the reactions (which may queue for any of the
-    /// connections). Its count is the loop thread's part of a write made
-    /// ahead (scripts/cpu-split.sh).
-    #[inline(never)]
-    fn settle_lent(&mut self, now: Instant, out: &mut Vec<Action>) {
-        let mut lent = std::mem::take(&mut self.lent);
-        let mut settled: Vec<(ConnId, Written)> = Vec::with_capacity(lent.len());
-        for outbox in lent.drain(..) {
-            let conn = outbox.conn();
+    /// Every lent outbox back in its queue, its write unsettled until
+    /// the queue's next flush.
+    fn return_lent(&mut self) {
+        for lent in self.lent.drain(..) {
+            let conn = lent.conn();
             let Some(c) = self.conns.get_mut(&conn) else {
                 // Nothing removes a connection while its outbox is out.
-                debug_assert!(false, "{conn:?} left while its outbox was lent");
-                continue;
+                unreachable!("{conn:?} left while its outbox was lent");
             };
-            let written = self.queues.give_back(&mut c.queue, outbox, now);
-            settled.push((conn, written));
-        }
-        // The (empty) list stays, with its room, for the next lending.
-        self.lent = lent;
-        for (conn, written) in settled {
-            self.react_to_write(conn, now, written, out);
+            c.queue.give_back(lent);
         }
     }
 }
@@ -106,14 +85,13 @@ impl Lending<'_> {
         &mut self.bus.lent
     }
 
-    /// Give every outbox back and settle the writes (what dropping the
-    /// lending does).
+    /// Give every outbox back (what dropping the lending does).
     pub fn give_back(self) {}
 }
 
 impl Drop for Lending<'_> {
     fn drop(&mut self) {
-        self.bus.settle_lent(self.now, self.out);
+        self.bus.return_lent();
     }
 }
 
@@ -128,6 +106,7 @@ mod tests {
     use crate::flow::OutBounds;
     use crate::outbox::Outbox;
     use crate::tests::{s, some_fds, Harness};
+    use crate::Action;
 
     /// What a socket does with one write.
     #[derive(Clone, Copy, Debug)]
@@ -161,22 +140,59 @@ mod tests {
         result.expect("a connection of the bus").is_err()
     }
 
+    /// The writes a pool made before it lent outboxes: each connection's
+    /// first write made from its queue as it stands, without changing it,
+    /// then each queue flushed in turn with that write's result as its
+    /// first (its next write finding the socket full), the write's
+    /// bookkeeping all on the loop's thread. Whether each write failed.
+    fn write_ahead_in_place(h: &mut Harness, writes: &[(ConnId, Socket)]) -> Vec<bool> {
+        let results: Vec<_> = writes
+            .iter()
+            .map(|&(conn, socket)| socket.write(h.bus.outbox(conn).unwrap()))
+            .collect();
+        flush_in_turn(h, writes, results)
+    }
+
     /// The same writes made the pool's way: each connection's outbox
     /// lent, written and advanced (in reverse, as threads may finish in
-    /// any order), then all given back. Whether each write failed.
+    /// any order), all given back, then each queue flushed in turn with
+    /// its write's result as its first. Whether each write failed.
     fn write_lent(h: &mut Harness, writes: &[(ConnId, Socket)]) -> Vec<bool> {
-        let mut lending = h.bus.lend_outboxes(h.now, &mut h.out);
+        let mut lending = h.bus.lend_outboxes();
         for &(conn, _) in writes {
             assert!(lending.lend(conn), "{conn:?} has nothing queued");
         }
-        let mut failed = Vec::new();
+        let mut results = vec![None; writes.len()];
         for outbox in lending.outboxes().iter_mut().rev() {
-            let (_, socket) = writes.iter().find(|(c, _)| *c == outbox.conn()).unwrap();
-            failed.push(outbox.write_once(|o| socket.write(o)).is_err());
+            let i = writes
+                .iter()
+                .position(|(c, _)| *c == outbox.conn())
+                .unwrap();
+            results[i] = Some(outbox.write_ahead(|o| writes[i].1.write(o)));
         }
         lending.give_back();
-        failed.reverse();
-        failed
+        flush_in_turn(h, writes, results.into_iter().map(Option::unwrap).collect())
+    }
+
+    /// Each of `writes`' queues flushed in turn, `results` the first
+    /// write's of each; a write after the first finds the socket full.
+    fn flush_in_turn(
+        h: &mut Harness,
+        writes: &[(ConnId, Socket)],
+        results: Vec<Result<Option<usize>, &'static str>>,
+    ) -> Vec<bool> {
+        writes
+            .iter()
+            .zip(results)
+            .map(|(&(conn, _), first)| {
+                let mut first = Some(first);
+                let result = h.bus.write_queue(conn, h.now, &mut h.out, |_| {
+                    first.take().unwrap_or(Ok(None))
+                });
+                assert!(first.is_none(), "the write made ahead was not taken");
+                result.expect("a connection of the bus").is_err()
+            })
+            .collect()
     }
 
     /// [`queueing_state`], and all else of each connection's queue and of
@@ -352,6 +368,77 @@ mod tests {
                 "round {round}"
             );
         }
+    }
+
+    #[test]
+    fn outboxes_lent_together_settle_as_writes_made_ahead_from_unchanged_queues() {
+        // Every receiver's outbox lent at once while queues and their
+        // user's tally are near their bounds, so each flush's reactions
+        // (MessagesLost queued for a connection flushed later, senders
+        // held and released) run while later connections' writes wait to
+        // be settled. Against the pool's writes before outboxes were lent
+        // (each made from a queue left as it was, all bookkeeping on the
+        // loop's thread): the same actions in the same order, the same
+        // state, round after round.
+        let (mut buses, sender, receivers) = two_buses(BOUNDS);
+        let mut conns = vec![sender];
+        conns.extend(&receivers);
+        let sockets = [
+            Socket::Takes(usize::MAX),
+            Socket::Takes(150),
+            Socket::Full,
+            Socket::Takes(1),
+            Socket::Fails,
+            Socket::Takes(1000),
+            Socket::Takes(450),
+        ];
+        let (mut told_of_losses, mut released) = (0, 0);
+        for round in 0..300 {
+            let writes: Vec<(ConnId, Socket)> = receivers
+                .iter()
+                .enumerate()
+                .map(|(i, &r)| (r, sockets[(i * 7 + round * 3) % sockets.len()]))
+                .collect();
+            for (lent, h) in buses.iter_mut().enumerate() {
+                for i in 0..=round % 3 {
+                    if (i + round) % 4 == 0 {
+                        h.send_with_fds(sender, broadcast_with_fd(), some_fds(1));
+                    } else {
+                        h.send(sender, broadcast());
+                    }
+                }
+                h.out.clear();
+                let writes: Vec<(ConnId, Socket)> = writes
+                    .iter()
+                    .copied()
+                    .filter(|(r, _)| !h.bus.conns[r].queue.outbox().is_empty())
+                    .collect();
+                if lent == 1 {
+                    write_lent(h, &writes);
+                } else {
+                    write_ahead_in_place(h, &writes);
+                }
+                if round % 5 == 4 {
+                    h.now += BOUNDS.hold / 3;
+                    h.bus.handle_timeouts(h.now, &mut h.out);
+                }
+            }
+            let [ahead, lent] = &buses;
+            assert_eq!(state(ahead, &conns), state(lent, &conns), "round {round}");
+            let out = &buses[0].out;
+            released += out
+                .iter()
+                .filter(|a| matches!(a, Action::ReleaseSender { .. }))
+                .count();
+            told_of_losses += receivers
+                .iter()
+                .map(|&r| lost_counts(&delivered_to(out, r)).len())
+                .sum::<usize>();
+        }
+        let totals = buses[0].bus.total_traffic();
+        assert!(totals.dropped > 0 && totals.holds > 0, "{totals:?}");
+        assert!(told_of_losses > 0, "no receiver was told of its losses");
+        assert!(released > 0, "no held sender was released by a write");
     }
 
     #[test]

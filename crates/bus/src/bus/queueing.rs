@@ -17,7 +17,7 @@ use crate::accounting::UserSlot;
 use crate::errors::{self, BusError};
 use crate::flow::{Fill, HoldReason, Kind, OutBounds, Verdict};
 use crate::outbox::{OutItem, Outbox};
-use crate::overflow::{Admit, OutQueue, Written, MESSAGES_LOST, QUICKBUS_INTERFACE};
+use crate::overflow::{Admit, OutQueue, MESSAGES_LOST, QUICKBUS_INTERFACE};
 use crate::{Action, Bus, ConnId, OutMessage, BUS_PATH};
 
 use super::Routing;
@@ -436,37 +436,19 @@ impl Bus {
         self.assert_none_lent();
         let c = self.conns.get_mut(&conn)?;
         let (result, written) = self.queues.write(&mut c.queue, now, write);
-        self.react_to_write(conn, now, written, out);
-        Some(result)
-    }
-
-    /// What follows a write of `conn`'s queue at `now` that changed what
-    /// `written` says, made here ([`Bus::write_queue`]) or on another
-    /// thread (`lending`): Debug.Stats' peak, then the reactions to the
-    /// queue's going down.
-    #[inline]
-    pub(super) fn react_to_write(
-        &mut self,
-        conn: ConnId,
-        now: Instant,
-        written: Written,
-        out: &mut Vec<Action>,
-    ) {
+        // Debug.Stats shows the queue at its fullest (before a write).
+        let t = &mut c.traffic;
+        t.peak_queued_bytes = t.peak_queued_bytes.max(written.before as u64);
         // What the bus sends now holds nobody back.
         let routing = Routing::by_bus(now);
-        if let Some(c) = self.conns.get_mut(&conn) {
-            // Debug.Stats shows the queue at its fullest (before a write).
-            let t = &mut c.traffic;
-            t.peak_queued_bytes = t.peak_queued_bytes.max(written.before as u64);
-            // The common case, nothing lost to tell, on the one look-up
-            // of the receiver a write needs.
-            match self.queues.lost_on_drain(&mut c.queue, now) {
-                None => self.queues.watch(conn, &mut c.queue),
-                Some(lost) => {
-                    self.tell_lost_on_drain(conn, lost, routing, out);
-                    if let Some(c) = self.conns.get_mut(&conn) {
-                        self.queues.watch(conn, &mut c.queue);
-                    }
+        // The common case, nothing lost to tell, on the one look-up of
+        // the receiver a write needs.
+        match self.queues.lost_on_drain(&mut c.queue, now) {
+            None => self.queues.watch(conn, &mut c.queue),
+            Some(lost) => {
+                self.tell_lost_on_drain(conn, lost, routing, out);
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    self.queues.watch(conn, &mut c.queue);
                 }
             }
         }
@@ -474,6 +456,7 @@ impl Bus {
             self.look_at_watched(user, routing, out);
         }
         self.check_holds(now, out);
+        Some(result)
     }
 
     /// What is queued for `conn` (the daemon asks whether anything is).
@@ -624,7 +607,9 @@ fn queued_action(to: ConnId, kind: Kind, q: &OutQueue) -> Action {
     Action::Queued {
         to,
         kind,
-        behind: q.outbox().len() > 1,
+        // A queue written ahead this turn (`lending`) is the flush's, as
+        // the messages it held before that write were.
+        behind: q.outbox().len() > 1 || q.outbox().written_ahead(),
         #[cfg(test)]
         msg: q.outbox().last().expect("just queued").clone(),
     }

@@ -32,7 +32,6 @@
 //! `Server`.
 
 use std::ffi::OsStr;
-use std::time::Instant;
 
 use rustix::io::Errno;
 use tracing::{info, warn};
@@ -299,14 +298,14 @@ impl Server {
     /// Make the first write of each connection in `dirty` whose queue
     /// holds messages, side by side, when enough of them do, each from
     /// its outbox lent out of the bus: what the socket took leaves it on
-    /// the worker, and the bus settles the counts when the outboxes come
-    /// back, before this returns. Each write's result, in `dirty`'s
-    /// order.
+    /// the worker, and the counts are settled by the connection's flush,
+    /// given the write's result as its first (`server::write_out`). Each
+    /// write's result, in `dirty`'s order.
     pub(super) fn write_ahead(&mut self, dirty: &[ConnId]) -> Vec<(ConnId, WriteResult)> {
         if !self.workers.parallel(dirty.len()) {
             return Vec::new();
         }
-        let mut lending = self.bus.lend_outboxes(Instant::now(), &mut self.actions);
+        let mut lending = self.bus.lend_outboxes();
         let mut transports = Vec::with_capacity(dirty.len());
         for &id in dirty {
             let Some(conn) = self.conns.get(&id) else {
@@ -320,25 +319,27 @@ impl Server {
                 transports.push((id, &conn.transport));
             }
         }
-        // Lent in the order of `transports`, one each.
+        // Lent in the order of `transports`, one each: a connection's
+        // messages written to another's socket would be a disclosure, so
+        // the pairing is checked in every build.
         let mut batch: Vec<_> = lending
             .outboxes()
             .iter_mut()
             .zip(transports)
             .map(|(outbox, (id, transport))| {
-                debug_assert_eq!(outbox.conn(), id);
+                assert_eq!(outbox.conn(), id, "an outbox paired with another's socket");
                 (outbox, transport, None)
             })
             .collect();
         self.workers
             .each(&mut batch, |(outbox, transport, result)| {
-                *result = Some(outbox.write_once(|o| transport.write_once(o)));
+                *result = Some(outbox.write_ahead(|o| transport.write_once(o)));
             });
         let ahead = batch
             .into_iter()
             .filter_map(|(outbox, _, result)| Some((outbox.conn(), result?)))
             .collect();
-        // Every outbox back in the bus, the writes settled.
+        // Every outbox back in the bus, its write to be settled.
         lending.give_back();
         ahead
     }
