@@ -275,22 +275,24 @@ impl Outbox {
         &mut self,
         mut write: impl FnMut(&Outbox) -> Result<Option<usize>, E>,
     ) -> Result<bool, E> {
-        if let Some(ahead) = self.ahead.take() {
-            // The first write was made ahead and took out what it wrote:
-            // `write` says what it took (its result), and only the counts
-            // move now, as `advance` would have moved them.
-            self.bytes -= ahead.bytes;
-            self.fds -= ahead.fds;
-            if !Outbox::took_some(write(self)?) {
-                return Ok(false);
-            }
+        // A first write made ahead took out what it wrote: `write` says
+        // what it took (its result), and only the counts move now, as
+        // `advance` would have moved them. (One call of `write` for both:
+        // with a second, the compiler no longer inlined the drop of a
+        // written item here, 16 instructions a message in a fan-out.)
+        let mut ahead = self.ahead.take();
+        if let Some(taken) = ahead {
+            self.bytes -= taken.bytes;
+            self.fds -= taken.fds;
         }
-        while !self.is_empty() {
+        while ahead.is_some() || !self.is_empty() {
             match write(self)? {
                 // A write that took nothing would take nothing again: wait
                 // for the socket instead of spinning.
                 Some(written) if written > 0 => {
-                    self.advance(written);
+                    if ahead.take().is_none() {
+                        self.advance(written);
+                    }
                 }
                 _ => return Ok(false),
             }
@@ -351,7 +353,12 @@ impl Outbox {
             self.bytes -= left;
             self.fds -= front.fd_count();
             self.offset = 0;
-            self.items.pop_front();
+            if let Some(OutItem { header, body, fds }) = self.items.pop_front() {
+                // Dropped field by field: with `advance` inlined in two
+                // places, the compiler kept the whole item's drop out of
+                // line, a call per message written (callgrind, fan-out).
+                drop((header, body, fds));
+            }
         }
     }
 }
