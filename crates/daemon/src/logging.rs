@@ -20,8 +20,10 @@
 //! warning says how many, on each of those sinks, where the lines went
 //! missing (docs/reliability.md, "The log"). A standard error that is a
 //! regular file or /dev/null, which never waits for a reader, is written
-//! at once by the thread that logs. [`drain`] writes what is queued
-//! before a fork, an exec and the exit.
+//! at once by the thread that logs. Each queued line carries the sinks
+//! it was logged under. [`drain`] writes what is queued before a fork,
+//! an exec, the switch to `<user>` (so no log thread keeps root's ids), a
+//! forked daemon's readiness and the exit.
 //!
 //! [`init`] routes to standard error until the configuration is known;
 //! [`configure`] then settles the destinations once, before the daemon
@@ -179,8 +181,9 @@ pub fn stderr_is_text() -> bool {
 /// Write every line logged so far and end the log's thread, waiting at
 /// most [`DRAIN_WAIT`]; the next line starts another. Called before a
 /// fork (a thread does not survive it, and a queued line would be written
-/// by both processes) and an exec, and at exit. False if a sink still
-/// holds the thread up.
+/// by both processes), an exec ([`drain_before_exec`]) and the change of
+/// user (ids are a thread's), when a forked daemon is ready, and at exit.
+/// False if a sink still holds the thread up.
 pub fn drain() -> bool {
     writer::end(DRAIN_WAIT).is_ok()
 }
@@ -412,11 +415,11 @@ mod tests {
         let filler = UnixDatagram::unbound().unwrap();
         filler.set_nonblocking(true).unwrap();
         while filler.send_to(b"filler", &first_path).is_ok() {}
-        let use_syslog_at = |path: &Path| {
+        let use_syslog_at = |path: Option<&Path>| {
             *SINKS.write().unwrap() = Arc::new(Sinks {
                 stderr_text: StderrText::Off,
                 journal: None,
-                syslog: Some(SyslogSink::new(path.to_owned())),
+                syslog: path.map(|path| SyslogSink::new(path.to_owned())),
             });
         };
         let logged = |text: &str| {
@@ -424,7 +427,7 @@ mod tests {
             tracing::subscriber::with_default(subscriber, || tracing::warn!("{text}"));
         };
 
-        use_syslog_at(&first_path);
+        use_syslog_at(Some(&first_path));
         logged("line one");
         logged("line two");
         // The sink takes nothing: the end of the log's thread is not
@@ -432,7 +435,7 @@ mod tests {
         // one if the thread had not taken it yet).
         let still = writer::end(std::time::Duration::from_millis(10)).unwrap_err();
         assert!((1..=2).contains(&still.unwritten), "{still:?}");
-        use_syslog_at(&second_path);
+        use_syslog_at(Some(&second_path));
         // The first socket takes lines again: both come there.
         first
             .set_read_timeout(Some(std::time::Duration::from_secs(30)))
@@ -453,11 +456,7 @@ mod tests {
         second.set_nonblocking(true).unwrap();
         let to_second = second.recv(&mut buf).map(|n| buf[..n].to_vec());
         assert!(to_second.is_err(), "{to_second:?}");
-        *SINKS.write().unwrap() = Arc::new(Sinks {
-            stderr_text: StderrText::Off,
-            journal: None,
-            syslog: None,
-        });
+        use_syslog_at(None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
