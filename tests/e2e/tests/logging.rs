@@ -815,7 +815,9 @@ fn a_forked_daemons_start_up_warnings_reach_its_first_stderr() {
     let services = dir.path().join("services");
     std::fs::create_dir_all(&services).unwrap();
     for n in 0..BROKEN {
-        std::fs::write(services.join(format!("broken{n}.service")), "not one\n").unwrap();
+        // Long names, so the warnings are long lines.
+        let name = format!("broken{n}-{}.service", "x".repeat(200));
+        std::fs::write(services.join(name), "not one\n").unwrap();
     }
     let config = write_config_with(
         dir.path(),
