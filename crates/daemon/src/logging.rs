@@ -39,6 +39,7 @@ mod writer;
 use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
@@ -148,9 +149,9 @@ pub fn init() {
         system_log: false,
     });
     // The previous image's last lines, if a restart's exec left them
-    // unwritten: counted here, first, as any lost lines are.
+    // unwritten: counted once the destinations are known (`configure`).
     if let Some(lost) = take_lost_at_exec() {
-        log(Record::lost(lost));
+        LOST_AT_EXEC.store(lost, Ordering::Relaxed);
     }
     // A panic may end the process: the lines before it are written first
     // (not by the log's thread itself, which would wait for itself).
@@ -167,6 +168,11 @@ pub fn init() {
 /// the daemon forks or changes user.
 pub fn configure(cli: Option<SyslogMode>, config_syslog: bool) {
     set_sinks(Destinations::choose(cli, config_syslog));
+    // First on the sinks the bus logs to, as any lost lines are counted.
+    let lost = LOST_AT_EXEC.swap(0, Ordering::Relaxed);
+    if lost > 0 {
+        log(Record::lost(lost));
+    }
 }
 
 /// Whether lines reach the terminal (or whatever standard error is) as
@@ -193,13 +199,19 @@ pub fn drain() -> bool {
 /// old image); the new image's [`init`] logs the count and removes it.
 pub const LOST_AT_EXEC_ENV: &str = "QUICKBUS_LOG_LOST";
 
+/// Lines a previous image could not write before its exec, read by
+/// [`init`], told by [`configure`] (or passed on by another exec first).
+static LOST_AT_EXEC: AtomicU64 = AtomicU64::new(0);
+
 /// [`drain`] before an exec: the variable for the new image's environment
-/// that counts the lines the exec will leave unwritten, if any.
+/// that counts the lines the exec will leave unwritten (and those an
+/// earlier exec left that this image has not told yet), if any.
 pub fn drain_before_exec() -> Option<(&'static str, String)> {
-    match writer::end(DRAIN_WAIT) {
-        Err(still) if still.unwritten > 0 => Some((LOST_AT_EXEC_ENV, still.unwritten.to_string())),
-        _ => None,
-    }
+    let queued = writer::end(DRAIN_WAIT)
+        .err()
+        .map_or(0, |still| still.unwritten);
+    let lost = queued + LOST_AT_EXEC.swap(0, Ordering::Relaxed);
+    (lost > 0).then(|| (LOST_AT_EXEC_ENV, lost.to_string()))
 }
 
 /// The count a previous image left in [`LOST_AT_EXEC_ENV`], removed from

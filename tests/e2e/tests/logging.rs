@@ -841,3 +841,30 @@ fn a_forked_daemons_start_up_warnings_reach_its_first_stderr() {
         .count();
     assert_eq!(warned, BROKEN, "stderr:\n{}", started.stderr);
 }
+
+/// A restart's exec that could not write every queued line tells the new
+/// image how many in `QUICKBUS_LOG_LOST`; the new image counts them as
+/// lost on its log, first thing, as any lines the log could not take.
+/// (Here the variable is set by the test, on a fresh start: the new
+/// image's side of it.)
+#[test]
+fn lines_an_exec_left_unwritten_are_counted_by_the_new_image() {
+    if skip::quickbus_only("QUICKBUS_LOG_LOST") {
+        return;
+    }
+    let dir = TempDir::new();
+    let config = write_config_with(dir.path(), Listen::UnixPath, "");
+    let mut cmd = Command::new(daemon_path());
+    cmd.env("QUICKBUS_LOG_LOST", "17");
+    let bus = Bus::start_command(dir, cmd, &[format!("--config-file={}", config.display())]);
+    let log = bus.log();
+    let first = log.lines().next().unwrap_or_default();
+    assert_eq!(
+        first,
+        format!(
+            "quickbus-daemon[{}]: 17 log lines were lost: the log did not take them in time",
+            bus.pid()
+        ),
+        "{log}"
+    );
+}
