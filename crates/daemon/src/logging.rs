@@ -20,8 +20,10 @@
 //! warning says how many, on each of those sinks, where the lines went
 //! missing (docs/reliability.md, "The log"). A standard error that is a
 //! regular file or /dev/null, which never waits for a reader, is written
-//! at once by the thread that logs. [`drain`] writes what is queued
-//! before a fork, an exec and the exit.
+//! at once by the thread that logs. Each queued line carries the sinks
+//! it was logged under. [`drain`] writes what is queued before a fork,
+//! an exec, the switch to `<user>` (so no log thread keeps root's ids), a
+//! forked daemon's readiness and the exit.
 //!
 //! [`init`] routes to standard error until the configuration is known;
 //! [`configure`] then settles the destinations once, before the daemon
@@ -37,6 +39,7 @@ mod writer;
 use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
@@ -91,7 +94,8 @@ impl Destinations {
 /// stopping daemon for long.
 pub const DRAIN_WAIT: Duration = Duration::from_secs(2);
 
-/// What each line is sent to.
+/// What each line is sent to: those of the moment a line is logged,
+/// which the line carries to the log's thread (`queue`).
 struct Sinks {
     stderr_text: StderrText,
     journal: Option<Journal>,
@@ -119,8 +123,9 @@ impl Sinks {
     }
 }
 
-/// The sinks of the moment, which the log's thread takes for each line
-/// (and so holds no lock while a sink blocks it).
+/// The sinks of the moment, which each line takes when it is logged (so
+/// a line queued before [`configure`] goes where lines went then, and no
+/// lock is held while a sink blocks the log's thread).
 static SINKS: LazyLock<RwLock<Arc<Sinks>>> = LazyLock::new(|| {
     RwLock::new(Arc::new(Sinks {
         stderr_text: stderr_text(true),
@@ -143,6 +148,11 @@ pub fn init() {
         stderr: true,
         system_log: false,
     });
+    // The previous image's last lines, if a restart's exec left them
+    // unwritten: counted once the destinations are known (`configure`).
+    if let Some(lost) = take_lost_at_exec() {
+        LOST_AT_EXEC.store(lost, Ordering::Relaxed);
+    }
     // A panic may end the process: the lines before it are written first
     // (not by the log's thread itself, which would wait for itself).
     let report = std::panic::take_hook();
@@ -158,6 +168,11 @@ pub fn init() {
 /// the daemon forks or changes user.
 pub fn configure(cli: Option<SyslogMode>, config_syslog: bool) {
     set_sinks(Destinations::choose(cli, config_syslog));
+    // First on the sinks the bus logs to, as any lost lines are counted.
+    let lost = LOST_AT_EXEC.swap(0, Ordering::Relaxed);
+    if lost > 0 {
+        log(Record::lost(lost));
+    }
 }
 
 /// Whether lines reach the terminal (or whatever standard error is) as
@@ -172,10 +187,44 @@ pub fn stderr_is_text() -> bool {
 /// Write every line logged so far and end the log's thread, waiting at
 /// most [`DRAIN_WAIT`]; the next line starts another. Called before a
 /// fork (a thread does not survive it, and a queued line would be written
-/// by both processes) and an exec, and at exit. False if a sink still
-/// holds the thread up.
+/// by both processes), an exec ([`drain_before_exec`]) and the change of
+/// user (ids are a thread's), when a forked daemon is ready, and at exit.
+/// False if a sink still holds the thread up.
 pub fn drain() -> bool {
-    writer::end(DRAIN_WAIT)
+    writer::end(DRAIN_WAIT).is_ok()
+}
+
+/// The environment variable by which a restart's exec tells the new image
+/// how many lines it could not write in [`DRAIN_WAIT`] (they end with the
+/// old image); the new image's [`init`] logs the count and removes it.
+pub const LOST_AT_EXEC_ENV: &str = "QUICKBUS_LOG_LOST";
+
+/// Lines a previous image could not write before its exec, read by
+/// [`init`], told by [`configure`] (or passed on by another exec first).
+static LOST_AT_EXEC: AtomicU64 = AtomicU64::new(0);
+
+/// [`drain`] before an exec: the variable for the new image's environment
+/// that counts the lines the exec will leave unwritten (and those an
+/// earlier exec left that this image has not told yet), if any.
+pub fn drain_before_exec() -> Option<(&'static str, String)> {
+    let queued = writer::end(DRAIN_WAIT)
+        .err()
+        .map_or(0, |still| still.unwritten);
+    let lost = queued + LOST_AT_EXEC.swap(0, Ordering::Relaxed);
+    (lost > 0).then(|| (LOST_AT_EXEC_ENV, lost.to_string()))
+}
+
+/// The count a previous image left in [`LOST_AT_EXEC_ENV`], removed from
+/// the environment (services the bus starts have no use for it).
+fn take_lost_at_exec() -> Option<u64> {
+    let value = std::env::var_os(LOST_AT_EXEC_ENV)?;
+    std::env::remove_var(LOST_AT_EXEC_ENV);
+    parse_lost_at_exec(&value.to_string_lossy())
+}
+
+/// A count of lost lines: a positive number (anything else counts none).
+fn parse_lost_at_exec(value: &str) -> Option<u64> {
+    value.trim().parse().ok().filter(|&n| n > 0)
 }
 
 fn set_sinks(want: Destinations) {
@@ -194,8 +243,7 @@ fn set_sinks(want: Destinations) {
             .then(|| SyslogSink::new(syslog_path())),
         journal,
     };
-    // The lines logged so far go where they went when they were logged.
-    drain();
+    // The lines queued so far carry the sinks they were logged under.
     *SINKS.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(sinks);
 }
 
@@ -247,14 +295,19 @@ impl<S: Subscriber> tracing_subscriber::Layer<S> for Router {
         if !crate::log_limit::admits_core_event(event.metadata()) {
             return;
         }
-        let record = Record::of_event(event);
-        let sinks = current_sinks();
-        if sinks.stderr_text == StderrText::Direct {
-            write_stderr(&record.text());
-        }
-        if sinks.queued() {
-            writer::submit(record);
-        }
+        log(Record::of_event(event));
+    }
+}
+
+/// Write `record` to the sinks of the moment that never wait, and queue
+/// it for the log's thread to the others.
+fn log(record: Record) {
+    let sinks = current_sinks();
+    if sinks.stderr_text == StderrText::Direct {
+        write_stderr(&record.text());
+    }
+    if sinks.queued() {
+        writer::submit(record, &sinks);
     }
 }
 
@@ -263,10 +316,9 @@ fn current_sinks() -> Arc<Sinks> {
     Arc::clone(&sinks)
 }
 
-/// Write `record` to the sinks of the moment that the log's thread
-/// writes (on that thread).
-fn write(record: &Record) {
-    let sinks = current_sinks();
+/// Write `record` to those of `sinks`, the ones it was logged under, that
+/// the log's thread writes (on that thread).
+fn write(record: &Record, sinks: &Sinks) {
     if let Some(journal) = &sinks.journal {
         journal.send(record);
     }
@@ -348,5 +400,75 @@ mod tests {
             syslog_severity(Level::DEBUG, false) as u32,
             LOG_DEBUG as u32
         );
+    }
+
+    #[test]
+    fn the_lines_lost_at_exec_are_a_positive_count() {
+        assert_eq!(parse_lost_at_exec("17"), Some(17));
+        assert_eq!(parse_lost_at_exec(" 3\n"), Some(3));
+        assert_eq!(parse_lost_at_exec("0"), None);
+        assert_eq!(parse_lost_at_exec(""), None);
+        assert_eq!(parse_lost_at_exec("-2"), None);
+        assert_eq!(parse_lost_at_exec("many"), None);
+    }
+
+    /// A line is written to the sinks of the moment it was logged, even
+    /// when they change while it waits in the queue (here behind a line
+    /// the first syslog socket, full, does not take yet).
+    #[test]
+    fn a_queued_line_goes_to_the_sinks_it_was_logged_under() {
+        use std::os::unix::net::UnixDatagram;
+        use std::path::Path;
+        let dir = std::env::temp_dir().join(format!("qb-sinks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (first_path, second_path) = (dir.join("first"), dir.join("second"));
+        let first = UnixDatagram::bind(&first_path).unwrap();
+        let second = UnixDatagram::bind(&second_path).unwrap();
+        let filler = UnixDatagram::unbound().unwrap();
+        filler.set_nonblocking(true).unwrap();
+        while filler.send_to(b"filler", &first_path).is_ok() {}
+        let use_syslog_at = |path: Option<&Path>| {
+            *SINKS.write().unwrap() = Arc::new(Sinks {
+                stderr_text: StderrText::Off,
+                journal: None,
+                syslog: path.map(|path| SyslogSink::new(path.to_owned())),
+            });
+        };
+        let logged = |text: &str| {
+            let subscriber = tracing_subscriber::registry().with(Router);
+            tracing::subscriber::with_default(subscriber, || tracing::warn!("{text}"));
+        };
+
+        use_syslog_at(Some(&first_path));
+        logged("line one");
+        logged("line two");
+        // The sink takes nothing: the end of the log's thread is not
+        // waited for, and says what it leaves queued (line two, and line
+        // one if the thread had not taken it yet).
+        let still = writer::end(std::time::Duration::from_millis(10)).unwrap_err();
+        assert!((1..=2).contains(&still.unwritten), "{still:?}");
+        use_syslog_at(Some(&second_path));
+        // The first socket takes lines again: both come there.
+        first
+            .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        let mut got = Vec::new();
+        while !got.iter().any(|l: &String| l.ends_with("line two")) {
+            let n = first
+                .recv(&mut buf)
+                .unwrap_or_else(|e| panic!("{e}; the first socket got {got:?}"));
+            let line = String::from_utf8_lossy(&buf[..n]).into_owned();
+            if line != "filler" {
+                got.push(line);
+            }
+        }
+        assert!(got[0].ends_with("line one"), "{got:?}");
+        assert!(drain());
+        second.set_nonblocking(true).unwrap();
+        let to_second = second.recv(&mut buf).map(|n| buf[..n].to_vec());
+        assert!(to_second.is_err(), "{to_second:?}");
+        use_syslog_at(None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

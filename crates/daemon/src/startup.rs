@@ -398,8 +398,13 @@ struct Ready(File);
 
 impl Ready {
     /// Release the parent, then let go of the terminal (after the address
-    /// went out, which may have been to stdout).
+    /// went out, which may have been to stdout). The lines logged so far
+    /// are written first, while standard error is still what the daemon
+    /// was started with and the parent still waits, as they were when
+    /// each line was written at once. (A sink that takes nothing does not
+    /// hold start-up up for more than the drain's wait.)
     fn signal(mut self) -> io::Result<()> {
+        crate::logging::drain();
         let _ = self.0.write_all(b"R");
         if std::env::var_os("DBUS_DEBUG_OUTPUT").is_none() {
             crate::sys::detach_stdio()?;

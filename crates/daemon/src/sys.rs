@@ -130,20 +130,7 @@ pub fn fork_single_threaded() -> io::Result<Option<u32>> {
             "the log's thread is still writing (its sink takes nothing): no fork",
         ));
     }
-    // A thread just joined is counted until the kernel has reaped it:
-    // give such threads a moment to go.
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(1);
-    loop {
-        let threads = thread_count()?;
-        if threads == Some(1) {
-            break;
-        }
-        if std::time::Instant::now() >= give_up {
-            let threads = threads.map_or("?".to_owned(), |n| n.to_string());
-            return Err(io::Error::other(format!("{threads} threads: no fork")));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    wait_for_one_thread().map_err(|e| io::Error::new(e.kind(), format!("{e}: no fork")))?;
     // SAFETY: fork() is sound in a single-threaded process, checked just
     // above (nothing in this process starts a thread meanwhile).
     let pid = unsafe { libc::fork() };
@@ -151,6 +138,25 @@ pub fn fork_single_threaded() -> io::Result<Option<u32>> {
         -1 => Err(io::Error::last_os_error()),
         0 => Ok(None),
         child => Ok(Some(child as u32)),
+    }
+}
+
+/// Wait until this process is one thread; an error naming how many it
+/// has if it still has more after a second. A thread just joined is
+/// counted until the kernel has reaped it: such threads get a moment to
+/// go.
+fn wait_for_one_thread() -> io::Result<()> {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        let threads = thread_count()?;
+        if threads == Some(1) {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= give_up {
+            let threads = threads.map_or("?".to_owned(), |n| n.to_string());
+            return Err(io::Error::other(format!("{threads} threads")));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
 
@@ -313,12 +319,23 @@ fn user_ids(
 /// sockets and pid file exist.
 ///
 /// rustix's calls change the calling thread's ids only (raw syscalls, not
-/// libc's process-wide broadcast), which is the whole process because the
-/// daemon has a single thread at the only call site (start-up, before the
-/// event loop). Groups first, then the gid, then the uid: after the uid
-/// change nothing else may be changed.
+/// libc's process-wide broadcast), so the process must be that one
+/// thread: the log's thread, which a line logged before the change
+/// started as root, is ended first (the next line starts one as the
+/// user), and the change is refused while any other thread runs, which
+/// would keep root's ids and capabilities for the bus's life. Groups
+/// first, then the gid, then the uid: after the uid change nothing else
+/// may be changed.
 pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
     let (uid, gid, groups) = user_ids(uid, gid, groups)?;
+    if !crate::logging::drain() {
+        return Err(io::Error::other(
+            "the log's thread is still writing (its sink takes nothing): \
+             cannot change user while it runs as root",
+        ));
+    }
+    wait_for_one_thread()
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot change user: {e}")))?;
     let failed =
         |what: String| move |e: rustix::io::Errno| io::Error::new(e.kind(), format!("{what}: {e}"));
     rustix::thread::set_thread_groups(&groups).map_err(failed("Failed to set groups".into()))?;

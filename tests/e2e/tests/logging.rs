@@ -735,3 +735,136 @@ fn a_stderr_nobody_reads_does_not_stop_the_bus() {
         "{lost}"
     );
 }
+
+/// A line logged before the bus drops to its `<user>` (here the test
+/// hook's warning on syslog, and the open-file limit at debug level)
+/// starts the log's thread while the daemon is still root. The user
+/// change is per thread (raw system calls), so the daemon ends that
+/// thread first: afterwards no thread of the bus keeps root's ids or
+/// capabilities.
+#[test]
+fn no_thread_of_a_bus_that_switched_user_keeps_root() {
+    if skip::quickbus_only("the log's thread and <user>")
+        || skip::unless(
+            quickbus_e2e::can_change_user(),
+            "needs root, to start a bus that switches to <user>",
+        )
+    {
+        return;
+    }
+    let dir = TempDir::new();
+    let syslog = bind_datagram(&dir.path().join("log"));
+    let config = write_config_with(dir.path(), Listen::UnixPath, "<user>nobody</user>");
+    let mut cmd = Command::new(daemon_path());
+    cmd.env(SYSLOG_ENV, dir.path().join("log"))
+        .env("QUICKBUS_LOG", "debug");
+    let bus = Bus::start_command(
+        dir,
+        cmd,
+        &[
+            format!("--config-file={}", config.display()),
+            "--syslog".into(),
+        ],
+    );
+    // Its loop runs, so it has switched; and the line from before the
+    // switch went out through the log's thread.
+    let mut client = bus.connect();
+    client.get_id().expect("the bus serves");
+    receive_until(&syslog, |got| has(&texts(got), "is set: a hook"));
+    let (uid, _) = quickbus_e2e::NOBODY;
+    let mut threads = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{}/task", bus.pid())).unwrap() {
+        let task = task.unwrap().path();
+        let Ok(status) = std::fs::read_to_string(task.join("status")) else {
+            continue; // a thread that ended meanwhile
+        };
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .unwrap_or_default()
+                .trim()
+                .to_owned()
+        };
+        threads.push((field("Name:"), field("Uid:"), field("CapEff:")));
+    }
+    let ids = format!("{uid}\t{uid}\t{uid}\t{uid}");
+    assert!(!threads.is_empty());
+    for (name, uids, caps) in &threads {
+        assert!(
+            *uids == ids && caps.trim_start_matches('0').is_empty(),
+            "thread {name:?} runs with uids {uids:?} and capabilities {caps}; all threads: {threads:#?}"
+        );
+    }
+}
+
+/// With `--fork`, the parent exits once the daemon is ready, and the
+/// daemon then points its standard error at /dev/null: the start-up
+/// warnings it logged before it was ready (here one per service file it
+/// cannot read) are written to the standard error it was started with
+/// before that, every one of them, however far behind the log's thread
+/// was. (Before the daemon drained its log first, the last of them went
+/// to /dev/null in about one run of three here.)
+#[test]
+fn a_forked_daemons_start_up_warnings_reach_its_first_stderr() {
+    if skip::quickbus_only("the log's thread and --fork") {
+        return;
+    }
+    const BROKEN: usize = 1000;
+    let dir = TempDir::new();
+    let services = dir.path().join("services");
+    std::fs::create_dir_all(&services).unwrap();
+    for n in 0..BROKEN {
+        // Long names, so the warnings are long lines.
+        let name = format!("broken{n}-{}.service", "x".repeat(200));
+        std::fs::write(services.join(name), "not one\n").unwrap();
+    }
+    let config = write_config_with(
+        dir.path(),
+        Listen::UnixPath,
+        &format!("<servicedir>{}</servicedir>", services.display()),
+    );
+    // Standard error is a pipe (run_bounded's), so the log's thread
+    // writes it; read to the end, which comes when the daemon detaches.
+    let started = run_bounded(
+        Command::new(daemon_path())
+            .arg(format!("--config-file={}", config.display()))
+            .args(["--fork", "--print-pid"]),
+    )
+    .success();
+    let pid: u32 = started.stdout.trim().parse().expect("a pid");
+    let _daemon = ForkedDaemon(pid);
+    let warned = started
+        .stderr
+        .lines()
+        .filter(|l| l.contains("/broken") && l.contains(".service"))
+        .count();
+    assert_eq!(warned, BROKEN, "stderr:\n{}", started.stderr);
+}
+
+/// A restart's exec that could not write every queued line tells the new
+/// image how many in `QUICKBUS_LOG_LOST`; the new image counts them as
+/// lost on its log, first thing, as any lines the log could not take.
+/// (Here the variable is set by the test, on a fresh start: the new
+/// image's side of it.)
+#[test]
+fn lines_an_exec_left_unwritten_are_counted_by_the_new_image() {
+    if skip::quickbus_only("QUICKBUS_LOG_LOST") {
+        return;
+    }
+    let dir = TempDir::new();
+    let config = write_config_with(dir.path(), Listen::UnixPath, "");
+    let mut cmd = Command::new(daemon_path());
+    cmd.env("QUICKBUS_LOG_LOST", "17");
+    let bus = Bus::start_command(dir, cmd, &[format!("--config-file={}", config.display())]);
+    let log = bus.log();
+    let first = log.lines().next().unwrap_or_default();
+    assert_eq!(
+        first,
+        format!(
+            "quickbus-daemon[{}]: 17 log lines were lost: the log did not take them in time",
+            bus.pid()
+        ),
+        "{log}"
+    );
+}

@@ -66,9 +66,7 @@ impl Journal {
 
     fn send_entry(&self, entry: &[u8]) -> io::Result<()> {
         match self.socket.send_to(entry, &self.path) {
-            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::MSGSIZE.raw_os_error()) => {
-                self.send_in_memfd(entry)
-            }
+            Err(e) if too_large_for_a_datagram(&e) => self.send_in_memfd(entry),
             sent => sent.map(drop),
         }
     }
@@ -102,6 +100,17 @@ impl Journal {
         )?;
         Ok(())
     }
+}
+
+/// Whether a datagram's send failed for its size: EMSGSIZE beyond the
+/// socket's largest datagram, ENOBUFS where the kernel cannot find the
+/// memory for one that large (systemd's own sender takes the memfd for
+/// both).
+fn too_large_for_a_datagram(error: &io::Error) -> bool {
+    use rustix::io::Errno;
+    [Errno::MSGSIZE, Errno::NOBUFS]
+        .iter()
+        .any(|errno| error.raw_os_error() == Some(errno.raw_os_error()))
 }
 
 /// `record` as one entry of the native protocol.
@@ -271,7 +280,13 @@ mod tests {
             })
             .expect("a descriptor");
         let seals = rustix::fs::fcntl_get_seals(&memfd).unwrap();
-        assert!(seals.contains(SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW));
+        // journald takes a memfd only if it is sealed for good, SEAL
+        // included (no seal can be taken off, nor another added).
+        assert!(
+            seals
+                .contains(SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL),
+            "{seals:?}"
+        );
         // The sender's writes left the shared offset at the end.
         let mut file = std::fs::File::from(memfd);
         std::io::Seek::seek(&mut file, io::SeekFrom::Start(0)).unwrap();
@@ -279,6 +294,16 @@ mod tests {
         std::io::Read::read_to_end(&mut file, &mut contents).unwrap();
         assert!(contents == entry(&long), "the memfd holds the entry");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_datagram_too_large_or_without_buffers_goes_in_a_memfd() {
+        use rustix::io::Errno;
+        let error = |errno: Errno| io::Error::from_raw_os_error(errno.raw_os_error());
+        assert!(too_large_for_a_datagram(&error(Errno::MSGSIZE)));
+        assert!(too_large_for_a_datagram(&error(Errno::NOBUFS)));
+        assert!(!too_large_for_a_datagram(&error(Errno::CONNREFUSED)));
+        assert!(!too_large_for_a_datagram(&error(Errno::AGAIN)));
     }
 
     #[test]

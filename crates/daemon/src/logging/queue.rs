@@ -1,10 +1,13 @@
 //! The lines on their way to the log's thread: a bounded queue, in the
-//! order they were logged. A line that finds it full is not kept but
-//! counted, where it would have been: the log's thread then writes, at
-//! that place, one line saying how many were lost ([`Record::lost`]), so
-//! whoever reads the log is told, and told where.
+//! order they were logged, each with the sinks it was logged under (the
+//! sinks may change before the thread writes it). A line that finds the
+//! queue full is not kept but counted, where it would have been: the
+//! log's thread then writes, at that place and to that line's sinks, one
+//! line saying how many were lost ([`Record::lost`]), so whoever reads
+//! the log is told, and told where.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use super::record::Record;
 
@@ -14,21 +17,23 @@ use super::record::Record;
 /// never waits for the log.
 pub const BOUND: usize = 1024;
 
-enum Entry {
-    Line(Record),
-    /// So many lines, logged here, that found the queue full.
-    Lost(u64),
+enum Entry<S> {
+    Line(Record, Arc<S>),
+    /// So many lines, logged here to these sinks, that found the queue
+    /// full.
+    Lost(u64, Arc<S>),
 }
 
-pub struct Queue {
-    entries: VecDeque<Entry>,
+/// Lines for the sinks `S` (the log's `Sinks`; anything in the tests).
+pub struct Queue<S> {
+    entries: VecDeque<Entry<S>>,
     /// The [`Entry::Line`]s among `entries`.
     lines: usize,
     bound: usize,
 }
 
-impl Queue {
-    pub const fn new(bound: usize) -> Queue {
+impl<S> Queue<S> {
+    pub const fn new(bound: usize) -> Queue<S> {
         Queue {
             entries: VecDeque::new(),
             lines: 0,
@@ -36,32 +41,47 @@ impl Queue {
         }
     }
 
-    /// Queue `record`; false if the queue was full and it was counted as
-    /// lost instead. (A count takes no line's place: after one, a line is
-    /// taken again once the queue is below its bound.)
-    pub fn push(&mut self, record: Record) -> bool {
+    /// Queue `record` for `sinks`; false if the queue was full and it was
+    /// counted as lost instead. (A count takes no line's place: after
+    /// one, a line is taken again once the queue is below its bound.)
+    pub fn push(&mut self, record: Record, sinks: &Arc<S>) -> bool {
         if self.lines < self.bound {
-            self.entries.push_back(Entry::Line(record));
+            self.entries
+                .push_back(Entry::Line(record, Arc::clone(sinks)));
             self.lines += 1;
             return true;
         }
         match self.entries.back_mut() {
-            Some(Entry::Lost(count)) => *count += 1,
-            _ => self.entries.push_back(Entry::Lost(1)),
+            Some(Entry::Lost(count, lost_to)) if Arc::ptr_eq(lost_to, sinks) => *count += 1,
+            _ => self.entries.push_back(Entry::Lost(1, Arc::clone(sinks))),
         }
         false
     }
 
-    /// The next line to write: a queued one, or the one saying how many
-    /// were lost at this place.
-    pub fn pop(&mut self) -> Option<Record> {
+    /// The next line to write and its sinks: a queued one, or the one
+    /// saying how many were lost at this place.
+    pub fn pop(&mut self) -> Option<(Record, Arc<S>)> {
         match self.entries.pop_front()? {
-            Entry::Line(record) => {
+            Entry::Line(record, sinks) => {
                 self.lines -= 1;
-                Some(record)
+                Some((record, sinks))
             }
-            Entry::Lost(count) => Some(Record::lost(count)),
+            Entry::Lost(count, sinks) => Some((Record::lost(count), sinks)),
         }
+    }
+
+    /// The lines logged and not written: those queued and those already
+    /// counted as lost.
+    pub fn unwritten(&self) -> u64 {
+        let lost: u64 = self
+            .entries
+            .iter()
+            .map(|entry| match entry {
+                Entry::Lost(count, _) => *count,
+                Entry::Line(..) => 0,
+            })
+            .sum();
+        self.lines as u64 + lost
     }
 }
 
@@ -76,34 +96,36 @@ mod tests {
         record
     }
 
-    fn drain(queue: &mut Queue) -> Vec<String> {
+    fn drain(queue: &mut Queue<&str>) -> Vec<String> {
         std::iter::from_fn(|| queue.pop())
-            .map(|r| r.text())
+            .map(|(r, _)| r.text())
             .collect()
     }
 
     #[test]
     fn lines_come_out_in_order() {
+        let a = Arc::new("a");
         let mut queue = Queue::new(3);
         assert!(queue.pop().is_none());
-        assert!(queue.push(line(1)) && queue.push(line(2)));
+        assert!(queue.push(line(1), &a) && queue.push(line(2), &a));
         assert_eq!(drain(&mut queue), ["line 1", "line 2"]);
         assert!(queue.pop().is_none());
     }
 
     #[test]
     fn a_full_queue_counts_lines_and_says_so_where_they_were_lost() {
+        let a = Arc::new("a");
         let mut queue = Queue::new(2);
-        assert!(queue.push(line(1)));
-        assert!(queue.push(line(2)));
+        assert!(queue.push(line(1), &a));
+        assert!(queue.push(line(2), &a));
         // Full: these three are counted, not kept.
         for n in 3..=5 {
-            assert!(!queue.push(line(n)));
+            assert!(!queue.push(line(n), &a));
         }
-        assert_eq!(queue.pop().unwrap().text(), "line 1");
+        assert_eq!(queue.pop().unwrap().0.text(), "line 1");
         // Room again: the next line comes after the count.
-        assert!(queue.push(line(6)));
-        assert!(!queue.push(line(7)));
+        assert!(queue.push(line(6), &a));
+        assert!(!queue.push(line(7), &a));
         let lost = "lines were lost: the log did not take them in time";
         assert_eq!(
             drain(&mut queue),
@@ -118,11 +140,12 @@ mod tests {
 
     #[test]
     fn the_count_is_a_warning_right_after_the_last_line_kept() {
+        let a = Arc::new("a");
         let mut queue = Queue::new(1);
-        assert!(queue.push(line(1)));
-        assert!(!queue.push(line(2)));
-        assert_eq!(queue.pop().unwrap().text(), "line 1");
-        let count = queue.pop().unwrap();
+        assert!(queue.push(line(1), &a));
+        assert!(!queue.push(line(2), &a));
+        assert_eq!(queue.pop().unwrap().0.text(), "line 1");
+        let (count, _) = queue.pop().unwrap();
         assert_eq!(count.level, tracing::Level::WARN);
         assert!(count.text().starts_with("1 log line was lost"));
         assert!(queue.pop().is_none());
@@ -130,12 +153,42 @@ mod tests {
 
     #[test]
     fn the_bound_holds_however_many_lines_come() {
+        let a = Arc::new("a");
         let mut queue = Queue::new(BOUND);
-        let kept = (0..10 * BOUND).filter(|&n| queue.push(line(n))).count();
+        let kept = (0..10 * BOUND).filter(|&n| queue.push(line(n), &a)).count();
         assert_eq!(kept, BOUND);
         let out = drain(&mut queue);
         assert_eq!(out.len(), BOUND + 1);
         assert_eq!(out[BOUND - 1], format!("line {}", BOUND - 1));
         assert!(out[BOUND].starts_with(&format!("{} log lines were lost", 9 * BOUND)));
+    }
+
+    #[test]
+    fn each_line_keeps_its_sinks_and_lost_lines_are_counted_per_sinks() {
+        let (a, b) = (Arc::new("a"), Arc::new("b"));
+        let mut queue = Queue::new(1);
+        assert!(queue.push(line(1), &a));
+        assert!(!queue.push(line(2), &a));
+        assert!(!queue.push(line(3), &b));
+        assert!(!queue.push(line(4), &b));
+        assert_eq!(queue.unwritten(), 4);
+        let out: Vec<(String, &str)> = std::iter::from_fn(|| queue.pop())
+            .map(|(r, sinks)| (r.text(), *sinks))
+            .collect();
+        assert_eq!(
+            out,
+            [
+                ("line 1".to_owned(), "a"),
+                (
+                    "1 log line was lost: the log did not take it in time".to_owned(),
+                    "a"
+                ),
+                (
+                    "2 log lines were lost: the log did not take them in time".to_owned(),
+                    "b"
+                ),
+            ]
+        );
+        assert_eq!(queue.unwritten(), 0);
     }
 }

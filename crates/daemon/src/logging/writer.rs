@@ -11,7 +11,7 @@
 //! line starts a thread in whatever process logs it (remembered by pid).
 //! So each line is written once, by the process that logged it.
 
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -19,9 +19,10 @@ use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
 
 use super::queue::{Queue, BOUND};
 use super::record::Record;
+use super::Sinks;
 
 struct State {
-    queue: Queue,
+    queue: Queue<Sinks>,
     thread: Option<Writer>,
     /// The thread waits for lines (and wants waking for the next).
     idle: bool,
@@ -83,12 +84,23 @@ pub fn on_log_thread() -> bool {
     std::thread::current().name() == Some(NAME)
 }
 
-/// Queue `record` for the log's thread, starting one if this process has
-/// none. Never waits for a sink.
-pub fn submit(record: Record) {
+/// Queue `record` for the log's thread, to be written to `sinks` (those
+/// of the moment it was logged, whatever they are when it is written),
+/// starting a thread if this process has none. Never waits for a sink.
+pub fn submit(record: Record, sinks: &Arc<Sinks>) {
     let mut state = lock();
-    state.queue.push(record);
+    state.queue.push(record, sinks);
     state.ending = false;
+    if !state.has_thread() {
+        // Left its loop, not joined yet: gone in a moment. Joined
+        // without the lock, which nothing may hold while it waits.
+        if let Some(ended) = state.take_ended() {
+            drop(state);
+            let _ = ended.join();
+            state = lock();
+        }
+    }
+    // Another line may have started one while the lock was let go.
     if state.has_thread() {
         if state.idle {
             CHANGED.notify_all();
@@ -100,19 +112,16 @@ pub fn submit(record: Record) {
     }
     // No thread to be had: written here, as before there was one (not
     // under the lock, which a panic's drain takes).
-    let unwritten: Vec<Record> = std::iter::from_fn(|| state.queue.pop()).collect();
+    let unwritten: Vec<_> = std::iter::from_fn(|| state.queue.pop()).collect();
     drop(state);
-    for record in &unwritten {
-        super::write(record);
+    for (record, sinks) in &unwritten {
+        super::write(record, sinks);
     }
 }
 
-/// Start this process's log thread; false if none could be started.
+/// Start this process's log thread (it has none, and none to join);
+/// false if none could be started.
 fn start(state: &mut State) -> bool {
-    // Left its loop, not joined yet: gone in a moment.
-    if let Some(ended) = state.take_ended() {
-        let _ = ended.join();
-    }
     // The thread starts with every signal blocked, so the bus's loop
     // handles them all (and a restart's held signals stay pending).
     let mut previous = SigSet::empty();
@@ -141,12 +150,12 @@ fn start(state: &mut State) -> bool {
 fn run() {
     let mut state = lock();
     loop {
-        if let Some(record) = state.queue.pop() {
+        if let Some((record, sinks)) = state.queue.pop() {
             drop(state);
             // A sink that panics loses this line, not the thread (which
             // would leave every later line queued for nobody).
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                super::write(&record);
+                super::write(&record, &sinks);
             }));
             state = lock();
         } else if state.ending {
@@ -163,10 +172,18 @@ fn run() {
     }
 }
 
+/// The log's thread did not end in time: a sink still holds it up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StillWriting {
+    /// The lines still queued (and counted as lost) when the wait ended.
+    pub unwritten: u64,
+}
+
 /// Write every queued line and end the log's thread, waiting at most
-/// `wait`: true if it ended, false if a sink still holds it up (then it
-/// goes on, and its lines are written when the sink takes them).
-pub fn end(wait: Duration) -> bool {
+/// `wait`; [`StillWriting`] if a sink still holds it up (then it goes on,
+/// and its lines are written when the sink takes them, unless the
+/// process execs or exits first).
+pub fn end(wait: Duration) -> Result<(), StillWriting> {
     let mut state = lock();
     if state.has_thread() {
         state.ending = true;
@@ -176,7 +193,9 @@ pub fn end(wait: Duration) -> bool {
             .unwrap_or_else(|e| e.into_inner())
             .0;
         if state.has_thread() {
-            return false;
+            return Err(StillWriting {
+                unwritten: state.queue.unwritten(),
+            });
         }
     }
     // Joined, so that a fork finds the process's one thread.
@@ -185,5 +204,5 @@ pub fn end(wait: Duration) -> bool {
     if let Some(ended) = ended {
         let _ = ended.join();
     }
-    true
+    Ok(())
 }

@@ -163,6 +163,14 @@ fn exec_with(
     exec: impl FnOnce(&[CString], &[CString]) -> nix::Result<std::convert::Infallible>,
     env: &[(&str, String)],
 ) -> io::Error {
+    let blocked = handled_signals();
+    let _ = blocked.thread_block();
+    // The lines logged so far, written by this image: its log's thread
+    // ends with the exec, and the new image knows nothing of its queue.
+    // Those a sink did not take in time are counted for the new image to
+    // tell (logging::LOST_AT_EXEC_ENV).
+    let lost = crate::logging::drain_before_exec();
+    let env: Vec<(&str, String)> = env.iter().cloned().chain(lost).collect();
     let argv: Vec<CString> = std::env::args_os()
         .filter_map(|a| CString::new(a.into_vec()).ok())
         .collect();
@@ -179,11 +187,6 @@ fn exec_with(
         env.iter()
             .filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok()),
     );
-    let blocked = handled_signals();
-    let _ = blocked.thread_block();
-    // The lines logged so far, written by this image: its log's thread
-    // ends with the exec, and the new image knows nothing of its queue.
-    crate::logging::drain();
     let Err(errno) = exec(&argv, &envp);
     let _ = blocked.thread_unblock();
     io::Error::from(errno)
