@@ -10,8 +10,7 @@
 # 2. a run under callgrind (valgrind): the daemon's user-space instructions,
 #    and the share of them inside the bus core's entry points
 #    (Bus::receive, Bus::write_queue without the sendmsg it calls,
-#    Bus::handle_timeouts, and with a pool Bus::settle_lent): the routing
-#    and queueing that stay serial
+#    Bus::handle_timeouts): the routing and queueing that stay serial
 #    behind one point of order.
 #
 # It prints both and their product, the serial share of the whole per-message
@@ -83,14 +82,13 @@ done
 # (Bus::write_queue), around the daemon's sendmsg (transport::write_once,
 # which is per connection and not the core's): only the sendmsgs made
 # inside it (overflow::Queues::write calls them) are taken off, not those
-# a pool's workers make from lent outboxes. With a pool, the settling of
-# what those writes took (Bus::settle_lent) is the core's too.
+# a pool's workers make from lent outboxes, whose writes write_queue
+# settles too.
 write_queue=$(instructions 'queueing::<impl quickbus_bus::bus::Bus>::write_queue')
 ((write_queue > 0)) || { echo "Bus::write_queue not found in the profile: the script is out of date" >&2; exit 1; }
 write_once=$(callgrind_annotate --inclusive=yes --tree=caller --threshold=100 "$profile" 2>/dev/null |
     awk '/^ *$/ {v = 0} /< .*Queues::write \(/ {v = $1} /\*  .*transport::write_once \[/ {gsub(",", "", v); print v + 0; exit}')
-settle_lent=$(instructions 'lending::<impl quickbus_bus::bus::Bus>::settle_lent')
-core=$((core + write_queue - ${write_once:-0} + settle_lent))
+core=$((core + write_queue - ${write_once:-0}))
 ((core > 0)) || { echo "Bus::receive not found in the profile: the script is out of date" >&2; exit 1; }
 parse=$(instructions 'quickbus_wire::message::Message::parse')
 
