@@ -328,13 +328,6 @@ impl Outbox {
         took
     }
 
-    /// Whether a write that said `took` took anything: if not, the socket
-    /// is full for now.
-    #[inline]
-    pub fn took_some(took: Option<usize>) -> bool {
-        took.is_some_and(|written| written > 0)
-    }
-
     /// The socket took `written` bytes of the next write: they leave,
     /// with the fds of each message written to its end.
     #[inline]

@@ -125,12 +125,6 @@ impl LentOutbox {
         self.conn
     }
 
-    /// What is queued (the worker's write reads it).
-    #[inline]
-    pub fn outbox(&self) -> &Outbox {
-        &self.out
-    }
-
     /// The first write of the queue's next flush, made ahead with
     /// `write` (see [`Outbox::write_ahead`]): what the socket took leaves
     /// the outbox, and is dropped here, on the writing thread; its counts

@@ -117,20 +117,25 @@ pub fn fork_daemon() -> io::Result<Option<u32>> {
     Ok(forked)
 }
 
+/// End the daemon's own thread, the log's (its lines written once, by
+/// this process; the next line starts another), then wait until the
+/// process is that one thread ([`wait_for_one_thread`]).
+fn become_single_threaded() -> io::Result<()> {
+    if !crate::logging::drain() {
+        return Err(io::Error::other(
+            "the log's thread is still writing (its sink takes nothing)",
+        ));
+    }
+    wait_for_one_thread()
+}
+
 /// Fork a single-threaded process (the daemon going into the background,
 /// or the new image of a restart in place checking its handover in a
 /// child: `restart::resume`): Some(child pid) in the parent, None in the
 /// child. Refused when the process has more than one thread, where the
 /// child could inherit a lock held by a thread it does not have.
 pub fn fork_single_threaded() -> io::Result<Option<u32>> {
-    // The log's thread is the daemon's own: its lines written (once, by
-    // this process), it ends, and the next line starts another.
-    if !crate::logging::drain() {
-        return Err(io::Error::other(
-            "the log's thread is still writing (its sink takes nothing): no fork",
-        ));
-    }
-    wait_for_one_thread().map_err(|e| io::Error::new(e.kind(), format!("{e}: no fork")))?;
+    become_single_threaded().map_err(|e| io::Error::new(e.kind(), format!("{e}: no fork")))?;
     // SAFETY: fork() is sound in a single-threaded process, checked just
     // above (nothing in this process starts a thread meanwhile).
     let pid = unsafe { libc::fork() };
@@ -328,13 +333,7 @@ fn user_ids(
 /// may be changed.
 pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
     let (uid, gid, groups) = user_ids(uid, gid, groups)?;
-    if !crate::logging::drain() {
-        return Err(io::Error::other(
-            "the log's thread is still writing (its sink takes nothing): \
-             cannot change user while it runs as root",
-        ));
-    }
-    wait_for_one_thread()
+    become_single_threaded()
         .map_err(|e| io::Error::new(e.kind(), format!("cannot change user: {e}")))?;
     let failed =
         |what: String| move |e: rustix::io::Errno| io::Error::new(e.kind(), format!("{what}: {e}"));

@@ -148,7 +148,7 @@ mod tests {
     fn write_ahead_in_place(h: &mut Harness, writes: &[(ConnId, Socket)]) -> Vec<bool> {
         let results: Vec<_> = writes
             .iter()
-            .map(|&(conn, socket)| socket.write(h.bus.outbox(conn).unwrap()))
+            .map(|&(conn, socket)| socket.write(h.bus.conns[&conn].queue.outbox()))
             .collect();
         flush_in_turn(h, writes, results)
     }

@@ -459,11 +459,6 @@ impl Bus {
         Some(result)
     }
 
-    /// What is queued for `conn` (the daemon asks whether anything is).
-    pub fn outbox(&self, conn: ConnId) -> Option<&Outbox> {
-        self.conns.get(&conn).map(|c| c.queue.outbox())
-    }
-
     /// Bytes queued for `conn` and not written yet.
     pub fn queued_bytes(&self, conn: ConnId) -> usize {
         self.conns.get(&conn).map_or(0, |c| c.queue.bytes())

@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{MemfdFlags, SealFlags};
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketAddrUnix};
-use tracing::Level;
 
 use super::record::Record;
 use super::IDENTIFIER;
@@ -116,14 +115,9 @@ fn too_large_for_a_datagram(error: &io::Error) -> bool {
 /// `record` as one entry of the native protocol.
 pub fn entry(record: &Record) -> Vec<u8> {
     let mut entry = Vec::with_capacity(256 + record.message.len());
-    let priority = match record.level {
-        Level::ERROR => "3",
-        Level::WARN => "4",
-        Level::INFO if record.security => "5",
-        Level::INFO => "6",
-        _ => "7",
-    };
-    put(&mut entry, "PRIORITY", priority.as_bytes());
+    // The journal's priorities are syslog's severities.
+    let priority = super::syslog_severity(record.level, record.security) as u32;
+    put(&mut entry, "PRIORITY", priority.to_string().as_bytes());
     put(&mut entry, "TARGET", record.target.as_bytes());
     if let Some(file) = record.file {
         put(&mut entry, "CODE_FILE", file.as_bytes());
@@ -170,6 +164,7 @@ fn field_name(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tracing::Level;
 
     fn record(message: &str) -> Record {
         Record {

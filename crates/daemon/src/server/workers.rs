@@ -12,9 +12,10 @@
 //! - before the flush, the first `sendmsg` of each connection with output
 //!   (`write_ahead`), made from the connection's outbox lent out of the
 //!   bus (`quickbus_bus::bus::lending`): the worker takes out what the
-//!   socket took, and the bus settles the counts and reacts to the queue's
-//!   going down when the outboxes come back, before anything else touches
-//!   it; the flush then goes on from there.
+//!   socket took, the outboxes go back before anything else touches the
+//!   bus, and each connection's flush settles its write's counts and
+//!   reacts to its queue's going down, in the flush's order, as it did
+//!   when the worker wrote from a queue it did not change.
 //!
 //! Reading a connection earlier in the turn moves no message ahead of
 //! another in the bus's order, which is the order of routing; writing
@@ -306,38 +307,30 @@ impl Server {
             return Vec::new();
         }
         let mut lending = self.bus.lend_outboxes();
-        let mut transports = Vec::with_capacity(dirty.len());
         for &id in dirty {
             let Some(conn) = self.conns.get(&id) else {
                 continue;
             };
             // SASL replies go first, and only the flush writes them.
-            if !matches!(conn.phase, Phase::Running) || conn.transport.has_output() {
-                continue;
-            }
-            if lending.lend(id) {
-                transports.push((id, &conn.transport));
+            if matches!(conn.phase, Phase::Running) && !conn.transport.has_output() {
+                lending.lend(id);
             }
         }
-        // Lent in the order of `transports`, one each: a connection's
-        // messages written to another's socket would be a disclosure, so
-        // the pairing is checked in every build.
+        // Each outbox with its own connection's socket, found by the id
+        // it carries.
+        let conns = &self.conns;
         let mut batch: Vec<_> = lending
             .outboxes()
             .iter_mut()
-            .zip(transports)
-            .map(|(outbox, (id, transport))| {
-                assert_eq!(outbox.conn(), id, "an outbox paired with another's socket");
-                (outbox, transport, None)
-            })
+            .map(|outbox| (&conns[&outbox.conn()].transport, outbox, None))
             .collect();
         self.workers
-            .each(&mut batch, |(outbox, transport, result)| {
+            .each(&mut batch, |(transport, outbox, result)| {
                 *result = Some(outbox.write_ahead(|o| transport.write_once(o)));
             });
         let ahead = batch
             .into_iter()
-            .filter_map(|(outbox, _, result)| Some((outbox.conn(), result?)))
+            .filter_map(|(_, outbox, result)| Some((outbox.conn(), result?)))
             .collect();
         // Every outbox back in the bus, its write to be settled.
         lending.give_back();
