@@ -678,6 +678,57 @@ fn a_syslog_that_takes_nothing_does_not_stop_the_bus() {
     );
 }
 
+/// A restart while the log's sink takes nothing: the log's thread, blocked
+/// in the sink, cannot be ended before the fork that checks the state, so
+/// the restart is refused (the Restart caller is told why) and the bus
+/// serves on as it was; the lines arrive once the sink reads again.
+#[test]
+fn a_restart_while_the_log_takes_nothing_is_refused_and_the_bus_serves_on() {
+    if skip::quickbus_only("quickbus's log thread and restart in place") {
+        return;
+    }
+    let dir = TempDir::new();
+    let path = dir.path().join("log");
+    let unread = bind_unread(&path);
+    let config = flood_config(dir.path());
+    let bus = start_syslog_only(dir, &config, Command::new(daemon_path()));
+    let pid = bus.pid();
+    flood(&bus);
+    let mut admin = bus.connect();
+    let refused = admin
+        .call(
+            MessageBuilder::method_call("/org/freedesktop/DBus", "Restart")
+                .interface("org.quickbus.Daemon1")
+                .destination("org.freedesktop.DBus"),
+        )
+        .expect_err("a restart refused while the log's thread cannot end");
+    let why = refused.to_string();
+    assert!(
+        why.contains("Restart refused") && why.contains("the log's thread is still writing"),
+        "{why}"
+    );
+    // The same process serves, with every name it had.
+    assert_eq!(bus.pid(), pid);
+    let names = admin
+        .call(
+            MessageBuilder::method_call("/org/freedesktop/DBus", "ListNames")
+                .interface("org.freedesktop.DBus")
+                .destination("org.freedesktop.DBus"),
+        )
+        .expect("ListNames after the refused restart");
+    assert!(format!("{names:?}").contains("org.freedesktop.DBus"));
+    let syslog = read_in_background(unread);
+    let lines = texts(&receive_until(&syslog, |got| flood_accounted(&texts(got))));
+    // The flood's lines in order, each once or counted (the counts also
+    // take in the restart's own lines, lost behind the flood).
+    let (calls, lost) = flood_lines(&lines);
+    assert!(
+        calls.windows(2).all(|w| w[0] < w[1]),
+        "lines out of order or doubled: {calls:?}"
+    );
+    assert!(calls.len() + lost >= FLOOD_CALLS, "{lines:#?}");
+}
+
 /// The same for a standard error that is a pipe nobody reads (a FIFO
 /// here, which the test opens but reads only after the calls).
 #[test]
