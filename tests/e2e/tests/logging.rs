@@ -654,6 +654,24 @@ fn flood_accounted(lines: &[String]) -> bool {
     lost > 0 && calls.len() + lost >= FLOOD_CALLS
 }
 
+/// A `--syslog-only` bus whose syslog socket nobody reads, after
+/// [`flood`]: its log's thread is blocked in the socket, its queue full.
+fn flooded_with_a_syslog_that_takes_nothing() -> (Bus, UnixDatagram) {
+    let dir = TempDir::new();
+    let unread = bind_unread(&dir.path().join("log"));
+    let config = flood_config(dir.path());
+    let bus = start_syslog_only(dir, &config, Command::new(daemon_path()));
+    flood(&bus);
+    (bus, unread)
+}
+
+/// The flood's lines, read from `unread` until every call's is
+/// there or counted as lost.
+fn flood_read(unread: UnixDatagram) -> Vec<String> {
+    let syslog = read_in_background(unread);
+    texts(&receive_until(&syslog, |got| flood_accounted(&texts(got))))
+}
+
 /// A syslog daemon that takes nothing (its socket's queue full) stops
 /// the log, not the bus: every call is answered, and the lines that did
 /// not fit the daemon's queue are counted in a line of their own.
@@ -662,14 +680,8 @@ fn a_syslog_that_takes_nothing_does_not_stop_the_bus() {
     if skip::quickbus_only("quickbus's log thread") {
         return;
     }
-    let dir = TempDir::new();
-    let path = dir.path().join("log");
-    let unread = bind_unread(&path);
-    let config = flood_config(dir.path());
-    let bus = start_syslog_only(dir, &config, Command::new(daemon_path()));
-    flood(&bus);
-    let syslog = read_in_background(unread);
-    let lines = texts(&receive_until(&syslog, |got| flood_accounted(&texts(got))));
+    let (_bus, unread) = flooded_with_a_syslog_that_takes_nothing();
+    let lines = flood_read(unread);
     assert_in_order_or_counted(&lines);
     let lost = line_with(&lines, LOST);
     assert!(
@@ -687,13 +699,8 @@ fn a_restart_while_the_log_takes_nothing_is_refused_and_the_bus_serves_on() {
     if skip::quickbus_only("quickbus's log thread and restart in place") {
         return;
     }
-    let dir = TempDir::new();
-    let path = dir.path().join("log");
-    let unread = bind_unread(&path);
-    let config = flood_config(dir.path());
-    let bus = start_syslog_only(dir, &config, Command::new(daemon_path()));
+    let (bus, unread) = flooded_with_a_syslog_that_takes_nothing();
     let pid = bus.pid();
-    flood(&bus);
     let mut admin = bus.connect();
     let refused = admin
         .call(
@@ -717,8 +724,7 @@ fn a_restart_while_the_log_takes_nothing_is_refused_and_the_bus_serves_on() {
         )
         .expect("ListNames after the refused restart");
     assert!(format!("{names:?}").contains("org.freedesktop.DBus"));
-    let syslog = read_in_background(unread);
-    let lines = texts(&receive_until(&syslog, |got| flood_accounted(&texts(got))));
+    let lines = flood_read(unread);
     // The flood's lines in order, each once or counted (the counts also
     // take in the restart's own lines, lost behind the flood).
     let (calls, lost) = flood_lines(&lines);

@@ -229,6 +229,40 @@ mod tests {
         kept
     }
 
+    /// The reactions to writes seen so far, so that a comparison of two
+    /// ways of writing is known to have gone through them.
+    #[derive(Default)]
+    struct Reactions {
+        told_of_losses: usize,
+        released: usize,
+    }
+
+    impl Reactions {
+        fn count(&mut self, out: &[Action], receivers: &[ConnId]) {
+            self.released += out
+                .iter()
+                .filter(|a| matches!(a, Action::ReleaseSender { .. }))
+                .count();
+            self.told_of_losses += receivers
+                .iter()
+                .map(|&r| lost_counts(&delivered_to(out, r)).len())
+                .sum::<usize>();
+        }
+
+        /// Signals were dropped and senders held, receivers told of their
+        /// losses and held senders released: each way was taken, or the
+        /// comparison says little.
+        fn assert_each_way_taken(&self, h: &Harness) {
+            let totals = h.bus.total_traffic();
+            assert!(totals.dropped > 0 && totals.holds > 0, "{totals:?}");
+            assert!(
+                self.told_of_losses > 0,
+                "no receiver was told of its losses"
+            );
+            assert!(self.released > 0, "no held sender was released by a write");
+        }
+    }
+
     /// A broadcast of [`broadcast`]'s size with an fd.
     fn broadcast_with_fd() -> MessageBuilder {
         MessageBuilder::signal("/", "org.example.T", "S")
@@ -256,7 +290,7 @@ mod tests {
         ];
         let mut conns = vec![sender];
         conns.extend(&receivers);
-        let (mut told_of_losses, mut released, mut fds_written) = (0, 0, 0);
+        let (mut reactions, mut fds_written) = (Reactions::default(), 0);
         for round in 0..120 {
             let reader = receivers[round % receivers.len()];
             let socket = sockets[round / 2 % sockets.len()];
@@ -292,21 +326,9 @@ mod tests {
                 state(lent, &conns),
                 "round {round}"
             );
-            let out = &buses[0].out;
-            released += out
-                .iter()
-                .filter(|a| matches!(a, Action::ReleaseSender { .. }))
-                .count();
-            told_of_losses += receivers
-                .iter()
-                .map(|&r| lost_counts(&delivered_to(out, r)).len())
-                .sum::<usize>();
+            reactions.count(&buses[0].out, &receivers);
         }
-        // Each way was taken, or the comparison says little.
-        let totals = buses[0].bus.total_traffic();
-        assert!(totals.dropped > 0 && totals.holds > 0, "{totals:?}");
-        assert!(told_of_losses > 0, "no receiver was told of its losses");
-        assert!(released > 0, "no held sender was released by a write");
+        reactions.assert_each_way_taken(&buses[0]);
         assert!(fds_written > 0, "no write took fds");
     }
 
@@ -392,7 +414,7 @@ mod tests {
             Socket::Takes(1000),
             Socket::Takes(450),
         ];
-        let (mut told_of_losses, mut released) = (0, 0);
+        let mut reactions = Reactions::default();
         for round in 0..300 {
             let writes: Vec<(ConnId, Socket)> = receivers
                 .iter()
@@ -425,20 +447,9 @@ mod tests {
             }
             let [ahead, lent] = &buses;
             assert_eq!(state(ahead, &conns), state(lent, &conns), "round {round}");
-            let out = &buses[0].out;
-            released += out
-                .iter()
-                .filter(|a| matches!(a, Action::ReleaseSender { .. }))
-                .count();
-            told_of_losses += receivers
-                .iter()
-                .map(|&r| lost_counts(&delivered_to(out, r)).len())
-                .sum::<usize>();
+            reactions.count(&buses[0].out, &receivers);
         }
-        let totals = buses[0].bus.total_traffic();
-        assert!(totals.dropped > 0 && totals.holds > 0, "{totals:?}");
-        assert!(told_of_losses > 0, "no receiver was told of its losses");
-        assert!(released > 0, "no held sender was released by a write");
+        reactions.assert_each_way_taken(&buses[0]);
     }
 
     #[test]
