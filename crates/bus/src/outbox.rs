@@ -312,7 +312,9 @@ impl Outbox {
         &mut self,
         write: impl FnOnce(&Outbox) -> Result<Option<usize>, E>,
     ) -> Result<Option<usize>, E> {
-        debug_assert!(self.ahead.is_none(), "two writes made ahead");
+        // Checked in every build: a second would leave the first unsettled,
+        // its counts in the tally for good.
+        assert!(self.ahead.is_none(), "two writes made ahead");
         let took = write(self);
         let (bytes, fds) = (self.bytes, self.fds);
         if let Ok(Some(written)) = took {
@@ -425,6 +427,61 @@ mod tests {
         o.push(item(b"fds!", b"", 2));
         o.push(item(b"last", b"one", last_fds));
         o
+    }
+
+    /// Flush `o` through a socket that takes at most `takes` bytes a
+    /// write, the first write's result being `first` if given (a write
+    /// made ahead); what the socket got is appended to `sent`.
+    fn flush_through(
+        o: &mut Outbox,
+        takes: usize,
+        mut first: Option<Result<Option<usize>, ()>>,
+        sent: &mut Vec<u8>,
+    ) -> Result<bool, ()> {
+        let mut writes = 0;
+        o.flush(|o| {
+            if let Some(first) = first.take() {
+                return first;
+            }
+            writes += 1;
+            assert!(writes < 1000, "the flush does not advance");
+            take(o, takes, sent)
+        })
+    }
+
+    /// One write of `o`'s next slices through a socket that takes at most
+    /// `takes` bytes, appended to `sent`.
+    fn take(o: &Outbox, takes: usize, sent: &mut Vec<u8>) -> Result<Option<usize>, ()> {
+        let (bytes, _) = o.next_write_bytes();
+        let n = takes.min(bytes.len());
+        sent.extend_from_slice(&bytes[..n]);
+        Ok(Some(n))
+    }
+
+    #[test]
+    fn a_flush_after_a_write_made_ahead_sends_what_a_flush_alone_sends() {
+        for takes in [1, 3, 7, 10, 100] {
+            let mut alone = three_queued(1);
+            let mut sent_alone = Vec::new();
+            assert_eq!(
+                flush_through(&mut alone, takes, None, &mut sent_alone),
+                Ok(true)
+            );
+
+            let mut ahead = three_queued(1);
+            let mut sent = Vec::new();
+            let first = ahead.write_ahead(|o| take(o, takes, &mut sent));
+            // Its counts wait for the flush, which settles them.
+            assert_eq!((ahead.bytes(), ahead.fds()), (19, 3), "takes {takes}");
+            assert!(ahead.written_ahead());
+            assert_eq!(
+                flush_through(&mut ahead, takes, Some(first), &mut sent),
+                Ok(true)
+            );
+            assert_eq!(sent, sent_alone, "takes {takes}");
+            assert_eq!((ahead.bytes(), ahead.fds()), (0, 0));
+            assert!(!ahead.written_ahead());
+        }
     }
 
     #[test]

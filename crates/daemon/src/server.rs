@@ -1179,7 +1179,7 @@ fn write_out(
     if !conn.transport.flush()? || !matches!(conn.phase, Phase::Running) {
         // A write made ahead would go unsettled: none is made for such a
         // connection (`write_ahead`).
-        debug_assert!(written_ahead.is_none(), "a write made ahead left unsettled");
+        assert!(written_ahead.is_none(), "a write made ahead left unsettled");
         return Ok(!conn.transport.has_output());
     }
     let transport = &conn.transport;

@@ -452,10 +452,8 @@ mod tests {
         reactions.assert_each_way_taken(&buses[0]);
     }
 
-    #[test]
-    // A debug build stops at the assertion; a release build refuses.
-    #[cfg_attr(debug_assertions, should_panic(expected = "while an outbox is lent"))]
-    fn the_place_of_a_lent_outbox_refuses_a_restart() {
+    /// A bus with a message queued for a second client, `b`.
+    fn one_queued() -> (Harness, ConnId) {
         let mut h = Harness::new();
         let (a, _) = h.client();
         let (b, name_b) = h.client();
@@ -463,18 +461,45 @@ mod tests {
             a,
             MessageBuilder::signal("/", "org.example.T", "S").destination(name_b),
         );
-        let lent = h.bus.conns.get_mut(&b).unwrap().queue.lend(b);
+        (h, b)
+    }
+
+    /// Why handing over `b`'s queue is refused, if it is.
+    fn handover_refusal(h: &Harness, b: ConnId) -> Option<String> {
         let clock = crate::handover::Clock {
             instant: h.now,
             monotonic_ns: 1_000_000_000,
         };
         let (written, saved) =
             crate::handover::saving(clock, || postcard::to_stdvec(&h.bus.conns[&b].queue));
-        assert!(written.is_err());
-        assert_eq!(
-            saved.refused.as_deref(),
-            Some("a queue is lent out for a write (a restart happens between turns)")
-        );
+        assert_eq!(written.is_err(), saved.refused.is_some());
+        saved.refused
+    }
+
+    const REFUSED: &str = "a queue is lent out for a write (a restart happens between turns)";
+
+    #[test]
+    // A debug build stops at the assertion; a release build refuses.
+    #[cfg_attr(debug_assertions, should_panic(expected = "while an outbox is lent"))]
+    fn the_place_of_a_lent_outbox_refuses_a_restart() {
+        let (mut h, b) = one_queued();
+        let lent = h.bus.conns.get_mut(&b).unwrap().queue.lend(b);
+        assert_eq!(handover_refusal(&h, b).as_deref(), Some(REFUSED));
         drop(lent);
+    }
+
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        should_panic(expected = "while an outbox is lent or unsettled")
+    )]
+    fn a_queue_whose_write_made_ahead_is_not_settled_refuses_a_restart() {
+        let (mut h, b) = one_queued();
+        let mut lending = h.bus.lend_outboxes();
+        assert!(lending.lend(b));
+        let took = lending.outboxes()[0].write_ahead(|_| Ok::<_, ()>(Some(1)));
+        assert_eq!(took, Ok(Some(1)));
+        lending.give_back();
+        assert_eq!(handover_refusal(&h, b).as_deref(), Some(REFUSED));
     }
 }
