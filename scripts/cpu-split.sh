@@ -87,7 +87,9 @@ done
 write_queue=$(instructions 'queueing::<impl quickbus_bus::bus::Bus>::write_queue')
 ((write_queue > 0)) || { echo "Bus::write_queue not found in the profile: the script is out of date" >&2; exit 1; }
 write_once=$(callgrind_annotate --inclusive=yes --tree=caller --threshold=100 "$profile" 2>/dev/null |
-    awk '/^ *$/ {v = 0} /< .*Queues::write \(/ {v = $1} /\*  .*transport::write_once \[/ {gsub(",", "", v); print v + 0; exit}')
+    awk '/^ *$/ {v = 0} /< .*Queues::write \(/ {v = $1}
+        /\*  .*transport::write_once \[/ && !found {gsub(",", "", v); n = v + 0; found = 1}
+        END {if (found) print n}')
 [[ -n $write_once ]] || { echo "transport::write_once not found in the profile: the script is out of date" >&2; exit 1; }
 core=$((core + write_queue - write_once))
 ((core > 0)) || { echo "Bus::receive not found in the profile: the script is out of date" >&2; exit 1; }
