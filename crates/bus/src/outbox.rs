@@ -269,30 +269,37 @@ impl Outbox {
 
     /// Write until empty: `write` makes one write of [`Outbox::next_write`]'s
     /// slices and says how much the socket took, or None when it takes
-    /// nothing more for now. Ok(true) when the box is empty.
+    /// nothing more for now. Ok(true) when the box is empty. The first
+    /// write was made ahead when `written_ahead` gives its result
+    /// ([`Outbox::write_ahead`]): only its counts move here, as `advance`
+    /// would have moved them, and the writes go on from there.
     #[inline]
     pub fn flush<E>(
         &mut self,
+        written_ahead: Option<Result<Option<usize>, E>>,
         mut write: impl FnMut(&Outbox) -> Result<Option<usize>, E>,
     ) -> Result<bool, E> {
-        // A first write made ahead took out what it wrote: `write` says
-        // what it took (its result), and only the counts move now, as
-        // `advance` would have moved them. (One call of `write` for both:
-        // with a second, the compiler no longer inlined the drop of a
-        // written item here, 16 instructions a message in a fan-out.)
-        let mut ahead = self.ahead.take();
-        if let Some(taken) = ahead {
+        // Checked in every build: a result taken for a write of its own
+        // would send bytes twice, a write left unsettled keep its counts.
+        let ahead = self.ahead.take();
+        assert_eq!(
+            ahead.is_some(),
+            written_ahead.is_some(),
+            "a write made ahead and its result go together"
+        );
+        if let (Some(taken), Some(result)) = (ahead, written_ahead) {
             self.bytes -= taken.bytes;
             self.fds -= taken.fds;
+            if !matches!(result?, Some(written) if written > 0) {
+                return Ok(false);
+            }
         }
-        while ahead.is_some() || !self.is_empty() {
+        while !self.is_empty() {
             match write(self)? {
                 // A write that took nothing would take nothing again: wait
                 // for the socket instead of spinning.
                 Some(written) if written > 0 => {
-                    if ahead.take().is_none() {
-                        self.advance(written);
-                    }
+                    self.advance(written);
                 }
                 _ => return Ok(false),
             }
@@ -403,7 +410,7 @@ mod tests {
         let mut o = Outbox::default();
         o.push(item(b"head", b"body", 0));
         let mut writes = 0;
-        let flushed = o.flush(|_| {
+        let flushed = o.flush(None, |_| {
             writes += 1;
             assert!(writes < 3, "flush spins on a write of 0 bytes");
             Ok::<_, ()>(Some(0))
@@ -435,14 +442,11 @@ mod tests {
     fn flush_through(
         o: &mut Outbox,
         takes: usize,
-        mut first: Option<Result<Option<usize>, ()>>,
+        first: Option<Result<Option<usize>, ()>>,
         sent: &mut Vec<u8>,
     ) -> Result<bool, ()> {
         let mut writes = 0;
-        o.flush(|o| {
-            if let Some(first) = first.take() {
-                return first;
-            }
+        o.flush(first, |o| {
             writes += 1;
             assert!(writes < 1000, "the flush does not advance");
             take(o, takes, sent)

@@ -545,18 +545,20 @@ impl Queues {
         Some(now.saturating_duration_since(hold.since))
     }
 
-    /// Write `q` at `now` with `write` (see [`Outbox::flush`]): what the
+    /// Write `q` at `now` with `write`, its first write made ahead if
+    /// `written_ahead` gives its result (see [`Outbox::flush`]): what the
     /// socket took leaves `q` and its user's tally. Returns the write's
     /// outcome and what it changed.
     pub(crate) fn write<E>(
         &mut self,
         q: &mut OutQueue,
         now: Instant,
+        written_ahead: Option<Result<Option<usize>, E>>,
         write: impl FnMut(&Outbox) -> Result<Option<usize>, E>,
     ) -> (Result<bool, E>, Written) {
         let (before, fds_before) = (q.out.bytes(), q.out.fds());
         let level = self.user_level(q.user);
-        let result = q.out.flush(write);
+        let result = q.out.flush(written_ahead, write);
         // Also when the write failed part way: what was written is gone.
         self.users
             .get_mut(q.user)

@@ -1173,7 +1173,7 @@ fn write_out(
     bus: &mut Bus,
     id: ConnId,
     conn: &mut Conn,
-    mut written_ahead: Option<WriteResult>,
+    written_ahead: Option<WriteResult>,
     actions: &mut Vec<Action>,
 ) -> Result<bool, rustix::io::Errno> {
     if !conn.transport.flush()? || !matches!(conn.phase, Phase::Running) {
@@ -1183,12 +1183,8 @@ fn write_out(
         return Ok(!conn.transport.has_output());
     }
     let transport = &conn.transport;
-    let flushed = bus.write_queue(id, Instant::now(), actions, |outbox| {
-        written_ahead
-            .take()
-            .unwrap_or_else(|| transport.write_once(outbox))
-    });
-    // The outbox written ahead settles its write at the flush's first.
-    assert!(written_ahead.is_none(), "a write made ahead left unsettled");
-    flushed.unwrap_or(Ok(true))
+    bus.write_queue(id, Instant::now(), actions, written_ahead, |outbox| {
+        transport.write_once(outbox)
+    })
+    .unwrap_or(Ok(true))
 }

@@ -297,7 +297,8 @@ impl Transport {
     /// is left, Ok(false) when the socket is full.
     pub fn flush(&mut self) -> Result<bool, Errno> {
         let stream = &self.stream;
-        self.sasl_out.flush(|outbox| write_once(stream, outbox))
+        self.sasl_out
+            .flush(None, |outbox| write_once(stream, outbox))
     }
 
     /// One write of `outbox`'s next slices (see [`Outbox::next_write`]):

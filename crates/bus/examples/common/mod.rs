@@ -73,7 +73,7 @@ pub fn three_peers(bus: &mut Bus, out: &mut Vec<Action>) -> Peers {
 /// would: the bus queues what it routes, and a daemon writes it out.
 fn write_all(bus: &mut Bus, conns: &[ConnId], out: &mut Vec<Action>) {
     for &conn in conns {
-        let _ = bus.write_queue(conn, Instant::now(), out, |outbox| {
+        let _ = bus.write_queue(conn, Instant::now(), out, None, |outbox| {
             let mut bytes = 0;
             outbox.next_write(|slice| bytes += slice.len());
             Ok::<_, ()>(Some(bytes))

@@ -134,7 +134,7 @@ mod tests {
     /// full. Whether the write failed.
     fn write_in_place(h: &mut Harness, conn: ConnId, socket: Socket) -> bool {
         let mut first = Some(socket);
-        let result = h.bus.write_queue(conn, h.now, &mut h.out, |outbox| {
+        let result = h.bus.write_queue(conn, h.now, &mut h.out, None, |outbox| {
             first.take().map_or(Ok(None), |socket| socket.write(outbox))
         });
         result.expect("a connection of the bus").is_err()
@@ -150,7 +150,7 @@ mod tests {
             .iter()
             .map(|&(conn, socket)| socket.write(h.bus.conns[&conn].queue.outbox()))
             .collect();
-        flush_in_turn(h, writes, results)
+        flush_in_turn(h, writes, results, false)
     }
 
     /// The same writes made the pool's way: each connection's outbox
@@ -171,25 +171,33 @@ mod tests {
             results[i] = Some(outbox.write_ahead(|o| writes[i].1.write(o)));
         }
         lending.give_back();
-        flush_in_turn(h, writes, results.into_iter().map(Option::unwrap).collect())
+        let results = results.into_iter().map(Option::unwrap).collect();
+        flush_in_turn(h, writes, results, true)
     }
 
     /// Each of `writes`' queues flushed in turn, `results` the first
-    /// write's of each; a write after the first finds the socket full.
+    /// write's of each, made ahead from a lent outbox if `made_ahead`,
+    /// else from the queue as it stands; a write after the first finds
+    /// the socket full.
     fn flush_in_turn(
         h: &mut Harness,
         writes: &[(ConnId, Socket)],
         results: Vec<Result<Option<usize>, &'static str>>,
+        made_ahead: bool,
     ) -> Vec<bool> {
         writes
             .iter()
             .zip(results)
             .map(|(&(conn, _), first)| {
-                let mut first = Some(first);
-                let result = h.bus.write_queue(conn, h.now, &mut h.out, |_| {
-                    first.take().unwrap_or(Ok(None))
-                });
-                assert!(first.is_none(), "the write made ahead was not taken");
+                let result = if made_ahead {
+                    h.bus
+                        .write_queue(conn, h.now, &mut h.out, Some(first), |_| Ok(None))
+                } else {
+                    let mut first = Some(first);
+                    h.bus.write_queue(conn, h.now, &mut h.out, None, |_| {
+                        first.take().unwrap_or(Ok(None))
+                    })
+                };
                 result.expect("a connection of the bus").is_err()
             })
             .collect()

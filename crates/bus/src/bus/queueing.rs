@@ -421,8 +421,10 @@ impl Bus {
     /// leaves the queue and its user's tally. Then, as the queue went
     /// down: a receiver whose queue went down to half its bound is back
     /// to normal, and hears how many signals it lost; senders held for it
-    /// go on. Returns the write's outcome (Ok(true): the queue is empty),
-    /// None if `conn` is not the bus's.
+    /// go on. The first write was made ahead, on a worker from the outbox
+    /// the bus lent it (`lending`), when `written_ahead` gives its result:
+    /// that write is settled first. Returns the write's outcome (Ok(true):
+    /// the queue is empty), None if `conn` is not the bus's.
     // An entry point of the core that scripts/cpu-split.sh counts: kept
     // a function of its own (a call per write costs nothing measurable).
     #[inline(never)]
@@ -431,11 +433,12 @@ impl Bus {
         conn: ConnId,
         now: Instant,
         out: &mut Vec<Action>,
+        written_ahead: Option<Result<Option<usize>, E>>,
         write: impl FnMut(&Outbox) -> Result<Option<usize>, E>,
     ) -> Option<Result<bool, E>> {
         self.assert_none_lent();
         let c = self.conns.get_mut(&conn)?;
-        let (result, written) = self.queues.write(&mut c.queue, now, write);
+        let (result, written) = self.queues.write(&mut c.queue, now, written_ahead, write);
         // Debug.Stats shows the queue at its fullest (before a write).
         let t = &mut c.traffic;
         t.peak_queued_bytes = t.peak_queued_bytes.max(written.before as u64);
@@ -475,7 +478,7 @@ impl Bus {
         out: &mut Vec<Action>,
     ) {
         let mut left = bytes;
-        let _ = self.write_queue(conn, now, out, |outbox| {
+        let _ = self.write_queue(conn, now, out, None, |outbox| {
             let took = outbox.next_write_bytes().0.len().min(left);
             left -= took;
             Ok::<_, ()>((took > 0).then_some(took))
