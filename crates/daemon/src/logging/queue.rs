@@ -14,7 +14,10 @@ use super::record::Record;
 /// The lines the queue holds at most (a burst of lines larger than a
 /// pipe's 64 KiB or journald's queue can take, at around 100 bytes a
 /// line). Beyond it, lines are counted as lost: the thread that logs
-/// never waits for the log.
+/// never waits for the log. A quarter of it is kept for warnings and
+/// errors: a peer can make the bus log a line at info per message it
+/// sends (a policy denial, as dbus-daemon logs it), and such a flood must
+/// not push out the bus's warnings too.
 pub const BOUND: usize = 1024;
 
 enum Entry<S> {
@@ -41,11 +44,17 @@ impl<S> Queue<S> {
         }
     }
 
-    /// Queue `record` for `sinks`; false if the queue was full and it was
-    /// counted as lost instead. (A count takes no line's place: after
-    /// one, a line is taken again once the queue is below its bound.)
+    /// Queue `record` for `sinks`; false if the queue was full for it
+    /// (lines below warnings fill three quarters of it) and it was counted
+    /// as lost instead. (A count takes no line's place: after one, a line
+    /// is taken again once the queue is below its bound.)
     pub fn push(&mut self, record: Record, sinks: &Arc<S>) -> bool {
-        if self.lines < self.bound {
+        let bound = if record.level <= tracing::Level::WARN {
+            self.bound
+        } else {
+            self.bound - self.bound / 4
+        };
+        if self.lines < bound {
             self.entries
                 .push_back(Entry::Line(record, Arc::clone(sinks)));
             self.lines += 1;
@@ -102,6 +111,31 @@ mod tests {
             .collect()
     }
 
+    fn warning(n: usize) -> Record {
+        let mut record = line(n);
+        record.level = tracing::Level::WARN;
+        record
+    }
+
+    #[test]
+    fn a_flood_of_lines_below_warnings_leaves_a_quarter_for_warnings_and_errors() {
+        let a = Arc::new("a");
+        let mut queue = Queue::new(8);
+        let kept = (0..100).filter(|&n| queue.push(line(n), &a)).count();
+        assert_eq!(kept, 6, "three quarters for lines below warnings");
+        assert!(queue.push(warning(100), &a));
+        assert!(queue.push(warning(101), &a));
+        assert!(!queue.push(warning(102), &a), "the whole bound is full");
+        let out = drain(&mut queue);
+        assert_eq!(
+            out[..6],
+            (0..6).map(|n| format!("line {n}")).collect::<Vec<_>>()
+        );
+        assert!(out[6].starts_with("94 log lines were lost"), "{out:?}");
+        assert_eq!(out[7..9], ["line 100", "line 101"]);
+        assert!(out[9].starts_with("1 log line was lost"), "{out:?}");
+    }
+
     #[test]
     fn lines_come_out_in_order() {
         let a = Arc::new("a");
@@ -155,7 +189,9 @@ mod tests {
     fn the_bound_holds_however_many_lines_come() {
         let a = Arc::new("a");
         let mut queue = Queue::new(BOUND);
-        let kept = (0..10 * BOUND).filter(|&n| queue.push(line(n), &a)).count();
+        let kept = (0..10 * BOUND)
+            .filter(|&n| queue.push(warning(n), &a))
+            .count();
         assert_eq!(kept, BOUND);
         let out = drain(&mut queue);
         assert_eq!(out.len(), BOUND + 1);
