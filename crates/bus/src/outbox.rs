@@ -280,7 +280,8 @@ impl Outbox {
         mut write: impl FnMut(&Outbox) -> Result<Option<usize>, E>,
     ) -> Result<bool, E> {
         // Checked in every build: a result taken for a write of its own
-        // would send bytes twice, a write left unsettled keep its counts.
+        // would send bytes twice, a write left unsettled would keep its
+        // counts for good.
         let ahead = self.ahead.take();
         assert_eq!(
             ahead.is_some(),
@@ -310,7 +311,7 @@ impl Outbox {
     /// The first write of the next [`Outbox::flush`], made ahead (on a
     /// worker thread, from an outbox lent out of its queue): what the
     /// socket took leaves the items here, but the counts still count it
-    /// until that flush, given this write's result as its first, settles
+    /// until that flush, given this write's result as `written_ahead`, settles
     /// them. So the queue weighs what it weighed before the write for
     /// every judgement made before its turn, as when the write is made
     /// in place. Returns what `write` said.

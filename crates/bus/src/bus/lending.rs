@@ -8,7 +8,7 @@
 //! workers"); lent, a queue's outbox is written and its items advanced on
 //! a worker, and what that write took is settled by the queue's next
 //! flush on the loop's thread ([`Bus::write_queue`], given the write's
-//! result as its first: `Outbox::write_ahead`), in the order the daemon
+//! result as its `written_ahead`: `Outbox::write_ahead`), in the order the daemon
 //! flushes. Until then the queue's counts, and so its user's tally and
 //! every judgement made from them, are as before the write: the
 //! reactions of each flush (MessagesLost, watched receivers, held

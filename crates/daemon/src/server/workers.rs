@@ -300,7 +300,7 @@ impl Server {
     /// holds messages, side by side, when enough of them do, each from
     /// its outbox lent out of the bus: what the socket took leaves it on
     /// the worker, and the counts are settled by the connection's flush,
-    /// given the write's result as its first (`server::write_out`). Each
+    /// given the write's result as `written_ahead` (`server::write_out`). Each
     /// write's result, in `dirty`'s order.
     pub(super) fn write_ahead(&mut self, dirty: &[ConnId]) -> Vec<(ConnId, WriteResult)> {
         if !self.workers.parallel(dirty.len()) {
