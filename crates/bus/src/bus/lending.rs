@@ -100,7 +100,8 @@ mod tests {
     use quickbus_wire::{MessageBuilder, Value};
 
     use super::super::queueing::tests::{
-        broadcast, delivered_to, lost_counts, queueing_state, two_buses, BOUNDS,
+        broadcast, delivered_to, harness, lost_counts, overflow_user, queueing_state, settle,
+        subscribers, two_buses, user_queued, BOUNDS,
     };
     use super::*;
     use crate::flow::OutBounds;
@@ -296,8 +297,7 @@ mod tests {
             Socket::Takes(1),
             Socket::Takes(usize::MAX),
         ];
-        let mut conns = vec![sender];
-        conns.extend(&receivers);
+        let conns = [vec![sender], receivers.clone()].concat();
         let (mut reactions, mut fds_written) = (Reactions::default(), 0);
         for round in 0..120 {
             let reader = receivers[round % receivers.len()];
@@ -353,8 +353,7 @@ mod tests {
             ..BOUNDS
         };
         let (mut buses, sender, receivers) = two_buses(roomy);
-        let mut conns = vec![sender];
-        conns.extend(&receivers);
+        let conns = [vec![sender], receivers.clone()].concat();
         let sockets = [
             Socket::Takes(usize::MAX),
             Socket::Takes(150),
@@ -411,8 +410,7 @@ mod tests {
         // loop's thread): the same actions in the same order, the same
         // state, round after round.
         let (mut buses, sender, receivers) = two_buses(BOUNDS);
-        let mut conns = vec![sender];
-        conns.extend(&receivers);
+        let conns = [vec![sender], receivers.clone()].concat();
         let sockets = [
             Socket::Takes(usize::MAX),
             Socket::Takes(150),
@@ -458,6 +456,57 @@ mod tests {
             reactions.count(&buses[0].out, &receivers);
         }
         reactions.assert_each_way_taken(&buses[0]);
+    }
+
+    #[test]
+    fn a_loss_told_to_a_later_queue_whose_write_ahead_took_all_goes_in_behind_it() {
+        // One user's receivers all full and losing signals; the last has
+        // written all but one message (half its bound, so it is owed its
+        // losses, but its user's queues are still full, so it is not told
+        // yet). Then it and three others are written ahead together,
+        // each write taking everything. When an earlier flush takes the
+        // user below its bound, the last receiver is told of its losses
+        // before its own flush: the MessagesLost goes in behind what its
+        // write ahead took, as it does behind those messages still in
+        // the queue when the pool wrote without lending (the daemon then
+        // leaves that signal to the flush that settles the write).
+        let start = Harness::new().now;
+        let buses: Vec<(Harness, Vec<ConnId>)> = (0..2)
+            .map(|_| {
+                let mut h = harness(BOUNDS);
+                h.now = start;
+                let (a, _) = h.client();
+                let receivers = subscribers(&mut h, 7);
+                settle(&mut h, &[a]);
+                overflow_user(&mut h, a);
+                h.send(a, broadcast());
+                h.out.clear();
+                (h, receivers)
+            })
+            .collect();
+        let mut states = Vec::new();
+        for (lent, (mut h, receivers)) in buses.into_iter().enumerate() {
+            let last = receivers[6];
+            let first_message = h.bus.conns[&last].queue.outbox().next_write_bytes().0.len();
+            let queued = h.bus.conns[&last].queue.outbox().bytes();
+            h.bus
+                .write_up_to(last, queued - first_message, h.now, &mut h.out);
+            assert!(h.out.is_empty(), "told too early: {:?}", h.out);
+            assert!(user_queued(&h, last) >= BOUNDS.per_user().max_bytes);
+            let writes: Vec<(ConnId, Socket)> = [0, 1, 2, 6]
+                .iter()
+                .map(|&i| (receivers[i], Socket::Takes(usize::MAX)))
+                .collect();
+            if lent == 1 {
+                write_lent(&mut h, &writes);
+            } else {
+                write_ahead_in_place(&mut h, &writes);
+            }
+            let told = delivered_to(&h.out, last);
+            assert_eq!(lost_counts(&told).len(), 1, "{:?}", h.out);
+            states.push(state(&h, &receivers));
+        }
+        assert_eq!(states[0], states[1]);
     }
 
     /// A bus with a message queued for a second client, `b`.

@@ -638,7 +638,7 @@ pub(super) mod tests {
         hold_budget: Duration::from_millis(100),
     };
 
-    fn harness(bounds: OutBounds) -> Harness {
+    pub(in crate::bus) fn harness(bounds: OutBounds) -> Harness {
         let mut h = Harness::new();
         h.bus.set_out_bounds(bounds);
         h
@@ -699,7 +699,7 @@ pub(super) mod tests {
     }
 
     /// The daemon wrote everything queued for `conns` so far.
-    fn settle(h: &mut Harness, conns: &[ConnId]) {
+    pub(in crate::bus) fn settle(h: &mut Harness, conns: &[ConnId]) {
         for &conn in conns {
             h.bus.write_up_to(conn, usize::MAX, h.now, &mut h.out);
         }
@@ -723,7 +723,7 @@ pub(super) mod tests {
     }
 
     /// What all of `conn`'s user's queues hold, as the bus counts it.
-    fn user_queued(h: &Harness, conn: ConnId) -> usize {
+    pub(in crate::bus) fn user_queued(h: &Harness, conn: ConnId) -> usize {
         let c = h.bus.conns.get(&conn).expect("a live connection");
         h.bus.queues.user_queued_bytes(&c.queue)
     }
@@ -1348,7 +1348,7 @@ pub(super) mod tests {
 
     /// `n` connections of uid 1001, each subscribed to [`broadcast`]s,
     /// with nothing queued.
-    fn subscribers(h: &mut Harness, n: u32) -> Vec<ConnId> {
+    pub(in crate::bus) fn subscribers(h: &mut Harness, n: u32) -> Vec<ConnId> {
         (0..n)
             .map(|i| {
                 let (r, _) = client_of(h, 1001, 200 + i);
@@ -1363,7 +1363,7 @@ pub(super) mod tests {
     /// its hold budget is spent: from then on every broadcast is dropped
     /// for every subscriber of 1001 that has not drained. Returns what
     /// was delivered meanwhile.
-    fn overflow_user(h: &mut Harness, from: ConnId) -> Vec<Action> {
+    pub(in crate::bus) fn overflow_user(h: &mut Harness, from: ConnId) -> Vec<Action> {
         let mut got = Vec::new();
         let held = |out: &[Action]| {
             out.iter()
