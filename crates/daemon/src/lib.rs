@@ -25,6 +25,7 @@ pub mod nonce;
 pub mod notify;
 pub mod peer;
 pub mod policy;
+pub mod quiet_thread;
 pub mod restart;
 pub mod server;
 pub mod service_file;

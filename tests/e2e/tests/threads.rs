@@ -35,14 +35,23 @@ fn threads(n: u32) -> String {
     format!(r#"<limit name="threads">{n}</limit>"#)
 }
 
-/// The daemon's threads named as its workers are.
-fn workers_of(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
+/// The thread ids of the daemon's threads named as its workers are.
+fn worker_ids(pid: u32) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
         .expect("the daemon's threads")
         .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
-        .filter(|comm| comm.starts_with("quickbus-io-"))
-        .count()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|comm| comm.starts_with("quickbus-io-"))
+        })
+        .map(|task| task.file_name().to_string_lossy().into_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn workers_of(pid: u32) -> usize {
+    worker_ids(pid).len()
 }
 
 /// A bus with `count` worker threads, started.
@@ -389,10 +398,11 @@ fn the_threads_hook_replaces_the_configurations_limit() {
         &[format!("--config-file={}", config.display())],
     );
     wait_for_workers(&bus, 3);
-    // A reload that changes the limit starts the pool again, at the
-    // hook's size.
+    // A reload that changes the limit leaves the pool the hook sized as
+    // it is: the same threads, not a pool of the same size started anew.
+    let before = worker_ids(bus.pid());
     reload_with(&bus, &threads(2));
-    wait_for_workers(&bus, 3);
+    assert_eq!(worker_ids(bus.pid()), before);
     bus.connect().get_id().expect("GetId after the reload");
     bus.assert_names_test_hook("QUICKBUS_TEST_THREADS=3");
 }

@@ -128,18 +128,14 @@ impl Workers {
         let built = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             // Started here, to keep each thread's handle (`stop`).
-            .spawn_handler(|thread| {
-                let name = format!("quickbus-io-{}", thread.index());
-                started.push(
-                    std::thread::Builder::new()
-                        .name(name)
-                        .spawn(|| thread.run())?,
-                );
-                Ok(())
-            })
             // Signals stay the loop's (its signal pipe): a worker's
             // syscalls are never interrupted by one.
-            .start_handler(|_| block_signals())
+            .spawn_handler(|thread| {
+                let name = format!("quickbus-io-{}", thread.index());
+                let builder = std::thread::Builder::new().name(name);
+                started.push(crate::quiet_thread::spawn(builder, || thread.run())?);
+                Ok(())
+            })
             .build();
         match built {
             Ok(pool) => {
@@ -230,14 +226,6 @@ fn test_hook_number(name: &str, hook: Option<&OsStr>) -> Option<usize> {
     }
 }
 
-/// Block every signal in the calling thread (a worker's).
-fn block_signals() {
-    use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
-    if let Err(e) = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&SigSet::all()), None) {
-        warn!("a worker thread cannot block signals: {e}");
-    }
-}
-
 /// The cores this process may run on (its affinity and CPU quota).
 fn available_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -260,6 +248,11 @@ const MANY_CORES: usize = 8;
 impl Server {
     /// The `threads` limit changed (a reload): a pool of the new size.
     pub(super) fn rebuild_workers(&mut self, threads: usize) {
+        // The tests' hook, if set, decides the size whatever the limit.
+        let hook = std::env::var_os(THREADS_FOR_TESTS);
+        if threads_limit(threads, hook.as_deref()) == self.workers.configured {
+            return;
+        }
         // The old pool's threads are gone before the new one's start: a
         // restart right after the reload finds only the new ones to stop.
         self.workers.stop();
@@ -411,6 +404,29 @@ mod tests {
             *name = std::thread::current().name().unwrap_or("").to_owned();
         });
         assert!(!one[0].starts_with("quickbus-io-"));
+    }
+
+    #[test]
+    fn the_pools_threads_take_no_signal() {
+        use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
+        let workers = Workers::new(2);
+        let mut items = vec![(String::new(), false); 64];
+        workers.each(&mut items, |(name, blocked)| {
+            *name = std::thread::current().name().unwrap_or("").to_owned();
+            let mut mask = SigSet::empty();
+            pthread_sigmask(SigmaskHow::SIG_SETMASK, None, Some(&mut mask)).unwrap();
+            *blocked = [Signal::SIGHUP, Signal::SIGTERM, Signal::SIGUSR2]
+                .iter()
+                .all(|&s| mask.contains(s));
+        });
+        let pool: Vec<_> = items
+            .iter()
+            .filter(|(name, _)| name.starts_with("quickbus-io-"))
+            .collect();
+        assert!(
+            !pool.is_empty() && pool.iter().all(|(_, blocked)| *blocked),
+            "{items:?}"
+        );
     }
 
     #[test]
