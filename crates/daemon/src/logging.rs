@@ -30,6 +30,7 @@
 //! forks, so the system log's socket survives the fork that detaches the
 //! standard streams.
 
+mod handoff;
 mod journal;
 mod queue;
 mod record;
