@@ -264,7 +264,7 @@ impl<S, T: Join> Handoff<S, T> {
     }
 
     /// Whether `owner` has a thread, or lines queued (for the tests).
-    #[cfg(all(test, quickbus_loom))]
+    #[cfg(test)]
     pub fn busy(&self, owner: u32) -> bool {
         let state = self.lock();
         state.has_thread(owner) || state.queue.unwritten() > 0
@@ -273,3 +273,51 @@ impl<S, T: Join> Handoff<S, T> {
 
 #[cfg(all(test, quickbus_loom))]
 mod loom_tests;
+
+#[cfg(all(test, not(quickbus_loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+    use std::thread::JoinHandle;
+    use std::time::Duration;
+
+    const OWNER: u32 = 1;
+
+    static WRITTEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+    /// The sink of [`a_sink_that_panics_loses_that_line_only`]: panics
+    /// on the line that says so.
+    fn write_or_panic(record: &Record, _: &()) {
+        assert_ne!(record.message, "panic", "the sink panics");
+        WRITTEN.lock().unwrap().push(record.message.clone());
+    }
+
+    /// The thread survives a sink that panics: only that line is lost,
+    /// the next is written by the same thread, and `end` finds it ending.
+    #[test]
+    fn a_sink_that_panics_loses_that_line_only() {
+        let handoff: &'static Handoff<(), JoinHandle<()>> = Box::leak(Box::new(Handoff::new(16)));
+        let sinks = Arc::new(());
+        let starts = Mutex::new(0);
+        let submit = |text: &str| {
+            let mut record = Record::lost(0);
+            record.message = text.to_owned();
+            let start = || {
+                *starts.lock().unwrap() += 1;
+                std::thread::Builder::new()
+                    .spawn(|| handoff.run(write_or_panic))
+                    .ok()
+            };
+            handoff.submit(record, &sinks, OWNER, start, write_or_panic);
+        };
+        submit("before");
+        submit("panic");
+        submit("after");
+        // Generous: only a thread that died with its lines would take it.
+        let patience = Deadline(Instant::now() + Duration::from_secs(30));
+        assert_eq!(handoff.end(OWNER, patience), Ok(()));
+        assert_eq!(*WRITTEN.lock().unwrap(), ["before", "after"]);
+        assert_eq!(*starts.lock().unwrap(), 1, "the same thread went on");
+        assert!(!handoff.busy(OWNER));
+    }
+}

@@ -75,3 +75,9 @@ fn start() -> Option<JoinHandle<()>> {
 pub fn end(wait: Duration) -> Result<(), StillWriting> {
     HANDOFF.end(std::process::id(), Deadline(Instant::now() + wait))
 }
+
+/// Whether this process has a log thread or lines queued (for the tests).
+#[cfg(test)]
+pub fn busy() -> bool {
+    HANDOFF.busy(std::process::id())
+}
