@@ -103,6 +103,15 @@ pub struct StillWriting {
 }
 
 impl<S, T> State<S, T> {
+    const fn new(bound: usize) -> Self {
+        State {
+            queue: Queue::new(bound),
+            thread: None,
+            idle: false,
+            ends_waiting: 0,
+        }
+    }
+
     /// Whether `owner` has a thread that writes (or will).
     fn has_thread(&self, owner: u32) -> bool {
         self.thread
@@ -128,26 +137,18 @@ impl<S, T: Join> Handoff<S, T> {
     /// `const` for the log's static; loom's types are made at run time.
     #[cfg(not(all(test, quickbus_loom)))]
     pub const fn new(bound: usize) -> Self {
+        let state = Mutex::new(State::new(bound));
         Handoff {
-            state: Mutex::new(State {
-                queue: Queue::new(bound),
-                thread: None,
-                idle: false,
-                ends_waiting: 0,
-            }),
+            state,
             changed: Condvar::new(),
         }
     }
 
     #[cfg(all(test, quickbus_loom))]
     pub fn new(bound: usize) -> Self {
+        let state = Mutex::new(State::new(bound));
         Handoff {
-            state: Mutex::new(State {
-                queue: Queue::new(bound),
-                thread: None,
-                idle: false,
-                ends_waiting: 0,
-            }),
+            state,
             changed: Condvar::new(),
         }
     }

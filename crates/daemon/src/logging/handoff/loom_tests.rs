@@ -232,40 +232,31 @@ fn end_gives_up_while_the_sink_is_held() {
 /// by a new one: once, never lost.
 #[test]
 fn a_line_racing_with_end_is_written_once() {
-    model(|| {
-        let log = Log::new();
-        submit(&log, "a1");
-        let other = {
-            let log = Arc::clone(&log);
-            loom::thread::spawn(move || submit(&log, "b1"))
-        };
-        assert_eq!(log.end(Forever), Ok(()));
-        other.join().unwrap();
-        assert_eq!(log.end(Forever), Ok(()));
-        let mut written = log.written();
-        written.sort();
-        assert_eq!(written, ["a1", "b1"]);
-        assert!(!log.handoff.busy(OWNER));
-    });
+    model(|| line_racing_with_end(Forever));
 }
 
 /// The same with an `end` that times out, as a restart's may.
 #[test]
 fn a_line_racing_with_an_end_that_times_out_is_written_once() {
-    model(|| {
-        let log = Log::new();
-        submit(&log, "a1");
-        let other = {
-            let log = Arc::clone(&log);
-            loom::thread::spawn(move || submit(&log, "b1"))
-        };
-        let _ = log.end(TimesOut(1));
-        other.join().unwrap();
-        assert_eq!(log.end(Forever), Ok(()));
-        let mut written = log.written();
-        written.sort();
-        assert_eq!(written, ["a1", "b1"]);
-    });
+    model(|| line_racing_with_end(TimesOut(1)));
+}
+
+/// Another thread logs `b1` while `end` waits with `patience`; a last
+/// `end` then waits for whatever is left.
+fn line_racing_with_end(patience: impl Patience) {
+    let log = Log::new();
+    submit(&log, "a1");
+    let other = {
+        let log = Arc::clone(&log);
+        loom::thread::spawn(move || submit(&log, "b1"))
+    };
+    let _ = log.end(patience);
+    other.join().unwrap();
+    assert_eq!(log.end(Forever), Ok(()));
+    let mut written = log.written();
+    written.sort();
+    assert_eq!(written, ["a1", "b1"]);
+    assert!(!log.handoff.busy(OWNER));
 }
 
 /// No lost wake-up: a line queued while the thread waits is written with
