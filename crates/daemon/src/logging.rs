@@ -30,6 +30,7 @@
 //! forks, so the system log's socket survives the fork that detaches the
 //! standard streams.
 
+mod handoff;
 mod journal;
 mod queue;
 mod record;
@@ -153,8 +154,13 @@ pub fn init() {
     if let Some(lost) = take_lost_at_exec() {
         LOST_AT_EXEC.store(lost, Ordering::Relaxed);
     }
-    // A panic may end the process: the lines before it are written first
-    // (not by the log's thread itself, which would wait for itself).
+    drain_before_panics();
+}
+
+/// A panic may end the process: the lines logged before it are written
+/// first, then the panic is reported as before (not by the log's thread
+/// itself, which would wait for itself).
+fn drain_before_panics() {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         if !writer::on_log_thread() {
@@ -410,6 +416,109 @@ mod tests {
         assert_eq!(parse_lost_at_exec(""), None);
         assert_eq!(parse_lost_at_exec("-2"), None);
         assert_eq!(parse_lost_at_exec("many"), None);
+    }
+
+    /// Set in the environment of a copy of this test binary that runs
+    /// only [`a_panic_writes_the_queued_lines_before_it_is_reported`]:
+    /// its panic hooks, sinks and log thread are the process's own.
+    const PANIC_CHILD: &str = "QUICKBUS_TEST_PANIC_CHILD";
+    /// What the child tells on its standard output.
+    const CHILD_SAYS: &str = "panic child: ";
+
+    /// The daemon's panic hook writes what is queued before the panic is
+    /// reported (after which the process may die: here the report exits
+    /// at once). The lines are held up in the log's thread by a syslog
+    /// socket that takes nothing until the panic begins; the report then
+    /// finds the log's thread ended with nothing queued, and every line
+    /// sent.
+    #[test]
+    fn a_panic_writes_the_queued_lines_before_it_is_reported() {
+        if std::env::var_os(PANIC_CHILD).is_some() {
+            panic_with_lines_queued();
+        }
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "logging::tests::a_panic_writes_the_queued_lines_before_it_is_reported",
+                "--nocapture",
+            ])
+            .env(PANIC_CHILD, "1")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&child.stdout);
+        let lines: Vec<String> = (1..=5).map(|n| format!("line {n}")).collect();
+        assert!(
+            said.contains(&format!("{CHILD_SAYS}log thread ended, nothing queued"))
+                && said.contains(&format!("{CHILD_SAYS}sent {lines:?}"))
+                && child.status.code() == Some(0),
+            "{:?}\n{said}\n{}",
+            child.status,
+            String::from_utf8_lossy(&child.stderr)
+        );
+    }
+
+    /// The child's part: queue lines behind a full syslog socket, and
+    /// panic.
+    fn panic_with_lines_queued() -> ! {
+        use std::os::unix::net::UnixDatagram;
+        use std::sync::{mpsc, Mutex};
+        let dir = std::env::temp_dir().join(format!("qb-panic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("syslog");
+        let syslog = UnixDatagram::bind(&path).unwrap();
+        let filler = UnixDatagram::unbound().unwrap();
+        filler.set_nonblocking(true).unwrap();
+        while filler.send_to(b"filler", &path).is_ok() {}
+        *SINKS.write().unwrap() = Arc::new(Sinks {
+            stderr_text: StderrText::Off,
+            journal: None,
+            syslog: Some(SyslogSink::new(path)),
+        });
+
+        // Reads the socket once the panic begins, until the last line.
+        let (panicking, begun) = mpsc::channel::<()>();
+        let reader = std::thread::spawn(move || {
+            begun.recv().unwrap();
+            syslog
+                .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+                .unwrap();
+            let mut buf = [0u8; 4096];
+            let mut sent = Vec::new();
+            while !sent.iter().any(|l: &String| l.ends_with("line 5")) {
+                let Ok(n) = syslog.recv(&mut buf) else { break };
+                let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+                if let Some((_, line)) = text.rsplit_once(": ") {
+                    sent.push(line.to_owned());
+                }
+            }
+            sent
+        });
+        let reader = Mutex::new(Some(reader));
+
+        // The report (the hooks run last set, first): the process dies
+        // right after it, as it may after a real one.
+        std::panic::set_hook(Box::new(move |_| {
+            if !writer::busy() {
+                println!("{CHILD_SAYS}log thread ended, nothing queued");
+            }
+            let reader = reader.lock().unwrap().take().unwrap();
+            println!("{CHILD_SAYS}sent {:?}", reader.join().unwrap());
+            let _ = std::fs::remove_dir_all(&dir);
+            std::process::exit(0);
+        }));
+        drain_before_panics();
+        let daemons = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let _ = panicking.send(());
+            daemons(info);
+        }));
+
+        for n in 1..=5 {
+            let mut record = Record::lost(0);
+            record.message = format!("line {n}");
+            log(record);
+        }
+        panic!("the test's panic, with 5 lines queued");
     }
 
     /// A line is written to the sinks of the moment it was logged, even

@@ -3,13 +3,14 @@
 //! sinks may change before the thread writes it). A line that finds the
 //! queue full is not kept but counted, where it would have been: the
 //! log's thread then writes, at that place and to that line's sinks, one
-//! line saying how many were lost ([`Record::lost`]), so whoever reads
-//! the log is told, and told where.
+//! line saying how many were lost, and of what kinds
+//! ([`Record::lost_lines`]), so whoever reads the log is told, and told
+//! where.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::record::Record;
+use super::record::{LostLines, Record};
 
 /// The lines the queue holds at most (a burst of lines larger than a
 /// pipe's 64 KiB or journald's queue can take, at around 100 bytes a
@@ -22,9 +23,8 @@ pub const BOUND: usize = 1024;
 
 enum Entry<S> {
     Line(Record, Arc<S>),
-    /// So many lines, logged here to these sinks, that found the queue
-    /// full.
-    Lost(u64, Arc<S>),
+    /// The lines, logged here to these sinks, that found the queue full.
+    Lost(LostLines, Arc<S>),
 }
 
 /// Lines for the sinks `S` (the log's `Sinks`; anything in the tests).
@@ -61,8 +61,12 @@ impl<S> Queue<S> {
             return true;
         }
         match self.entries.back_mut() {
-            Some(Entry::Lost(count, lost_to)) if Arc::ptr_eq(lost_to, sinks) => *count += 1,
-            _ => self.entries.push_back(Entry::Lost(1, Arc::clone(sinks))),
+            Some(Entry::Lost(lost, lost_to)) if Arc::ptr_eq(lost_to, sinks) => lost.add(&record),
+            _ => {
+                let mut lost = LostLines::default();
+                lost.add(&record);
+                self.entries.push_back(Entry::Lost(lost, Arc::clone(sinks)));
+            }
         }
         false
     }
@@ -75,7 +79,7 @@ impl<S> Queue<S> {
                 self.lines -= 1;
                 Some((record, sinks))
             }
-            Entry::Lost(count, sinks) => Some((Record::lost(count), sinks)),
+            Entry::Lost(lost, sinks) => Some((Record::lost_lines(&lost), sinks)),
         }
     }
 
@@ -86,7 +90,7 @@ impl<S> Queue<S> {
             .entries
             .iter()
             .map(|entry| match entry {
-                Entry::Lost(count, _) => *count,
+                Entry::Lost(lost, _) => lost.total(),
                 Entry::Line(..) => 0,
             })
             .sum();
@@ -136,6 +140,66 @@ mod tests {
         assert!(out[9].starts_with("1 log line was lost"), "{out:?}");
     }
 
+    fn denial(n: usize) -> Record {
+        let mut record = line(n);
+        record.security = true;
+        record.target = super::super::SECURITY;
+        record
+    }
+
+    /// The count says how many of the lost lines were warnings or
+    /// errors, policy denials, and other lines; in the journal, as fields
+    /// too. A security line is a denial whatever its level.
+    #[test]
+    fn lost_lines_are_counted_by_kind() {
+        let a = Arc::new("a");
+        let mut queue = Queue::new(4);
+        let kept = (0..10).filter(|&n| queue.push(denial(n), &a)).count();
+        assert_eq!(kept, 3, "three quarters for lines below warnings");
+        assert!(!queue.push(line(10), &a));
+        assert!(!queue.push(line(11), &a));
+        assert!(queue.push(warning(12), &a), "the warnings' quarter");
+        let mut error = warning(13);
+        error.level = tracing::Level::ERROR;
+        assert!(!queue.push(error, &a));
+        let mut security_warning = denial(14);
+        security_warning.level = tracing::Level::WARN;
+        assert!(!queue.push(security_warning, &a));
+        assert_eq!(queue.unwritten(), 4 + 7 + 2 + 1 + 1);
+
+        let out: Vec<Record> = std::iter::from_fn(|| queue.pop()).map(|(r, _)| r).collect();
+        let texts: Vec<String> = out.iter().map(Record::text).collect();
+        let lost = "log lines were lost: the log did not take them in time";
+        assert_eq!(
+            texts[3..],
+            [
+                format!("9 {lost} (7 policy denials, 2 other lines)"),
+                "line 12".to_owned(),
+                format!("2 {lost} (1 warning or error, 1 policy denial)"),
+            ]
+        );
+        let field = |record: &Record, name: &str| {
+            record
+                .fields
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, value)| value.clone())
+        };
+        let counts = |record: &Record| {
+            ["lines", "warnings", "denials", "other"]
+                .map(|kind| field(record, &format!("log_lost_{kind}")).unwrap())
+        };
+        assert_eq!(counts(&out[3]), ["9", "0", "7", "2"]);
+        assert_eq!(counts(&out[5]), ["2", "1", "1", "0"]);
+        let entry = String::from_utf8(super::super::journal::entry(&out[3])).unwrap();
+        assert!(
+            entry.contains(
+                "\nLOG_LOST_LINES=9\nLOG_LOST_WARNINGS=0\nLOG_LOST_DENIALS=7\nLOG_LOST_OTHER=2\n"
+            ),
+            "{entry}"
+        );
+    }
+
     #[test]
     fn lines_come_out_in_order() {
         let a = Arc::new("a");
@@ -165,9 +229,9 @@ mod tests {
             drain(&mut queue),
             [
                 "line 2".to_owned(),
-                format!("3 log {lost}"),
+                format!("3 log {lost} (3 other lines)"),
                 "line 6".to_owned(),
-                "1 log line was lost: the log did not take it in time".to_owned(),
+                "1 log line was lost: the log did not take it in time (1 other line)".to_owned(),
             ]
         );
     }
@@ -216,11 +280,13 @@ mod tests {
             [
                 ("line 1".to_owned(), "a"),
                 (
-                    "1 log line was lost: the log did not take it in time".to_owned(),
+                    "1 log line was lost: the log did not take it in time (1 other line)"
+                        .to_owned(),
                     "a"
                 ),
                 (
-                    "2 log lines were lost: the log did not take them in time".to_owned(),
+                    "2 log lines were lost: the log did not take them in time (2 other lines)"
+                        .to_owned(),
                     "b"
                 ),
             ]

@@ -13,8 +13,10 @@ use std::fmt::{self, Write};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level};
 
-/// Fields only the journal gets.
-const STRUCTURED_ONLY: &str = "dbus_";
+/// Fields only the journal gets: the connection's, and the counts of a
+/// line saying lines were lost ([`Record::lost_lines`]), which its text
+/// already says in words.
+const STRUCTURED_ONLY: [&str; 2] = ["dbus_", "log_lost_"];
 
 /// One line, ready for every sink.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +52,9 @@ impl Record {
     }
 
     /// The warning that takes the place of `count` lines the log could not
-    /// take in time (the queue to the log's thread was full).
+    /// take in time (the queue to the log's thread was full, or an exec
+    /// left them queued), of kinds unknown (in the journal,
+    /// `LOG_LOST_LINES=count`).
     pub fn lost(count: u64) -> Record {
         let (lines, them) = if count == 1 {
             ("line was", "it")
@@ -64,19 +68,80 @@ impl Record {
             file: None,
             line: None,
             message: format!("{count} log {lines} lost: the log did not take {them} in time"),
-            fields: Vec::new(),
+            fields: vec![("log_lost_lines", count.to_string())],
         }
+    }
+
+    /// The warning that takes the place of the `lost` lines, saying of
+    /// what kinds they were: "12 log lines were lost: the log did not
+    /// take them in time (10 policy denials, 2 other lines)", the kinds
+    /// none were of left out; in the journal, the counts as fields too
+    /// (`LOG_LOST_LINES`, `LOG_LOST_WARNINGS`, `LOG_LOST_DENIALS`,
+    /// `LOG_LOST_OTHER`).
+    pub fn lost_lines(lost: &LostLines) -> Record {
+        let mut record = Record::lost(lost.total());
+        let kinds = [
+            (lost.warnings, "warning or error", "warnings or errors"),
+            (lost.denials, "policy denial", "policy denials"),
+            (lost.other, "other line", "other lines"),
+        ];
+        let said: Vec<String> = kinds
+            .iter()
+            .filter(|(count, ..)| *count > 0)
+            .map(|&(count, one, many)| format!("{count} {}", if count == 1 { one } else { many }))
+            .collect();
+        let _ = write!(record.message, " ({})", said.join(", "));
+        record.fields.extend([
+            ("log_lost_warnings", lost.warnings.to_string()),
+            ("log_lost_denials", lost.denials.to_string()),
+            ("log_lost_other", lost.other.to_string()),
+        ]);
+        record
     }
 
     /// The line for standard error and syslog.
     pub fn text(&self) -> String {
         let mut text = self.message.clone();
         for (name, value) in &self.fields {
-            if !name.starts_with(STRUCTURED_ONLY) {
+            if !STRUCTURED_ONLY
+                .iter()
+                .any(|prefix| name.starts_with(prefix))
+            {
                 let _ = write!(text, " {name}={value}");
             }
         }
         text
+    }
+}
+
+/// Lines that found the log's queue full, by kind: what an administrator
+/// wants to know first is whether warnings went missing, or only a flood
+/// of a peer's policy denials.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LostLines {
+    /// Warnings and errors (of the bus, not security lines).
+    pub warnings: u64,
+    /// Security lines: policy denials (and the "Would reject" lines of
+    /// rules with `log="true"`, AppArmor's denials).
+    pub denials: u64,
+    /// Every other line (info, debug).
+    pub other: u64,
+}
+
+impl LostLines {
+    /// Count `record` as lost.
+    pub fn add(&mut self, record: &Record) {
+        if record.security {
+            self.denials += 1;
+        } else if record.level <= Level::WARN {
+            self.warnings += 1;
+        } else {
+            self.other += 1;
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.warnings + self.denials + self.other
     }
 }
 
@@ -165,5 +230,33 @@ mod tests {
         assert!(Record::lost(7)
             .text()
             .starts_with("7 log lines were lost: the log did not take them in time"));
+    }
+
+    #[test]
+    fn the_lost_lines_kinds_are_said_in_words_those_of_none_left_out() {
+        let said = |warnings, denials, other| {
+            let lost = LostLines {
+                warnings,
+                denials,
+                other,
+            };
+            let text = Record::lost_lines(&lost).text();
+            text.split_once(" in time ").unwrap().1.to_owned()
+        };
+        assert_eq!(
+            said(1, 1, 1),
+            "(1 warning or error, 1 policy denial, 1 other line)"
+        );
+        assert_eq!(said(3, 0, 2), "(3 warnings or errors, 2 other lines)");
+        assert_eq!(said(0, 12, 0), "(12 policy denials)");
+        let one = Record::lost_lines(&LostLines {
+            denials: 1,
+            ..LostLines::default()
+        });
+        assert_eq!(one.level, Level::WARN);
+        assert_eq!(
+            one.text(),
+            "1 log line was lost: the log did not take it in time (1 policy denial)"
+        );
     }
 }
