@@ -17,8 +17,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
-
 use super::handoff::{Deadline, Handoff};
 use super::queue::BOUND;
 use super::record::Record;
@@ -51,21 +49,10 @@ pub fn submit(record: Record, sinks: &Arc<Sinks>) {
 
 /// Start this process's log thread; `None` if none could be started.
 fn start() -> Option<JoinHandle<()>> {
-    // The thread starts with every signal blocked, so the bus's loop
-    // handles them all (and a restart's held signals stay pending).
-    let mut previous = SigSet::empty();
-    let blocked = pthread_sigmask(
-        SigmaskHow::SIG_BLOCK,
-        Some(&SigSet::all()),
-        Some(&mut previous),
-    );
-    let spawned = std::thread::Builder::new()
-        .name(NAME.into())
-        .spawn(|| HANDOFF.run(super::write));
-    if blocked.is_ok() {
-        let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
-    }
-    spawned.ok()
+    // Every signal blocked, so the bus's loop handles them all (and a
+    // restart's held signals stay pending).
+    let builder = std::thread::Builder::new().name(NAME.into());
+    crate::quiet_thread::spawn(builder, || HANDOFF.run(super::write)).ok()
 }
 
 /// Write every queued line and end the log's thread, waiting at most
