@@ -14,6 +14,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
+use quickbus_bus::fds::PassedFd;
 use quickbus_bus::Credentials;
 
 /// Take ownership of an fd number our parent handed us (`--print-address=FD`).
@@ -215,7 +216,7 @@ pub fn recv_appending(
     socket: impl AsFd,
     buf: &mut bytes::BytesMut,
     want: usize,
-    fds: &mut std::collections::VecDeque<OwnedFd>,
+    fds: &mut std::collections::VecDeque<PassedFd>,
 ) -> Result<(usize, bool), rustix::io::Errno> {
     buf.reserve(want);
     let spare = buf.spare_capacity_mut();
@@ -278,7 +279,7 @@ pub fn recv_appending(
                 let fd = unsafe { data.add(i).read_unaligned() };
                 // SAFETY: the kernel just installed this fd in our table
                 // for us (SCM_RIGHTS); nothing else knows or owns it.
-                fds.push_back(unsafe { OwnedFd::from_raw_fd(fd) });
+                fds.push_back(PassedFd::from(unsafe { OwnedFd::from_raw_fd(fd) }));
                 got_fds = true;
             }
         }
