@@ -118,10 +118,14 @@ pub fn fork_daemon() -> io::Result<Option<u32>> {
     Ok(forked)
 }
 
-/// End the daemon's own thread, the log's (its lines written once, by
-/// this process; the next line starts another), then wait until the
-/// process is that one thread ([`wait_for_one_thread`]).
+/// End the daemon's own threads: the fd closer's (every fd a client
+/// passed that waits is closed first; `fd_closer`) and the log's (its
+/// lines written once, by this process); the next fd or line starts
+/// another. Then wait until the process is that one thread
+/// ([`wait_for_one_thread`]).
 fn become_single_threaded() -> io::Result<()> {
+    crate::fd_closer::end(crate::fd_closer::END_WAIT)
+        .map_err(|still| io::Error::other(still.to_string()))?;
     if !crate::logging::drain() {
         return Err(io::Error::other(
             "the log's thread is still writing (its sink takes nothing)",
