@@ -1,0 +1,237 @@
+//! An fd a client passes whose close blocks must not stall the bus
+//! (docs/reliability.md, "Fds clients pass"). The client passes a
+//! loopback TCP socket with SO_LINGER on (120 s) and a send queue its
+//! peer never reads, and closes its own copy: the bus's copy is the
+//! last, and closing it waits until the linger ends. The bus drops it
+//! (a message to a name nobody owns; fds from a connection that did not
+//! negotiate fd passing, dropped as they are read, on the pool's thread
+//! with the pool); then another client's GetId must be answered while
+//! that close still waits.
+//!
+//! No timing is measured: the test waits until the close has begun (the
+//! socket is in FIN_WAIT1 in /proc/net/tcp), asks, and checks that when
+//! the answer came the close had not ended (the socket still has its
+//! inode: the kernel orphans it only once the lingering close returns).
+//! A bus that closes on its loop answers only after the linger, and the
+//! client's time-out (well under it) fails the test instead.
+
+use std::io::{ErrorKind, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use quickbus_client::{sasl, Connection, MessageBuilder, Value};
+use quickbus_e2e::{
+    daemon_path, forced_threads, skip, write_config_with, Bus, Listen, TempDir, POLL_INTERVAL,
+    TIMEOUT,
+};
+
+/// How long the passed socket's close lingers: far past any wait here.
+const LINGER: Duration = Duration::from_secs(120);
+/// How long the other client waits for its answer: well under
+/// [`LINGER`], so a bus stuck in the close fails the test, not hangs it.
+const ANSWER_WITHIN: Duration = Duration::from_secs(30);
+/// The state of a TCP socket whose close has sent (or queued) its FIN.
+const FIN_WAIT1: u8 = 0x04;
+
+/// A loopback TCP socket whose last close lingers, as the test sees it
+/// once it passed it: its peer (kept, never read), and the ports that
+/// name it.
+struct Lingering {
+    _peer: TcpStream,
+    local_port: u16,
+    remote_port: u16,
+}
+
+/// The socket to pass, and how to watch it.
+fn lingering_socket() -> (OwnedFd, Lingering) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("listen on loopback");
+    rustix::net::sockopt::set_socket_recv_buffer_size(&listener, 4096).expect("SO_RCVBUF");
+    let mut ours = TcpStream::connect(listener.local_addr().unwrap()).expect("connect");
+    let (peer, _) = listener.accept().expect("accept");
+    rustix::net::sockopt::set_socket_send_buffer_size(&ours, 4096).expect("SO_SNDBUF");
+    rustix::net::sockopt::set_socket_linger(&ours, Some(LINGER)).expect("SO_LINGER");
+    // Its send queue full: the peer never reads, so the FIN never gets
+    // through and the last close waits the whole linger.
+    ours.set_nonblocking(true).unwrap();
+    let chunk = [0u8; 65536];
+    loop {
+        match ours.write(&chunk) {
+            Ok(_) => continue,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) => panic!("filling the socket: {e}"),
+        }
+    }
+    let watched = Lingering {
+        local_port: ours.local_addr().unwrap().port(),
+        remote_port: listener.local_addr().unwrap().port(),
+        _peer: peer,
+    };
+    (OwnedFd::from(ours), watched)
+}
+
+impl Lingering {
+    /// Its state and inode in /proc/net/tcp (inode 0: orphaned, its last
+    /// close returned).
+    fn row(&self) -> Option<(u8, u64)> {
+        let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+        let port = |address: &str| {
+            let hex = address.rsplit(':').next()?;
+            u16::from_str_radix(hex, 16).ok()
+        };
+        table.lines().skip(1).find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if port(fields.get(1)?)? != self.local_port || port(fields.get(2)?)? != self.remote_port
+            {
+                return None;
+            }
+            let state = u8::from_str_radix(fields.get(3)?, 16).ok()?;
+            Some((state, fields.get(9)?.parse().ok()?))
+        })
+    }
+
+    /// Wait until someone began its last close (the bus: the test passed
+    /// its only other copy and closed its own).
+    fn wait_until_closing(&self) {
+        let began = Instant::now();
+        while self.row().map(|(state, _)| state) != Some(FIN_WAIT1) {
+            assert!(
+                began.elapsed() < TIMEOUT,
+                "the bus never closed the socket: {:?}",
+                self.row()
+            );
+            std::thread::sleep(POLL_INTERVAL);
+        }
+    }
+
+    /// Whether its last close is still waiting (not yet orphaned).
+    fn still_closing(&self) -> bool {
+        matches!(self.row(), Some((FIN_WAIT1, inode)) if inode != 0)
+    }
+}
+
+/// Another client, connected before the socket is passed.
+fn other_client(bus: &Bus) -> Connection {
+    let mut other = bus.connect();
+    other.set_timeout(Some(ANSWER_WITHIN)).expect("set timeout");
+    other
+}
+
+/// After the bus began to close `socket`, `other` is answered while the
+/// close still lingers.
+fn answered_while_closing(socket: &Lingering, other: &mut Connection) {
+    socket.wait_until_closing();
+    let id = other.get_id();
+    assert!(
+        id.is_ok(),
+        "no answer while the bus closed a lingering socket: {id:?}"
+    );
+    assert!(
+        socket.still_closing(),
+        "the close ended before the answer came: {:?}",
+        socket.row()
+    );
+}
+
+#[test]
+fn a_lingering_socket_in_a_message_to_nobody_does_not_stall_the_bus() {
+    if skip::quickbus_only("dbus-daemon closes passed fds on its loop") {
+        return;
+    }
+    let bus = Bus::start();
+    let mut other = other_client(&bus);
+    let mut sender = bus.connect();
+    let (ours, socket) = lingering_socket();
+    let call = MessageBuilder::method_call("/org/example/Nobody", "Take")
+        .interface("org.example.Nobody")
+        .destination("org.example.Nobody")
+        .unix_fds(1)
+        .body(vec![Value::UnixFd(0)]);
+    sender.send(call, &[ours.as_fd()]).expect("send the socket");
+    // The bus's copy is the last.
+    drop(ours);
+    answered_while_closing(&socket, &mut other);
+}
+
+/// A raw connection that authenticated without fd passing: the fds it
+/// sends are closed as the bus reads them.
+fn without_fd_passing(bus: &Bus) -> UnixStream {
+    let mut raw = UnixStream::connect(bus.dir().join("bus")).expect("connect");
+    raw.set_read_timeout(Some(TIMEOUT)).unwrap();
+    raw.write_all(&sasl::pipelined_external(sasl::current_uid(), false))
+        .expect("SASL");
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        std::io::Read::read_exact(&mut raw, &mut byte).expect("the bus answered AUTH");
+        line.push(byte[0]);
+    }
+    assert!(
+        line.starts_with(b"OK "),
+        "{:?}",
+        String::from_utf8_lossy(&line)
+    );
+    raw
+}
+
+/// The bytes of a Hello, `socket` attached to the first.
+fn send_hello_with(raw: &UnixStream, socket: OwnedFd) {
+    use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let hello = quickbus_client::bus_call("Hello").build(1).expect("build");
+    let fds = [socket.as_fd()];
+    let mut space = vec![0u8; rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    assert!(control.push(SendAncillaryMessage::ScmRights(&fds)));
+    let sent = sendmsg(
+        raw,
+        &[std::io::IoSlice::new(&hello)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )
+    .expect("sendmsg");
+    assert_eq!(sent, hello.len());
+}
+
+fn fds_without_fd_passing_do_not_stall(bus: &Bus) {
+    let mut other = other_client(bus);
+    let raw = without_fd_passing(bus);
+    let (ours, socket) = lingering_socket();
+    // Sent and closed: the bus's copy is the last.
+    send_hello_with(&raw, ours);
+    answered_while_closing(&socket, &mut other);
+}
+
+#[test]
+fn a_lingering_socket_from_a_connection_without_fd_passing_does_not_stall_the_bus() {
+    if skip::quickbus_only("dbus-daemon closes passed fds on its loop") {
+        return;
+    }
+    fds_without_fd_passing_do_not_stall(&Bus::start());
+}
+
+/// As above with a pool whose threads read every connection ahead
+/// (`QUICKBUS_TEST_LEAST_PARALLEL=1`): the fds are dropped on a worker,
+/// which the loop waits for.
+#[test]
+fn a_lingering_socket_read_on_the_pool_does_not_stall_the_bus() {
+    if skip::quickbus_only("quickbus's pool") {
+        return;
+    }
+    let dir = TempDir::new();
+    let threads = forced_threads::forced_threads().unwrap_or(2);
+    let config = write_config_with(
+        dir.path(),
+        Listen::UnixPath,
+        &format!(r#"<limit name="threads">{threads}</limit>"#),
+    );
+    let mut daemon = Command::new(daemon_path());
+    daemon.env(forced_threads::LEAST_PARALLEL_HOOK, "1");
+    let bus = Bus::start_command(
+        dir,
+        daemon,
+        &[format!("--config-file={}", config.display())],
+    );
+    fds_without_fd_passing_do_not_stall(&bus);
+}
