@@ -15,17 +15,17 @@
 //! A bus that closes on its loop answers only after the linger, and the
 //! client's time-out (well under it) fails the test instead.
 
-use std::io::{ErrorKind, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use quickbus_client::{sasl, Connection, MessageBuilder, Value};
+use quickbus_client::{bus_call, sasl, Connection, MessageBuilder, Value};
 use quickbus_e2e::{
-    daemon_path, forced_threads, skip, write_config_with, Bus, Listen, TempDir, POLL_INTERVAL,
-    TIMEOUT,
+    daemon_path, forced_threads, read_raw_message, skip, write_config_with, Bus, Listen, TempDir,
+    POLL_INTERVAL, TIMEOUT,
 };
 
 /// How long the passed socket's close lingers: far past any wait here.
@@ -155,31 +155,34 @@ fn a_lingering_socket_in_a_message_to_nobody_does_not_stall_the_bus() {
     answered_while_closing(&socket, &mut other);
 }
 
-/// A raw connection that authenticated without fd passing: the fds it
-/// sends are closed as the bus reads them.
-fn without_fd_passing(bus: &Bus) -> UnixStream {
+/// A raw connection that authenticated, with fd passing or without
+/// (then the fds it sends are closed as the bus reads them).
+fn authenticated_raw(bus: &Bus, unix_fds: bool) -> UnixStream {
     let mut raw = UnixStream::connect(bus.dir().join("bus")).expect("connect");
     raw.set_read_timeout(Some(TIMEOUT)).unwrap();
-    raw.write_all(&sasl::pipelined_external(sasl::current_uid(), false))
+    raw.write_all(&sasl::pipelined_external(sasl::current_uid(), unix_fds))
         .expect("SASL");
-    let mut line = Vec::new();
-    let mut byte = [0u8; 1];
-    while !line.ends_with(b"\r\n") {
-        std::io::Read::read_exact(&mut raw, &mut byte).expect("the bus answered AUTH");
-        line.push(byte[0]);
+    let mut read_line = || {
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        while !line.ends_with(b"\r\n") {
+            raw.read_exact(&mut byte).expect("the bus answered SASL");
+            line.push(byte[0]);
+        }
+        String::from_utf8_lossy(&line).into_owned()
+    };
+    let ok = read_line();
+    assert!(ok.starts_with("OK "), "{ok:?}");
+    if unix_fds {
+        assert_eq!(read_line(), "AGREE_UNIX_FD\r\n");
     }
-    assert!(
-        line.starts_with(b"OK "),
-        "{:?}",
-        String::from_utf8_lossy(&line)
-    );
     raw
 }
 
 /// The bytes of a Hello, `socket` attached to the first.
 fn send_hello_with(raw: &UnixStream, socket: OwnedFd) {
     use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
-    let hello = quickbus_client::bus_call("Hello").build(1).expect("build");
+    let hello = bus_call("Hello").build(1).expect("build");
     let fds = [socket.as_fd()];
     let mut space = vec![0u8; rustix::cmsg_space!(ScmRights(1))];
     let mut control = SendAncillaryBuffer::new(&mut space);
@@ -196,7 +199,7 @@ fn send_hello_with(raw: &UnixStream, socket: OwnedFd) {
 
 fn fds_without_fd_passing_do_not_stall(bus: &Bus) {
     let mut other = other_client(bus);
-    let raw = without_fd_passing(bus);
+    let raw = authenticated_raw(bus, false);
     let (ours, socket) = lingering_socket();
     // Sent and closed: the bus's copy is the last.
     send_hello_with(&raw, ours);
@@ -211,14 +214,9 @@ fn a_lingering_socket_from_a_connection_without_fd_passing_does_not_stall_the_bu
     fds_without_fd_passing_do_not_stall(&Bus::start());
 }
 
-/// As above with a pool whose threads read every connection ahead
-/// (`QUICKBUS_TEST_LEAST_PARALLEL=1`): the fds are dropped on a worker,
-/// which the loop waits for.
-#[test]
-fn a_lingering_socket_read_on_the_pool_does_not_stall_the_bus() {
-    if skip::quickbus_only("quickbus's pool") {
-        return;
-    }
+/// A bus whose pool reads and writes every connection ahead
+/// (`QUICKBUS_TEST_LEAST_PARALLEL=1`).
+fn bus_with_pool() -> Bus {
     let dir = TempDir::new();
     let threads = forced_threads::forced_threads().unwrap_or(2);
     let config = write_config_with(
@@ -228,10 +226,100 @@ fn a_lingering_socket_read_on_the_pool_does_not_stall_the_bus() {
     );
     let mut daemon = Command::new(daemon_path());
     daemon.env(forced_threads::LEAST_PARALLEL_HOOK, "1");
-    let bus = Bus::start_command(
+    Bus::start_command(
         dir,
         daemon,
         &[format!("--config-file={}", config.display())],
-    );
-    fds_without_fd_passing_do_not_stall(&bus);
+    )
+}
+
+/// A receiver: a raw connection with fd passing, past Hello, and its
+/// unique name.
+fn receiver(bus: &Bus) -> (UnixStream, String) {
+    let mut raw = authenticated_raw(bus, true);
+    raw.write_all(&bus_call("Hello").build(1).expect("build"))
+        .expect("Hello");
+    let welcome = read_raw_message(&mut raw);
+    let Some(Value::String(name)) = welcome
+        .body_values()
+        .ok()
+        .and_then(|b| b.into_iter().next())
+    else {
+        panic!("no unique name in the reply to Hello");
+    };
+    raw.set_nonblocking(true).unwrap();
+    (raw, name)
+}
+
+/// The socket rides on messages to [`RECEIVERS`] receivers, each far
+/// larger than a socket takes at once (the kernel's default send buffer,
+/// about 200 KiB, is the bus's); the receivers read their start (the
+/// kernel closes their copies of the fd: they read without room for
+/// SCM_RIGHTS), then the rest. So the bus holds the last copy until the
+/// write that ends the last of the messages, and drops it there: with a
+/// pool, on the thread that wrote, when that write fell to a worker
+/// (several connections written in one turn make that likely, not
+/// certain; either way no thread of the bus may close it).
+fn dropped_after_the_last_write_does_not_stall(bus: &Bus) {
+    const BODY: usize = 4 << 20;
+    const RECEIVERS: usize = 4;
+    let mut other = other_client(bus);
+    let mut receivers: Vec<(UnixStream, String)> = (0..RECEIVERS).map(|_| receiver(bus)).collect();
+    let mut sender = bus.connect();
+    let (ours, socket) = lingering_socket();
+    for (_, name) in &receivers {
+        let call = MessageBuilder::method_call("/org/example/Receiver", "Take")
+            .interface("org.example.Receiver")
+            .destination(name.as_str())
+            .flags(quickbus_wire::flags::NO_REPLY_EXPECTED)
+            .unix_fds(1)
+            .body(vec![Value::UnixFd(0), Value::String("x".repeat(BODY))]);
+        sender.send(call, &[ours.as_fd()]).expect("send the socket");
+    }
+    drop(ours);
+    let began = Instant::now();
+    let mut buf = vec![0u8; 1 << 16];
+    while socket.row().map(|(state, _)| state) != Some(FIN_WAIT1) {
+        assert!(began.elapsed() < TIMEOUT, "the bus never closed the socket");
+        let mut read_any = false;
+        for (raw, _) in &mut receivers {
+            match raw.read(&mut buf) {
+                Ok(0) => panic!("the bus hung up on a receiver"),
+                Ok(_) => read_any = true,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => panic!("reading: {e}"),
+            }
+        }
+        if !read_any {
+            std::thread::sleep(POLL_INTERVAL);
+        }
+    }
+    answered_while_closing(&socket, &mut other);
+}
+
+#[test]
+fn a_lingering_socket_dropped_after_its_last_write_does_not_stall_the_bus() {
+    if skip::quickbus_only("dbus-daemon closes passed fds on its loop") {
+        return;
+    }
+    dropped_after_the_last_write_does_not_stall(&Bus::start());
+}
+
+#[test]
+fn a_lingering_socket_dropped_after_a_write_on_the_pool_does_not_stall_the_bus() {
+    if skip::quickbus_only("quickbus's pool") {
+        return;
+    }
+    dropped_after_the_last_write_does_not_stall(&bus_with_pool());
+}
+
+/// As above with a pool whose threads read every connection ahead
+/// (`QUICKBUS_TEST_LEAST_PARALLEL=1`): the fds are dropped on a worker,
+/// which the loop waits for.
+#[test]
+fn a_lingering_socket_read_on_the_pool_does_not_stall_the_bus() {
+    if skip::quickbus_only("quickbus's pool") {
+        return;
+    }
+    fds_without_fd_passing_do_not_stall(&bus_with_pool());
 }
