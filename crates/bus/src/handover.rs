@@ -233,7 +233,12 @@ pub fn restoring<R>(
     let result = restore();
     let scope = SCOPE.with(|s| s.borrow_mut().take());
     let unused = match scope {
-        Some(Scope::Restoring { fds, .. }) => fds.iter().filter(|f| f.is_some()).count(),
+        Some(Scope::Restoring { fds, .. }) => {
+            // Closed as a message's fds are (crate::fds): one may be a
+            // client's, whose close can block.
+            let unused: Vec<PassedFd> = fds.into_iter().flatten().map(PassedFd::from).collect();
+            unused.len()
+        }
         _ => 0,
     };
     (result, unused)

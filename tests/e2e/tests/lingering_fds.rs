@@ -40,7 +40,7 @@ const FIN_WAIT1: u8 = 0x04;
 /// once it passed it: its peer (kept, never read), and the ports that
 /// name it.
 struct Lingering {
-    _peer: TcpStream,
+    peer: Option<TcpStream>,
     local_port: u16,
     remote_port: u16,
 }
@@ -67,7 +67,7 @@ fn lingering_socket() -> (OwnedFd, Lingering) {
     let watched = Lingering {
         local_port: ours.local_addr().unwrap().port(),
         remote_port: listener.local_addr().unwrap().port(),
-        _peer: peer,
+        peer: Some(peer),
     };
     (OwnedFd::from(ours), watched)
 }
@@ -104,6 +104,11 @@ impl Lingering {
             );
             std::thread::sleep(POLL_INTERVAL);
         }
+    }
+
+    /// Close its peer, unread: the reset ends the lingering close.
+    fn close_peer(&mut self) {
+        self.peer = None;
     }
 
     /// Whether its last close is still waiting (not yet orphaned).
@@ -322,4 +327,55 @@ fn a_lingering_socket_read_on_the_pool_does_not_stall_the_bus() {
         return;
     }
     fds_without_fd_passing_do_not_stall(&bus_with_pool());
+}
+
+/// A restart in place while a close lingers is refused, saying why (its
+/// check forks, which wants the closing threads ended, and the exec must
+/// not close the fds that wait: docs/restart.md); the bus serves on, and
+/// once the close ended a restart goes through.
+#[test]
+fn a_restart_while_a_close_lingers_is_refused_and_goes_through_after() {
+    if skip::quickbus_only("restarting in place") {
+        return;
+    }
+    let bus = Bus::start();
+    let mut other = other_client(&bus);
+    let mut sender = bus.connect();
+    let (ours, socket) = lingering_socket();
+    let call = MessageBuilder::method_call("/org/example/Nobody", "Take")
+        .interface("org.example.Nobody")
+        .destination("org.example.Nobody")
+        .unix_fds(1)
+        .body(vec![Value::UnixFd(0)]);
+    sender.send(call, &[ours.as_fd()]).expect("send the socket");
+    drop(ours);
+    socket.wait_until_closing();
+    let refused = other
+        .call(restart_call())
+        .map(|reply| reply.error_name().map(str::to_owned));
+    let why = format!("{refused:?}");
+    assert!(
+        why.contains("Restart refused") && why.contains("closing the fds clients passed is stuck"),
+        "{why}\nlog:\n{}",
+        bus.log()
+    );
+    assert!(socket.still_closing(), "{:?}", socket.row());
+    other.get_id().expect("the bus serves on");
+    // The peer goes: its reset ends the lingering close.
+    let mut socket = socket;
+    socket.close_peer();
+    let began = Instant::now();
+    while socket.row().is_some_and(|(_, inode)| inode != 0) {
+        assert!(began.elapsed() < TIMEOUT, "the close never ended");
+        std::thread::sleep(POLL_INTERVAL);
+    }
+    let reply = other.call(restart_call()).expect("the restart");
+    assert_eq!(reply.error_name(), None, "log:\n{}", bus.log());
+}
+
+/// The `org.quickbus.Daemon1.Restart` call (what `quickbus restart` sends).
+fn restart_call() -> MessageBuilder {
+    MessageBuilder::method_call("/org/freedesktop/DBus", "Restart")
+        .interface("org.quickbus.Daemon1")
+        .destination("org.freedesktop.DBus")
 }
