@@ -34,6 +34,8 @@ pub mod socket_buffers;
 pub mod startup;
 pub mod sys;
 #[cfg(test)]
+mod test_closer;
+#[cfg(test)]
 mod test_forks;
 pub mod transport;
 pub mod userdb;

@@ -592,12 +592,16 @@ mod tests {
     fn fds_are_closed_as_they_arrive_without_fd_passing() {
         // A child forked meanwhile would hold the pipe's read end.
         let _no_forks = crate::test_forks::no_forks();
+        crate::test_closer::install();
         let (mut t, peer) = pair();
         let w = send_abc_with_an_fd(&peer);
         // The read still stops where the fds were attached.
         assert_eq!(t.read_once().unwrap(), ReadStatus::Budget);
         assert_eq!(t.input(), b"abc");
         assert_eq!(t.pending_fds(), 0);
+        // Closed as a client's passed fds are, never in place: a close
+        // can block (docs/reliability.md, "Fds clients pass").
+        assert!(crate::test_closer::closed_one_of(&w));
         // Nobody holds the pipe's read end any more.
         assert_eq!(rustix::io::write(&w, b"x"), Err(Errno::PIPE));
         // After a negotiation they are kept.
