@@ -12,11 +12,16 @@
 //!
 //! One thread closes while closes are quick. A close that is stuck does
 //! not stop the others: when fds wait and every closing thread has been
-//! inside one close for [`STUCK_AFTER`], another thread starts (a
-//! standby, which takes a waiting fd once that holds), up to
-//! [`MOST_THREADS`]. Past that the fds wait, open, counted; with more
-//! than [`WARN_WAITING`] waiting a warning says so (at most one per
-//! [`WARN_EVERY`]). Threads, once started, stay (idle) until [`end`].
+//! inside one close for [`STUCK_AFTER`], another thread takes the next.
+//! That thread is a standby, started (up to [`MOST_THREADS`]) whenever
+//! fds wait with no thread idle (an fd handed over, or a close begun
+//! with others behind it), which waits until the closes in progress
+//! count as stuck; if they end first, it is an idle thread like any.
+//! Past [`MOST_THREADS`] the fds wait, open, counted; with more than
+//! [`WARN_WAITING`] waiting a warning says so (at most one per
+//! [`WARN_EVERY`]). Threads, once started, stay (idle) until [`end`]:
+//! at most eight (a second one starts as soon as fds come while the
+//! first is closing, and takes work only if that close sticks).
 //!
 //! A thread does not survive fork or exec: [`end`] closes every waiting
 //! fd and ends the threads first (`sys::become_single_threaded`), or says
