@@ -19,9 +19,9 @@
 //! count as stuck; if they end first, it is an idle thread like any.
 //! Past [`MOST_THREADS`] the fds wait, open, counted; with more than
 //! [`WARN_WAITING`] waiting a warning says so (at most one per
-//! [`WARN_EVERY`]). Threads, once started, stay (idle) until [`end`]:
-//! at most eight (a second one starts as soon as fds come while the
-//! first is closing, and takes work only if that close sticks).
+//! [`WARN_EVERY`]). Threads, once started, stay until [`end`], idle
+//! when nothing waits (an idle thread takes the next fd whatever the
+//! others do): under a flood of fds there may be all eight.
 //!
 //! A thread does not survive fork or exec: [`end`] closes every waiting
 //! fd and ends the threads first (`sys::become_single_threaded`), or says
