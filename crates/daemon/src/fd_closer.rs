@@ -448,8 +448,13 @@ mod tests {
         (ours, inodes, peers)
     }
 
-    /// Every peer sees its socket closed.
-    fn all_closed(peers: Vec<UnixStream>) {
+    /// Once `closer` ended, every socket of `inodes` was closed exactly
+    /// once (in any order), and every peer sees its socket closed.
+    fn all_closed_once(closer: &Closer, closes: &Closes, inodes: Vec<u64>, peers: Vec<UnixStream>) {
+        closer.end(Duration::from_secs(60)).unwrap();
+        assert_eq!(closer.waiting(), 0);
+        let closed = closes.state.lock().unwrap().closed.clone();
+        assert_eq!(sorted(closed), sorted(inodes));
         for mut peer in peers {
             assert_eq!(peer.read(&mut [0; 1]).unwrap(), 0);
         }
@@ -474,11 +479,7 @@ mod tests {
         };
         ours.for_each(|fd| closer.hand_over(fd));
         other.join().unwrap();
-        closer.end(Duration::from_secs(60)).unwrap();
-        assert_eq!(closer.waiting(), 0);
-        let closed = closes.state.lock().unwrap().closed.clone();
-        assert_eq!(sorted(closed), sorted(inodes));
-        all_closed(peers);
+        all_closed_once(&closer, &closes, inodes, peers);
     }
 
     #[test]
@@ -503,10 +504,7 @@ mod tests {
             })
         );
         closes.open();
-        closer.end(Duration::from_secs(60)).unwrap();
-        let closed = closes.state.lock().unwrap().closed.clone();
-        assert_eq!(sorted(closed), sorted(inodes));
-        all_closed(peers);
+        all_closed_once(&closer, &closes, inodes, peers);
     }
 
     #[test]
@@ -528,11 +526,12 @@ mod tests {
         assert_eq!(closer.shared.lock().running(), MOST_THREADS);
         assert!(closes.state.lock().unwrap().closed.is_empty());
         closes.open();
-        closer.end(Duration::from_secs(60)).unwrap();
-        let closed = closes.state.lock().unwrap().closed.clone();
-        assert_eq!(sorted(closed), sorted([inodes, more_inodes].concat()));
-        all_closed(peers);
-        all_closed(more_peers);
+        all_closed_once(
+            &closer,
+            &closes,
+            [inodes, more_inodes].concat(),
+            peers.into_iter().chain(more_peers).collect(),
+        );
     }
 
     #[test]
