@@ -57,7 +57,7 @@ pub(crate) enum Parked {
     Unicast {
         from: ConnId,
         msg: Message,
-        fds: Vec<std::os::fd::OwnedFd>,
+        fds: Vec<crate::fds::PassedFd>,
         dest: String,
     },
     /// A StartServiceByName call (monitors saw it, the policy allowed it).

@@ -33,7 +33,7 @@ mod policy_check;
 mod queueing;
 mod setup;
 
-use std::os::fd::OwnedFd;
+use crate::fds::PassedFd;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -104,7 +104,7 @@ pub struct Bus {
     #[serde(skip)]
     pub(crate) mac: Option<Box<dyn crate::mac::Mediator>>,
     #[serde(skip)]
-    empty_fds: Arc<Vec<OwnedFd>>,
+    empty_fds: Arc<Vec<PassedFd>>,
     /// The list a broadcast's receivers are gathered in, kept between
     /// messages so that a signal to many receivers does not grow a new
     /// one each time. Empty between events.
@@ -188,7 +188,7 @@ impl Bus {
         &mut self,
         from: ConnId,
         msg: Message,
-        fds: Vec<OwnedFd>,
+        fds: Vec<PassedFd>,
         now: Instant,
         out: &mut Vec<Action>,
     ) {
@@ -200,7 +200,7 @@ impl Bus {
         &mut self,
         from: ConnId,
         msg: Message,
-        fds: Vec<OwnedFd>,
+        fds: Vec<PassedFd>,
         routing: Routing,
         out: &mut Vec<Action>,
     ) {
@@ -301,7 +301,7 @@ impl Bus {
         &mut self,
         from: ConnId,
         msg: &Message,
-        fds: Vec<OwnedFd>,
+        fds: Vec<PassedFd>,
         dest: &str,
         routing: Routing,
         rescan: Rescan,
@@ -514,7 +514,7 @@ impl Bus {
         &mut self,
         from: ConnId,
         msg: &Message,
-        fds: Vec<OwnedFd>,
+        fds: Vec<PassedFd>,
         routing: Routing,
         out: &mut Vec<Action>,
     ) {
@@ -740,7 +740,7 @@ impl Bus {
         &mut self,
         from: ConnId,
         msg: &Message,
-        fds: Option<Vec<OwnedFd>>,
+        fds: Option<Vec<PassedFd>>,
         routing: Routing,
         out: &mut Vec<Action>,
     ) {

@@ -14,7 +14,7 @@
 //! May touch: every noun, the policy and MAC checks, and the router's
 //! `outgoing` and `announce` to carry an outcome out.
 
-use std::os::fd::OwnedFd;
+use crate::fds::PassedFd;
 
 use quickbus_wire::{names, Message, Value};
 
@@ -93,7 +93,10 @@ pub(crate) struct Call<'a> {
 pub(crate) enum Reply {
     /// The method return, with the fds riding on it (dropped if the
     /// caller asked for no reply).
-    Now { body: Vec<Value>, fds: Vec<OwnedFd> },
+    Now {
+        body: Vec<Value>,
+        fds: Vec<PassedFd>,
+    },
     /// The answer comes later, from whatever the call waits for
     /// (StartServiceByName: the activation).
     Later,

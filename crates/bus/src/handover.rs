@@ -40,6 +40,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::fds::PassedFd;
+
 /// One moment read from both clocks: `Instant` (this process's) and
 /// `CLOCK_MONOTONIC` in nanoseconds (the machine's, the same on both sides
 /// of an exec).
@@ -86,7 +88,7 @@ enum Scope {
         fds: Vec<Option<OwnedFd>>,
         buffers: Vec<Bytes>,
         /// The fd lists read so far, in the order they were written.
-        fd_lists: Vec<Arc<Vec<OwnedFd>>>,
+        fd_lists: Vec<Arc<Vec<PassedFd>>>,
         /// Only while [`layout::tracing`]: what every fd index reads (a
         /// copy).
         #[cfg(feature = "handover-layout")]
@@ -231,7 +233,12 @@ pub fn restoring<R>(
     let result = restore();
     let scope = SCOPE.with(|s| s.borrow_mut().take());
     let unused = match scope {
-        Some(Scope::Restoring { fds, .. }) => fds.iter().filter(|f| f.is_some()).count(),
+        Some(Scope::Restoring { fds, .. }) => {
+            // Closed as a message's fds are (crate::fds): one may be a
+            // client's, whose close can block.
+            let unused: Vec<PassedFd> = fds.into_iter().flatten().map(PassedFd::from).collect();
+            unused.len()
+        }
         _ => 0,
     };
     (result, unused)
@@ -367,7 +374,7 @@ enum FdList {
     Again(u32),
 }
 
-fn save_fd_list(list: &Arc<Vec<OwnedFd>>) -> Result<FdList, String> {
+fn save_fd_list(list: &Arc<Vec<PassedFd>>) -> Result<FdList, String> {
     let key = Arc::as_ptr(list) as usize;
     let seen = SCOPE.with(|s| match &*s.borrow() {
         Some(Scope::Saving { fd_lists, .. }) => Ok(fd_lists.get(&key).copied()),
@@ -389,7 +396,7 @@ fn save_fd_list(list: &Arc<Vec<OwnedFd>>) -> Result<FdList, String> {
     Ok(FdList::First(indices))
 }
 
-fn restore_fd_list(list: FdList) -> Result<Arc<Vec<OwnedFd>>, String> {
+fn restore_fd_list(list: FdList) -> Result<Arc<Vec<PassedFd>>, String> {
     let read = match list {
         FdList::Again(number) => {
             return SCOPE.with(|s| match &*s.borrow() {
@@ -403,8 +410,8 @@ fn restore_fd_list(list: FdList) -> Result<Arc<Vec<OwnedFd>>, String> {
         }
         FdList::First(indices) => indices
             .into_iter()
-            .map(restore_fd)
-            .collect::<Result<Vec<OwnedFd>, String>>()?,
+            .map(|index| restore_fd(index).map(PassedFd::from))
+            .collect::<Result<Vec<PassedFd>, String>>()?,
     };
     let read = Arc::new(read);
     SCOPE.with(|s| {
@@ -448,33 +455,33 @@ pub mod fds {
     }
 }
 
-/// `#[serde(with = "handover::shared_fds")]` for an `Arc<Vec<OwnedFd>>`,
+/// `#[serde(with = "handover::shared_fds")]` for an `Arc<Vec<PassedFd>>`,
 /// the fds of a message: the list crosses once however many holders
 /// share it (the receivers of a broadcast), and they share it again
 /// afterwards, so a restart does not multiply the bus's descriptors.
 pub mod shared_fds {
     use super::*;
 
-    pub fn serialize<S: Serializer>(fds: &Arc<Vec<OwnedFd>>, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(fds: &Arc<Vec<PassedFd>>, s: S) -> Result<S::Ok, S::Error> {
         save_fd_list(fds).map_err(refuse::<S::Error>)?.serialize(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Vec<OwnedFd>>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Vec<PassedFd>>, D::Error> {
         restore_fd_list(FdList::deserialize(d)?).map_err(reject::<D::Error>)
     }
 }
 
 /// `#[serde(with = "handover::optional_shared_fds")]` for an
-/// `Option<Arc<Vec<OwnedFd>>>` (as [`shared_fds`]).
+/// `Option<Arc<Vec<PassedFd>>>` (as [`shared_fds`]).
 pub mod optional_shared_fds {
     use super::*;
 
     #[derive(Serialize, Deserialize)]
     #[serde(rename = "SharedFds")]
-    struct Shared(#[serde(with = "super::shared_fds")] Arc<Vec<OwnedFd>>);
+    struct Shared(#[serde(with = "super::shared_fds")] Arc<Vec<PassedFd>>);
 
     pub fn serialize<S: Serializer>(
-        fds: &Option<Arc<Vec<OwnedFd>>>,
+        fds: &Option<Arc<Vec<PassedFd>>>,
         s: S,
     ) -> Result<S::Ok, S::Error> {
         fds.clone().map(Shared).serialize(s)
@@ -482,7 +489,7 @@ pub mod optional_shared_fds {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
-    ) -> Result<Option<Arc<Vec<OwnedFd>>>, D::Error> {
+    ) -> Result<Option<Arc<Vec<PassedFd>>>, D::Error> {
         Ok(Option::<Shared>::deserialize(d)?.map(|Shared(fds)| fds))
     }
 }
@@ -754,7 +761,7 @@ pub(crate) mod tests {
         #[serde(with = "shared_bytes")]
         body: Bytes,
         #[serde(with = "shared_fds")]
-        fds: Arc<Vec<OwnedFd>>,
+        fds: Arc<Vec<PassedFd>>,
     }
 
     /// What the new process gets of `saved`, within this one: the same
@@ -812,7 +819,7 @@ pub(crate) mod tests {
         let one = Queued {
             header: Bytes::from(vec![1u8; 128]),
             body: Bytes::from(vec![2u8; BODY]),
-            fds: Arc::new(vec![file]),
+            fds: Arc::new(vec![PassedFd::from(file)]),
         };
         let queues: Vec<Queued> = (0..RECEIVERS)
             .map(|_| Queued {

@@ -37,6 +37,7 @@ pub mod bus;
 pub mod containers;
 pub mod driver;
 pub mod errors;
+pub mod fds;
 pub mod flow;
 pub mod handover;
 pub mod hold_budget;
@@ -62,7 +63,7 @@ mod fuzz_regressions;
 #[allow(clippy::disallowed_methods)]
 mod tests;
 
-use std::os::fd::OwnedFd;
+use crate::fds::PassedFd;
 use std::sync::Arc;
 
 /// The maps looked up for every message (connections, names, pending
@@ -145,7 +146,7 @@ pub struct OutMessage {
     #[serde(with = "crate::handover::shared_frame")]
     pub frame: Frame,
     #[serde(with = "crate::handover::shared_fds")]
-    pub fds: Arc<Vec<OwnedFd>>,
+    pub fds: Arc<Vec<PassedFd>>,
     /// What it is to the receiver it is addressed to (copies for others
     /// are signals to flow control).
     pub kind: flow::Kind,

@@ -12,9 +12,9 @@
 //!
 //! Owns: the items, the offset, the counts. May touch: nothing.
 
+use crate::fds::PassedFd;
 use std::collections::VecDeque;
 use std::io::IoSlice;
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -34,7 +34,7 @@ pub struct OutItem {
     #[serde(with = "crate::handover::shared_bytes")]
     pub body: Bytes,
     #[serde(with = "crate::handover::optional_shared_fds")]
-    pub fds: Option<Arc<Vec<OwnedFd>>>,
+    pub fds: Option<Arc<Vec<PassedFd>>>,
 }
 
 impl OutItem {
@@ -251,7 +251,7 @@ impl Outbox {
     pub fn next_write<'a>(
         &'a self,
         mut push: impl FnMut(IoSlice<'a>),
-    ) -> Option<&'a Arc<Vec<OwnedFd>>> {
+    ) -> Option<&'a Arc<Vec<PassedFd>>> {
         let mut fds = None;
         for (i, item) in self.items.iter().take(MAX_MESSAGES_PER_WRITE).enumerate() {
             let has_fds = item.fd_count() > 0;
@@ -390,7 +390,11 @@ mod tests {
     #[allow(clippy::disallowed_methods)] // a test's own descriptors
     fn item(header: &'static [u8], body: &'static [u8], nfds: usize) -> OutItem {
         let fds = (0..nfds)
-            .map(|_| OwnedFd::from(std::fs::File::open("/dev/null").unwrap()))
+            .map(|_| {
+                PassedFd::from(std::os::fd::OwnedFd::from(
+                    std::fs::File::open("/dev/null").unwrap(),
+                ))
+            })
             .collect::<Vec<_>>();
         OutItem {
             header: Bytes::from_static(header),

@@ -3,6 +3,8 @@
 //! re-parsed with Message::parse, as a peer would see it.
 
 use std::os::fd::OwnedFd;
+
+use crate::fds::PassedFd;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -135,7 +137,7 @@ impl Harness {
         &mut self,
         from: ConnId,
         builder: MessageBuilder,
-        fds: Vec<OwnedFd>,
+        fds: Vec<PassedFd>,
     ) -> u32 {
         self.next_serial += 1;
         let serial = self.next_serial;
@@ -416,8 +418,8 @@ fn get_property(h: &mut Harness, a: ConnId, iface: &str, prop: &str) -> Message 
     )
 }
 
-pub(crate) fn some_fds(n: usize) -> Vec<OwnedFd> {
+pub(crate) fn some_fds(n: usize) -> Vec<PassedFd> {
     (0..n)
-        .map(|_| OwnedFd::from(std::fs::File::open("/dev/null").unwrap()))
+        .map(|_| PassedFd::from(OwnedFd::from(std::fs::File::open("/dev/null").unwrap())))
         .collect()
 }

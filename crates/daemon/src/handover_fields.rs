@@ -12,6 +12,7 @@
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
 
+use quickbus_bus::fds::PassedFd;
 use quickbus_bus::handover::{refuse, restore_fd, save_fd};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -84,15 +85,15 @@ pub mod listening {
 pub mod fd_queue {
     use super::*;
 
-    pub fn serialize<S: Serializer>(fds: &VecDeque<OwnedFd>, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(fds: &VecDeque<PassedFd>, s: S) -> Result<S::Ok, S::Error> {
         let indices: Result<Vec<u32>, S::Error> = fds.iter().map(index::<S>).collect();
         indices?.serialize(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<VecDeque<OwnedFd>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<VecDeque<PassedFd>, D::Error> {
         Vec::<u32>::deserialize(d)?
             .into_iter()
-            .map(take::<D>)
+            .map(|i| take::<D>(i).map(PassedFd::from))
             .collect()
     }
 }

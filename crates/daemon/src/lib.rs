@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod container_sockets;
 pub mod dynamic_users;
+pub mod fd_closer;
 pub mod fd_limit;
 pub mod handover_fields;
 /// Flow control's rule and bounds, applied by the bus core.
@@ -33,6 +34,8 @@ pub mod socket;
 pub mod socket_buffers;
 pub mod startup;
 pub mod sys;
+#[cfg(test)]
+mod test_closer;
 #[cfg(test)]
 mod test_forks;
 pub mod transport;

@@ -8,6 +8,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 
 use mio::event::Source;
 use mio::{Interest, Registry, Token};
+use quickbus_bus::fds::PassedFd;
 
 /// A listening socket, before the loop takes it.
 #[derive(Debug)]
@@ -74,6 +75,24 @@ impl Stream {
     }
 }
 
+/// A unix socket's unread input may hold fds a client passed, released
+/// by the socket's last close, which then blocks as long as closing them
+/// does (a lingering socket: docs/reliability.md, "Fds clients pass"). A
+/// connection cut off before the bus read all it sent leaves such input.
+/// So the last close is the fd closer's: it gets a copy, and the close
+/// here is not the last. (A registered connection is deregistered before
+/// it is dropped, `Server::close`: epoll forgets a socket only at its
+/// last close.)
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if let Stream::Unix(socket) = self {
+            if let Ok(copy) = socket.as_fd().try_clone_to_owned() {
+                drop(PassedFd::from(copy));
+            }
+        }
+    }
+}
+
 impl AsFd for Stream {
     fn as_fd(&self) -> BorrowedFd<'_> {
         match self {
@@ -113,3 +132,42 @@ macro_rules! delegate_source {
 
 delegate_source!(Stream, Unix, Tcp);
 delegate_source!(Listening, Unix, Tcp);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn a_unix_connections_last_close_is_the_fd_closers() {
+        // A child forked meanwhile would hold the pipe's read end.
+        let _no_forks = crate::test_forks::no_forks();
+        crate::test_closer::install();
+        let (ours, peer) = UnixStream::pair().unwrap();
+        // A pipe's read end in the socket's unread input, the sender's
+        // copy closed.
+        let (read_end, write_end) = rustix::pipe::pipe().unwrap();
+        let fds = [read_end.as_fd()];
+        let mut space = vec![0u8; rustix::cmsg_space!(ScmRights(1))];
+        let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
+        assert!(control.push(rustix::net::SendAncillaryMessage::ScmRights(&fds)));
+        rustix::net::sendmsg(
+            &peer,
+            &[io::IoSlice::new(b"x")],
+            &mut control,
+            rustix::net::SendFlags::empty(),
+        )
+        .unwrap();
+        drop(read_end);
+        let stream = Stream::Unix(mio::net::UnixStream::from_std(ours));
+        let socket = stream.as_fd().try_clone_to_owned().unwrap();
+        drop(stream);
+        assert!(crate::test_closer::closed_one_of(&socket));
+        drop(socket);
+        // The read end went with the socket's last close.
+        assert_eq!(
+            rustix::io::write(&write_end, b"x"),
+            Err(rustix::io::Errno::PIPE)
+        );
+    }
+}

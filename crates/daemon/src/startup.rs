@@ -46,6 +46,9 @@ fn run() -> i32 {
         return 0;
     }
     crate::userdb::bypass_bus_in_nss();
+    // Fds clients pass are closed off the loop, whose close may block
+    // (docs/reliability.md, "Fds clients pass").
+    crate::fd_closer::register();
     // A restart in place: this image continues the previous one's bus.
     if resuming {
         return crate::restart::resume(&opts);

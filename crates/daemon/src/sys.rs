@@ -14,6 +14,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
+use quickbus_bus::fds::PassedFd;
 use quickbus_bus::Credentials;
 
 /// Take ownership of an fd number our parent handed us (`--print-address=FD`).
@@ -117,10 +118,14 @@ pub fn fork_daemon() -> io::Result<Option<u32>> {
     Ok(forked)
 }
 
-/// End the daemon's own thread, the log's (its lines written once, by
-/// this process; the next line starts another), then wait until the
-/// process is that one thread ([`wait_for_one_thread`]).
+/// End the daemon's own threads: the fd closer's (every fd a client
+/// passed that waits is closed first; `fd_closer`) and the log's (its
+/// lines written once, by this process); the next fd or line starts
+/// another. Then wait until the process is that one thread
+/// ([`wait_for_one_thread`]).
 fn become_single_threaded() -> io::Result<()> {
+    crate::fd_closer::end(crate::fd_closer::END_WAIT)
+        .map_err(|still| io::Error::other(still.to_string()))?;
     if !crate::logging::drain() {
         return Err(io::Error::other(
             "the log's thread is still writing (its sink takes nothing)",
@@ -215,7 +220,7 @@ pub fn recv_appending(
     socket: impl AsFd,
     buf: &mut bytes::BytesMut,
     want: usize,
-    fds: &mut std::collections::VecDeque<OwnedFd>,
+    fds: &mut std::collections::VecDeque<PassedFd>,
 ) -> Result<(usize, bool), rustix::io::Errno> {
     buf.reserve(want);
     let spare = buf.spare_capacity_mut();
@@ -278,7 +283,7 @@ pub fn recv_appending(
                 let fd = unsafe { data.add(i).read_unaligned() };
                 // SAFETY: the kernel just installed this fd in our table
                 // for us (SCM_RIGHTS); nothing else knows or owns it.
-                fds.push_back(unsafe { OwnedFd::from_raw_fd(fd) });
+                fds.push_back(PassedFd::from(unsafe { OwnedFd::from_raw_fd(fd) }));
                 got_fds = true;
             }
         }

@@ -5,9 +5,9 @@
 //! ([`write_once`]: fds attached to the first byte of the message that
 //! carries them).
 
+use quickbus_bus::fds::PassedFd;
 use std::collections::VecDeque;
 use std::io::IoSlice;
-use std::os::fd::OwnedFd;
 
 use crate::socket::Stream;
 use bytes::{Bytes, BytesMut};
@@ -61,7 +61,7 @@ pub struct Transport {
     #[serde(deserialize_with = "handed_over::frame_need")]
     frame_need: usize,
     #[serde(with = "crate::handover_fields::fd_queue")]
-    in_fds: VecDeque<OwnedFd>,
+    in_fds: VecDeque<PassedFd>,
     /// Whether fds the peer sends are kept: only once it authenticated
     /// and agreed on fd passing (NEGOTIATE_UNIX_FD). Before that, and on a
     /// connection that never agreed, they are closed as they arrive, as
@@ -115,7 +115,7 @@ impl Transport {
     }
 
     /// Take `n` fds received so far, in order; None if fewer arrived.
-    pub fn take_fds(&mut self, n: usize) -> Option<Vec<OwnedFd>> {
+    pub fn take_fds(&mut self, n: usize) -> Option<Vec<PassedFd>> {
         if self.in_fds.len() < n {
             return None;
         }
@@ -538,7 +538,7 @@ mod tests {
         t.queue(OutItem {
             header: Bytes::from_static(b"with fds"),
             body: Bytes::new(),
-            fds: Some(Arc::new(vec![r, w])),
+            fds: Some(Arc::new(vec![r.into(), w.into()])),
         });
         t.queue(OutItem::raw(Bytes::from_static(b"plain")));
         assert_eq!(t.queued().1, 2);
@@ -592,12 +592,16 @@ mod tests {
     fn fds_are_closed_as_they_arrive_without_fd_passing() {
         // A child forked meanwhile would hold the pipe's read end.
         let _no_forks = crate::test_forks::no_forks();
+        crate::test_closer::install();
         let (mut t, peer) = pair();
         let w = send_abc_with_an_fd(&peer);
         // The read still stops where the fds were attached.
         assert_eq!(t.read_once().unwrap(), ReadStatus::Budget);
         assert_eq!(t.input(), b"abc");
         assert_eq!(t.pending_fds(), 0);
+        // Closed as a client's passed fds are, never in place: a close
+        // can block (docs/reliability.md, "Fds clients pass").
+        assert!(crate::test_closer::closed_one_of(&w));
         // Nobody holds the pipe's read end any more.
         assert_eq!(rustix::io::write(&w, b"x"), Err(Errno::PIPE));
         // After a negotiation they are kept.
@@ -770,7 +774,7 @@ mod tests {
             (),
         );
         let state = postcard::to_stdvec(&fields).unwrap();
-        crate::restart::read_value_back(&state, vec![OwnedFd::from(ours)])
+        crate::restart::read_value_back(&state, vec![std::os::fd::OwnedFd::from(ours)])
     }
 
     /// The read window steers the next read: 0 read nothing, which the

@@ -8,7 +8,7 @@
 //! sends), the policy check, traffic counters (errors sent), and delivery
 //! (see `overflow`).
 
-use std::os::fd::OwnedFd;
+use crate::fds::PassedFd;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -25,13 +25,13 @@ use super::Routing;
 impl Bus {
     /// The message as receivers see it: SENDER set to the sender's unique
     /// name, body shared.
-    pub(super) fn stamped(&self, from: ConnId, msg: &Message, fds: Vec<OwnedFd>) -> OutMessage {
+    pub(super) fn stamped(&self, from: ConnId, msg: &Message, fds: Vec<PassedFd>) -> OutMessage {
         let sender = self.unique_name(from).unwrap_or(BUS_NAME);
         self.stamped_as(sender, msg, fds)
     }
 
     /// The message with SENDER set to `sender`.
-    pub(crate) fn stamped_as(&self, sender: &str, msg: &Message, fds: Vec<OwnedFd>) -> OutMessage {
+    pub(crate) fn stamped_as(&self, sender: &str, msg: &Message, fds: Vec<PassedFd>) -> OutMessage {
         OutMessage {
             frame: msg.stamp(sender),
             fds: if fds.is_empty() {
@@ -62,7 +62,7 @@ impl Bus {
     pub(super) fn build_with_fds(
         &mut self,
         builder: MessageBuilder,
-        fds: Vec<OwnedFd>,
+        fds: Vec<PassedFd>,
     ) -> Option<(OutMessage, Message)> {
         let builder = if fds.is_empty() {
             builder
@@ -135,7 +135,7 @@ impl Bus {
         &mut self,
         to: ConnId,
         builder: MessageBuilder,
-        fds: Vec<OwnedFd>,
+        fds: Vec<PassedFd>,
         routing: Routing,
         out: &mut Vec<Action>,
     ) {
@@ -158,7 +158,7 @@ impl Bus {
         &mut self,
         to: ConnId,
         builder: MessageBuilder,
-        fds: Vec<OwnedFd>,
+        fds: Vec<PassedFd>,
         owed: bool,
         routing: Routing,
         out: &mut Vec<Action>,
@@ -232,7 +232,7 @@ impl Bus {
         to: ConnId,
         call: &Message,
         body: Vec<Value>,
-        fds: Vec<OwnedFd>,
+        fds: Vec<PassedFd>,
         routing: Routing,
         out: &mut Vec<Action>,
     ) {

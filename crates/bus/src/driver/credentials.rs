@@ -7,6 +7,8 @@
 //! the options (the bus's own identity), and the driver's outcome.
 
 use std::os::fd::OwnedFd;
+
+use crate::fds::PassedFd;
 use std::time::Instant;
 
 use quickbus_wire::{Message, Value};
@@ -168,7 +170,7 @@ impl Bus {
                 Box::new(Value::String("ProcessFD".into())),
                 Box::new(Value::Variant(Box::new(Value::UnixFd(0)))),
             ));
-            fds.push(pidfd);
+            fds.push(PassedFd::from(pidfd));
         }
         self.reply(caller, &call, body, fds, routing, out);
         self.pass_to_eavesdroppers(caller, &call, routing, out);

@@ -3,6 +3,8 @@
 
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
+
+use crate::fds::PassedFd;
 use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
@@ -28,7 +30,7 @@ fn peer(h: &mut Harness, creds: Credentials, unix_fds: bool) -> (ConnId, String)
 }
 
 /// The reply to GetConnectionCredentials(name) and the fds riding on it.
-fn credentials_call(h: &mut Harness, from: ConnId, name: &str) -> (Message, Arc<Vec<OwnedFd>>) {
+fn credentials_call(h: &mut Harness, from: ConnId, name: &str) -> (Message, Arc<Vec<PassedFd>>) {
     let serial = h.send(from, call_bus("GetConnectionCredentials", vec![s(name)]));
     let pos = h
         .out

@@ -12,7 +12,9 @@
 //! handover, a bus in the middle of an event, and a bus restored without
 //! its policy fix-up.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
+
+use crate::fds::PassedFd;
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -68,8 +70,8 @@ enum Seen {
     Other(String),
 }
 
-fn file_of(fd: &OwnedFd) -> (u64, u64) {
-    let meta = std::fs::File::from(fd.try_clone().unwrap())
+fn file_of(fd: &PassedFd) -> (u64, u64) {
+    let meta = std::fs::File::from(fd.as_fd().try_clone_to_owned().unwrap())
         .metadata()
         .unwrap();
     (meta.dev(), meta.ino())
@@ -92,7 +94,7 @@ fn seen(actions: Vec<Action>) -> Vec<Seen> {
 
 /// Files of their own (one each, unlinked at once), so that an fd that
 /// crosses the handover can be told from any other.
-fn distinct_files(n: usize) -> Vec<OwnedFd> {
+fn distinct_files(n: usize) -> Vec<PassedFd> {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     (0..n)
         .map(|_| {
@@ -103,7 +105,7 @@ fn distinct_files(n: usize) -> Vec<OwnedFd> {
             ));
             let file = std::fs::File::create(&path).unwrap();
             std::fs::remove_file(&path).unwrap();
-            OwnedFd::from(file)
+            PassedFd::from(OwnedFd::from(file))
         })
         .collect()
 }

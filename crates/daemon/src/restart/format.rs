@@ -366,9 +366,10 @@ mod tests {
         let message = OutItem {
             header: Bytes::from(vec![b'h'; 64]),
             body: Bytes::from(vec![b'b'; BODY]),
-            fds: Some(Arc::new(vec![std::fs::File::open("/dev/null")
-                .unwrap()
-                .into()])),
+            fds: Some(Arc::new(vec![std::os::fd::OwnedFd::from(
+                std::fs::File::open("/dev/null").unwrap(),
+            )
+            .into()])),
         };
         // The receivers' queues, as the bus holds them.
         let queues: Vec<Outbox> = (0..RECEIVERS)
