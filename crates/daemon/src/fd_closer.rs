@@ -37,7 +37,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow};
 use tracing::warn;
 
 /// How long every closing thread must have been inside one close before
@@ -281,20 +280,10 @@ fn start_standby(shared: &Arc<Shared>, state: &mut State) -> bool {
     }
     // Started with every signal blocked, so the bus's loop handles them
     // all (and a restart's held signals stay pending).
-    let mut previous = SigSet::empty();
-    let blocked = pthread_sigmask(
-        SigmaskHow::SIG_BLOCK,
-        Some(&SigSet::all()),
-        Some(&mut previous),
-    );
     let thread_shared = shared.clone();
     let slot = state.threads.len();
-    let spawned = std::thread::Builder::new()
-        .name(NAME.into())
-        .spawn(move || run(thread_shared, slot));
-    if blocked.is_ok() {
-        let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&previous), None);
-    }
+    let builder = std::thread::Builder::new().name(NAME.into());
+    let spawned = crate::quiet_thread::spawn(builder, move || run(thread_shared, slot));
     let Ok(handle) = spawned else {
         return false;
     };

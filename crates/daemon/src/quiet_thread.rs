@@ -1,11 +1,12 @@
-//! Starting a thread of the daemon's own (the pool's, the log's) with
-//! every signal blocked from its first instruction on. The daemon handles
-//! its signals on the loop's thread, through signal-hook's pipe; a thread
-//! that could take one would have its syscalls interrupted, and a signal a
-//! restart holds pending could be taken by a thread that has no use for
-//! it. A thread inherits its creator's mask, so the mask is blocked around
-//! the spawn (and restored after), rather than by the new thread itself,
-//! which could take a signal before it got to block them.
+//! Starting a thread of the daemon's own (the pool's, the log's, the fd
+//! closer's) with every signal blocked from its first instruction on. The
+//! daemon handles its signals on the loop's thread, through signal-hook's
+//! pipe; a thread that could take one would have its syscalls
+//! interrupted, and a signal a restart holds pending could be taken by a
+//! thread that has no use for it. A thread inherits its creator's mask,
+//! so the mask is blocked around the spawn (and restored after), rather
+//! than by the new thread itself, which could take a signal before it got
+//! to block them.
 
 use std::io;
 use std::thread::{Builder, JoinHandle};
