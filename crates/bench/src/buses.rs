@@ -235,15 +235,25 @@ impl RunningBus {
 
     /// Threads of the daemon and its descendants right now (the entries
     /// of each one's /proc/PID/task): shows that a `threads` limit took
-    /// effect.
+    /// effect. quickbus's log and fd-closing threads are left out: each
+    /// starts when first needed (a line logged, a client's fd or a
+    /// connection closed), so whether one is there says nothing of the
+    /// limit.
     pub fn thread_count(&self) -> usize {
         process_tree(self.child.id())
             .into_iter()
             .filter_map(|pid| std::fs::read_dir(format!("/proc/{pid}/task")).ok())
-            .map(|tasks| tasks.count())
-            .sum()
+            .flat_map(|tasks| tasks.flatten())
+            .filter(|task| {
+                let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+                !STARTED_AS_NEEDED.contains(&comm.trim_end())
+            })
+            .count()
     }
 }
+
+/// The names of quickbus's threads that start when first needed.
+const STARTED_AS_NEEDED: [&str; 2] = ["quickbus-log", "quickbus-close"];
 
 /// CPU seconds of `pid` and its descendants, as [`RunningBus::cpu_seconds`]
 /// reads them (also for a proxy in front of a bus).
