@@ -65,6 +65,11 @@ type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// The close reason of a peer that simply went away (not worth a warning).
 const HUNG_UP: &str = "peer closed the connection";
 
+/// The close reason of a peer some of whose fds the bus could not take in
+/// (`sys::recv_appending`): its messages can no longer be matched with
+/// their fds.
+const FDS_LOST: &str = "fds it sent were lost: the bus is at its open-file limit (RLIMIT_NOFILE)";
+
 /// A peer that exits with its connection open resets it: as normal an end
 /// as a close, not worth a warning.
 fn is_hang_up(e: rustix::io::Errno) -> bool {
@@ -794,6 +799,10 @@ impl Server {
                     Ok(s) => Some(s),
                     Err(e) if is_hang_up(e) => {
                         self.close(id, HUNG_UP);
+                        return;
+                    }
+                    Err(rustix::io::Errno::MFILE) => {
+                        self.close(id, FDS_LOST);
                         return;
                     }
                     Err(e) => {

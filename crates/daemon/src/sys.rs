@@ -215,7 +215,8 @@ type ControlSpace = [u64; 160];
 /// Rust's `recvmsg` wants initialised memory, and zeroing the read window
 /// cost more than the rest of routing a small message; see
 /// docs/performance.md). Fds that arrive with SCM_RIGHTS are appended to
-/// `fds`. Returns the byte count (0 at end of stream) and whether fds came.
+/// `fds`. Returns the byte count (0 at end of stream) and whether fds came;
+/// EMFILE when fds that came could not all be taken in (MSG_CTRUNC).
 pub fn recv_appending(
     socket: impl AsFd,
     buf: &mut bytes::BytesMut,
@@ -289,6 +290,15 @@ pub fn recv_appending(
         }
         // SAFETY: as for CMSG_FIRSTHDR above.
         cmsg = unsafe { libc::CMSG_NXTHDR(&msg, cmsg) };
+    }
+    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+        // Some of the fds that came with these bytes are gone: the kernel
+        // could not install them (the process is at its fd limit: the
+        // control buffer has room for all that one sendmsg can carry),
+        // and closed them. What arrived can no longer be matched with its
+        // fds, so the connection is given up, as dbus-daemon gives it up
+        // (the fds that did arrive are dropped with it).
+        return Err(rustix::io::Errno::MFILE);
     }
     Ok((got, got_fds))
 }
