@@ -179,10 +179,13 @@ struct State {
     /// A thread is waiting for the others' closes to count as stuck.
     standby: bool,
     /// The calls of [`Closer::end`] waiting: while there are any, the
-    /// threads end once nothing waits (a count, not a flag that a
-    /// hand-over clears, which would keep the threads for an `end` that
-    /// waits for them; the first `end` to give up must not keep them
-    /// for another either).
+    /// threads end once nothing waits. A count, not a flag that a
+    /// hand-over clears, which would keep the threads idle for an `end`
+    /// that waits for them (loom found that in the log's hand-off); the
+    /// first `end` to give up must not keep them for another either.
+    /// The daemon ends the closer on the loop's thread with the pool
+    /// stopped and no other thread that drops a `PassedFd`, but nothing
+    /// here relies on that.
     ends_waiting: u32,
     warned_at: Option<Instant>,
 }

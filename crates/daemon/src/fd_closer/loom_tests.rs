@@ -146,7 +146,10 @@ fn all_closed_once(closer: &Closer, closes: &Closes, raw: &[RawFd]) {
     let state = closer.shared.lock();
     assert!(state.waiting.is_empty());
     assert!(state.threads.is_empty(), "every thread ended and joined");
-    assert_eq!((state.idle, state.standby, state.ends_waiting), (0, false, 0));
+    assert_eq!(
+        (state.idle, state.standby, state.ends_waiting),
+        (0, false, 0)
+    );
 }
 
 /// Every interleaving with at most [`PREEMPTIONS`] preemptions.
@@ -210,10 +213,7 @@ fn end_gives_up_while_closes_are_held_and_counts_them() {
         raw.iter().for_each(|&fd| closes.hold(fd));
         ours.into_iter().for_each(|fd| closer.hand_over(fd));
         let still = closer.end(END_WAIT).unwrap_err();
-        assert!(
-            still.closing + still.waiting == 2,
-            "{still:?}"
-        );
+        assert!(still.closing + still.waiting == 2, "{still:?}");
         assert!(closes.closed().is_empty());
         closes.open();
         all_closed_once(&closer, &closes, &raw);
@@ -286,7 +286,10 @@ fn fd_racing_with_end(wait: Duration) {
         Ok(()) => {}
         Err(StillClosing { closing, waiting }) => {
             assert!(wait < FOREVER);
-            assert!(closing + waiting <= 2, "{closing} closing, {waiting} waiting");
+            assert!(
+                closing + waiting <= 2,
+                "{closing} closing, {waiting} waiting"
+            );
         }
     }
     other.join().unwrap();
