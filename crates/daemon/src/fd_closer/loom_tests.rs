@@ -120,13 +120,15 @@ fn sorted(mut fds: Vec<RawFd>) -> Vec<RawFd> {
     fds
 }
 
-/// A closer on the model's clock closing through `closes`.
-fn closer(closes: &Arc<Closes>) -> Arc<Closer> {
-    let closes = Arc::clone(closes);
-    Arc::new(Closer::with_clock(
-        move |fd| closes.close(fd),
-        ModelClock::new(),
-    ))
+/// A closer on the model's clock, and the closes it makes.
+fn closer() -> (Arc<Closer>, Arc<Closes>) {
+    let closes = Arc::new(Closes::default());
+    let closing = Arc::clone(&closes);
+    let close = move |fd| closing.close(fd);
+    (
+        Arc::new(Closer::with_clock(close, ModelClock::new())),
+        closes,
+    )
 }
 
 /// `n` fds to hand over (/dev/null opened), and their numbers.
@@ -170,8 +172,7 @@ const PREEMPTIONS: usize = 3;
 #[test]
 fn fds_from_two_threads_are_closed_once_each() {
     model(|| {
-        let closes = Arc::new(Closes::default());
-        let closer = closer(&closes);
+        let (closer, closes) = closer();
         let (mut ours, raw) = fds(2);
         let theirs = ours.pop().unwrap();
         let other = {
@@ -189,8 +190,7 @@ fn fds_from_two_threads_are_closed_once_each() {
 #[test]
 fn end_returns_once_every_fd_is_closed_and_every_thread_ended() {
     model(|| {
-        let closes = Arc::new(Closes::default());
-        let closer = closer(&closes);
+        let (closer, closes) = closer();
         let (ours, raw) = fds(3);
         let mut ours = ours.into_iter();
         closer.hand_over(ours.next().unwrap());
@@ -207,8 +207,7 @@ fn end_returns_once_every_fd_is_closed_and_every_thread_ended() {
 #[test]
 fn end_gives_up_while_closes_are_held_and_counts_them() {
     model(|| {
-        let closes = Arc::new(Closes::default());
-        let closer = closer(&closes);
+        let (closer, closes) = closer();
         let (ours, raw) = fds(2);
         raw.iter().for_each(|&fd| closes.hold(fd));
         ours.into_iter().for_each(|fd| closer.hand_over(fd));
@@ -225,8 +224,7 @@ fn end_gives_up_while_closes_are_held_and_counts_them() {
 #[test]
 fn a_stuck_close_does_not_keep_the_next_fd_open() {
     model(|| {
-        let closes = Arc::new(Closes::default());
-        let closer = closer(&closes);
+        let (closer, closes) = closer();
         let (ours, raw) = fds(2);
         closes.hold(raw[0]);
         ours.into_iter().for_each(|fd| closer.hand_over(fd));
@@ -243,8 +241,7 @@ fn a_stuck_close_does_not_keep_the_next_fd_open() {
 #[test]
 fn an_fd_wakes_the_idle_thread() {
     model(|| {
-        let closes = Arc::new(Closes::default());
-        let closer = closer(&closes);
+        let (closer, closes) = closer();
         let (ours, raw) = fds(2);
         let mut ours = ours.into_iter();
         closer.hand_over(ours.next().unwrap());
@@ -273,8 +270,7 @@ fn an_fd_racing_with_an_end_that_gives_up_is_closed_once() {
 /// Another thread hands an fd over while `end` waits `wait`; a last
 /// `end` then waits for whatever is left.
 fn fd_racing_with_end(wait: Duration) {
-    let closes = Arc::new(Closes::default());
-    let closer = closer(&closes);
+    let (closer, closes) = closer();
     let (mut ours, raw) = fds(2);
     let theirs = ours.pop().unwrap();
     closer.hand_over(ours.pop().unwrap());
