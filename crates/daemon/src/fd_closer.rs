@@ -29,12 +29,28 @@
 //! process it is (remembered by pid), as the log's thread does
 //! (`logging/writer.rs`).
 //!
+//! The hand-off to the threads is model-checked (`loom_tests`, built
+//! with `--cfg quickbus_loom`: scripts/test.sh), as the log's is
+//! (`logging/handoff.rs`): that build takes loom's lock, condition
+//! variable and threads in place of std's, and a [`Clock`] whose time
+//! passes where loom chooses. Only the tests' build takes loom's (a
+//! dev-dependency): any other build, with that cfg or not, is the
+//! daemon's.
+//!
 //! Owns: the closing threads and the fds waiting for them.
+
+#[cfg(all(test, quickbus_loom))]
+use loom::sync::{Condvar, Mutex, MutexGuard};
+#[cfg(all(test, quickbus_loom))]
+use loom::thread::{Builder, JoinHandle};
+#[cfg(not(all(test, quickbus_loom)))]
+use std::sync::{Condvar, Mutex, MutexGuard};
+#[cfg(not(all(test, quickbus_loom)))]
+use std::thread::{Builder, JoinHandle};
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-use std::thread::JoinHandle;
+use std::sync::{Arc, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use tracing::warn;
@@ -109,6 +125,47 @@ struct Shared {
     /// threads are to end, and when one ended.
     changed: Condvar,
     close: Box<dyn Fn(OwnedFd) + Send + Sync>,
+    clock: Box<dyn Clock>,
+}
+
+/// The time a standby and [`Closer::end`] wait by: the system's
+/// ([`SystemClock`]), or in the model check one whose time passes only
+/// while a thread waits for it, where loom chooses.
+trait Clock: Send + Sync {
+    fn now(&self) -> Instant;
+    /// Wait on `changed` until signalled or until `until`, letting
+    /// `guard` go meanwhile (the lock it holds is `lock`'s, which a
+    /// model's wait takes again itself to end with no signal: a time-out).
+    fn wait_until<'a>(
+        &self,
+        changed: &Condvar,
+        lock: &'a Mutex<State>,
+        guard: MutexGuard<'a, State>,
+        until: Instant,
+    ) -> MutexGuard<'a, State>;
+}
+
+/// The daemon's clock.
+struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn wait_until<'a>(
+        &self,
+        changed: &Condvar,
+        _: &'a Mutex<State>,
+        guard: MutexGuard<'a, State>,
+        until: Instant,
+    ) -> MutexGuard<'a, State> {
+        let left = until.saturating_duration_since(Instant::now());
+        changed
+            .wait_timeout(guard, left)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+    }
 }
 
 #[derive(Default)]
@@ -121,8 +178,15 @@ struct State {
     idle: usize,
     /// A thread is waiting for the others' closes to count as stuck.
     standby: bool,
-    /// The threads are to end once nothing waits.
-    ending: bool,
+    /// The calls of [`Closer::end`] waiting: while there are any, the
+    /// threads end once nothing waits. A count, not a flag that a
+    /// hand-over clears, which would keep the threads idle for an `end`
+    /// that waits for them (loom found that in the log's hand-off); the
+    /// first `end` to give up must not keep them for another either.
+    /// The daemon ends the closer on the loop's thread with the pool
+    /// stopped and no other thread that drops a `PassedFd`, but nothing
+    /// here relies on that.
+    ends_waiting: u32,
     warned_at: Option<Instant>,
 }
 
@@ -196,11 +260,20 @@ impl State {
 impl Closer {
     /// A closer whose threads close each fd with `close`.
     pub fn new(close: impl Fn(OwnedFd) + Send + Sync + 'static) -> Closer {
+        Closer::with_clock(close, SystemClock)
+    }
+
+    /// [`Closer::new`] on `clock` (the model check's).
+    fn with_clock(
+        close: impl Fn(OwnedFd) + Send + Sync + 'static,
+        clock: impl Clock + 'static,
+    ) -> Closer {
         Closer {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
                 changed: Condvar::new(),
                 close: Box::new(close),
+                clock: Box::new(clock),
             }),
         }
     }
@@ -211,7 +284,6 @@ impl Closer {
     pub fn hand_over(&self, fd: OwnedFd) {
         let mut state = self.shared.lock();
         state.adopt();
-        state.ending = false;
         state.waiting.push_back(fd);
         if state.idle > 0 || state.standby {
             self.shared.changed.notify_all();
@@ -223,7 +295,7 @@ impl Closer {
             drop(waiting);
             return;
         }
-        let warning = state.warning(Instant::now());
+        let warning = state.warning(self.shared.clock.now());
         drop(state);
         if let Some(warning) = warning {
             warn!("{warning}");
@@ -235,26 +307,28 @@ impl Closer {
         self.shared.lock().waiting.len()
     }
 
-    /// [`end`] for this closer.
+    /// [`end`] for this closer. An fd handed over meanwhile is closed
+    /// before the threads end, by one of them or a new one.
     pub fn end(&self, wait: Duration) -> Result<(), StillClosing> {
-        let mut state = self.shared.lock();
+        let shared = &self.shared;
+        let mut state = shared.lock();
         state.adopt();
-        if state.running() > 0 {
-            state.ending = true;
-            self.shared.changed.notify_all();
-            state = self
-                .shared
-                .changed
-                .wait_timeout_while(state, wait, |s| s.running() > 0)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-            if state.running() > 0 {
+        let deadline = shared.clock.now() + wait;
+        state.ends_waiting += 1;
+        shared.changed.notify_all();
+        while state.running() > 0 {
+            if shared.clock.now() >= deadline {
+                state.ends_waiting -= 1;
                 return Err(StillClosing {
                     closing: state.closing(),
                     waiting: state.waiting.len(),
                 });
             }
+            state = shared
+                .clock
+                .wait_until(&shared.changed, &shared.state, state, deadline);
         }
+        state.ends_waiting -= 1;
         // Joined, so that a fork finds the process's one thread.
         let ended: Vec<_> = state.threads.drain(..).filter_map(|t| t.handle).collect();
         drop(state);
@@ -268,8 +342,21 @@ impl Closer {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock leaves a usable queue.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Start a closing thread running `run`: std's, with every signal
+/// blocked, so that the bus's loop handles them all (and a restart's
+/// held signals stay pending); loom's in the model.
+#[cfg(not(all(test, quickbus_loom)))]
+fn spawn(run: impl FnOnce() + Send + 'static) -> std::io::Result<JoinHandle<()>> {
+    crate::quiet_thread::spawn(Builder::new().name(NAME.into()), run)
+}
+
+#[cfg(all(test, quickbus_loom))]
+fn spawn(run: impl FnOnce() + Send + 'static) -> std::io::Result<JoinHandle<()>> {
+    Builder::new().name(NAME.into()).spawn(run)
 }
 
 /// Start a standby thread (see [`run`]) unless one is there or the
@@ -278,13 +365,9 @@ fn start_standby(shared: &Arc<Shared>, state: &mut State) -> bool {
     if state.standby || state.running() >= MOST_THREADS {
         return false;
     }
-    // Started with every signal blocked, so the bus's loop handles them
-    // all (and a restart's held signals stay pending).
     let thread_shared = shared.clone();
     let slot = state.threads.len();
-    let builder = std::thread::Builder::new().name(NAME.into());
-    let spawned = crate::quiet_thread::spawn(builder, move || run(thread_shared, slot));
-    let Ok(handle) = spawned else {
+    let Ok(handle) = spawn(move || run(thread_shared, slot)) else {
         return false;
     };
     state.standby = true;
@@ -305,15 +388,13 @@ fn run(shared: Arc<Shared>, slot: usize) {
     let mut standby = true;
     let mut state = shared.lock();
     loop {
-        let now = Instant::now();
+        let now = shared.clock.now();
         if !state.waiting.is_empty() {
-            if standby && !state.ending {
+            if standby && state.ends_waiting == 0 {
                 if let Some(stuck) = state.stuck_at(now) {
                     state = shared
-                        .changed
-                        .wait_timeout(state, stuck - now)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
+                        .clock
+                        .wait_until(&shared.changed, &shared.state, state, stuck);
                     continue;
                 }
             }
@@ -335,7 +416,7 @@ fn run(shared: Arc<Shared>, slot: usize) {
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (shared.close)(fd)));
             state = shared.lock();
             state.threads[slot].closing_since = None;
-        } else if state.ending {
+        } else if state.ends_waiting > 0 {
             if std::mem::take(&mut standby) {
                 state.standby = false;
             }
@@ -350,13 +431,16 @@ fn run(shared: Arc<Shared>, slot: usize) {
             state = shared
                 .changed
                 .wait(state)
-                .unwrap_or_else(|e| e.into_inner());
+                .unwrap_or_else(PoisonError::into_inner);
             state.idle -= 1;
         }
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, quickbus_loom))]
+mod loom_tests;
+
+#[cfg(all(test, not(quickbus_loom)))]
 mod tests {
     use super::*;
     use std::io::Read;
