@@ -121,8 +121,16 @@ pub struct Closer {
 
 struct Shared {
     state: Mutex<State>,
-    /// Signalled when fds wait for an idle thread or a standby, when the
-    /// threads are to end, and when one ended.
+    /// What idle threads wait on: signalled once per fd handed over while
+    /// one is idle (one thread woken, not all of them: each woken thread
+    /// costs the process a wake-up and a sleep), and for all of them when
+    /// the threads are to end.
+    fd_ready: Condvar,
+    /// What a standby and [`Closer::end`] wait on: signalled when the
+    /// threads are to end and when one ended. (A standby needs no word of
+    /// a new fd: it takes one only once the closes in progress count as
+    /// stuck, and a close that ends meanwhile frees its thread, which
+    /// takes the next fd itself.)
     changed: Condvar,
     close: Box<dyn Fn(OwnedFd) + Send + Sync>,
     clock: Box<dyn Clock>,
@@ -271,6 +279,7 @@ impl Closer {
         Closer {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
+                fd_ready: Condvar::new(),
                 changed: Condvar::new(),
                 close: Box::new(close),
                 clock: Box::new(clock),
@@ -282,11 +291,15 @@ impl Closer {
     /// none is on standby, up to [`MOST_THREADS`]. Never waits for a
     /// close.
     pub fn hand_over(&self, fd: OwnedFd) {
+        // No `adopt` (a getpid per fd): the daemon forks only once `end`
+        // ended the threads, and a child hands nothing over before it
+        // execs or exits.
         let mut state = self.shared.lock();
-        state.adopt();
         state.waiting.push_back(fd);
-        if state.idle > 0 || state.standby {
-            self.shared.changed.notify_all();
+        if state.idle > 0 {
+            self.shared.fd_ready.notify_one();
+        } else if state.standby {
+            // It takes the fd when its time comes (see `Shared::changed`).
         } else if !start_standby(&self.shared, &mut state) && state.running() == 0 {
             // No thread to be had: closed here, as a last resort (kept
             // open, it would wait for a thread that never comes).
@@ -315,6 +328,7 @@ impl Closer {
         state.adopt();
         let deadline = shared.clock.now() + wait;
         state.ends_waiting += 1;
+        shared.fd_ready.notify_all();
         shared.changed.notify_all();
         while state.running() > 0 {
             if shared.clock.now() >= deadline {
@@ -371,6 +385,8 @@ fn start_standby(shared: &Arc<Shared>, state: &mut State) -> bool {
         return false;
     };
     state.standby = true;
+    // Whose threads these are (`State::adopt`).
+    state.pid = std::process::id();
     state.threads.push(Slot {
         closing_since: None,
         running: true,
@@ -429,7 +445,7 @@ fn run(shared: Arc<Shared>, slot: usize) {
             }
             state.idle += 1;
             state = shared
-                .changed
+                .fd_ready
                 .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
             state.idle -= 1;
