@@ -118,12 +118,15 @@ pub fn fork_daemon() -> io::Result<Option<u32>> {
     Ok(forked)
 }
 
-/// End the daemon's own threads: the fd closer's (every fd a client
-/// passed that waits is closed first; `fd_closer`) and the log's (its
-/// lines written once, by this process); the next fd or line starts
-/// another. Then wait until the process is that one thread
+/// End the daemon's own threads: the spawner's (the programs waiting to
+/// be started are started first; `spawner`), the fd closer's (every fd a
+/// client passed that waits is closed first; `fd_closer`) and the log's
+/// (its lines written once, by this process); the next program, fd or
+/// line starts another. Then wait until the process is that one thread
 /// ([`wait_for_one_thread`]).
 fn become_single_threaded() -> io::Result<()> {
+    crate::spawner::end(crate::spawner::END_WAIT)
+        .map_err(|still| io::Error::other(still.to_string()))?;
     crate::fd_closer::end(crate::fd_closer::END_WAIT)
         .map_err(|still| io::Error::other(still.to_string()))?;
     if !crate::logging::drain() {
@@ -465,10 +468,12 @@ fn close_range_cloexec() -> Result<(), i32> {
 /// and closing it would turn every exec failure into a child exiting 1.
 pub fn start_as_service(command: &mut Command, fd_limit: rustix::process::Rlimit) {
     // Without close_range, the child marks every number up to the highest
-    // open one, read here in the parent (no descriptor opens between now
-    // and the fork: routing is one thread, and the worker threads, whose
-    // reads receive fds, work only in a turn's read and write phases,
-    // not while the loop starts a service). Not the open-file
+    // open one, read here in the parent when the loop builds the command.
+    // The fork comes later, on the spawner's thread (`spawner`), and
+    // descriptors may open meanwhile; but every descriptor the daemon
+    // opens is close-on-exec from the start (std's, rustix's and mio's
+    // calls, fds received with MSG_CMSG_CLOEXEC): those without the flag
+    // were inherited at start-up, below this number. Not the open-file
     // limit, which the bus raised, up to a million and more: a loop that
     // long would hold the service's start for seconds.
     let highest = match close_range_cloexec_works() {
@@ -494,6 +499,44 @@ pub fn start_as_service(command: &mut Command, fd_limit: rustix::process::Rlimit
     // io::Error.
     unsafe {
         command.pre_exec(clean);
+    }
+}
+
+/// Make the child `command` starts write its pid (4 bytes, native order)
+/// to `to` before it executes its program: the spawn that would return
+/// the pid does not return while the exec is stuck (`spawner`), and a
+/// child stuck there must still be killable.
+pub fn report_pid_before_exec(command: &mut Command, to: OwnedFd) {
+    let report = move || -> io::Result<()> {
+        let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+        let _ = rustix::io::write(&to, &pid.to_ne_bytes());
+        Ok(())
+    };
+    // SAFETY: the hook runs in the forked child before exec. It makes two
+    // raw system calls (getpid, write) on a descriptor opened in the
+    // parent: no allocation, no lock. Its errors are ignored (the pid is
+    // then not reported, and the child is killed once the spawn returns).
+    unsafe {
+        command.pre_exec(report);
+    }
+}
+
+/// Make the child `command` starts sleep `how_long` before it executes
+/// its program: a child stuck before its exec, for the spawner's tests.
+#[cfg(test)]
+pub fn sleep_before_exec_for_tests(command: &mut Command, how_long: std::time::Duration) {
+    let timespec = rustix::thread::Timespec {
+        tv_sec: how_long.as_secs() as _,
+        tv_nsec: 0,
+    };
+    let sleep = move || -> io::Result<()> {
+        let _ = rustix::thread::nanosleep(&timespec);
+        Ok(())
+    };
+    // SAFETY: the hook runs in the forked child before exec and makes one
+    // raw system call (nanosleep) on a value prepared in the parent.
+    unsafe {
+        command.pre_exec(sleep);
     }
 }
 
