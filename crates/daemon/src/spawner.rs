@@ -45,8 +45,27 @@ use tracing::warn;
 /// change of user (a spawn takes a millisecond unless one is stuck).
 pub const END_WAIT: Duration = Duration::from_millis(500);
 
-/// The spawning thread's name.
+/// The spawning thread's name (and so the name its children have until
+/// they execute their program).
 const NAME: &str = "quickbus-spawn";
+
+/// For tests of a spawn that is stuck: the child started for the service
+/// this names sleeps before executing its program, up to
+/// [`STALL_FOR_TESTS`] (a lingering close of a descriptor it inherited
+/// would hold it there); the activation's timeout kills it.
+pub const STALL_SPAWN_FOR_TESTS: &str = "QUICKBUS_TEST_STALL_SPAWN";
+/// How long such a child sleeps at most (it outlives no test by long).
+const STALL_FOR_TESTS: Duration = Duration::from_secs(60);
+
+/// Whether the child started for `name` is to stall
+/// ([`STALL_SPAWN_FOR_TESTS`]; read once).
+fn stalls_for_tests(name: &str) -> bool {
+    static STALLED: OnceLock<Option<std::ffi::OsString>> = OnceLock::new();
+    STALLED
+        .get_or_init(|| std::env::var_os(STALL_SPAWN_FOR_TESTS))
+        .as_deref()
+        .is_some_and(|stalled| stalled == name)
+}
 
 /// The process's spawner (made by the first use).
 static PROCESS: OnceLock<Spawner> = OnceLock::new();
@@ -351,6 +370,9 @@ fn spawn_next(shared: &Shared, mut state: MutexGuard<'_, State>) -> Option<()> {
     if let Some(pid_to) = pid_to {
         crate::sys::report_pid_before_exec(&mut job.command, pid_to);
     }
+    if stalls_for_tests(&job.name) {
+        crate::sys::sleep_before_exec(&mut job.command, STALL_FOR_TESTS);
+    }
     let command = &mut job.command;
     let outcome =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (shared.spawn)(command)))
@@ -570,7 +592,7 @@ mod tests {
         // sleeps (as a lingering close in the exec would hold it).
         let spawner = Spawner::new(
             |command| {
-                crate::sys::sleep_before_exec_for_tests(command, Duration::from_secs(3600));
+                crate::sys::sleep_before_exec(command, Duration::from_secs(3600));
                 spawn_program(command)
             },
             || {},

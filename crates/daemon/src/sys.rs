@@ -522,9 +522,9 @@ pub fn report_pid_before_exec(command: &mut Command, to: OwnedFd) {
 }
 
 /// Make the child `command` starts sleep `how_long` before it executes
-/// its program: a child stuck before its exec, for the spawner's tests.
-#[cfg(test)]
-pub fn sleep_before_exec_for_tests(command: &mut Command, how_long: std::time::Duration) {
+/// its program: a child stuck before its exec, for the spawner's tests
+/// (`spawner::STALL_SPAWN_FOR_TESTS`).
+pub fn sleep_before_exec(command: &mut Command, how_long: std::time::Duration) {
     let timespec = rustix::thread::Timespec {
         tv_sec: how_long.as_secs() as _,
         tv_nsec: 0,
