@@ -49,22 +49,27 @@ pub const END_WAIT: Duration = Duration::from_millis(500);
 /// they execute their program).
 const NAME: &str = "quickbus-spawn";
 
-/// For tests of a spawn that is stuck: the child started for the service
-/// this names sleeps before executing its program, up to
-/// [`STALL_FOR_TESTS`] (a lingering close of a descriptor it inherited
-/// would hold it there); the activation's timeout kills it.
+/// For tests of a spawn that is stuck, `NAME:FIFO`: the child started
+/// for the service `NAME` waits before executing its program until the
+/// test writes to the FIFO `FIFO`, [`STALL_FOR_TESTS_MS`] at most (a
+/// lingering close of a descriptor it inherited would hold it in its
+/// exec, which a test cannot time); the activation's timeout kills it.
 pub const STALL_SPAWN_FOR_TESTS: &str = "QUICKBUS_TEST_STALL_SPAWN";
-/// How long such a child sleeps at most (it outlives no test by long).
-const STALL_FOR_TESTS: Duration = Duration::from_secs(60);
+/// How long such a child waits at most (it outlives no test by long).
+const STALL_FOR_TESTS_MS: i32 = 60_000;
 
-/// Whether the child started for `name` is to stall
+/// The FIFO the child started for `name` waits on, if it is to stall
 /// ([`STALL_SPAWN_FOR_TESTS`]; read once).
-fn stalls_for_tests(name: &str) -> bool {
-    static STALLED: OnceLock<Option<std::ffi::OsString>> = OnceLock::new();
-    STALLED
-        .get_or_init(|| std::env::var_os(STALL_SPAWN_FOR_TESTS))
-        .as_deref()
-        .is_some_and(|stalled| stalled == name)
+fn stall_for_tests(name: &str) -> Option<&'static std::path::Path> {
+    static STALLED: OnceLock<Option<(String, std::path::PathBuf)>> = OnceLock::new();
+    let (stalled, fifo) = STALLED
+        .get_or_init(|| {
+            let hook = std::env::var(STALL_SPAWN_FOR_TESTS).ok()?;
+            let (name, fifo) = hook.split_once(':')?;
+            Some((name.to_owned(), fifo.into()))
+        })
+        .as_ref()?;
+    (stalled == name).then_some(fifo.as_path())
 }
 
 /// The process's spawner (made by the first use).
@@ -370,8 +375,10 @@ fn spawn_next(shared: &Shared, mut state: MutexGuard<'_, State>) -> Option<()> {
     if let Some(pid_to) = pid_to {
         crate::sys::report_pid_before_exec(&mut job.command, pid_to);
     }
-    if stalls_for_tests(&job.name) {
-        crate::sys::sleep_before_exec(&mut job.command, STALL_FOR_TESTS);
+    if let Some(fifo) = stall_for_tests(&job.name) {
+        if let Err(e) = crate::sys::wait_before_exec(&mut job.command, fifo, STALL_FOR_TESTS_MS) {
+            warn!("{STALL_SPAWN_FOR_TESTS}: {e}");
+        }
     }
     let command = &mut job.command;
     let outcome =
@@ -588,11 +595,25 @@ mod tests {
     #[test]
     fn stopping_kills_a_real_child_stuck_before_its_exec() {
         let _starting = crate::test_forks::starting_programs();
+        let dir = std::env::temp_dir().join(format!("qb-spawner-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("gate");
+        let _ = std::fs::remove_file(&fifo);
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::RWXU,
+            0,
+        )
+        .unwrap();
         // Stuck before the exec, after reporting its pid: a hook that
-        // sleeps (as a lingering close in the exec would hold it).
+        // waits on a FIFO nobody writes (as a lingering close in the exec
+        // would hold it).
+        let gate = fifo.clone();
         let spawner = Spawner::new(
-            |command| {
-                crate::sys::sleep_before_exec(command, Duration::from_secs(3600));
+            move |command| {
+                crate::sys::wait_before_exec(command, &gate, 3_600_000)?;
                 spawn_program(command)
             },
             || {},
@@ -621,5 +642,6 @@ mod tests {
             .unwrap();
         assert_eq!(status.terminating_signal(), Some(libc::SIGKILL as u32));
         spawner.end(END_WAIT).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -11,7 +11,9 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Command;
 
 use quickbus_bus::fds::PassedFd;
@@ -521,23 +523,33 @@ pub fn report_pid_before_exec(command: &mut Command, to: OwnedFd) {
     }
 }
 
-/// Make the child `command` starts sleep `how_long` before it executes
-/// its program: a child stuck before its exec, for the spawner's tests
-/// (`spawner::STALL_SPAWN_FOR_TESTS`).
-pub fn sleep_before_exec(command: &mut Command, how_long: std::time::Duration) {
-    let timespec = rustix::thread::Timespec {
-        tv_sec: how_long.as_secs() as _,
-        tv_nsec: 0,
-    };
-    let sleep = move || -> io::Result<()> {
-        let _ = rustix::thread::nanosleep(&timespec);
+/// Make the child `command` starts wait before it executes its program
+/// until something is written to the FIFO `fifo` (or a writer of it
+/// closes it), `at_most` milliseconds: a child stuck before its exec, for
+/// the spawner's tests (`spawner::STALL_SPAWN_FOR_TESTS`).
+pub fn wait_before_exec(command: &mut Command, fifo: &Path, at_most_ms: i32) -> io::Result<()> {
+    let fifo = std::ffi::CString::new(fifo.as_os_str().as_bytes())
+        .map_err(|_| io::Error::other("a FIFO path with a NUL"))?;
+    let wait = move || -> io::Result<()> {
+        let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK;
+        if let Ok(fd) = rustix::fs::open(fifo.as_c_str(), flags, rustix::fs::Mode::empty()) {
+            // A FIFO no writer opened yet is neither readable nor hung up.
+            let mut ready = [rustix::event::PollFd::new(
+                &fd,
+                rustix::event::PollFlags::IN,
+            )];
+            let _ = rustix::event::poll(&mut ready, at_most_ms);
+        }
         Ok(())
     };
-    // SAFETY: the hook runs in the forked child before exec and makes one
-    // raw system call (nanosleep) on a value prepared in the parent.
+    // SAFETY: the hook runs in the forked child before exec. It makes raw
+    // system calls (open, poll, close) on values prepared in the parent
+    // (a `CStr` passes as it is): no allocation, no lock. Its errors are
+    // ignored.
     unsafe {
-        command.pre_exec(sleep);
+        command.pre_exec(wait);
     }
+    Ok(())
 }
 
 /// Credentials of the process at the other end of a connected unix socket,
