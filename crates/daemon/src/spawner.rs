@@ -2,25 +2,27 @@
 //! services, so that the bus's loop never waits for a fork and an exec.
 //!
 //! Why: `Command::spawn` returns only once the child has executed its
-//! program (or failed to). The child holds a copy of every descriptor the
-//! bus holds, the fds clients passed among them, and the exec closes them
-//! (close-on-exec). Such a close may block as long as the client that
-//! passed the fd likes: a TCP socket with `SO_LINGER` and a send queue
-//! nobody reads, once the bus's own copy is closed (the child's is then
-//! the last), or a file on FUSE, which flushes on every close. Then the
-//! child does not get past its exec, and the spawn does not return
-//! (docs/reliability.md, "Fds clients pass"). dbus-daemon does not wait
-//! for the exec on its loop either.
+//! program (or failed to): once the exec released the child's end of a
+//! close-on-exec pipe. The child holds a copy of every descriptor the bus
+//! holds, the fds clients passed among them, and the exec closes them
+//! too, releasing them on its way back to user space, highest number
+//! first. Such a release may block as long as the client that passed the
+//! fd likes: a TCP socket with `SO_LINGER` and a send queue nobody reads,
+//! once the bus's own copy is closed (the child's is then the last), or
+//! a file on FUSE, which flushes on every close. Numbered above the pipe,
+//! it holds the spawn until it ends (docs/reliability.md, "Services being
+//! started"). dbus-daemon does not wait for the exec on its loop either.
 //!
 //! The loop hands each program over ([`Spawner::hand_over`]), errors found
 //! before spawning (no such service, a bad `Exec=` line) having been
 //! answered already. One thread spawns them in the order they came; each
 //! outcome (the child's pid, or why it could not be spawned) waits for
 //! the loop ([`Spawner::take_done`]), which the thread wakes by raising
-//! SIGCHLD, the signal the loop already reaps children on. A child that
-//! is stuck before its exec is killed by the activation's timeout
-//! ([`Spawner::stop`]): the child reports its pid through a pipe before
-//! executing, since the spawn that would return it is the one stuck.
+//! SIGCHLD, the signal the loop already reaps children on. A child whose
+//! spawn is stuck is killed by the activation's timeout
+//! ([`Spawner::stop`]; SIGKILL ends a lingering close): the child
+//! reports its pid through a pipe before executing, since the spawn that
+//! would return it is the one stuck.
 //!
 //! A thread does not survive fork or exec: [`end`] lets the thread spawn
 //! what waits and ends it first (`sys::become_single_threaded`, and the
