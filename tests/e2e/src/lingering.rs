@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use quickbus_client::{bus_call, sasl, Value};
+use quickbus_client::{bus_call, sasl, MessageBuilder, Value};
 
 use crate::{read_raw_message, Bus, POLL_INTERVAL, TIMEOUT};
 
@@ -93,6 +93,15 @@ impl Lingering {
         self.peer = None;
     }
 
+    /// Wait until its last close returned (the socket orphaned).
+    pub fn wait_until_closed(&self) {
+        let began = Instant::now();
+        while self.row().is_some_and(|(_, inode)| inode != 0) {
+            assert!(began.elapsed() < TIMEOUT, "the close never ended");
+            std::thread::sleep(POLL_INTERVAL);
+        }
+    }
+
     /// Whether its last close is still waiting (not yet orphaned).
     pub fn still_closing(&self) -> bool {
         matches!(self.row(), Some((FIN_WAIT1, inode)) if inode != 0)
@@ -147,4 +156,17 @@ pub fn send_with_fd(raw: &UnixStream, bytes: &[u8], fd: OwnedFd) {
     )
     .expect("sendmsg");
     assert_eq!(sent, bytes.len());
+}
+
+/// A Ping with `fd` under it (the test's copy closed), answered: the bus
+/// read the Ping, and the fd, which waits for a message that declares it
+/// (`pending_fd_timeout`) until the connection goes.
+pub fn ping_with_fd(raw: &mut UnixStream, fd: OwnedFd) {
+    let ping = MessageBuilder::method_call("/org/freedesktop/DBus", "Ping")
+        .interface("org.freedesktop.DBus.Peer")
+        .destination("org.freedesktop.DBus")
+        .build(2)
+        .expect("build");
+    send_with_fd(raw, &ping, fd);
+    while read_raw_message(raw).reply_serial() != Some(2) {}
 }

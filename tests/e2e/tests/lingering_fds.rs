@@ -31,10 +31,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use quickbus_client::{Connection, MessageBuilder, Value};
-use quickbus_e2e::lingering::{lingering_socket, raw_client, send_with_fd, Lingering, FIN_WAIT1};
+use quickbus_e2e::lingering::{
+    lingering_socket, ping_with_fd, raw_client, send_with_fd, Lingering, FIN_WAIT1,
+};
 use quickbus_e2e::{
-    daemon_path, forced_threads, read_raw_message, skip, write_config_with, Bus, Listen, TempDir,
-    POLL_INTERVAL, TIMEOUT,
+    daemon_path, forced_threads, skip, write_config_with, Bus, Listen, TempDir, POLL_INTERVAL,
+    TIMEOUT,
 };
 
 /// How long the other client waits for its answer: well under
@@ -104,14 +106,7 @@ fn a_lingering_socket_sent_ahead_of_its_message_does_not_stall_the_bus_when_its_
     let mut other = other_client(&bus);
     let (mut sender, _) = raw_client(&bus);
     let (ours, socket) = lingering_socket();
-    let ping = MessageBuilder::method_call("/org/freedesktop/DBus", "Ping")
-        .interface("org.freedesktop.DBus.Peer")
-        .destination("org.freedesktop.DBus")
-        .build(2)
-        .expect("build");
-    send_with_fd(&sender, &ping, ours);
-    // Answered: the bus read the Ping, and the fd under it, which waits.
-    while read_raw_message(&mut sender).reply_serial() != Some(2) {}
+    ping_with_fd(&mut sender, ours);
     drop(sender);
     answered_while_closing(&socket, &mut other);
 }
@@ -226,11 +221,7 @@ fn a_restart_while_a_close_lingers_is_refused_and_goes_through_after() {
     other.get_id().expect("the bus serves on");
     // The peer goes: its reset ends the lingering close.
     socket.close_peer();
-    let began = Instant::now();
-    while socket.row().is_some_and(|(_, inode)| inode != 0) {
-        assert!(began.elapsed() < TIMEOUT, "the close never ended");
-        std::thread::sleep(POLL_INTERVAL);
-    }
+    socket.wait_until_closed();
     if let Err(e) = other.call(restart_call()) {
         panic!("the restart after the close: {e:?}\nlog:\n{}", bus.log());
     }

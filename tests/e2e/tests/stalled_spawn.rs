@@ -17,10 +17,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use quickbus_client::{Connection, MessageBuilder};
-use quickbus_e2e::lingering::{lingering_socket, raw_client, send_with_fd};
+use quickbus_e2e::lingering::{lingering_socket, ping_with_fd, raw_client};
 use quickbus_e2e::{
-    daemon_path, read_raw_message, skip, write_config_with, Bus, Listen, TempDir, POLL_INTERVAL,
-    TIMEOUT,
+    daemon_path, skip, write_config_with, Bus, Listen, TempDir, POLL_INTERVAL, TIMEOUT,
 };
 
 /// The service whose child stalls.
@@ -76,6 +75,13 @@ fn release(fifo: &Path) {
         .open(fifo)
         .expect("open the FIFO");
     gate.write_all(b"go").expect("write to the FIFO");
+}
+
+/// A client that waits for answers [`ANSWER_WITHIN`].
+fn other_client(bus: &Bus) -> Connection {
+    let mut other = bus.connect();
+    other.set_timeout(Some(ANSWER_WITHIN)).expect("set timeout");
+    other
 }
 
 /// A client that asks for `STUCK` (auto-start) without waiting; the
@@ -157,8 +163,7 @@ fn a_spawn_stuck_before_the_exec_holds_up_neither_the_bus_nor_later_restarts() {
         &services,
         r#"<limit name="service_start_timeout">600000</limit>"#,
     );
-    let mut other = bus.connect();
-    other.set_timeout(Some(ANSWER_WITHIN)).expect("set timeout");
+    let mut other = other_client(&bus);
     let (mut caller, serial) = ask_for_stuck(&bus);
     let child = stuck_child(&bus);
     let id = other.get_id();
@@ -264,8 +269,7 @@ fn an_exec_lingering_in_the_close_of_a_passed_socket_holds_up_neither_the_bus_no
         &services,
         r#"<limit name="service_start_timeout">600000</limit>"#,
     );
-    let mut other = bus.connect();
-    other.set_timeout(Some(ANSWER_WITHIN)).expect("set timeout");
+    let mut other = other_client(&bus);
     // The bus holds the socket: a Ping's fd, waiting for a message that
     // declares it (the test's own copy closed).
     let (mut sender, _) = raw_client(&bus);
@@ -276,13 +280,7 @@ fn an_exec_lingering_in_the_close_of_a_passed_socket_holds_up_neither_the_bus_no
     // the socket for the spawn to wait for the socket's close.
     let spacers: Vec<Connection> = (0..SPACERS).map(|_| bus.connect()).collect();
     let (ours, mut socket) = lingering_socket();
-    let ping = MessageBuilder::method_call("/org/freedesktop/DBus", "Ping")
-        .interface("org.freedesktop.DBus.Peer")
-        .destination("org.freedesktop.DBus")
-        .build(2)
-        .expect("build");
-    send_with_fd(&sender, &ping, ours);
-    while read_raw_message(&mut sender).reply_serial() != Some(2) {}
+    ping_with_fd(&mut sender, ours);
     let (_, inode) = socket.row().expect("the socket in /proc/net/tcp");
     let number = bus_fd_of(&bus, inode).expect("the bus holds the socket");
     drop(spacers);
@@ -332,11 +330,7 @@ fn an_exec_lingering_in_the_close_of_a_passed_socket_holds_up_neither_the_bus_no
     );
     // The peer goes: its reset ends the lingering close, and the exec.
     socket.close_peer();
-    let began = Instant::now();
-    while socket.row().is_some_and(|(_, inode)| inode != 0) {
-        assert!(began.elapsed() < TIMEOUT, "the close never ended");
-        std::thread::sleep(POLL_INTERVAL);
-    }
+    socket.wait_until_closed();
     if let Err(e) = other.call(restart_call()) {
         panic!("the restart after the exec: {e:?}\nlog:\n{}", bus.log());
     }
