@@ -18,6 +18,13 @@
 //! helper finds the service file in the system service directories
 //! itself, checks it, switches to its `User=` and execs it; its exit codes
 //! ([`helper_exit_error`]) name what went wrong.
+//!
+//! The program is spawned on the spawner's thread (`spawner`), never on
+//! the bus's loop: a child that inherited a descriptor whose close
+//! blocks does not get past its exec, and the spawn waits for the exec.
+//! What the spawn gives comes back through [`Launcher::reap`] (SIGCHLD):
+//! the child's pid, to watch, or why it could not be spawned, which
+//! fails the activation as an early exit does.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -32,6 +39,7 @@ use tracing::{debug, info, warn};
 
 use crate::fd_limit::StartLimit;
 use crate::service_file::{self, ServiceFile};
+use crate::spawner::{Job, Spawner};
 
 /// The `.service` files the daemon knows and the directories they came
 /// from. A name nobody knows makes the directories be read again
@@ -235,6 +243,10 @@ pub struct Launcher {
     latest: HashMap<String, u32>,
     /// The open-file limit the bus started with, which the services get.
     fd_limit: StartLimit,
+    /// Spawns the programs off the loop. Not handed over: the restart
+    /// ends it and takes what it spawned first.
+    #[serde(skip, default = "Spawner::process")]
+    spawner: Spawner,
 }
 
 impl Launcher {
@@ -254,6 +266,7 @@ impl Launcher {
             children: Vec::new(),
             latest: HashMap::new(),
             fd_limit,
+            spawner: Spawner::process(),
         }
     }
 
@@ -278,7 +291,11 @@ impl Launcher {
     }
 
     /// Start the program that provides `name` for `requested_by`. `env`:
-    /// what UpdateActivationEnvironment set.
+    /// what UpdateActivationEnvironment set. An error found before
+    /// spawning comes back here; the spawn itself happens on the
+    /// spawner's thread, and its outcome comes back through [`reap`].
+    ///
+    /// [`reap`]: Launcher::reap
     pub fn start(
         &mut self,
         name: &str,
@@ -297,22 +314,59 @@ impl Launcher {
             None => self.command(&service)?,
         };
         self.set_environment(&mut command, env);
-        let child = command.spawn().map_err(|e| {
-            let error = exec_failed(name, &e);
-            info!("Failed to activate service {name}: {}", error.message);
-            error
-        })?;
-        // Dropping the handle neither kills nor reaps: `reap` waits for
-        // the pid (no pipes were opened to it).
-        let pid = child.id();
-        debug!("service {name} started as pid {pid}");
-        self.latest.insert(name.to_owned(), pid);
-        self.children.push(Spawned {
+        self.spawner.hand_over(Job {
             name: name.to_owned(),
-            pid,
+            command,
             via_helper: self.helper.is_some(),
         });
         Ok(())
+    }
+
+    /// Take what the spawner spawned, in the order the programs were
+    /// started: a child is watched from now on; a spawn that failed is
+    /// returned as the activation it fails (dbus-daemon's ExecFailed).
+    fn take_spawned(&mut self) -> Vec<(String, BusError)> {
+        let mut failed = Vec::new();
+        for spawned in self.spawner.take_done() {
+            let name = spawned.name;
+            match spawned.outcome {
+                Ok(pid) => {
+                    debug!("service {name} started as pid {pid}");
+                    // A child whose activation timed out while it was
+                    // being spawned (it was killed) fails no later one.
+                    if !spawned.stopped {
+                        self.latest.insert(name.clone(), pid);
+                    }
+                    self.children.push(Spawned {
+                        name,
+                        pid,
+                        via_helper: spawned.via_helper,
+                    });
+                }
+                Err(e) if spawned.stopped => {
+                    debug!("service {name}, stopped while being started: {e}");
+                }
+                Err(e) => {
+                    let error = exec_failed(&name, &e);
+                    info!("Failed to activate service {name}: {}", error.message);
+                    failed.push((name, error));
+                }
+            }
+        }
+        failed
+    }
+
+    /// Let the spawns that wait happen, end the spawner's thread and take
+    /// what it spawned, before a restart hands the children over; the
+    /// activations whose spawn failed are returned, as by [`reap`].
+    /// Refused (why) while a spawn is stuck.
+    ///
+    /// [`reap`]: Launcher::reap
+    pub fn end_spawns(&mut self) -> Result<Vec<(String, BusError)>, String> {
+        self.spawner
+            .end(crate::spawner::END_WAIT)
+            .map_err(|still| still.to_string())?;
+        Ok(self.take_spawned())
     }
 
     /// `HELPER NAME`: the helper reads the service file itself. Like
@@ -401,8 +455,10 @@ impl Launcher {
     }
 
     /// The activation of `name` timed out: kill the program started for
-    /// it (its exit is reaped as usual, and fails nothing any more).
+    /// it (its exit is reaped as usual, and fails nothing any more), or
+    /// the one being spawned for it, or drop the one waiting to be.
     pub fn stop(&mut self, name: &str) {
+        self.spawner.stop(name);
         let Some(&pid) = self.latest.get(name) else {
             return;
         };
@@ -431,10 +487,11 @@ impl Launcher {
         names
     }
 
-    /// Collect the children that exited (after SIGCHLD). Returns the
-    /// activations their exit fails: (name, error).
+    /// Take what the spawner spawned, then collect the children that
+    /// exited (after SIGCHLD). Returns the activations a failed spawn or
+    /// an exit fails: (name, error).
     pub fn reap(&mut self) -> Vec<(String, BusError)> {
-        let mut failed = Vec::new();
+        let mut failed = self.take_spawned();
         let mut still_running = Vec::with_capacity(self.children.len());
         for spawned in std::mem::take(&mut self.children) {
             let status = match exit_of(spawned.pid) {
@@ -528,16 +585,43 @@ mod tests {
         ServiceTable::new(Vec::new(), services)
     }
 
-    /// Reap until `launcher` has no children (bounded).
+    /// A launcher for `services` whose spawner is its own (the tests run
+    /// side by side).
+    fn launcher(services: Vec<ServiceFile>, address: &str, started_with: StartLimit) -> Launcher {
+        let mut launcher = Launcher::new(
+            table(services),
+            address.into(),
+            "session".into(),
+            started_with,
+        );
+        launcher.spawner = Spawner::for_tests();
+        launcher
+    }
+
+    /// Reap until `launcher` has no children and nothing being spawned
+    /// (bounded).
     fn reap_all(launcher: &mut Launcher) -> Vec<(String, BusError)> {
         let give_up = Instant::now() + Duration::from_secs(60);
         let mut failed = Vec::new();
-        while !launcher.children.is_empty() {
+        while !launcher.children.is_empty() || launcher.spawner.busy() {
             assert!(Instant::now() < give_up, "children never exited");
             failed.extend(launcher.reap());
             std::thread::sleep(Duration::from_millis(10));
         }
         failed
+    }
+
+    /// The pid the spawner started for `name`, once it did (bounded).
+    fn started(launcher: &mut Launcher, name: &str) -> u32 {
+        let give_up = Instant::now() + Duration::from_secs(60);
+        loop {
+            assert!(launcher.reap().is_empty(), "{name} failed");
+            if let Some(&pid) = launcher.latest.get(name) {
+                return pid;
+            }
+            assert!(Instant::now() < give_up, "{name} was never spawned");
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Never killed nor waited for: the restart is refused.
@@ -561,14 +645,13 @@ mod tests {
     #[test]
     fn exits_become_errors_except_status_zero() {
         let _starting = crate::test_forks::starting_programs();
-        let mut launcher = Launcher::new(
-            table(vec![
+        let mut launcher = launcher(
+            vec![
                 service("org.x.Fails", Some("/bin/sh -c 'exit 3'")),
                 service("org.x.Daemonizes", Some("/bin/true")),
                 service("org.x.Crashes", Some("/bin/sh -c 'kill -9 $$'")),
-            ]),
-            "unix:path=/nonexistent".into(),
-            "session".into(),
+            ],
+            "unix:path=/nonexistent",
             StartLimit::now(),
         );
         let env = HashMap::new();
@@ -595,13 +678,13 @@ mod tests {
     #[test]
     fn stop_kills_the_program_of_a_timed_out_activation() {
         let _starting = crate::test_forks::starting_programs();
-        let mut launcher = Launcher::new(
-            table(vec![service("org.x.Slow", Some("/bin/sleep 600"))]),
-            "unix:path=/nonexistent".into(),
-            "session".into(),
+        let mut launcher = launcher(
+            vec![service("org.x.Slow", Some("/bin/sleep 600"))],
+            "unix:path=/nonexistent",
             StartLimit::now(),
         );
         launcher.start("org.x.Slow", None, &HashMap::new()).unwrap();
+        started(&mut launcher, "org.x.Slow");
         launcher.stop("org.x.Other"); // not started: nothing happens
         assert!(launcher.reap().is_empty());
         launcher.stop("org.x.Slow");
@@ -663,26 +746,31 @@ mod tests {
     }
 
     #[test]
-    fn bad_exec_lines_fail_at_once() {
+    fn bad_exec_lines_fail_at_once_and_a_missing_program_once_spawned() {
         let _starting = crate::test_forks::starting_programs();
-        let mut launcher = Launcher::new(
-            table(vec![
+        let mut launcher = launcher(
+            vec![
                 service("org.x.Missing", Some("/nonexistent/program --flag")),
                 service("org.x.NoExec", None),
                 service("org.x.BadQuote", Some("/bin/true 'unterminated")),
-            ]),
-            "unix:path=/nonexistent".into(),
-            "session".into(),
+            ],
+            "unix:path=/nonexistent",
             StartLimit::now(),
         );
         let env = HashMap::new();
-        let err = launcher.start("org.x.Missing", None, &env).unwrap_err();
+        // A program that cannot be executed fails once the spawner tried.
+        launcher.start("org.x.Missing", None, &env).unwrap();
+        let failed = reap_all(&mut launcher);
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        let (name, err) = &failed[0];
+        assert_eq!(name, "org.x.Missing");
         assert_eq!(err.name, errors::SPAWN_EXEC_FAILED);
         // dbus-daemon's words, which name the service.
         assert_eq!(
             err.message,
             "Failed to execute program org.x.Missing: No such file or directory"
         );
+        // The others fail before anything is spawned.
         let err = launcher.start("org.x.NoExec", None, &env).unwrap_err();
         assert_eq!(err.name, errors::SPAWN_EXEC_FAILED);
         let err = launcher.start("org.x.BadQuote", None, &env).unwrap_err();
@@ -697,7 +785,7 @@ mod tests {
     /// its open-file limit as /proc shows them. The program is stopped.
     fn started_holds(launcher: &mut Launcher, name: &str, marker: &str) -> (Vec<u32>, Vec<String>) {
         launcher.start(name, None, &HashMap::new()).unwrap();
-        let pid = launcher.latest[name];
+        let pid = started(launcher, name);
         // Forked, then executed: only then is what it holds its own.
         let give_up = Instant::now() + Duration::from_secs(60);
         while !std::fs::read(format!("/proc/{pid}/cmdline"))
@@ -747,13 +835,10 @@ mod tests {
         started_with.soft = started_with.soft.map(|soft| soft - 1);
         let shown = |n: Option<u64>| n.map_or("unlimited".to_owned(), |n| n.to_string());
         let limit = vec![shown(started_with.soft), shown(started_with.hard)];
-        let launcher = Launcher::new(
-            table(services),
-            "unix:path=/nonexistent".into(),
-            "session".into(),
-            started_with,
-        );
-        (launcher, limit)
+        (
+            launcher(services, "unix:path=/nonexistent", started_with),
+            limit,
+        )
     }
 
     #[test]
@@ -795,10 +880,9 @@ mod tests {
             "/bin/sh -c 'printf \"%s|%s|%s|%s|%s\" \"$1\" \"$DBUS_STARTER_ADDRESS\" \"$DBUS_STARTER_BUS_TYPE\" \"$FROM_UAE\" \"$(cat)\" > {}' sh \"two words\"",
             out.display()
         );
-        let mut launcher = Launcher::new(
-            table(vec![service("org.x.Env", Some(&script))]),
-            "unix:path=/the/bus".into(),
-            "session".into(),
+        let mut launcher = launcher(
+            vec![service("org.x.Env", Some(&script))],
+            "unix:path=/the/bus",
             StartLimit::now(),
         );
         let env = HashMap::from([("FROM_UAE".to_owned(), "yes".to_owned())]);

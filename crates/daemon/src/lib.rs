@@ -32,6 +32,7 @@ pub mod server;
 pub mod service_file;
 pub mod socket;
 pub mod socket_buffers;
+pub mod spawner;
 pub mod startup;
 pub mod sys;
 #[cfg(test)]

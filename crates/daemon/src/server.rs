@@ -681,11 +681,19 @@ impl Server {
         }
     }
 
-    /// Services that died before taking their name fail their activation,
-    /// and those of every name the same program provides.
+    /// Services that could not be spawned or died before taking their
+    /// name fail their activation (the spawner raises SIGCHLD when a
+    /// spawn ended, as a child's exit does).
     fn reap_services(&mut self) {
+        let failed = self.opts.launcher.reap();
+        self.activations_failed(failed);
+    }
+
+    /// Fail each activation, and those of every name the same program
+    /// provides.
+    fn activations_failed(&mut self, failed: Vec<(String, quickbus_bus::errors::BusError)>) {
         let now = Instant::now();
-        for (name, error) in self.opts.launcher.reap() {
+        for (name, error) in failed {
             for other in self.opts.launcher.same_program(&name) {
                 self.bus
                     .activation_failed(&other, error.clone(), now, &mut self.actions);

@@ -88,7 +88,9 @@ fn run() -> i32 {
 /// The tests' hooks into the daemon (one makes every restart in place
 /// fail, one makes the handover's state refused, one sends the log to
 /// another socket, one hands even a single connection's reads and writes
-/// to the thread pool, one replaces the configuration's `threads`) are read from the environment in every build: one
+/// to the thread pool, one replaces the configuration's `threads`, one
+/// holds a service's child before its exec) are read from the
+/// environment in every build: one
 /// set for a real bus is named in its log, so an administrator can see why
 /// it behaves so.
 fn warn_of_test_hooks() {
@@ -98,6 +100,7 @@ fn warn_of_test_hooks() {
         crate::logging::TEST_SYSLOG_SOCKET_ENV,
         crate::server::LEAST_PARALLEL_FOR_TESTS,
         crate::server::THREADS_FOR_TESTS,
+        crate::spawner::STALL_SPAWN_FOR_TESTS,
     ];
     for name in hooks {
         if let Some(value) = std::env::var_os(name) {

@@ -11,7 +11,9 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Command;
 
 use quickbus_bus::fds::PassedFd;
@@ -118,12 +120,15 @@ pub fn fork_daemon() -> io::Result<Option<u32>> {
     Ok(forked)
 }
 
-/// End the daemon's own threads: the fd closer's (every fd a client
-/// passed that waits is closed first; `fd_closer`) and the log's (its
-/// lines written once, by this process); the next fd or line starts
-/// another. Then wait until the process is that one thread
+/// End the daemon's own threads: the spawner's (the programs waiting to
+/// be started are started first; `spawner`), the fd closer's (every fd a
+/// client passed that waits is closed first; `fd_closer`) and the log's
+/// (its lines written once, by this process); the next program, fd or
+/// line starts another. Then wait until the process is that one thread
 /// ([`wait_for_one_thread`]).
 fn become_single_threaded() -> io::Result<()> {
+    crate::spawner::end(crate::spawner::END_WAIT)
+        .map_err(|still| io::Error::other(still.to_string()))?;
     crate::fd_closer::end(crate::fd_closer::END_WAIT)
         .map_err(|still| io::Error::other(still.to_string()))?;
     if !crate::logging::drain() {
@@ -475,10 +480,12 @@ fn close_range_cloexec() -> Result<(), i32> {
 /// and closing it would turn every exec failure into a child exiting 1.
 pub fn start_as_service(command: &mut Command, fd_limit: rustix::process::Rlimit) {
     // Without close_range, the child marks every number up to the highest
-    // open one, read here in the parent (no descriptor opens between now
-    // and the fork: routing is one thread, and the worker threads, whose
-    // reads receive fds, work only in a turn's read and write phases,
-    // not while the loop starts a service). Not the open-file
+    // open one, read here in the parent when the loop builds the command.
+    // The fork comes later, on the spawner's thread (`spawner`), and
+    // descriptors may open meanwhile; but every descriptor the daemon
+    // opens is close-on-exec from the start (std's, rustix's and mio's
+    // calls, fds received with MSG_CMSG_CLOEXEC): those without the flag
+    // were inherited at start-up, below this number. Not the open-file
     // limit, which the bus raised, up to a million and more: a loop that
     // long would hold the service's start for seconds.
     let highest = match close_range_cloexec_works() {
@@ -505,6 +512,54 @@ pub fn start_as_service(command: &mut Command, fd_limit: rustix::process::Rlimit
     unsafe {
         command.pre_exec(clean);
     }
+}
+
+/// Make the child `command` starts write its pid (4 bytes, native order)
+/// to `to` before it executes its program: the spawn that would return
+/// the pid does not return while the exec is stuck (`spawner`), and a
+/// child stuck there must still be killable.
+pub fn report_pid_before_exec(command: &mut Command, to: OwnedFd) {
+    let report = move || -> io::Result<()> {
+        let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+        let _ = rustix::io::write(&to, &pid.to_ne_bytes());
+        Ok(())
+    };
+    // SAFETY: the hook runs in the forked child before exec. It makes two
+    // raw system calls (getpid, write) on a descriptor opened in the
+    // parent: no allocation, no lock. Its errors are ignored (the pid is
+    // then not reported, and the child is killed once the spawn returns).
+    unsafe {
+        command.pre_exec(report);
+    }
+}
+
+/// Make the child `command` starts wait before it executes its program
+/// until something is written to the FIFO `fifo` (or a writer of it
+/// closes it), `at_most` milliseconds: a child stuck before its exec, for
+/// the spawner's tests (`spawner::STALL_SPAWN_FOR_TESTS`).
+pub fn wait_before_exec(command: &mut Command, fifo: &Path, at_most_ms: i32) -> io::Result<()> {
+    let fifo = std::ffi::CString::new(fifo.as_os_str().as_bytes())
+        .map_err(|_| io::Error::other("a FIFO path with a NUL"))?;
+    let wait = move || -> io::Result<()> {
+        let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK;
+        if let Ok(fd) = rustix::fs::open(fifo.as_c_str(), flags, rustix::fs::Mode::empty()) {
+            // A FIFO no writer opened yet is neither readable nor hung up.
+            let mut ready = [rustix::event::PollFd::new(
+                &fd,
+                rustix::event::PollFlags::IN,
+            )];
+            let _ = rustix::event::poll(&mut ready, at_most_ms);
+        }
+        Ok(())
+    };
+    // SAFETY: the hook runs in the forked child before exec. It makes raw
+    // system calls (open, poll, close) on values prepared in the parent
+    // (a `CStr` passes as it is): no allocation, no lock. Its errors are
+    // ignored.
+    unsafe {
+        command.pre_exec(wait);
+    }
+    Ok(())
 }
 
 /// Credentials of the process at the other end of a connected unix socket,

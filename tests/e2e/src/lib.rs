@@ -36,6 +36,7 @@
 pub mod containers1;
 mod daemon;
 pub mod forced_threads;
+pub mod lingering;
 mod locate;
 pub mod namespace;
 mod peer;

@@ -25,107 +25,23 @@
 //! off with fds in its unread input (`socket::tests`).
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use quickbus_client::{bus_call, sasl, Connection, MessageBuilder, Value};
+use quickbus_client::{Connection, MessageBuilder, Value};
+use quickbus_e2e::lingering::{
+    lingering_socket, ping_with_fd, raw_client, send_with_fd, Lingering, FIN_WAIT1,
+};
 use quickbus_e2e::{
-    daemon_path, forced_threads, read_raw_message, skip, write_config_with, Bus, Listen, TempDir,
-    POLL_INTERVAL, TIMEOUT,
+    daemon_path, forced_threads, skip, write_config_with, Bus, Listen, TempDir, POLL_INTERVAL,
+    TIMEOUT,
 };
 
-/// How long the passed socket's close lingers: far past any wait here.
-const LINGER: Duration = Duration::from_secs(120);
 /// How long the other client waits for its answer: well under
-/// [`LINGER`], so a bus stuck in the close fails the test, not hangs it.
+/// [`LINGER`](quickbus_e2e::lingering::LINGER), so a bus stuck in the close fails the test, not hangs it.
 const ANSWER_WITHIN: Duration = Duration::from_secs(30);
-/// The state of a TCP socket whose close has sent (or queued) its FIN.
-const FIN_WAIT1: u8 = 0x04;
-
-/// A loopback TCP socket whose last close lingers, as the test sees it
-/// once it passed it: its peer (kept, never read), and the ports that
-/// name it.
-struct Lingering {
-    peer: Option<TcpStream>,
-    local_port: u16,
-    remote_port: u16,
-}
-
-/// The socket to pass, and how to watch it.
-fn lingering_socket() -> (OwnedFd, Lingering) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("listen on loopback");
-    rustix::net::sockopt::set_socket_recv_buffer_size(&listener, 4096).expect("SO_RCVBUF");
-    let mut ours = TcpStream::connect(listener.local_addr().unwrap()).expect("connect");
-    let (peer, _) = listener.accept().expect("accept");
-    rustix::net::sockopt::set_socket_send_buffer_size(&ours, 4096).expect("SO_SNDBUF");
-    rustix::net::sockopt::set_socket_linger(&ours, Some(LINGER)).expect("SO_LINGER");
-    // Its send queue full: the peer never reads, so the FIN never gets
-    // through and the last close waits the whole linger.
-    ours.set_nonblocking(true).unwrap();
-    let chunk = [0u8; 65536];
-    loop {
-        match ours.write(&chunk) {
-            Ok(_) => continue,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            Err(e) => panic!("filling the socket: {e}"),
-        }
-    }
-    let watched = Lingering {
-        local_port: ours.local_addr().unwrap().port(),
-        remote_port: listener.local_addr().unwrap().port(),
-        peer: Some(peer),
-    };
-    (OwnedFd::from(ours), watched)
-}
-
-impl Lingering {
-    /// Its state and inode in /proc/net/tcp (inode 0: orphaned, its last
-    /// close returned).
-    fn row(&self) -> Option<(u8, u64)> {
-        let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
-        let port = |address: &str| {
-            let hex = address.rsplit(':').next()?;
-            u16::from_str_radix(hex, 16).ok()
-        };
-        table.lines().skip(1).find_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            if port(fields.get(1)?)? != self.local_port || port(fields.get(2)?)? != self.remote_port
-            {
-                return None;
-            }
-            let state = u8::from_str_radix(fields.get(3)?, 16).ok()?;
-            Some((state, fields.get(9)?.parse().ok()?))
-        })
-    }
-
-    /// Wait until someone began its last close (the bus: the test passed
-    /// its only other copy and closed its own).
-    fn wait_until_closing(&self) {
-        let began = Instant::now();
-        while self.row().map(|(state, _)| state) != Some(FIN_WAIT1) {
-            assert!(
-                began.elapsed() < TIMEOUT,
-                "the bus never closed the socket: {:?}",
-                self.row()
-            );
-            std::thread::sleep(POLL_INTERVAL);
-        }
-    }
-
-    /// Close its peer, unread: the reset ends the lingering close.
-    fn close_peer(&mut self) {
-        self.peer = None;
-    }
-
-    /// Whether its last close is still waiting (not yet orphaned).
-    fn still_closing(&self) -> bool {
-        matches!(self.row(), Some((FIN_WAIT1, inode)) if inode != 0)
-    }
-}
-
 /// Another client, connected before the socket is passed.
 fn other_client(bus: &Bus) -> Connection {
     let mut other = bus.connect();
@@ -190,66 +106,9 @@ fn a_lingering_socket_sent_ahead_of_its_message_does_not_stall_the_bus_when_its_
     let mut other = other_client(&bus);
     let (mut sender, _) = raw_client(&bus);
     let (ours, socket) = lingering_socket();
-    let ping = MessageBuilder::method_call("/org/freedesktop/DBus", "Ping")
-        .interface("org.freedesktop.DBus.Peer")
-        .destination("org.freedesktop.DBus")
-        .build(2)
-        .expect("build");
-    send_with_fd(&sender, &ping, ours);
-    // Answered: the bus read the Ping, and the fd under it, which waits.
-    while read_raw_message(&mut sender).reply_serial() != Some(2) {}
+    ping_with_fd(&mut sender, ours);
     drop(sender);
     answered_while_closing(&socket, &mut other);
-}
-
-/// A raw connection that authenticated, with fd passing, and said Hello;
-/// and its unique name.
-fn raw_client(bus: &Bus) -> (UnixStream, String) {
-    let mut raw = UnixStream::connect(bus.dir().join("bus")).expect("connect");
-    raw.set_read_timeout(Some(TIMEOUT)).unwrap();
-    raw.write_all(&sasl::pipelined_external(sasl::current_uid(), true))
-        .expect("SASL");
-    let mut read_line = || {
-        let mut line = Vec::new();
-        let mut byte = [0u8; 1];
-        while !line.ends_with(b"\r\n") {
-            raw.read_exact(&mut byte).expect("the bus answered SASL");
-            line.push(byte[0]);
-        }
-        String::from_utf8_lossy(&line).into_owned()
-    };
-    let ok = read_line();
-    assert!(ok.starts_with("OK "), "{ok:?}");
-    assert_eq!(read_line(), "AGREE_UNIX_FD\r\n");
-    raw.write_all(&bus_call("Hello").build(1).expect("build"))
-        .expect("Hello");
-    let welcome = read_raw_message(&mut raw);
-    let Some(Value::String(name)) = welcome
-        .body_values()
-        .ok()
-        .and_then(|b| b.into_iter().next())
-    else {
-        panic!("no unique name in the reply to Hello");
-    };
-    (raw, name)
-}
-
-/// `bytes` with `fd` attached to the first, then the test's copy of `fd`
-/// closed.
-fn send_with_fd(raw: &UnixStream, bytes: &[u8], fd: OwnedFd) {
-    use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
-    let fds = [fd.as_fd()];
-    let mut space = vec![0u8; rustix::cmsg_space!(ScmRights(1))];
-    let mut control = SendAncillaryBuffer::new(&mut space);
-    assert!(control.push(SendAncillaryMessage::ScmRights(&fds)));
-    let sent = sendmsg(
-        raw,
-        &[std::io::IoSlice::new(bytes)],
-        &mut control,
-        SendFlags::NOSIGNAL,
-    )
-    .expect("sendmsg");
-    assert_eq!(sent, bytes.len());
 }
 
 /// A bus whose pool reads and writes every connection ahead
@@ -362,11 +221,7 @@ fn a_restart_while_a_close_lingers_is_refused_and_goes_through_after() {
     other.get_id().expect("the bus serves on");
     // The peer goes: its reset ends the lingering close.
     socket.close_peer();
-    let began = Instant::now();
-    while socket.row().is_some_and(|(_, inode)| inode != 0) {
-        assert!(began.elapsed() < TIMEOUT, "the close never ended");
-        std::thread::sleep(POLL_INTERVAL);
-    }
+    socket.wait_until_closed();
     if let Err(e) = other.call(restart_call()) {
         panic!("the restart after the close: {e:?}\nlog:\n{}", bus.log());
     }

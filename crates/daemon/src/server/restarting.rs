@@ -256,6 +256,17 @@ impl Server {
                 }
             }
         }
+        // The children the spawner started are handed over, and the
+        // activations whose spawn failed are answered; a child still
+        // being spawned could not be handed over (docs/restart.md,
+        // "Services being started").
+        match self.opts.launcher.end_spawns() {
+            Ok(failed) => {
+                self.activations_failed(failed);
+                self.apply_actions();
+            }
+            Err(why) => return why,
+        }
         self.opts.notifier.reloading("Restarting in place");
         // The read-back forks, which wants the loop's thread alone (the
         // exec would end the workers anyway).

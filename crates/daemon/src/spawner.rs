@@ -1,0 +1,649 @@
+//! The spawner: the thread that starts the programs of activated
+//! services, so that the bus's loop never waits for a fork and an exec.
+//!
+//! Why: `Command::spawn` returns only once the child has executed its
+//! program (or failed to): once the exec released the child's end of a
+//! close-on-exec pipe. The child holds a copy of every descriptor the bus
+//! holds, the fds clients passed among them, and the exec closes them
+//! too, releasing them on its way back to user space, highest number
+//! first. Such a release may block as long as the client that passed the
+//! fd likes: a TCP socket with `SO_LINGER` and a send queue nobody reads,
+//! once the bus's own copy is closed (the child's is then the last), or
+//! a file on FUSE, which flushes on every close. Numbered above the pipe,
+//! it holds the spawn until it ends (docs/reliability.md, "Services being
+//! started"). dbus-daemon does not wait for the exec on its loop either.
+//!
+//! The loop hands each program over ([`Spawner::hand_over`]), errors found
+//! before spawning (no such service, a bad `Exec=` line) having been
+//! answered already. One thread spawns them in the order they came; each
+//! outcome (the child's pid, or why it could not be spawned) waits for
+//! the loop ([`Spawner::take_done`]), which the thread wakes by raising
+//! SIGCHLD, the signal the loop already reaps children on. A child whose
+//! spawn is stuck is killed by the activation's timeout
+//! ([`Spawner::stop`]; SIGKILL ends a lingering close): the child
+//! reports its pid through a pipe before executing, since the spawn that
+//! would return it is the one stuck.
+//!
+//! A thread does not survive fork or exec: [`end`] lets the thread spawn
+//! what waits and ends it first (`sys::become_single_threaded`, and the
+//! restart before it writes its handover), or says that a spawn is stuck;
+//! the next program handed over starts a thread in whatever process it
+//! is (remembered by pid), as the fd closer does (`fd_closer`).
+//!
+//! Owns: the spawning thread, the programs waiting for it, and their
+//! outcomes until the loop takes them.
+
+use std::collections::VecDeque;
+use std::io::{self, Read};
+use std::os::fd::OwnedFd;
+use std::process::Command;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tracing::warn;
+
+/// How long [`end`] waits for the spawns before a fork, an exec or the
+/// change of user (a spawn takes a millisecond unless one is stuck).
+pub const END_WAIT: Duration = Duration::from_millis(500);
+
+/// The spawning thread's name (and so the name its children have until
+/// they execute their program).
+const NAME: &str = "quickbus-spawn";
+
+/// For tests of a spawn that is stuck, `NAME:FIFO`: the child started
+/// for the service `NAME` waits before executing its program until the
+/// test writes to the FIFO `FIFO`, [`STALL_FOR_TESTS_MS`] at most (a
+/// lingering close of a descriptor it inherited would hold it in its
+/// exec, which a test cannot time); the activation's timeout kills it.
+pub const STALL_SPAWN_FOR_TESTS: &str = "QUICKBUS_TEST_STALL_SPAWN";
+/// How long such a child waits at most (it outlives no test by long).
+const STALL_FOR_TESTS_MS: i32 = 60_000;
+
+/// The FIFO the child started for `name` waits on, if it is to stall
+/// ([`STALL_SPAWN_FOR_TESTS`]; read once).
+fn stall_for_tests(name: &str) -> Option<&'static std::path::Path> {
+    static STALLED: OnceLock<Option<(String, std::path::PathBuf)>> = OnceLock::new();
+    let (stalled, fifo) = STALLED
+        .get_or_init(|| {
+            let hook = std::env::var(STALL_SPAWN_FOR_TESTS).ok()?;
+            let (name, fifo) = hook.split_once(':')?;
+            Some((name.to_owned(), fifo.into()))
+        })
+        .as_ref()?;
+    (stalled == name).then_some(fifo.as_path())
+}
+
+/// The process's spawner (made by the first use).
+static PROCESS: OnceLock<Spawner> = OnceLock::new();
+
+/// What spawns a program: its pid, or why it could not be spawned.
+type SpawnFn = dyn Fn(&mut Command) -> io::Result<u32> + Send + Sync;
+
+/// Let the spawns that wait happen and end this process's spawning
+/// thread, waiting at most `wait`; [`StillSpawning`] if a spawn is stuck
+/// (the thread goes on).
+pub fn end(wait: Duration) -> Result<(), StillSpawning> {
+    PROCESS.get().map_or(Ok(()), |spawner| spawner.end(wait))
+}
+
+/// A program to start for the service `name`.
+pub struct Job {
+    pub name: String,
+    pub command: Command,
+    /// Started through `<servicehelper>`.
+    pub via_helper: bool,
+}
+
+/// How a [`Job`] went, for the loop.
+#[derive(Debug)]
+pub struct Spawned {
+    pub name: String,
+    pub via_helper: bool,
+    /// The child's pid, or why it could not be spawned.
+    pub outcome: io::Result<u32>,
+    /// Its activation was stopped ([`Spawner::stop`]) while it was being
+    /// spawned: the child was killed, and its exit is no activation's.
+    pub stopped: bool,
+}
+
+/// The spawns did not end in time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StillSpawning {
+    /// The service whose spawn is in progress.
+    pub name: String,
+    /// Programs waiting behind it.
+    pub waiting: usize,
+}
+
+impl std::fmt::Display for StillSpawning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the spawn of service {} is still in progress ({} more waiting; its child has not \
+             executed its program: a descriptor it inherited closes slowly)",
+            self.name, self.waiting
+        )
+    }
+}
+
+/// Programs waiting, the thread that spawns them, and the outcomes.
+#[derive(Clone)]
+pub struct Spawner {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled when a program waits, when the thread is to end, and
+    /// when it ended.
+    changed: Condvar,
+    spawn: Box<SpawnFn>,
+    /// Tells the loop that an outcome waits.
+    wake: Box<dyn Fn() + Send + Sync>,
+}
+
+#[derive(Default)]
+struct State {
+    waiting: VecDeque<Job>,
+    in_progress: Option<InProgress>,
+    done: VecDeque<Spawned>,
+    /// The process the thread is this one's: a forked child has none.
+    pid: u32,
+    thread: Option<JoinHandle<()>>,
+    /// Until the thread left its loop (then joining it cannot wait).
+    running: bool,
+    /// The thread is to end once nothing waits.
+    ending: bool,
+}
+
+/// The spawn under way.
+struct InProgress {
+    name: String,
+    /// Where the child writes its pid before it executes.
+    pid_from: Option<std::fs::File>,
+    stopped: bool,
+}
+
+impl InProgress {
+    /// The child's pid, if it reported it yet.
+    fn child_pid(&mut self) -> Option<u32> {
+        let mut bytes = [0u8; 4];
+        let read = self.pid_from.as_mut()?.read_exact(&mut bytes);
+        read.ok().map(|()| u32::from_ne_bytes(bytes))
+    }
+}
+
+impl State {
+    /// Forget the thread of another process (this is a child it forked,
+    /// which has none).
+    fn adopt(&mut self) {
+        let pid = std::process::id();
+        if self.pid != pid {
+            std::mem::forget(self.thread.take());
+            self.running = false;
+            self.in_progress = None;
+            self.pid = pid;
+        }
+    }
+}
+
+impl Spawner {
+    /// The process's spawner: it runs `Command::spawn`, and wakes the
+    /// loop with SIGCHLD.
+    pub fn process() -> Spawner {
+        PROCESS
+            .get_or_init(|| Spawner::new(spawn_program, raise_sigchld))
+            .clone()
+    }
+
+    /// A spawner of its own, which spawns with `spawn` and tells of each
+    /// outcome with `wake`.
+    pub fn new(
+        spawn: impl Fn(&mut Command) -> io::Result<u32> + Send + Sync + 'static,
+        wake: impl Fn() + Send + Sync + 'static,
+    ) -> Spawner {
+        Spawner {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::default()),
+                changed: Condvar::new(),
+                spawn: Box::new(spawn),
+                wake: Box::new(wake),
+            }),
+        }
+    }
+
+    /// A spawner of its own that spawns as the process's does, but wakes
+    /// nobody (tests poll [`take_done`](Spawner::take_done)).
+    #[cfg(test)]
+    pub fn for_tests() -> Spawner {
+        Spawner::new(spawn_program, || {})
+    }
+
+    /// Queue `job` for the spawning thread, starting it if this process
+    /// has none. Never waits for a spawn (unless no thread can be
+    /// started at all: then it spawns here).
+    pub fn hand_over(&self, job: Job) {
+        let mut state = self.shared.lock();
+        state.adopt();
+        state.ending = false;
+        state.waiting.push_back(job);
+        if state.running {
+            self.shared.changed.notify_all();
+            return;
+        }
+        // The last thread of this process ended: joined, it cannot wait.
+        if let Some(ended) = state.thread.take() {
+            let _ = ended.join();
+        }
+        let shared = self.shared.clone();
+        let builder = std::thread::Builder::new().name(NAME.into());
+        // Every signal blocked, so the loop handles them all (and a
+        // restart's held signals stay pending).
+        match crate::quiet_thread::spawn(builder, move || run(&shared)) {
+            Ok(thread) => {
+                state.thread = Some(thread);
+                state.running = true;
+            }
+            Err(e) => {
+                warn!(
+                    "cannot start the thread that starts services ({e}): starting them on the loop"
+                );
+                drop(state);
+                while spawn_next(&self.shared, self.shared.lock()).is_some() {}
+            }
+        }
+    }
+
+    /// The outcomes of the spawns that ended, in the order the programs
+    /// were handed over.
+    pub fn take_done(&self) -> Vec<Spawned> {
+        self.shared.lock().done.drain(..).collect()
+    }
+
+    /// Whether a program waits or is being spawned, or an outcome waits.
+    pub fn busy(&self) -> bool {
+        let state = self.shared.lock();
+        !state.waiting.is_empty() || state.in_progress.is_some() || !state.done.is_empty()
+    }
+
+    /// The activation of `name` timed out: a program waiting for it is
+    /// not spawned, one being spawned is killed (at once if its child
+    /// reported its pid, else as soon as the spawn returns), and so is
+    /// one spawned whose outcome the loop has not taken yet.
+    pub fn stop(&self, name: &str) {
+        let mut state = self.shared.lock();
+        state.adopt();
+        state.waiting.retain(|job| job.name != name);
+        for spawned in state.done.iter_mut().filter(|s| s.name == name) {
+            if let (false, Ok(pid)) = (spawned.stopped, &spawned.outcome) {
+                kill(*pid);
+            }
+            spawned.stopped = true;
+        }
+        let Some(progress) = state.in_progress.as_mut().filter(|p| p.name == name) else {
+            return;
+        };
+        progress.stopped = true;
+        // The child is ours and not waited for (the spawn waits for it
+        // only when its exec failed, which happens before any descriptor
+        // is closed, hence before it can be stuck): the pid is its own.
+        if let Some(pid) = progress.child_pid() {
+            warn!(
+                "killing service {name} (pid {pid}): it did not get to execute its program in time"
+            );
+            kill(pid);
+        }
+    }
+
+    /// [`end`] for this spawner.
+    pub fn end(&self, wait: Duration) -> Result<(), StillSpawning> {
+        let mut state = self.shared.lock();
+        state.adopt();
+        if state.running {
+            state.ending = true;
+            self.shared.changed.notify_all();
+            state = self
+                .shared
+                .changed
+                .wait_timeout_while(state, wait, |s| s.running)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            if state.running {
+                let name = state.in_progress.as_ref().map(|p| p.name.clone());
+                return Err(StillSpawning {
+                    name: name.unwrap_or_default(),
+                    waiting: state.waiting.len(),
+                });
+            }
+        }
+        // Joined, so that a fork finds the process's one thread.
+        let ended = state.thread.take();
+        drop(state);
+        if let Some(thread) = ended {
+            let _ = thread.join();
+        }
+        Ok(())
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves a usable queue.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The spawning thread: spawns what waits, in order, until told to end
+/// with nothing waiting.
+fn run(shared: &Shared) {
+    let mut state = shared.lock();
+    loop {
+        if !state.waiting.is_empty() {
+            if spawn_next(shared, state).is_none() {
+                return;
+            }
+            state = shared.lock();
+        } else if state.ending {
+            state.running = false;
+            shared.changed.notify_all();
+            return;
+        } else {
+            state = shared
+                .changed
+                .wait(state)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// Spawn the first program waiting (outside the lock), queue its outcome
+/// and wake the loop; None if none waited.
+fn spawn_next(shared: &Shared, mut state: MutexGuard<'_, State>) -> Option<()> {
+    let mut job = state.waiting.pop_front()?;
+    let (pid_from, pid_to) = match pid_pipe() {
+        Ok((from, to)) => (Some(from), Some(to)),
+        Err(e) => {
+            warn!("no pipe for the pid of service {}: {e}", job.name);
+            (None, None)
+        }
+    };
+    state.in_progress = Some(InProgress {
+        name: job.name.clone(),
+        pid_from,
+        stopped: false,
+    });
+    drop(state);
+    if let Some(pid_to) = pid_to {
+        crate::sys::report_pid_before_exec(&mut job.command, pid_to);
+    }
+    if let Some(fifo) = stall_for_tests(&job.name) {
+        if let Err(e) = crate::sys::wait_before_exec(&mut job.command, fifo, STALL_FOR_TESTS_MS) {
+            warn!("{STALL_SPAWN_FOR_TESTS}: {e}");
+        }
+    }
+    let command = &mut job.command;
+    let outcome =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (shared.spawn)(command)))
+            .unwrap_or_else(|_| Err(io::Error::other("the spawn panicked")));
+    // Closes the pipe's write end (held by the command's hook).
+    drop(job.command);
+    let mut state = shared.lock();
+    let stopped = state.in_progress.take().is_some_and(|p| p.stopped);
+    if let (true, Ok(pid)) = (stopped, &outcome) {
+        kill(*pid);
+    }
+    state.done.push_back(Spawned {
+        name: job.name,
+        via_helper: job.via_helper,
+        outcome,
+        stopped,
+    });
+    drop(state);
+    (shared.wake)();
+    Some(())
+}
+
+/// A pipe whose read end does not block: (read, write), both
+/// close-on-exec.
+fn pid_pipe() -> io::Result<(std::fs::File, OwnedFd)> {
+    let flags = rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK;
+    let (from, to) = rustix::pipe::pipe_with(flags)?;
+    Ok((std::fs::File::from(from), to))
+}
+
+/// The process's way to spawn: std's, which returns once the child
+/// executed its program. Dropping the handle neither kills nor reaps:
+/// `Launcher::reap` waits for the pid (no pipes were opened to it).
+fn spawn_program(command: &mut Command) -> io::Result<u32> {
+    command.spawn().map(|child| child.id())
+}
+
+/// Wake the loop: it reaps children and takes the outcomes on SIGCHLD.
+fn raise_sigchld() {
+    let _ =
+        rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::Child);
+}
+
+fn kill(pid: u32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::Kill);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Instant;
+
+    /// A spawn that holds the spawns of the programs named in `held`
+    /// until opened, and records what it spawned (its program's name).
+    #[derive(Default)]
+    struct Gate {
+        state: Mutex<GateState>,
+        changed: Condvar,
+    }
+
+    #[derive(Default)]
+    struct GateState {
+        held: Vec<String>,
+        open: bool,
+        inside: usize,
+        spawned: Vec<String>,
+    }
+
+    impl Gate {
+        fn spawn(&self, command: &mut Command) -> io::Result<u32> {
+            let program = command.get_program().to_string_lossy().into_owned();
+            let mut state = self.state.lock().unwrap();
+            if state.held.contains(&program) {
+                state.inside += 1;
+                self.changed.notify_all();
+                state = self.changed.wait_while(state, |s| !s.open).unwrap();
+                state.inside -= 1;
+            }
+            state.spawned.push(program.clone());
+            if program.starts_with("missing") {
+                return Err(io::Error::from(io::ErrorKind::NotFound));
+            }
+            Ok(1000 + state.spawned.len() as u32)
+        }
+
+        /// Wait until `done` holds (a minute at most: a guard against a
+        /// hang, not a measure).
+        fn wait_for(&self, done: impl Fn(&GateState) -> bool) {
+            let state = self.state.lock().unwrap();
+            let (_state, waited) = self
+                .changed
+                .wait_timeout_while(state, Duration::from_secs(60), |s| !done(s))
+                .unwrap();
+            assert!(!waited.timed_out(), "the spawns never got there");
+        }
+
+        fn open(&self) {
+            self.state.lock().unwrap().open = true;
+            self.changed.notify_all();
+        }
+    }
+
+    /// A spawner through `gate`, counting its wake-ups.
+    fn gated(held: &[&str]) -> (Spawner, Arc<Gate>, Arc<AtomicUsize>) {
+        let gate = Arc::new(Gate::default());
+        gate.state.lock().unwrap().held = held.iter().map(|s| s.to_string()).collect();
+        let wakes = Arc::new(AtomicUsize::new(0));
+        let (spawning, woken) = (gate.clone(), wakes.clone());
+        let spawner = Spawner::new(
+            move |command| spawning.spawn(command),
+            move || {
+                woken.fetch_add(1, Ordering::SeqCst);
+            },
+        );
+        (spawner, gate, wakes)
+    }
+
+    fn job(name: &str, program: &str) -> Job {
+        Job {
+            name: name.into(),
+            command: Command::new(program),
+            via_helper: false,
+        }
+    }
+
+    /// Take outcomes until there are `count` (bounded).
+    fn take(spawner: &Spawner, count: usize) -> Vec<Spawned> {
+        let give_up = Instant::now() + Duration::from_secs(60);
+        let mut done = Vec::new();
+        while done.len() < count {
+            assert!(Instant::now() < give_up, "the outcomes never came");
+            done.extend(spawner.take_done());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        done
+    }
+
+    #[test]
+    fn a_stuck_spawn_holds_up_neither_the_caller_nor_the_order_of_outcomes() {
+        let (spawner, gate, wakes) = gated(&["stuck"]);
+        spawner.hand_over(job("org.x.First", "stuck"));
+        // The caller (the loop) is back while the spawn is stuck.
+        gate.wait_for(|s| s.inside == 1);
+        spawner.hand_over(job("org.x.Second", "fine"));
+        spawner.hand_over(job("org.x.Missing", "missing-program"));
+        assert!(spawner.take_done().is_empty());
+        assert!(spawner.busy());
+        assert_eq!(wakes.load(Ordering::SeqCst), 0);
+        gate.open();
+        let done = take(&spawner, 3);
+        let names: Vec<_> = done.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["org.x.First", "org.x.Second", "org.x.Missing"]);
+        assert_eq!(done[0].outcome.as_ref().unwrap(), &1001);
+        assert_eq!(done[1].outcome.as_ref().unwrap(), &1002);
+        let error = done[2].outcome.as_ref().unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::NotFound);
+        assert!(done.iter().all(|d| !d.stopped));
+        assert_eq!(wakes.load(Ordering::SeqCst), 3);
+        assert!(!spawner.busy());
+        spawner.end(END_WAIT).unwrap();
+    }
+
+    #[test]
+    fn ending_is_refused_while_a_spawn_is_stuck_and_goes_through_after() {
+        let (spawner, gate, _wakes) = gated(&["stuck"]);
+        spawner.hand_over(job("org.x.Stuck", "stuck"));
+        spawner.hand_over(job("org.x.Behind", "fine"));
+        gate.wait_for(|s| s.inside == 1);
+        let still = spawner.end(Duration::from_millis(50)).unwrap_err();
+        assert_eq!(
+            still,
+            StillSpawning {
+                name: "org.x.Stuck".into(),
+                waiting: 1
+            }
+        );
+        assert!(still
+            .to_string()
+            .starts_with("the spawn of service org.x.Stuck is still in progress"));
+        gate.open();
+        spawner.end(Duration::from_secs(60)).unwrap();
+        // What waited was spawned before the thread ended.
+        assert_eq!(gate.state.lock().unwrap().spawned, ["stuck", "fine"]);
+        assert_eq!(spawner.take_done().len(), 2);
+        // The next program starts a thread again.
+        spawner.hand_over(job("org.x.Again", "fine"));
+        assert_eq!(take(&spawner, 1)[0].name, "org.x.Again");
+        spawner.end(END_WAIT).unwrap();
+    }
+
+    #[test]
+    fn stopping_drops_a_waiting_program_and_marks_the_one_in_progress() {
+        let (spawner, gate, _wakes) = gated(&["stuck"]);
+        spawner.hand_over(job("org.x.Stuck", "stuck"));
+        gate.wait_for(|s| s.inside == 1);
+        spawner.hand_over(job("org.x.Queued", "queued"));
+        spawner.hand_over(job("org.x.Kept", "kept"));
+        spawner.stop("org.x.Queued");
+        spawner.stop("org.x.Stuck");
+        gate.open();
+        let done = take(&spawner, 2);
+        let seen: Vec<_> = done.iter().map(|d| (d.name.as_str(), d.stopped)).collect();
+        assert_eq!(seen, [("org.x.Stuck", true), ("org.x.Kept", false)]);
+        assert_eq!(gate.state.lock().unwrap().spawned, ["stuck", "kept"]);
+        spawner.end(END_WAIT).unwrap();
+    }
+
+    /// A real child stuck before its exec reports its pid, and stopping
+    /// its activation kills it, which releases the spawn.
+    #[test]
+    fn stopping_kills_a_real_child_stuck_before_its_exec() {
+        let _starting = crate::test_forks::starting_programs();
+        let dir = std::env::temp_dir().join(format!("qb-spawner-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("gate");
+        let _ = std::fs::remove_file(&fifo);
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::RWXU,
+            0,
+        )
+        .unwrap();
+        // Stuck before the exec, after reporting its pid: a hook that
+        // waits on a FIFO nobody writes (as a lingering close in the exec
+        // would hold it).
+        let gate = fifo.clone();
+        let spawner = Spawner::new(
+            move |command| {
+                crate::sys::wait_before_exec(command, &gate, 3_600_000)?;
+                spawn_program(command)
+            },
+            || {},
+        );
+        spawner.hand_over(job("org.x.Stuck", "/bin/true"));
+        let give_up = Instant::now() + Duration::from_secs(60);
+        // (Stopped while it waits, it would not be spawned at all.)
+        while spawner.shared.lock().in_progress.is_none() {
+            assert!(Instant::now() < give_up, "the spawn never began");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let done = loop {
+            spawner.stop("org.x.Stuck");
+            let done = spawner.take_done();
+            if !done.is_empty() {
+                break done;
+            }
+            assert!(Instant::now() < give_up, "the stuck spawn never returned");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(done[0].stopped);
+        let pid = *done[0].outcome.as_ref().unwrap();
+        let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+        let status = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty())
+            .unwrap()
+            .unwrap();
+        assert_eq!(status.terminating_signal(), Some(libc::SIGKILL as u32));
+        spawner.end(END_WAIT).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
