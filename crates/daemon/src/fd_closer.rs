@@ -296,11 +296,16 @@ impl Closer {
         // execs or exits.
         let mut state = self.shared.lock();
         state.waiting.push_back(fd);
-        if state.idle > 0 {
-            self.shared.fd_ready.notify_one();
-        } else if state.standby {
-            // It takes the fd when its time comes (see `Shared::changed`).
-        } else if !start_standby(&self.shared, &mut state) && state.running() == 0 {
+        // An idle thread is woken once the lock is let go, so that it does
+        // not wake only to wait for the lock. (It is inside its wait: it
+        // counted itself idle and waits under the lock held here.)
+        let wake_idle = state.idle > 0;
+        // A standby takes the fd when its time comes (`Shared::changed`).
+        if !wake_idle
+            && !state.standby
+            && !start_standby(&self.shared, &mut state)
+            && state.running() == 0
+        {
             // No thread to be had: closed here, as a last resort (kept
             // open, it would wait for a thread that never comes).
             let waiting = std::mem::take(&mut state.waiting);
@@ -310,6 +315,9 @@ impl Closer {
         }
         let warning = state.warning(self.shared.clock.now());
         drop(state);
+        if wake_idle {
+            self.shared.fd_ready.notify_one();
+        }
         if let Some(warning) = warning {
             warn!("{warning}");
         }
