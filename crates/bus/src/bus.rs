@@ -735,7 +735,8 @@ impl Bus {
     }
 
     /// [`Bus::capture_driver_call`] with the fds that came with the
-    /// message (closed at once when no monitor takes them).
+    /// message (dropped when no monitor takes them: closed by the
+    /// daemon's closer, `fds::PassedFd`).
     fn capture_with_fds(
         &mut self,
         from: ConnId,

@@ -223,6 +223,14 @@ fn the_activation_timeout_kills_a_child_stuck_before_its_exec() {
         );
         std::thread::sleep(POLL_INTERVAL);
     }
+    // Gone because it was killed: the hook would let it go on its own
+    // after a minute, as long as the wait above may take.
+    assert!(
+        bus.log()
+            .contains("it did not get to execute its program in time"),
+        "the child was not killed\nlog:\n{}",
+        bus.log()
+    );
 }
 
 /// The numbers below `top` free in the bus's descriptor table.
