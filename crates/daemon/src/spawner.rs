@@ -522,6 +522,9 @@ fn kill(pid: u32) {
     }
 }
 
+#[cfg(all(test, quickbus_loom))]
+mod loom_tests;
+
 #[cfg(all(test, not(quickbus_loom)))]
 mod tests {
     use super::*;
