@@ -95,20 +95,22 @@ dbus_containers_build=$(bash scripts/build-dbus-containers.sh)
 
 # The hand-offs to the daemon's own threads, model-checked by loom over
 # the interleavings of their threads: the log's (crates/daemon/src/logging/
-# handoff.rs, every interleaving) and the fd closer's
-# (crates/daemon/src/fd_closer.rs, up to 3 preemptions). The daemon's lib
+# handoff.rs, every interleaving), the fd closer's
+# (crates/daemon/src/fd_closer.rs, up to 3 preemptions) and the spawner's
+# (crates/daemon/src/spawner.rs, up to 5). The daemon's lib
 # built with loom's lock, condition variable and threads
 # (--cfg quickbus_loom; every module's `loom_tests`), in a target directory
 # of its own so the build above is not redone. About 35 s to build and
-# 60 s to run on 2 cores (45 s the log's, 12 s the closer's); a release
-# build runs the models faster but takes 60 s to build.
+# 70 s to run on 2 cores (45 s the log's, 12 s the closer's, 11 s the
+# spawner's); a release build runs the models faster but takes 60 s to
+# build.
 # A filter that matched nothing would pass: the step fails unless each
 # module's tests ran.
-step "the hand-offs to the log's and the fd closer's threads, model-checked (loom)"
+step "the hand-offs to the log's, the fd closer's and the spawner's threads, model-checked (loom)"
 loom_run=$(mktemp /tmp/qb-loom.XXXXXX)
 logged env RUSTFLAGS="--cfg quickbus_loom" cargo test -p quickbus-daemon --lib \
     --target-dir "${CARGO_TARGET_DIR:-target}/loom" loom_tests | tee "$loom_run"
-for module in logging::handoff::loom_tests fd_closer::loom_tests; do
+for module in logging::handoff::loom_tests fd_closer::loom_tests spawner::loom_tests; do
     if ! grep -q "^test $module::.* ok$" "$loom_run"; then
         echo "no loom test of $module ran (is the quickbus_loom cfg set?)" >&2
         exit 1

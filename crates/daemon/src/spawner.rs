@@ -30,16 +30,32 @@
 //! the next program handed over starts a thread in whatever process it
 //! is (remembered by pid), as the fd closer does (`fd_closer`).
 //!
+//! The hand-off to the thread is model-checked (`loom_tests`, built with
+//! `--cfg quickbus_loom`: scripts/test.sh), as the log's and the fd
+//! closer's are: that build takes loom's lock, condition variable and
+//! thread in place of std's, and a [`Clock`] whose time passes where loom
+//! chooses; the spawn, the kill and the loop's wake-up are the model's.
+//! Only the tests' build takes loom's (a dev-dependency): any other
+//! build, with that cfg or not, is the daemon's.
+//!
 //! Owns: the spawning thread, the programs waiting for it, and their
 //! outcomes until the loop takes them.
+
+#[cfg(all(test, quickbus_loom))]
+use loom::sync::{Condvar, Mutex, MutexGuard};
+#[cfg(all(test, quickbus_loom))]
+use loom::thread::{Builder, JoinHandle};
+#[cfg(not(all(test, quickbus_loom)))]
+use std::sync::{Condvar, Mutex, MutexGuard};
+#[cfg(not(all(test, quickbus_loom)))]
+use std::thread::{Builder, JoinHandle};
 
 use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
 use std::process::Command;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::sync::{Arc, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use tracing::warn;
 
@@ -141,6 +157,49 @@ struct Shared {
     spawn: Box<SpawnFn>,
     /// Tells the loop that an outcome waits.
     wake: Box<dyn Fn() + Send + Sync>,
+    /// Kills a child whose activation was stopped (SIGKILL).
+    kill: Box<dyn Fn(u32) + Send + Sync>,
+    clock: Box<dyn Clock>,
+}
+
+/// The time [`Spawner::end`] waits by: the system's ([`SystemClock`]),
+/// or in the model check one whose time passes only while a thread waits
+/// for it, where loom chooses.
+trait Clock: Send + Sync {
+    fn now(&self) -> Instant;
+    /// Wait on `changed` until signalled or until `until`, letting
+    /// `guard` go meanwhile (the lock it holds is `lock`'s, which a
+    /// model's wait takes again itself to end with no signal: a time-out).
+    fn wait_until<'a>(
+        &self,
+        changed: &Condvar,
+        lock: &'a Mutex<State>,
+        guard: MutexGuard<'a, State>,
+        until: Instant,
+    ) -> MutexGuard<'a, State>;
+}
+
+/// The daemon's clock.
+struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn wait_until<'a>(
+        &self,
+        changed: &Condvar,
+        _: &'a Mutex<State>,
+        guard: MutexGuard<'a, State>,
+        until: Instant,
+    ) -> MutexGuard<'a, State> {
+        let left = until.saturating_duration_since(Instant::now());
+        changed
+            .wait_timeout(guard, left)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+    }
 }
 
 #[derive(Default)]
@@ -153,8 +212,14 @@ struct State {
     thread: Option<JoinHandle<()>>,
     /// Until the thread left its loop (then joining it cannot wait).
     running: bool,
-    /// The thread is to end once nothing waits.
-    ending: bool,
+    /// The calls of [`Spawner::end`] waiting: while there are any, the
+    /// thread ends once nothing waits. A count, not a flag that a
+    /// hand-over clears, which would keep the thread idle for an `end`
+    /// that waits for it (loom found that in the log's hand-off); the
+    /// first `end` to give up must not keep it for another either. The
+    /// daemon hands over and ends on the loop's thread alone, but nothing
+    /// here relies on that.
+    ends_waiting: u32,
 }
 
 /// The spawn under way.
@@ -203,12 +268,25 @@ impl Spawner {
         spawn: impl Fn(&mut Command) -> io::Result<u32> + Send + Sync + 'static,
         wake: impl Fn() + Send + Sync + 'static,
     ) -> Spawner {
+        Spawner::with(spawn, wake, kill, SystemClock)
+    }
+
+    /// [`Spawner::new`] killing with `kill` and waiting by `clock` (the
+    /// tests' and the model check's).
+    fn with(
+        spawn: impl Fn(&mut Command) -> io::Result<u32> + Send + Sync + 'static,
+        wake: impl Fn() + Send + Sync + 'static,
+        kill: impl Fn(u32) + Send + Sync + 'static,
+        clock: impl Clock + 'static,
+    ) -> Spawner {
         Spawner {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
                 changed: Condvar::new(),
                 spawn: Box::new(spawn),
                 wake: Box::new(wake),
+                kill: Box::new(kill),
+                clock: Box::new(clock),
             }),
         }
     }
@@ -226,7 +304,6 @@ impl Spawner {
     pub fn hand_over(&self, job: Job) {
         let mut state = self.shared.lock();
         state.adopt();
-        state.ending = false;
         state.waiting.push_back(job);
         if state.running {
             self.shared.changed.notify_all();
@@ -237,10 +314,7 @@ impl Spawner {
             let _ = ended.join();
         }
         let shared = self.shared.clone();
-        let builder = std::thread::Builder::new().name(NAME.into());
-        // Every signal blocked, so the loop handles them all (and a
-        // restart's held signals stay pending).
-        match crate::quiet_thread::spawn(builder, move || run(&shared)) {
+        match spawn_thread(move || run(&shared)) {
             Ok(thread) => {
                 state.thread = Some(thread);
                 state.running = true;
@@ -277,7 +351,7 @@ impl Spawner {
         state.waiting.retain(|job| job.name != name);
         for spawned in state.done.iter_mut().filter(|s| s.name == name) {
             if let (false, Ok(pid)) = (spawned.stopped, &spawned.outcome) {
-                kill(*pid);
+                (self.shared.kill)(*pid);
             }
             spawned.stopped = true;
         }
@@ -292,31 +366,34 @@ impl Spawner {
             warn!(
                 "killing service {name} (pid {pid}): it did not get to execute its program in time"
             );
-            kill(pid);
+            (self.shared.kill)(pid);
         }
     }
 
     /// [`end`] for this spawner.
+    /// A program handed over meanwhile is spawned before the thread
+    /// ends, by it or a new one.
     pub fn end(&self, wait: Duration) -> Result<(), StillSpawning> {
-        let mut state = self.shared.lock();
+        let shared = &self.shared;
+        let mut state = shared.lock();
         state.adopt();
-        if state.running {
-            state.ending = true;
-            self.shared.changed.notify_all();
-            state = self
-                .shared
-                .changed
-                .wait_timeout_while(state, wait, |s| s.running)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-            if state.running {
+        let deadline = shared.clock.now() + wait;
+        state.ends_waiting += 1;
+        shared.changed.notify_all();
+        while state.running {
+            if shared.clock.now() >= deadline {
+                state.ends_waiting -= 1;
                 let name = state.in_progress.as_ref().map(|p| p.name.clone());
                 return Err(StillSpawning {
                     name: name.unwrap_or_default(),
                     waiting: state.waiting.len(),
                 });
             }
+            state = shared
+                .clock
+                .wait_until(&shared.changed, &shared.state, state, deadline);
         }
+        state.ends_waiting -= 1;
         // Joined, so that a fork finds the process's one thread.
         let ended = state.thread.take();
         drop(state);
@@ -344,7 +421,7 @@ fn run(shared: &Shared) {
                 return;
             }
             state = shared.lock();
-        } else if state.ending {
+        } else if state.ends_waiting > 0 {
             state.running = false;
             shared.changed.notify_all();
             return;
@@ -391,7 +468,7 @@ fn spawn_next(shared: &Shared, mut state: MutexGuard<'_, State>) -> Option<()> {
     let mut state = shared.lock();
     let stopped = state.in_progress.take().is_some_and(|p| p.stopped);
     if let (true, Ok(pid)) = (stopped, &outcome) {
-        kill(*pid);
+        (shared.kill)(*pid);
     }
     state.done.push_back(Spawned {
         name: job.name,
@@ -425,20 +502,38 @@ fn raise_sigchld() {
         rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::Child);
 }
 
+/// Start the spawning thread running `run`: std's, with every signal
+/// blocked, so that the loop handles them all (and a restart's held
+/// signals stay pending); loom's in the model.
+#[cfg(not(all(test, quickbus_loom)))]
+fn spawn_thread(run: impl FnOnce() + Send + 'static) -> io::Result<JoinHandle<()>> {
+    crate::quiet_thread::spawn(Builder::new().name(NAME.into()), run)
+}
+
+#[cfg(all(test, quickbus_loom))]
+fn spawn_thread(run: impl FnOnce() + Send + 'static) -> io::Result<JoinHandle<()>> {
+    Builder::new().name(NAME.into()).spawn(run)
+}
+
+/// The daemon's kill of a child whose activation was stopped.
 fn kill(pid: u32) {
     if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
         let _ = rustix::process::kill_process(pid, rustix::process::Signal::Kill);
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, quickbus_loom))]
+mod loom_tests;
+
+#[cfg(all(test, not(quickbus_loom)))]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Instant;
 
     /// A spawn that holds the spawns of the programs named in `held`
-    /// until opened, and records what it spawned (its program's name).
+    /// until opened, and records what it spawned (its program's name)
+    /// and the pids it was told to kill (made up: never a real kill).
     #[derive(Default)]
     struct Gate {
         state: Mutex<GateState>,
@@ -451,6 +546,7 @@ mod tests {
         open: bool,
         inside: usize,
         spawned: Vec<String>,
+        killed: Vec<u32>,
     }
 
     impl Gate {
@@ -492,12 +588,14 @@ mod tests {
         let gate = Arc::new(Gate::default());
         gate.state.lock().unwrap().held = held.iter().map(|s| s.to_string()).collect();
         let wakes = Arc::new(AtomicUsize::new(0));
-        let (spawning, woken) = (gate.clone(), wakes.clone());
-        let spawner = Spawner::new(
+        let (spawning, woken, killing) = (gate.clone(), wakes.clone(), gate.clone());
+        let spawner = Spawner::with(
             move |command| spawning.spawn(command),
             move || {
                 woken.fetch_add(1, Ordering::SeqCst);
             },
+            move |pid| killing.state.lock().unwrap().killed.push(pid),
+            SystemClock,
         );
         (spawner, gate, wakes)
     }
@@ -589,6 +687,8 @@ mod tests {
         let seen: Vec<_> = done.iter().map(|d| (d.name.as_str(), d.stopped)).collect();
         assert_eq!(seen, [("org.x.Stuck", true), ("org.x.Kept", false)]);
         assert_eq!(gate.state.lock().unwrap().spawned, ["stuck", "kept"]);
+        // The stuck one's child is killed once its spawn returned.
+        assert_eq!(gate.state.lock().unwrap().killed, [1001]);
         spawner.end(END_WAIT).unwrap();
     }
 
