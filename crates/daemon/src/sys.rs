@@ -301,8 +301,12 @@ pub fn recv_appending(
         // could not install them (the process is at its fd limit: the
         // control buffer has room for all that one sendmsg can carry),
         // and closed them. What arrived can no longer be matched with its
-        // fds, so the connection is given up, as dbus-daemon gives it up
-        // (the fds that did arrive are dropped with it).
+        // fds, so the connection is given up, as dbus-daemon gives it up.
+        // These bytes are taken back out of the input (and their fds
+        // dropped with the connection): a message they complete must not
+        // be routed before the error is seen (a read a worker made ahead
+        // is looked at only once the input lacks a whole message).
+        buf.truncate(buf.len() - got);
         return Err(rustix::io::Errno::MFILE);
     }
     Ok((got, got_fds))

@@ -80,9 +80,13 @@ impl ReadAhead {
     /// on what was buffered, or was held back) says nothing of now: data
     /// that came since raised an edge the loop has taken, and would wait
     /// in the kernel for another if a stale "the socket is empty" were
-    /// believed. Its bytes and fds are in the input already.
+    /// believed. Its bytes and fds are in the input already. An error
+    /// stays true, and may not come again: fds the kernel could not
+    /// install (EMFILE, `sys::recv_appending`) are reported by that read
+    /// alone, and a read made again would find the next message, its
+    /// lost fds forgotten.
     pub(super) fn of_turn(self, turn: u64) -> Option<Result<ReadStatus, Errno>> {
-        (self.turn == turn).then_some(self.read)
+        (self.turn == turn || self.read.is_err()).then_some(self.read)
     }
 }
 
@@ -426,6 +430,17 @@ mod tests {
         assert!(
             !pool.is_empty() && pool.iter().all(|(_, blocked)| *blocked),
             "{items:?}"
+        );
+    }
+
+    #[test]
+    fn a_read_made_ahead_in_an_earlier_turn_counts_only_if_it_failed() {
+        let made = |read| ReadAhead { turn: 3, read };
+        assert!(made(Ok(ReadStatus::Drained)).of_turn(3).is_some());
+        assert!(made(Ok(ReadStatus::Drained)).of_turn(4).is_none());
+        assert_eq!(
+            made(Err(Errno::MFILE)).of_turn(4).map(|r| r.err()),
+            Some(Some(Errno::MFILE))
         );
     }
 
