@@ -134,6 +134,14 @@ pub struct StillSpawning {
 
 impl std::fmt::Display for StillSpawning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.name.is_empty() {
+            // None in progress when the wait ran out: only many waited.
+            return write!(
+                f,
+                "{} programs of services still wait to be spawned",
+                self.waiting
+            );
+        }
         write!(
             f,
             "the spawn of service {} is still in progress ({} more waiting; its child has not \
@@ -336,6 +344,7 @@ impl Spawner {
     }
 
     /// Whether a program waits or is being spawned, or an outcome waits.
+    #[cfg(test)]
     pub fn busy(&self) -> bool {
         let state = self.shared.lock();
         !state.waiting.is_empty() || state.in_progress.is_some() || !state.done.is_empty()
@@ -359,9 +368,11 @@ impl Spawner {
             return;
         };
         progress.stopped = true;
-        // The child is ours and not waited for (the spawn waits for it
-        // only when its exec failed, which happens before any descriptor
-        // is closed, hence before it can be stuck): the pid is its own.
+        // The child is ours and not waited for, but for one case: when
+        // its exec failed, the spawn reaps it before it returns, and a
+        // stop in between kills a pid already freed (the kernel would
+        // have to give it to another process within those microseconds).
+        // A child still stuck is never reaped: its pid is its own.
         if let Some(pid) = progress.child_pid() {
             warn!(
                 "killing service {name} (pid {pid}): it did not get to execute its program in time"
@@ -671,6 +682,25 @@ mod tests {
         spawner.hand_over(job("org.x.Again", "fine"));
         assert_eq!(take(&spawner, 1)[0].name, "org.x.Again");
         spawner.end(END_WAIT).unwrap();
+    }
+
+    #[test]
+    fn a_refusal_names_the_stuck_spawn_or_else_says_how_many_wait() {
+        let stuck = StillSpawning {
+            name: "org.x.stuck".into(),
+            waiting: 2,
+        };
+        assert!(stuck
+            .to_string()
+            .starts_with("the spawn of service org.x.stuck is still in progress (2 more"));
+        let queued = StillSpawning {
+            name: String::new(),
+            waiting: 3,
+        };
+        assert_eq!(
+            queued.to_string(),
+            "3 programs of services still wait to be spawned"
+        );
     }
 
     #[test]
