@@ -55,6 +55,8 @@ use std::time::{Duration, Instant};
 
 use tracing::warn;
 
+use crate::handoff_clock::{Clock, SystemClock};
+
 /// How long every closing thread must have been inside one close before
 /// a waiting fd gets another thread.
 pub const STUCK_AFTER: Duration = Duration::from_millis(100);
@@ -133,47 +135,7 @@ struct Shared {
     /// takes the next fd itself.)
     changed: Condvar,
     close: Box<dyn Fn(OwnedFd) + Send + Sync>,
-    clock: Box<dyn Clock>,
-}
-
-/// The time a standby and [`Closer::end`] wait by: the system's
-/// ([`SystemClock`]), or in the model check one whose time passes only
-/// while a thread waits for it, where loom chooses.
-trait Clock: Send + Sync {
-    fn now(&self) -> Instant;
-    /// Wait on `changed` until signalled or until `until`, letting
-    /// `guard` go meanwhile (the lock it holds is `lock`'s, which a
-    /// model's wait takes again itself to end with no signal: a time-out).
-    fn wait_until<'a>(
-        &self,
-        changed: &Condvar,
-        lock: &'a Mutex<State>,
-        guard: MutexGuard<'a, State>,
-        until: Instant,
-    ) -> MutexGuard<'a, State>;
-}
-
-/// The daemon's clock.
-struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
-
-    fn wait_until<'a>(
-        &self,
-        changed: &Condvar,
-        _: &'a Mutex<State>,
-        guard: MutexGuard<'a, State>,
-        until: Instant,
-    ) -> MutexGuard<'a, State> {
-        let left = until.saturating_duration_since(Instant::now());
-        changed
-            .wait_timeout(guard, left)
-            .unwrap_or_else(PoisonError::into_inner)
-            .0
-    }
+    clock: Box<dyn Clock<State>>,
 }
 
 #[derive(Default)]
@@ -274,7 +236,7 @@ impl Closer {
     /// [`Closer::new`] on `clock` (the model check's).
     fn with_clock(
         close: impl Fn(OwnedFd) + Send + Sync + 'static,
-        clock: impl Clock + 'static,
+        clock: impl Clock<State> + 'static,
     ) -> Closer {
         Closer {
             shared: Arc::new(Shared {

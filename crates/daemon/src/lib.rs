@@ -12,6 +12,7 @@ pub mod container_sockets;
 pub mod dynamic_users;
 pub mod fd_closer;
 pub mod fd_limit;
+pub mod handoff_clock;
 pub mod handover_fields;
 /// Flow control's rule and bounds, applied by the bus core.
 pub use quickbus_bus::flow;

@@ -54,10 +54,12 @@ use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
 use std::process::Command;
-use std::sync::{Arc, OnceLock, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use tracing::warn;
+
+use crate::handoff_clock::{Clock, SystemClock};
 
 /// How long [`end`] waits for the spawns before a fork, an exec or the
 /// change of user (a spawn takes a millisecond unless one is stuck).
@@ -167,47 +169,7 @@ struct Shared {
     wake: Box<dyn Fn() + Send + Sync>,
     /// Kills a child whose activation was stopped (SIGKILL).
     kill: Box<dyn Fn(u32) + Send + Sync>,
-    clock: Box<dyn Clock>,
-}
-
-/// The time [`Spawner::end`] waits by: the system's ([`SystemClock`]),
-/// or in the model check one whose time passes only while a thread waits
-/// for it, where loom chooses.
-trait Clock: Send + Sync {
-    fn now(&self) -> Instant;
-    /// Wait on `changed` until signalled or until `until`, letting
-    /// `guard` go meanwhile (the lock it holds is `lock`'s, which a
-    /// model's wait takes again itself to end with no signal: a time-out).
-    fn wait_until<'a>(
-        &self,
-        changed: &Condvar,
-        lock: &'a Mutex<State>,
-        guard: MutexGuard<'a, State>,
-        until: Instant,
-    ) -> MutexGuard<'a, State>;
-}
-
-/// The daemon's clock.
-struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
-
-    fn wait_until<'a>(
-        &self,
-        changed: &Condvar,
-        _: &'a Mutex<State>,
-        guard: MutexGuard<'a, State>,
-        until: Instant,
-    ) -> MutexGuard<'a, State> {
-        let left = until.saturating_duration_since(Instant::now());
-        changed
-            .wait_timeout(guard, left)
-            .unwrap_or_else(PoisonError::into_inner)
-            .0
-    }
+    clock: Box<dyn Clock<State>>,
 }
 
 #[derive(Default)]
@@ -285,7 +247,7 @@ impl Spawner {
         spawn: impl Fn(&mut Command) -> io::Result<u32> + Send + Sync + 'static,
         wake: impl Fn() + Send + Sync + 'static,
         kill: impl Fn(u32) + Send + Sync + 'static,
-        clock: impl Clock + 'static,
+        clock: impl Clock<State> + 'static,
     ) -> Spawner {
         Spawner {
             shared: Arc::new(Shared {

@@ -10,58 +10,13 @@
 //! loom's deadlock.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
+use loom::sync::{Arc, Condvar, Mutex};
 
-use super::{Clock, Closer, State, StillClosing, END_WAIT};
+use crate::handoff_clock::model::{ModelClock, FOREVER};
 
-/// An `end` that waits this long never times out in the model.
-const FOREVER: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// The model's time: it passes only while a thread waits for it, to the
-/// moment that thread waits for, whenever loom lets it take the lock
-/// again: a standby finds the closes in progress stuck at any point of
-/// the other threads' work, as a close may last any time, and an `end`
-/// gives up at any point. A wait for [`FOREVER`] ends only on a signal.
-struct ModelClock {
-    start: Instant,
-    /// Nanoseconds since `start` (not one of loom's types: only the
-    /// threads' order, which loom chooses, orders its reads and writes).
-    passed: AtomicU64,
-}
-
-impl ModelClock {
-    fn new() -> ModelClock {
-        ModelClock {
-            start: Instant::now(),
-            passed: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Clock for ModelClock {
-    fn now(&self) -> Instant {
-        self.start + Duration::from_nanos(self.passed.load(Ordering::SeqCst))
-    }
-
-    fn wait_until<'a>(
-        &self,
-        changed: &Condvar,
-        lock: &'a Mutex<State>,
-        guard: MutexGuard<'a, State>,
-        until: Instant,
-    ) -> MutexGuard<'a, State> {
-        if until >= self.start + FOREVER {
-            return changed.wait(guard).unwrap();
-        }
-        drop(guard);
-        let nanos = u64::try_from((until - self.start).as_nanos()).unwrap();
-        self.passed.fetch_max(nanos, Ordering::SeqCst);
-        lock.lock().unwrap()
-    }
-}
+use super::{Closer, StillClosing, END_WAIT};
 
 /// The fds the closer closed, and a gate that holds the closes of
 /// chosen fds (a close that is stuck) until opened.
@@ -126,7 +81,7 @@ fn closer() -> (Arc<Closer>, Arc<Closes>) {
     let closing = Arc::clone(&closes);
     let close = move |fd| closing.close(fd);
     (
-        Arc::new(Closer::with_clock(close, ModelClock::new())),
+        Arc::new(Closer::with_clock(close, ModelClock::default())),
         closes,
     )
 }

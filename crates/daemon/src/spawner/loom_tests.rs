@@ -19,58 +19,13 @@
 
 use std::io;
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
+use loom::sync::{Arc, Condvar, Mutex};
 
-use super::{Clock, Job, Spawned, Spawner, State, StillSpawning, END_WAIT};
+use crate::handoff_clock::model::{ModelClock, FOREVER};
 
-/// An `end` that waits this long never times out in the model.
-const FOREVER: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// The model's time: it passes only while a thread waits for it, to the
-/// moment that thread waits for, whenever loom lets it take the lock
-/// again: an `end` gives up at any point of the other threads' work, as
-/// a spawn may last any time. A wait for [`FOREVER`] ends only on a
-/// signal.
-struct ModelClock {
-    start: Instant,
-    /// Nanoseconds since `start` (not one of loom's types: only the
-    /// threads' order, which loom chooses, orders its reads and writes).
-    passed: AtomicU64,
-}
-
-impl ModelClock {
-    fn new() -> ModelClock {
-        ModelClock {
-            start: Instant::now(),
-            passed: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Clock for ModelClock {
-    fn now(&self) -> Instant {
-        self.start + Duration::from_nanos(self.passed.load(Ordering::SeqCst))
-    }
-
-    fn wait_until<'a>(
-        &self,
-        changed: &Condvar,
-        lock: &'a Mutex<State>,
-        guard: MutexGuard<'a, State>,
-        until: Instant,
-    ) -> MutexGuard<'a, State> {
-        if until >= self.start + FOREVER {
-            return changed.wait(guard).unwrap();
-        }
-        drop(guard);
-        let nanos = u64::try_from((until - self.start).as_nanos()).unwrap();
-        self.passed.fetch_max(nanos, Ordering::SeqCst);
-        lock.lock().unwrap()
-    }
-}
+use super::{Job, Spawned, Spawner, StillSpawning, END_WAIT};
 
 /// What the spawner did outside itself: the programs it spawned, the
 /// pids it killed, the loop's wake-ups; and a gate that holds the spawns
@@ -170,7 +125,7 @@ fn spawner() -> (Arc<Spawner>, Arc<World>) {
         move |command| spawning.spawn(command),
         move || waking.wake(),
         move |pid| killing.kill(pid),
-        ModelClock::new(),
+        ModelClock::default(),
     );
     (Arc::new(spawner), world)
 }
