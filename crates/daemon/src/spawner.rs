@@ -22,7 +22,9 @@
 //! spawn is stuck is killed by the activation's timeout
 //! ([`Spawner::stop`]; SIGKILL ends a lingering close): the child
 //! reports its pid through a pipe before executing, since the spawn that
-//! would return it is the one stuck.
+//! would return it is the one stuck; and a child stopped before it could
+//! report it finds word of that in a second pipe, and exits before its
+//! exec.
 //!
 //! A thread does not survive fork or exec: [`end`] lets the thread spawn
 //! what waits and ends it first (`sys::become_single_threaded`, and the
@@ -197,6 +199,9 @@ struct InProgress {
     name: String,
     /// Where the child writes its pid before it executes.
     pid_from: Option<std::fs::File>,
+    /// Where [`Spawner::stop`] tells the child not to execute: it looks
+    /// once it has written its pid (`sys::report_pid_before_exec`).
+    stop_to: Option<OwnedFd>,
     stopped: bool,
 }
 
@@ -313,9 +318,10 @@ impl Spawner {
     }
 
     /// The activation of `name` timed out: a program waiting for it is
-    /// not spawned, one being spawned is killed (at once if its child
-    /// reported its pid, else as soon as the spawn returns), and so is
-    /// one spawned whose outcome the loop has not taken yet.
+    /// not spawned, one being spawned is killed if its child reported its
+    /// pid, or else does not execute (the child exits once it has written
+    /// its pid, and is killed when the spawn returns), and so is one
+    /// spawned whose outcome the loop has not taken yet.
     pub fn stop(&self, name: &str) {
         let mut state = self.shared.lock();
         state.adopt();
@@ -330,6 +336,12 @@ impl Spawner {
             return;
         };
         progress.stopped = true;
+        // Told first, then its pid read: a child that looks for the word
+        // after this write does not execute; one that looked before it
+        // had written its pid already, which the read below then finds.
+        if let Some(stop_to) = &progress.stop_to {
+            let _ = rustix::io::write(stop_to, &[1]);
+        }
         // The child is ours and not waited for, but for one case: when
         // its exec failed, the spawn reaps it before it returns, and a
         // stop in between kills a pid already freed (the kernel would
@@ -411,21 +423,25 @@ fn run(shared: &Shared) {
 /// and wake the loop; None if none waited.
 fn spawn_next(shared: &Shared, mut state: MutexGuard<'_, State>) -> Option<()> {
     let mut job = state.waiting.pop_front()?;
-    let (pid_from, pid_to) = match pid_pipe() {
-        Ok((from, to)) => (Some(from), Some(to)),
+    let pipes = pid_pipe().and_then(|pid| Ok((pid, rustix::pipe::pipe_with(PIPE_FLAGS)?)));
+    let (pid_from, stop_to, hook) = match pipes {
+        Ok(((pid_from, pid_to), (stop_from, stop_to))) => {
+            (Some(pid_from), Some(stop_to), Some((pid_to, stop_from)))
+        }
         Err(e) => {
-            warn!("no pipe for the pid of service {}: {e}", job.name);
-            (None, None)
+            warn!("no pipes for the pid of service {}: {e}", job.name);
+            (None, None, None)
         }
     };
     state.in_progress = Some(InProgress {
         name: job.name.clone(),
         pid_from,
+        stop_to,
         stopped: false,
     });
     drop(state);
-    if let Some(pid_to) = pid_to {
-        crate::sys::report_pid_before_exec(&mut job.command, pid_to);
+    if let Some((pid_to, stop_from)) = hook {
+        crate::sys::report_pid_before_exec(&mut job.command, pid_to, stop_from);
     }
     if let Some(fifo) = stall_for_tests(&job.name) {
         if let Err(e) = crate::sys::wait_before_exec(&mut job.command, fifo, STALL_FOR_TESTS_MS) {
@@ -454,11 +470,16 @@ fn spawn_next(shared: &Shared, mut state: MutexGuard<'_, State>) -> Option<()> {
     Some(())
 }
 
+/// The pipes between the spawner and a child before its exec: neither
+/// end blocks (a byte or four into an empty pipe, a read of what may not
+/// be there yet), and the program the child executes inherits neither.
+const PIPE_FLAGS: rustix::pipe::PipeFlags =
+    rustix::pipe::PipeFlags::CLOEXEC.union(rustix::pipe::PipeFlags::NONBLOCK);
+
 /// A pipe whose read end does not block: (read, write), both
 /// close-on-exec.
 fn pid_pipe() -> io::Result<(std::fs::File, OwnedFd)> {
-    let flags = rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK;
-    let (from, to) = rustix::pipe::pipe_with(flags)?;
+    let (from, to) = rustix::pipe::pipe_with(PIPE_FLAGS)?;
     Ok((std::fs::File::from(from), to))
 }
 
@@ -686,6 +707,45 @@ mod tests {
 
     /// A real child stuck before its exec reports its pid, and stopping
     /// its activation kills it, which releases the spawn.
+    #[test]
+    fn a_child_stopped_before_it_reported_its_pid_does_not_execute() {
+        // The activation times out after the spawn began, before the fork
+        // (the spawn held here): no pid to kill yet. The child, once
+        // forked, finds the word and exits before its exec, so it cannot
+        // get stuck in one with nobody to kill it.
+        let _starting = crate::test_forks::starting_programs();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let released = std::sync::Mutex::new(released);
+        let spawner = Spawner::new(
+            move |command| {
+                let _ = released.lock().unwrap().recv();
+                spawn_program(command)
+            },
+            || {},
+        );
+        let mut stopped = job("org.x.Late", "/bin/sh");
+        stopped.command.args(["-c", "exit 0"]);
+        spawner.hand_over(stopped);
+        let give_up = Instant::now() + Duration::from_secs(60);
+        while spawner.shared.lock().in_progress.is_none() {
+            assert!(Instant::now() < give_up, "the spawn never began");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        spawner.stop("org.x.Late");
+        release.send(()).unwrap();
+        let done = take(&spawner, 1);
+        assert!(done[0].stopped);
+        let pid = *done[0].outcome.as_ref().unwrap();
+        let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+        let status = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty())
+            .unwrap()
+            .unwrap();
+        // Not the program's 0, nor the kill that follows a spawn stopped
+        // while it ran: the child's own exit before executing.
+        assert_eq!(status.exit_status(), Some(1), "{status:?}");
+        spawner.end(END_WAIT).unwrap();
+    }
+
     #[test]
     fn stopping_kills_a_real_child_stuck_before_its_exec() {
         let _starting = crate::test_forks::starting_programs();

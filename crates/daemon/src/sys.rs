@@ -521,17 +521,25 @@ pub fn start_as_service(command: &mut Command, fd_limit: rustix::process::Rlimit
 /// Make the child `command` starts write its pid (4 bytes, native order)
 /// to `to` before it executes its program: the spawn that would return
 /// the pid does not return while the exec is stuck (`spawner`), and a
-/// child stuck there must still be killable.
-pub fn report_pid_before_exec(command: &mut Command, to: OwnedFd) {
+/// child stuck there must still be killable. Then it reads `stop_from`
+/// (which does not block): a byte there means its activation was stopped
+/// before the pid could be read, and it exits (status 1) without
+/// executing anything.
+pub fn report_pid_before_exec(command: &mut Command, to: OwnedFd, stop_from: OwnedFd) {
     let report = move || -> io::Result<()> {
         let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
         let _ = rustix::io::write(&to, &pid.to_ne_bytes());
+        let mut word = [0u8; 1];
+        if rustix::io::read(&stop_from, &mut word) == Ok(1) {
+            exit_now(1);
+        }
         Ok(())
     };
-    // SAFETY: the hook runs in the forked child before exec. It makes two
-    // raw system calls (getpid, write) on a descriptor opened in the
-    // parent: no allocation, no lock. Its errors are ignored (the pid is
-    // then not reported, and the child is killed once the spawn returns).
+    // SAFETY: the hook runs in the forked child before exec. It makes raw
+    // system calls (getpid, write, read, _exit) on descriptors opened in
+    // the parent: no allocation, no lock. Its errors are ignored (the pid
+    // is then not reported, and the child is killed once the spawn
+    // returns; the word not read, and the child killed the same way).
     unsafe {
         command.pre_exec(report);
     }
