@@ -101,9 +101,8 @@ dbus_containers_build=$(bash scripts/build-dbus-containers.sh)
 # built with loom's lock, condition variable and threads
 # (--cfg quickbus_loom; every module's `loom_tests`), in a target directory
 # of its own so the build above is not redone. About 35 s to build and
-# 70 s to run on 2 cores (45 s the log's, 12 s the closer's, 11 s the
-# spawner's); a release build runs the models faster but takes 60 s to
-# build.
+# 60 to 80 s to run on 2 cores (the three modules' tests run side by
+# side); a release build runs the models faster but takes 60 s to build.
 # A filter that matched nothing would pass: the step fails unless each
 # module's tests ran.
 step "the hand-offs to the log's, the fd closer's and the spawner's threads, model-checked (loom)"

@@ -24,10 +24,11 @@
 //! others do): under a flood of fds there may be all eight.
 //!
 //! A thread does not survive fork or exec: [`end`] closes every waiting
-//! fd and ends the threads first (`sys::become_single_threaded`), or says
-//! a close is stuck; the next fd handed over starts a thread in whatever
-//! process it is (remembered by pid), as the log's thread does
-//! (`logging/writer.rs`).
+//! fd and ends the threads first (`sys::become_single_threaded`, which
+//! every fork of the daemon's goes through: `sys::fork_single_threaded`),
+//! or says a close is stuck and the fork is refused; so a forked child
+//! finds no thread of its parent's in the state, and the next fd handed
+//! over starts one.
 //!
 //! The hand-off to the threads is model-checked (`loom_tests`, built
 //! with `--cfg quickbus_loom`: scripts/test.sh), as the log's is
@@ -141,8 +142,6 @@ struct Shared {
 #[derive(Default)]
 struct State {
     waiting: VecDeque<OwnedFd>,
-    /// The process the threads are this one's: a forked child has none.
-    pid: u32,
     threads: Vec<Slot>,
     /// Threads waiting for fds.
     idle: usize,
@@ -188,20 +187,6 @@ impl State {
         let youngest = self.threads.iter().filter_map(|t| t.closing_since).max()?;
         let stuck = youngest + STUCK_AFTER;
         (stuck > now).then_some(stuck)
-    }
-
-    /// Forget the threads of another process (this is a child it forked,
-    /// which has none of them).
-    fn adopt(&mut self) {
-        let pid = std::process::id();
-        if self.pid != pid {
-            for slot in self.threads.drain(..) {
-                std::mem::forget(slot.handle);
-            }
-            self.idle = 0;
-            self.standby = false;
-            self.pid = pid;
-        }
     }
 
     /// A warning's text, at most one per [`WARN_EVERY`], while more than
@@ -253,9 +238,6 @@ impl Closer {
     /// none is on standby, up to [`MOST_THREADS`]. Never waits for a
     /// close.
     pub fn hand_over(&self, fd: OwnedFd) {
-        // No `adopt` (a getpid per fd): the daemon forks only once `end`
-        // ended the threads, and a child hands nothing over before it
-        // execs or exits.
         let mut state = self.shared.lock();
         state.waiting.push_back(fd);
         // An idle thread is woken once the lock is let go, so that it does
@@ -275,7 +257,10 @@ impl Closer {
             drop(waiting);
             return;
         }
-        let warning = state.warning(self.shared.clock.now());
+        // (The clock is read only where a warning may be due.)
+        let warning = (state.waiting.len() > WARN_WAITING)
+            .then(|| state.warning(self.shared.clock.now()))
+            .flatten();
         drop(state);
         if wake_idle {
             self.shared.fd_ready.notify_one();
@@ -286,6 +271,7 @@ impl Closer {
     }
 
     /// Fds waiting for a thread (not those being closed).
+    #[cfg(test)]
     pub fn waiting(&self) -> usize {
         self.shared.lock().waiting.len()
     }
@@ -295,7 +281,6 @@ impl Closer {
     pub fn end(&self, wait: Duration) -> Result<(), StillClosing> {
         let shared = &self.shared;
         let mut state = shared.lock();
-        state.adopt();
         let deadline = shared.clock.now() + wait;
         state.ends_waiting += 1;
         shared.fd_ready.notify_all();
@@ -355,8 +340,6 @@ fn start_standby(shared: &Arc<Shared>, state: &mut State) -> bool {
         return false;
     };
     state.standby = true;
-    // Whose threads these are (`State::adopt`).
-    state.pid = std::process::id();
     state.threads.push(Slot {
         closing_since: None,
         running: true,
@@ -374,23 +357,19 @@ fn run(shared: Arc<Shared>, slot: usize) {
     let mut standby = true;
     let mut state = shared.lock();
     loop {
-        let now = shared.clock.now();
-        if !state.waiting.is_empty() {
-            if standby && state.ends_waiting == 0 {
-                if let Some(stuck) = state.stuck_at(now) {
-                    state = shared
-                        .clock
-                        .wait_until(&shared.changed, &shared.state, state, stuck);
-                    continue;
-                }
-            }
-            if std::mem::take(&mut standby) {
-                state.standby = false;
-            }
-            let Some(fd) = state.waiting.pop_front() else {
+        if standby && state.ends_waiting == 0 && !state.waiting.is_empty() {
+            if let Some(stuck) = state.stuck_at(shared.clock.now()) {
+                state = shared
+                    .clock
+                    .wait_until(&shared.changed, &shared.state, state, stuck);
                 continue;
-            };
-            state.threads[slot].closing_since = Some(now);
+            }
+        }
+        if std::mem::take(&mut standby) {
+            state.standby = false;
+        }
+        if let Some(fd) = state.waiting.pop_front() {
+            state.threads[slot].closing_since = Some(shared.clock.now());
             // Should this close stick, another thread is to be ready
             // for the fds that wait behind it.
             if !state.waiting.is_empty() && state.idle == 0 {
@@ -403,16 +382,10 @@ fn run(shared: Arc<Shared>, slot: usize) {
             state = shared.lock();
             state.threads[slot].closing_since = None;
         } else if state.ends_waiting > 0 {
-            if std::mem::take(&mut standby) {
-                state.standby = false;
-            }
             state.threads[slot].running = false;
             shared.changed.notify_all();
             return;
         } else {
-            if std::mem::take(&mut standby) {
-                state.standby = false;
-            }
             state.idle += 1;
             state = shared
                 .fd_ready

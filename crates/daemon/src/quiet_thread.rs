@@ -1,5 +1,6 @@
 //! Starting a thread of the daemon's own (the pool's, the log's, the fd
-//! closer's) with every signal blocked from its first instruction on. The
+//! closer's, the spawner's) with every signal blocked from its first
+//! instruction on. The
 //! daemon handles its signals on the loop's thread, through signal-hook's
 //! pipe; a thread that could take one would have its syscalls
 //! interrupted, and a signal a restart holds pending could be taken by a

@@ -27,10 +27,13 @@
 //! exec.
 //!
 //! A thread does not survive fork or exec: [`end`] lets the thread spawn
-//! what waits and ends it first (`sys::become_single_threaded`, and the
-//! restart before it writes its handover), or says that a spawn is stuck;
-//! the next program handed over starts a thread in whatever process it
-//! is (remembered by pid), as the fd closer does (`fd_closer`).
+//! what waits and ends it first (`sys::become_single_threaded`, which
+//! every fork of the daemon's goes through, and the restart before it
+//! writes its handover), or says that a spawn is stuck and the fork is
+//! refused; so a forked child finds no thread of its parent's in the
+//! state, and the next program handed over starts one, as in the fd
+//! closer (`fd_closer`). (The children it spawns run none of the
+//! daemon's code: they execute their program.)
 //!
 //! The hand-off to the thread is model-checked (`loom_tests`, built with
 //! `--cfg quickbus_loom`: scripts/test.sh), as the log's and the fd
@@ -179,8 +182,6 @@ struct State {
     waiting: VecDeque<Job>,
     in_progress: Option<InProgress>,
     done: VecDeque<Spawned>,
-    /// The process the thread is this one's: a forked child has none.
-    pid: u32,
     thread: Option<JoinHandle<()>>,
     /// Until the thread left its loop (then joining it cannot wait).
     running: bool,
@@ -211,20 +212,6 @@ impl InProgress {
         let mut bytes = [0u8; 4];
         let read = self.pid_from.as_mut()?.read_exact(&mut bytes);
         read.ok().map(|()| u32::from_ne_bytes(bytes))
-    }
-}
-
-impl State {
-    /// Forget the thread of another process (this is a child it forked,
-    /// which has none).
-    fn adopt(&mut self) {
-        let pid = std::process::id();
-        if self.pid != pid {
-            std::mem::forget(self.thread.take());
-            self.running = false;
-            self.in_progress = None;
-            self.pid = pid;
-        }
     }
 }
 
@@ -278,7 +265,6 @@ impl Spawner {
     /// started at all: then it spawns here).
     pub fn hand_over(&self, job: Job) {
         let mut state = self.shared.lock();
-        state.adopt();
         state.waiting.push_back(job);
         if state.running {
             self.shared.changed.notify_all();
@@ -324,7 +310,6 @@ impl Spawner {
     /// spawned whose outcome the loop has not taken yet.
     pub fn stop(&self, name: &str) {
         let mut state = self.shared.lock();
-        state.adopt();
         state.waiting.retain(|job| job.name != name);
         for spawned in state.done.iter_mut().filter(|s| s.name == name) {
             if let (false, Ok(pid)) = (spawned.stopped, &spawned.outcome) {
@@ -361,7 +346,6 @@ impl Spawner {
     pub fn end(&self, wait: Duration) -> Result<(), StillSpawning> {
         let shared = &self.shared;
         let mut state = shared.lock();
-        state.adopt();
         let deadline = shared.clock.now() + wait;
         state.ends_waiting += 1;
         shared.changed.notify_all();

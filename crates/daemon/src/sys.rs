@@ -349,9 +349,11 @@ fn user_ids(
 ///
 /// rustix's calls change the calling thread's ids only (raw syscalls, not
 /// libc's process-wide broadcast), so the process must be that one
-/// thread: the log's thread, which a line logged before the change
-/// started as root, is ended first (the next line starts one as the
-/// user), and the change is refused while any other thread runs, which
+/// thread: the daemon's own threads (`become_single_threaded`: the log's,
+/// which a line logged before the change started as root, and the
+/// spawner's and fd closer's, were there any) are ended first (the next
+/// line, program or fd starts one as the user), and the change is refused
+/// while any other thread runs, which
 /// would keep root's ids and capabilities for the bus's life. Groups
 /// first, then the gid, then the uid: after the uid change nothing else
 /// may be changed.

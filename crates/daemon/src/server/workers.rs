@@ -82,7 +82,8 @@ impl ReadAhead {
     /// in the kernel for another if a stale "the socket is empty" were
     /// believed. Its bytes and fds are in the input already. An error
     /// stays true, and may not come again: fds the kernel could not
-    /// install (EMFILE, `sys::recv_appending`) are reported by that read
+    /// install (EMFILE, `sys::recv_appending`, which takes that read's
+    /// bytes back out of the input) are reported by that read
     /// alone, and a read made again would find the next message, its
     /// lost fds forgotten.
     pub(super) fn of_turn(self, turn: u64) -> Option<Result<ReadStatus, Errno>> {
