@@ -730,6 +730,24 @@ mod tests {
         spawner.end(END_WAIT).unwrap();
     }
 
+    /// A child of this process that holds `path` open.
+    fn child_holding(path: &std::path::Path) -> Option<u32> {
+        let ours = std::process::id().to_string();
+        std::fs::read_dir("/proc")
+            .ok()?
+            .flatten()
+            .find_map(|entry| {
+                let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+                let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+                let parent = stat.rsplit(')').next()?.split_whitespace().nth(1)?;
+                let fds = std::fs::read_dir(entry.path().join("fd")).ok()?;
+                let holds = fds
+                    .flatten()
+                    .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == path));
+                (parent == ours && holds).then_some(pid)
+            })
+    }
+
     #[test]
     fn stopping_kills_a_real_child_stuck_before_its_exec() {
         let _starting = crate::test_forks::starting_programs();
@@ -758,9 +776,11 @@ mod tests {
         );
         spawner.hand_over(job("org.x.Stuck", "/bin/true"));
         let give_up = Instant::now() + Duration::from_secs(60);
-        // (Stopped while it waits, it would not be spawned at all.)
-        while spawner.shared.lock().in_progress.is_none() {
-            assert!(Instant::now() < give_up, "the spawn never began");
+        // Stopped before that, it would not be spawned, or would exit
+        // before its exec (`a_child_stopped_before_it_reported_its_pid_...`):
+        // stopped once it holds the FIFO open, it is past both.
+        while child_holding(&fifo).is_none() {
+            assert!(Instant::now() < give_up, "the child never got to the FIFO");
             std::thread::sleep(Duration::from_millis(1));
         }
         let done = loop {
