@@ -332,11 +332,18 @@ impl Spawner {
         // stop in between kills a pid already freed (the kernel would
         // have to give it to another process within those microseconds).
         // A child still stuck is never reaped: its pid is its own.
-        if let Some(pid) = progress.child_pid() {
-            warn!(
-                "killing service {name} (pid {pid}): it did not get to execute its program in time"
-            );
-            (self.shared.kill)(pid);
+        match progress.child_pid() {
+            Some(pid) => {
+                warn!(
+                    "killing service {name} (pid {pid}): it did not get to execute its program \
+                     in time"
+                );
+                (self.shared.kill)(pid);
+            }
+            None => warn!(
+                "service {name} did not get to execute its program in time: it will not \
+                 (its child, not forked yet or not at its exec, exits first)"
+            ),
         }
     }
 

@@ -223,12 +223,14 @@ fn the_activation_timeout_kills_a_child_stuck_before_its_exec() {
         );
         std::thread::sleep(POLL_INTERVAL);
     }
-    // Gone because it was killed: the hook would let it go on its own
-    // after a minute, as long as the wait above may take.
+    // Gone because it was stopped: the hook would let it go on its own
+    // after a minute, as long as the wait above may take. (Killed, the
+    // usual way; or, on a machine so loaded that the fork took longer
+    // than the time-out, told to exit before its exec.)
     assert!(
         bus.log()
-            .contains("it did not get to execute its program in time"),
-        "the child was not killed\nlog:\n{}",
+            .contains("did not get to execute its program in time"),
+        "the child was not stopped\nlog:\n{}",
         bus.log()
     );
 }
