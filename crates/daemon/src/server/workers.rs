@@ -111,7 +111,7 @@ impl Workers {
     /// [`THREADS_FOR_TESTS`] replaces it; 0: [`threads_for_cores`]).
     /// A pool that cannot start leaves the loop doing its syscalls itself.
     pub(super) fn new(configured: usize) -> Workers {
-        let configured = threads_limit(configured, std::env::var_os(THREADS_FOR_TESTS).as_deref());
+        let configured = effective_limit(configured);
         let threads = match configured {
             0 => threads_for_cores(available_cores()),
             n if n > MAX_THREADS => {
@@ -209,6 +209,12 @@ fn least_parallel(hook: Option<&OsStr>) -> usize {
     test_hook_number(LEAST_PARALLEL_FOR_TESTS, hook).unwrap_or(LEAST_PARALLEL)
 }
 
+/// The `threads` limit a pool starts for, the tests' hook read from the
+/// environment ([`threads_limit`]).
+fn effective_limit(configured: usize) -> usize {
+    threads_limit(configured, std::env::var_os(THREADS_FOR_TESTS).as_deref())
+}
+
 /// The `threads` limit a pool starts for: `configured` unless the tests'
 /// hook (`hook`, the value of [`THREADS_FOR_TESTS`]) says otherwise.
 fn threads_limit(configured: usize, hook: Option<&OsStr>) -> usize {
@@ -254,8 +260,7 @@ impl Server {
     /// The `threads` limit changed (a reload): a pool of the new size.
     pub(super) fn rebuild_workers(&mut self, threads: usize) {
         // The tests' hook, if set, decides the size whatever the limit.
-        let hook = std::env::var_os(THREADS_FOR_TESTS);
-        if threads_limit(threads, hook.as_deref()) == self.workers.configured {
+        if effective_limit(threads) == self.workers.configured {
             return;
         }
         // The old pool's threads are gone before the new one's start: a
